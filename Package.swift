@@ -1,0 +1,39 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "Latchkey",
+    products: [
+        .library(name: "Security", targets: ["Security"]),
+        .library(name: "KeychainStore", targets: ["KeychainStore"]),
+        .executable(name: "latchkey-bench", targets: ["latchkey-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]),
+        .target(name: "KeychainCore"),
+        .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL"]),
+        .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore"]),
+        .executableTarget(
+            name: "latchkey-bench",
+            dependencies: [
+                "KeychainStore", "KeychainCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        .executableTarget(
+            name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
+            path: "Tests/KeychainWriter"),
+        .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore"]),
+        .testTarget(
+            name: "KeychainStoreTests",
+            dependencies: ["KeychainStore", "KeychainCore", "keychain-writer"]),
+        .testTarget(name: "SecurityTests", dependencies: ["Security"]),
+    ]
+)

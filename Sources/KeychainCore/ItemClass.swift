@@ -1,0 +1,13 @@
+/// The class of a keychain item (`kSecClass` values).
+public enum ItemClass: String, CaseIterable, Hashable, Sendable {
+    /// `kSecClassGenericPassword`.
+    case genericPassword = "genp"
+    /// `kSecClassInternetPassword`.
+    case internetPassword = "inet"
+    /// `kSecClassCertificate`.
+    case certificate = "cert"
+    /// `kSecClassKey`.
+    case key = "keys"
+    /// `kSecClassIdentity`.
+    case identity = "idnt"
+}

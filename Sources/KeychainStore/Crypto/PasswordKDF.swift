@@ -1,0 +1,85 @@
+import COpenSSL
+import Foundation
+import KeychainCore
+
+/// The cost of scrypt, the memory-hard function that turns a keychain password
+/// into the key that wraps the keychain key. Stored in the keychain file.
+public struct KDFParameters: Hashable, Sendable, CustomStringConvertible {
+    /// log2 of scrypt's N (CPU/memory cost).
+    public var logN: UInt8
+    /// scrypt's r (block size).
+    public var r: UInt32
+    /// scrypt's p (parallelism, run one after the other here).
+    public var p: UInt32
+
+    /// Explicit scrypt parameters.
+    public init(logN: UInt8, r: UInt32, p: UInt32) {
+        self.logN = logN
+        self.r = r
+        self.p = p
+    }
+
+    /// The default for new keychains: N = 2^16, r = 8, p = 2, which needs
+    /// 64 MiB and about a third of a second on a 2-core machine (see
+    /// docs/benchmarks.md).
+    public static let production = KDFParameters(logN: 16, r: 8, p: 2)
+
+    /// Cheap parameters (N = 2^10, 1 MiB) for tests that create many
+    /// keychains. Never the default: it makes a stolen file cheap to attack.
+    public static let insecureForTesting = KDFParameters(logN: 10, r: 8, p: 1)
+
+    /// The memory scrypt needs, in bytes (128 · r · N).
+    public var memoryBytes: UInt64 { 128 * UInt64(r) << UInt64(logN) }
+
+    /// `scrypt(N=2^logN, r, p)`.
+    public var description: String { "scrypt(N=2^\(logN), r=\(r), p=\(p))" }
+
+    /// Whether the values are within what this implementation accepts when
+    /// reading a file (bounds keep a forged file from exhausting memory).
+    var isAcceptable: Bool { (10...22).contains(logN) && (1...32).contains(r) && (1...16).contains(p) }
+
+    /// Derives a 256-bit key from `password` and `salt`.
+    func deriveKey(password: some DataProtocol, salt: Data) throws(KeychainError) -> SecretKey {
+        guard isAcceptable else {
+            throw KeychainError(.invalidKeychain, "KDF parameters \(self) are out of range")
+        }
+        guard let kdf = EVP_KDF_fetch(nil, "SCRYPT", nil) else {
+            throw KeychainError(.internalComponent, "OpenSSL has no scrypt")
+        }
+        defer { EVP_KDF_free(kdf) }
+        guard let ctx = EVP_KDF_CTX_new(kdf) else {
+            throw KeychainError(.allocate, "cannot allocate a KDF context")
+        }
+        defer { EVP_KDF_CTX_free(ctx) }
+        var out = [UInt8](repeating: 0, count: SecretKey.length)
+        defer { OPENSSL_cleanse(&out, out.count) }
+        var n = UInt64(1) << UInt64(logN)
+        var r = self.r
+        var p = self.p
+        var maxMemory = memoryBytes * 2 + (1 << 20)
+        let passwordBytes = [UInt8](password)
+        var passwordCopy = passwordBytes
+        defer { OPENSSL_cleanse(&passwordCopy, passwordCopy.count) }
+        let saltBytes = [UInt8](salt)
+        let status = passwordCopy.withUnsafeMutableBytes { pass in
+            saltBytes.withUnsafeBytes { saltBuffer in
+                var params = [
+                    OSSL_PARAM_construct_octet_string(cName("pass"), pass.baseAddress, pass.count),
+                    OSSL_PARAM_construct_octet_string(
+                        cName("salt"), UnsafeMutableRawPointer(mutating: saltBuffer.baseAddress),
+                        saltBuffer.count),
+                    OSSL_PARAM_construct_uint64(cName("n"), &n),
+                    OSSL_PARAM_construct_uint32(cName("r"), &r),
+                    OSSL_PARAM_construct_uint32(cName("p"), &p),
+                    OSSL_PARAM_construct_uint64(cName("maxmem_bytes"), &maxMemory),
+                    OSSL_PARAM_construct_end(),
+                ]
+                return EVP_KDF_derive(ctx, &out, out.count, &params)
+            }
+        }
+        guard status == 1, let key = SecretKey(copying: out) else {
+            throw KeychainError(.internalComponent, "scrypt failed (\(self))")
+        }
+        return key
+    }
+}

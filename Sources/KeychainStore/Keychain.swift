@@ -1,0 +1,427 @@
+import Foundation
+import KeychainCore
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One keychain file: an SQLite database whose items are sealed with a
+/// random keychain key, itself wrapped under a key derived from the
+/// keychain password.
+///
+/// Opening a keychain needs no password: it starts locked. While locked,
+/// searches still find which items match (through the keyed attribute
+/// index) and return their references, but reading attributes or secrets,
+/// and every change, fails with `errSecInteractionNotAllowed`.
+///
+/// A `Keychain` may be used from any thread; calls are serialised.
+public final class Keychain: Sendable {
+    /// Where the file is.
+    public let path: String
+    /// The keychain's random 16-byte identity (bound into every sealed value).
+    public let identifier: Data
+
+    private let state: Mutex<State>
+
+    fileprivate struct State {
+        let db: SQLiteDatabase
+        var header: KeychainHeader
+        let indexer: AttributeIndexer
+        var key: SecretKey?
+    }
+
+    private init(path: String, db: sending SQLiteDatabase, header: KeychainHeader, key: SecretKey?)
+        throws(KeychainError)
+    {
+        guard let indexKey = SecretKey(copying: header.indexKey) else {
+            throw KeychainError(.invalidKeychain, "index key has the wrong length")
+        }
+        self.path = path
+        self.identifier = header.identifier
+        self.state = Mutex(
+            State(db: db, header: header, indexer: try AttributeIndexer(key: indexKey), key: key))
+    }
+
+    /// Creates a new keychain file at `path` (mode 0600; missing parent
+    /// directories are made with mode 0700) and returns it unlocked.
+    ///
+    /// - Parameter kdf: the cost of turning `password` into a key. Keep the
+    ///   default outside tests.
+    /// - Throws: `errSecDuplicateKeychain` if the file exists.
+    public static func create(
+        at path: String, password: some Collection<UInt8>, kdf: KDFParameters = .production
+    ) throws(KeychainError) -> Keychain {
+        try createPrivateFile(at: path)
+        do {
+            let db = try SQLiteDatabase(path: path, create: false)
+            try configure(db)
+            try FileSchema.migrate(db)
+            let key = try SecretKey.random()
+            let header = try KeychainHeader.create(keychainKey: key, password: password, kdf: kdf)
+            try db.transaction { () throws(KeychainError) in try header.save(to: db) }
+            return try Keychain(path: path, db: db, header: header, key: key)
+        } catch {
+            for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+            throw error
+        }
+    }
+
+    /// Creates a keychain whose password is the UTF-8 bytes of `password`.
+    public static func create(
+        at path: String, password: String, kdf: KDFParameters = .production
+    ) throws(KeychainError) -> Keychain {
+        try create(at: path, password: Array(password.utf8), kdf: kdf)
+    }
+
+    /// Opens an existing keychain file, locked.
+    ///
+    /// - Throws: `errSecNoSuchKeychain` if there is no file, `errSecInvalidKeychain`
+    ///   if it is not a keychain.
+    public convenience init(opening path: String) throws(KeychainError) {
+        guard access(path, F_OK) == 0 else {
+            throw KeychainError(.noSuchKeychain, "no keychain at \(path)")
+        }
+        let db = try SQLiteDatabase(path: path, create: false)
+        do {
+            try Self.configure(db)
+            try FileSchema.migrate(db)
+        } catch where error.status == .io {
+            throw KeychainError(.invalidKeychain, "\(path) is not a keychain: \(error.reason)")
+        }
+        try self.init(path: path, db: db, header: try KeychainHeader.load(from: db), key: nil)
+    }
+
+    // MARK: Lock state
+
+    /// Whether the keychain key is out of memory.
+    public var isLocked: Bool { state.withLock { $0.key == nil } }
+
+    /// The KDF cost stored in the file.
+    public var kdfParameters: KDFParameters { state.withLock { $0.header.kdf } }
+
+    /// Unlocks with the keychain password (its bytes).
+    ///
+    /// - Throws: `errSecAuthFailed` if the password is wrong; the keychain stays locked.
+    public func unlock(password: some Collection<UInt8>) throws(KeychainError) {
+        let header = state.withLock { $0.header }
+        let key = try header.unwrap(password: password)
+        state.withLock { $0.key = key }
+    }
+
+    /// Unlocks with the UTF-8 bytes of `password`.
+    public func unlock(password: String) throws(KeychainError) {
+        try unlock(password: Array(password.utf8))
+    }
+
+    /// Forgets the keychain key; the key's memory is wiped.
+    public func lock() {
+        state.withLock { $0.key = nil }
+    }
+
+    /// Re-wraps the keychain key under `newPassword`. Items are not
+    /// re-encrypted, so this takes the same time for any number of items.
+    /// Works whether the keychain is locked or not, and leaves the lock state as it was.
+    ///
+    /// - Throws: `errSecAuthFailed` if `oldPassword` is wrong; nothing changes.
+    public func changePassword(
+        from oldPassword: some Collection<UInt8>, to newPassword: some Collection<UInt8>,
+        kdf: KDFParameters? = nil
+    ) throws(KeychainError) {
+        var header = state.withLock { $0.header }
+        let key = try header.unwrap(password: oldPassword)
+        try header.wrap(key, password: newPassword, kdf: kdf ?? header.kdf)
+        try state.withLock { (state) throws(KeychainError) in
+            let db = state.db
+            try db.transaction { () throws(KeychainError) in try header.save(to: db) }
+            // Leave no copy of the old wrapped key in the write-ahead log.
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            state.header = header
+        }
+    }
+
+    /// Changes the password given as UTF-8 text.
+    public func changePassword(from oldPassword: String, to newPassword: String) throws(KeychainError) {
+        try changePassword(from: Array(oldPassword.utf8), to: Array(newPassword.utf8))
+    }
+
+    // MARK: Items
+
+    /// Adds an item and returns it with its reference, its attributes as stored
+    /// (with the creation and modification dates the store set) and its secret.
+    ///
+    /// - Throws: `errSecDuplicateItem` if an item of the class has the same
+    ///   primary key; `errSecNoSuchAttr`/`errSecParam` for attributes that do
+    ///   not fit the class; `errSecInteractionNotAllowed` while locked.
+    @discardableResult
+    public func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?)
+        throws(KeychainError) -> KeychainItem
+    {
+        let schema = ItemSchema.of(itemClass)
+        var stored = attributes.filter { !$0.key.isSetByStore }
+        try schema.validate(stored)
+        let now = Date()
+        stored[.creationDate] = .date(now)
+        stored[.modificationDate] = .date(now)
+        if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
+        let reference = ItemReference(itemClass: itemClass, identifier: try SecureRandom.data(count: 16))
+        try state.withLock { (state) throws(KeychainError) in
+            let key = try state.unlockedKey()
+            let sealedAttributes = try AuthenticatedCipher.seal(
+                AttributeCodec.encode(stored), key: key, context: context(reference, .attributes))
+            let sealedSecret = try secret.map { (secret) throws(KeychainError) in
+                try AuthenticatedCipher.seal(secret, key: key, context: context(reference, .secret))
+            }
+            let db = state.db
+            let indexer = state.indexer
+            try db.transaction { () throws(KeychainError) in
+                let insert = try db.statement(
+                    "INSERT INTO items (uuid, class, pk, attributes, secret) VALUES (?1, ?2, ?3, ?4, ?5)")
+                insert.bind(1, reference.identifier)
+                insert.bind(2, itemClass.rawValue)
+                insert.bind(3, indexer.primaryKeyHash(itemClass, stored))
+                insert.bind(4, sealedAttributes)
+                insert.bind(5, sealedSecret)
+                try insert.run()
+                try Self.insertTags(indexer.tags(itemClass, stored), item: db.lastInsertRowID, db)
+            }
+        }
+        return KeychainItem(reference: reference, attributes: stored, secret: secret)
+    }
+
+    /// The items that match `query`, oldest first, up to its limit, with what
+    /// it asks to return (the reference is always there).
+    ///
+    /// Returns an empty array when nothing matches. While locked, a query that
+    /// asks only for references succeeds; one that asks for attributes or
+    /// data fails with `errSecInteractionNotAllowed`.
+    public func items(matching query: ItemQuery) throws(KeychainError) -> [KeychainItem] {
+        try query.validate()
+        return try state.withLock { (state) throws(KeychainError) in
+            try state.find(query, in: self, limit: query.limit.maximum, returning: query.returning)
+                .map { $0.item }
+        }
+    }
+
+    /// Changes every item that matches `query` (its limit is ignored) and
+    /// returns how many changed. The modification date is set to now.
+    ///
+    /// - Throws: `errSecItemNotFound` if nothing matches; `errSecDuplicateItem`
+    ///   if a change would give two items the same primary key (then nothing
+    ///   changes); `errSecInteractionNotAllowed` while locked.
+    @discardableResult
+    public func update(matching query: ItemQuery, with changes: ItemChanges) throws(KeychainError) -> Int {
+        try query.validate()
+        let newAttributes = changes.attributes.filter { !$0.key.isSetByStore }
+        try ItemSchema.of(query.itemClass).validate(newAttributes)
+        return try state.withLock { (state) throws(KeychainError) in
+            let key = try state.unlockedKey()
+            let matches = try state.find(query, in: self, limit: nil, returning: .attributes)
+            guard !matches.isEmpty else {
+                throw KeychainError(.itemNotFound, "no item matches the update query")
+            }
+            let db = state.db
+            let indexer = state.indexer
+            let now = Date()
+            try db.transaction { () throws(KeychainError) in
+                for match in matches {
+                    let reference = match.item.reference
+                    var attributes = match.item.attributes ?? [:]
+                    attributes.merge(newAttributes) { $1 }
+                    attributes[.modificationDate] = .date(now)
+                    let update = try db.statement(
+                        "UPDATE items SET pk = ?2, attributes = ?3, secret = coalesce(?4, secret) WHERE id = ?1")
+                    update.bind(1, match.row)
+                    update.bind(2, indexer.primaryKeyHash(reference.itemClass, attributes))
+                    update.bind(
+                        3,
+                        try AuthenticatedCipher.seal(
+                            AttributeCodec.encode(attributes), key: key,
+                            context: context(reference, .attributes)))
+                    update.bind(
+                        4,
+                        try changes.secret.map { (secret) throws(KeychainError) in
+                            try AuthenticatedCipher.seal(secret, key: key, context: context(reference, .secret))
+                        })
+                    try update.run()
+                    let clear = try db.statement("DELETE FROM attribute_index WHERE item = ?1")
+                    clear.bind(1, match.row)
+                    try clear.run()
+                    try Self.insertTags(indexer.tags(reference.itemClass, attributes), item: match.row, db)
+                }
+            }
+            return matches.count
+        }
+    }
+
+    /// Deletes every item that matches `query` (its limit is ignored) and returns how many.
+    ///
+    /// - Throws: `errSecItemNotFound` if nothing matches; `errSecInteractionNotAllowed` while locked.
+    @discardableResult
+    public func delete(matching query: ItemQuery) throws(KeychainError) -> Int {
+        try query.validate()
+        return try state.withLock { (state) throws(KeychainError) in
+            _ = try state.unlockedKey()
+            let matches = try state.find(query, in: self, limit: nil, returning: [])
+            guard !matches.isEmpty else {
+                throw KeychainError(.itemNotFound, "no item matches the delete query")
+            }
+            let db = state.db
+            try db.transaction { () throws(KeychainError) in
+                let delete = try db.statement("DELETE FROM items WHERE id = ?1")
+                for match in matches {
+                    delete.reset()
+                    delete.bind(1, match.row)
+                    try delete.run()
+                }
+            }
+            return matches.count
+        }
+    }
+
+    /// The number of items of every class.
+    public func count() throws(KeychainError) -> Int {
+        try state.withLock { (state) throws(KeychainError) in
+            let statement = try state.db.statement("SELECT count(*) FROM items")
+            _ = try statement.step()
+            return Int(statement.int64(0))
+        }
+    }
+
+    // MARK: Internals
+
+    enum SealedField: UInt8 {
+        case attributes = 0x61  // "a"
+        case secret = 0x73  // "s"
+    }
+
+    /// The associated data a sealed field is bound to: keychain, item, class and field.
+    func context(_ reference: ItemReference, _ field: SealedField) -> Data {
+        identifier + reference.identifier + Data(reference.itemClass.rawValue.utf8) + Data([field.rawValue])
+    }
+
+    private static func insertTags(_ tags: [Data], item: Int64, _ db: SQLiteDatabase) throws(KeychainError) {
+        let insert = try db.statement("INSERT OR IGNORE INTO attribute_index (tag, item) VALUES (?1, ?2)")
+        for tag in tags {
+            insert.reset()
+            insert.bind(1, tag)
+            insert.bind(2, item)
+            try insert.run()
+        }
+    }
+
+    private static func configure(_ db: SQLiteDatabase) throws(KeychainError) {
+        try db.execute(
+            """
+            PRAGMA journal_mode = WAL;
+            PRAGMA synchronous = NORMAL;
+            PRAGMA foreign_keys = ON;
+            PRAGMA secure_delete = ON;
+            """)
+    }
+
+    private static func createPrivateFile(at path: String) throws(KeychainError) {
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty, access(directory, F_OK) != 0 {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw KeychainError(.io, "cannot create directory \(directory): \(error.localizedDescription)")
+            }
+        }
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let code = errno
+            throw KeychainError(
+                code == EEXIST ? .duplicateKeychain : .io,
+                "cannot create keychain \(path): \(String(cString: strerror(code)))")
+        }
+        close(fd)
+    }
+}
+
+/// One row found by a query: its rowid and the item as asked for.
+private struct Match {
+    let row: Int64
+    let item: KeychainItem
+}
+
+extension Keychain.State {
+    func unlockedKey() throws(KeychainError) -> SecretKey {
+        guard let key else {
+            throw KeychainError(.interactionNotAllowed, "the keychain is locked")
+        }
+        return key
+    }
+
+    /// Runs a query against the index and opens what `returning` asks for.
+    fileprivate func find(
+        _ query: ItemQuery, in keychain: Keychain, limit: Int?, returning: ReturnOptions
+    ) throws(KeychainError) -> [Match] {
+        let wantsAttributes = returning.contains(.attributes)
+        let wantsSecret = returning.contains(.data)
+        let key: SecretKey? = (wantsAttributes || wantsSecret) ? try unlockedKey() : nil
+
+        var tags: [Data] = []
+        for (name, value) in query.attributes {
+            if query.caseInsensitive, let folded = indexer.foldedTag(query.itemClass, name, value) {
+                tags.append(folded)
+            } else {
+                tags.append(indexer.tag(query.itemClass, name, value))
+            }
+        }
+        switch query.synchronizable {
+        case .no: tags.append(indexer.tag(query.itemClass, .synchronizable, .bool(false)))
+        case .yes: tags.append(indexer.tag(query.itemClass, .synchronizable, .bool(true)))
+        case .any: break
+        }
+        let references = query.references?.filter { $0.itemClass == query.itemClass }
+        if let references, references.isEmpty { return [] }
+
+        var sql = "SELECT id, uuid, \(wantsAttributes ? "attributes" : "NULL"), \(wantsSecret ? "secret" : "NULL")"
+        sql += " FROM items WHERE class = ?1"
+        var parameter: Int32 = 2
+        if !tags.isEmpty {
+            let selects = tags.indices.map { "SELECT item FROM attribute_index WHERE tag = ?\(Int(parameter) + $0)" }
+            sql += " AND id IN (" + selects.joined(separator: " INTERSECT ") + ")"
+            parameter += Int32(tags.count)
+        }
+        if let references {
+            let list = references.indices.map { "?\(Int(parameter) + $0)" }.joined(separator: ", ")
+            sql += " AND uuid IN (\(list))"
+        }
+        sql += " ORDER BY id"
+        if let limit { sql += " LIMIT \(limit)" }
+
+        let statement = try db.statement(sql)
+        statement.bind(1, query.itemClass.rawValue)
+        for (offset, tag) in tags.enumerated() { statement.bind(2 + Int32(offset), tag) }
+        for (offset, reference) in (references ?? []).enumerated() {
+            statement.bind(parameter + Int32(offset), reference.identifier)
+        }
+        var matches: [Match] = []
+        while try statement.step() {
+            guard let uuid = statement.data(1), uuid.count == 16 else {
+                throw KeychainError(.decode, "an item row has a damaged identifier")
+            }
+            let reference = ItemReference(itemClass: query.itemClass, identifier: uuid)
+            var attributes: ItemAttributes?
+            var secret: Data?
+            if let key, wantsAttributes {
+                let sealed = statement.data(2) ?? Data()
+                attributes = try AttributeCodec.decode(
+                    try AuthenticatedCipher.open(sealed, key: key, context: keychain.context(reference, .attributes)))
+            }
+            if let key, wantsSecret, let sealed = statement.data(3) {
+                secret = try AuthenticatedCipher.open(sealed, key: key, context: keychain.context(reference, .secret))
+            }
+            matches.append(
+                Match(
+                    row: statement.int64(0),
+                    item: KeychainItem(reference: reference, attributes: attributes, secret: secret)))
+        }
+        return matches
+    }
+}

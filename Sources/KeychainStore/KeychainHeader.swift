@@ -1,0 +1,103 @@
+import Foundation
+import KeychainCore
+
+/// What the `meta` table of a keychain file holds: the file's identity, the
+/// KDF and its salt, the wrapped keychain key and the index key.
+struct KeychainHeader {
+    static let formatName = Data("latchkey-keychain".utf8)
+
+    var identifier: Data
+    var kdf: KDFParameters
+    var salt: Data
+    var wrappedKey: Data
+    var indexKey: Data
+
+    /// What the wrapped keychain key is bound to: the wrap version and the keychain identity.
+    var wrapContext: Data { Data("latchkey wrap v1".utf8) + identifier }
+
+    /// A fresh header: random identity, salt and index key; `keychainKey` wrapped under `password`.
+    static func create(
+        keychainKey: SecretKey, password: some Collection<UInt8>, kdf: KDFParameters
+    ) throws(KeychainError) -> KeychainHeader {
+        var header = KeychainHeader(
+            identifier: try SecureRandom.data(count: 16), kdf: kdf, salt: Data(),
+            wrappedKey: Data(), indexKey: try SecretKey.random().data)
+        try header.wrap(keychainKey, password: password, kdf: kdf)
+        return header
+    }
+
+    /// Re-wraps `keychainKey` under `password` with a new salt.
+    mutating func wrap(
+        _ keychainKey: SecretKey, password: some Collection<UInt8>, kdf: KDFParameters
+    ) throws(KeychainError) {
+        let salt = try SecureRandom.data(count: 16)
+        let wrappingKey = try kdf.deriveKey(password: Array(password), salt: salt)
+        let wrapped = try AuthenticatedCipher.seal(keychainKey.data, key: wrappingKey, context: wrapContext)
+        self.kdf = kdf
+        self.salt = salt
+        self.wrappedKey = wrapped
+    }
+
+    /// The keychain key, or `errSecAuthFailed` when `password` is not the keychain's.
+    func unwrap(password: some Collection<UInt8>) throws(KeychainError) -> SecretKey {
+        let wrappingKey = try kdf.deriveKey(password: Array(password), salt: salt)
+        let keyBytes: Data
+        do {
+            keyBytes = try AuthenticatedCipher.open(wrappedKey, key: wrappingKey, context: wrapContext)
+        } catch {
+            throw KeychainError(.authFailed, "the password does not unlock this keychain")
+        }
+        guard let key = SecretKey(copying: keyBytes) else {
+            throw KeychainError(.invalidKeychain, "the keychain key has the wrong length")
+        }
+        return key
+    }
+
+    func save(to db: SQLiteDatabase) throws(KeychainError) {
+        let kdfBytes = Data([1, kdf.logN]) + Self.bigEndian(kdf.r) + Self.bigEndian(kdf.p)
+        let rows: [(String, Data)] = [
+            ("format", Self.formatName), ("uuid", identifier), ("kdf", kdfBytes), ("salt", salt),
+            ("wrapped_key", wrappedKey), ("index_key", indexKey),
+        ]
+        let insert = try db.statement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)")
+        for (name, value) in rows {
+            insert.reset()
+            insert.bind(1, name)
+            insert.bind(2, value)
+            try insert.run()
+        }
+    }
+
+    static func load(from db: SQLiteDatabase) throws(KeychainError) -> KeychainHeader {
+        var values: [String: Data] = [:]
+        let select = try db.statement("SELECT name, value FROM meta")
+        while try select.step() {
+            if let name = select.string(0) { values[name] = select.data(1) ?? Data() }
+        }
+        guard values["format"] == formatName, let identifier = values["uuid"], identifier.count == 16,
+            let kdfBytes = values["kdf"], kdfBytes.count == 10, kdfBytes.first == 1,
+            let salt = values["salt"], let wrappedKey = values["wrapped_key"],
+            let indexKey = values["index_key"], indexKey.count == SecretKey.length
+        else {
+            throw KeychainError(.invalidKeychain, "the file is not a Latchkey keychain or its header is damaged")
+        }
+        let bytes = [UInt8](kdfBytes)
+        let kdf = KDFParameters(
+            logN: bytes[1], r: UInt32(bigEndian: bytes[2..<6]), p: UInt32(bigEndian: bytes[6..<10]))
+        guard kdf.isAcceptable else {
+            throw KeychainError(.invalidKeychain, "the keychain's KDF parameters \(kdf) are out of range")
+        }
+        return KeychainHeader(
+            identifier: identifier, kdf: kdf, salt: salt, wrappedKey: wrappedKey, indexKey: indexKey)
+    }
+
+    private static func bigEndian(_ value: UInt32) -> Data {
+        withUnsafeBytes(of: value.bigEndian) { Data($0) }
+    }
+}
+
+extension UInt32 {
+    fileprivate init(bigEndian bytes: ArraySlice<UInt8>) {
+        self = bytes.reduce(0) { $0 << 8 | UInt32($1) }
+    }
+}

@@ -1,0 +1,16 @@
+import Foundation
+import KeychainCore
+
+/// One item as a search or an add returns it: always its reference, and its
+/// attributes and secret when they were asked for.
+public struct KeychainItem: Hashable, Sendable {
+    /// The lasting reference to the item.
+    public let reference: ItemReference
+    /// The attributes, including the store-set dates, when asked for.
+    public let attributes: ItemAttributes?
+    /// The secret, when asked for (nil also for an item stored without one).
+    public let secret: Data?
+
+    /// The item's class.
+    public var itemClass: ItemClass { reference.itemClass }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import KeychainCore
+import KeychainStore
+
+/// Adds an item to a keychain (the default one, or the one `kSecUseKeychain`
+/// names) and, when `result` is given and the dictionary asks with
+/// `kSecReturn*`, returns it in the shape `SecItemCopyMatching` would.
+///
+/// - Returns: `errSecSuccess`, `errSecDuplicateItem` when an item of the class
+///   with the same primary key exists, `errSecParam`, `errSecNoSuchAttr`,
+///   `errSecInteractionNotAllowed` when the keychain is locked, or another `errSec*`.
+public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
+    run { () throws(KeychainError) in
+        let request = try QueryDictionary(attributes, role: .add)
+        guard let itemClass = request.itemClass else { throw .param("kSecClass is missing") }
+        var values = request.attributes
+        if request.synchronizable == .yes { values[.synchronizable] = .bool(true) }
+        let keychain = try orDefault(request.keychains?.first)
+        let item = try keychain.store.add(itemClass, attributes: values, secret: request.data)
+        if let result {
+            result.pointee =
+                request.returning.isEmpty
+                ? nil : ResultShape(returning: request.returning).object(for: item, in: keychain)
+        }
+    }
+}
+
+/// Finds the items that match a query and returns what it asks for: a bare
+/// value when it asks for one kind of result and one match, a dictionary
+/// when it asks for several kinds, an array of either when `kSecMatchLimit`
+/// allows more than one match.
+///
+/// - Returns: `errSecSuccess`, `errSecItemNotFound` when nothing matches,
+///   `errSecParam`, `errSecNoSuchAttr`, `errSecInteractionNotAllowed` when
+///   attributes or data are asked of a locked keychain, or another `errSec*`.
+public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
+    run { () throws(KeychainError) in
+        let request = try QueryDictionary(query, role: .search)
+        let found = try search(request)
+        guard !found.isEmpty else { throw KeychainError(.itemNotFound, "no item matches the query") }
+        guard let result else { return }
+        guard !request.returning.isEmpty else {
+            result.pointee = nil
+            return
+        }
+        let shape = ResultShape(returning: request.returning)
+        if request.limit == .one, let (keychain, item) = found.first {
+            result.pointee = shape.object(for: item, in: keychain)
+        } else {
+            result.pointee = NSArray(array: found.map { shape.object(for: $0.1, in: $0.0) })
+        }
+    }
+}
+
+/// Changes every item that matches `query`: the attributes and the data
+/// (`kSecValueData`) in `attributesToUpdate`, and the modification date.
+///
+/// - Returns: `errSecSuccess`, `errSecItemNotFound`, `errSecDuplicateItem`
+///   when a change would make two items share a primary key (nothing
+///   changes then), `errSecParam` for return or search keys among the
+///   attributes to update, or another `errSec*`.
+public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
+    run { () throws(KeychainError) in
+        let request = try QueryDictionary(query, role: .update)
+        let changes = try QueryDictionary(attributesToUpdate, role: .changes)
+        let itemChanges = ItemChanges(attributes: changes.attributes, secret: changes.data)
+        try forEachTarget(of: request) { (keychain, query) throws(KeychainError) in
+            try keychain.store.update(matching: query, with: itemChanges)
+        }
+    }
+}
+
+/// Deletes every item that matches `query`, or the items it names with
+/// `kSecValueRef`, `kSecValuePersistentRef` or `kSecMatchItemList`.
+///
+/// - Returns: `errSecSuccess`, `errSecItemNotFound` when nothing matches, or another `errSec*`.
+public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
+    run { () throws(KeychainError) in
+        let request = try QueryDictionary(query, role: .delete)
+        try forEachTarget(of: request) { (keychain, query) throws(KeychainError) in
+            try keychain.store.delete(matching: query)
+        }
+    }
+}
+
+// MARK: - Shared steps
+
+private func run(_ body: () throws(KeychainError) -> Void) -> OSStatus {
+    do {
+        try body()
+        return errSecSuccess
+    } catch {
+        return error.status.rawValue
+    }
+}
+
+/// The keychains a request covers and the item references it is limited to.
+private func targets(of request: QueryDictionary) throws(KeychainError) -> (
+    [SecKeychain], [ItemReference]?
+) {
+    var keychains: [SecKeychain]
+    if let listed = request.keychains { keychains = listed } else { keychains = [try currentDefaultKeychain()] }
+    var references: [ItemReference]?
+    if let reference = request.persistentReference { references = [reference] }
+    for object in request.items ?? [] {
+        if let item = object as? SecKeychainItem {
+            references = (references ?? []) + [item.reference]
+            if request.keychains == nil, !keychains.contains(item.keychain) { keychains.append(item.keychain) }
+        } else if let data = object as? Data, let reference = ItemReference(persistentData: data) {
+            references = (references ?? []) + [reference]
+        } else {
+            throw KeychainError(.invalidItemReference, "an item in the item list is not an item reference")
+        }
+    }
+    return (keychains, references)
+}
+
+/// The matches of a search over every keychain it covers, up to its limit.
+private func search(_ request: QueryDictionary) throws(KeychainError) -> [(SecKeychain, KeychainItem)] {
+    guard let itemClass = request.itemClass else { throw .param("kSecClass is missing") }
+    let (keychains, references) = try targets(of: request)
+    let query = request.query(itemClass, references: references)
+    try query.validate()
+    var found: [(SecKeychain, KeychainItem)] = []
+    for keychain in keychains {
+        if request.skipsItemsNeedingAuthentication, keychain.store.isLocked,
+            !query.returning.isDisjoint(with: [.data, .attributes])
+        {
+            continue
+        }
+        for item in try keychain.store.items(matching: query) {
+            found.append((keychain, item))
+            if let maximum = query.limit.maximum, found.count >= maximum { return found }
+        }
+    }
+    return found
+}
+
+/// Runs an update or delete on each keychain a request covers; `errSecItemNotFound` only if none matched.
+private func forEachTarget(
+    of request: QueryDictionary, _ body: (SecKeychain, ItemQuery) throws(KeychainError) -> Int
+) throws(KeychainError) {
+    guard let itemClass = request.itemClass else { throw .param("kSecClass is missing") }
+    let (keychains, references) = try targets(of: request)
+    let query = request.query(itemClass, references: references)
+    var changed = 0
+    for keychain in keychains {
+        do {
+            changed += try body(keychain, query)
+        } catch where error.status == .itemNotFound {
+            continue
+        }
+    }
+    if changed == 0 { throw KeychainError(.itemNotFound, "no item matches the query") }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import KeychainCore
+import KeychainStore
+import Synchronization
+
+/// An open keychain file (Apple's `SecKeychainRef`).
+public final class SecKeychain: Sendable, Hashable {
+    /// The keychain file behind this reference.
+    public let store: Keychain
+
+    /// Wraps an opened keychain file.
+    public init(_ store: Keychain) {
+        self.store = store
+    }
+
+    /// Creates a keychain file at `path` with a password, unlocked. `kdf`
+    /// chooses the cost of the password hash; keep the default outside tests.
+    public static func create(
+        atPath path: String, password: String, kdf: KDFParameters = .production
+    ) throws(KeychainError) -> SecKeychain {
+        SecKeychain(try Keychain.create(at: path, password: password, kdf: kdf))
+    }
+
+    /// Opens an existing keychain file, locked.
+    public static func open(atPath path: String) throws(KeychainError) -> SecKeychain {
+        SecKeychain(try Keychain(opening: path))
+    }
+
+    /// Two references are equal when they hold the same open keychain.
+    public static func == (lhs: SecKeychain, rhs: SecKeychain) -> Bool { lhs === rhs }
+
+    /// Hashes the object identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
+/// A reference to one keychain item (Apple's `SecKeychainItemRef`), returned
+/// for `kSecReturnRef` and accepted by `kSecValueRef` and `kSecMatchItemList`.
+public final class SecKeychainItem: Sendable, Hashable {
+    /// The keychain that holds the item.
+    public let keychain: SecKeychain
+    /// The item's lasting reference.
+    public let reference: ItemReference
+
+    init(keychain: SecKeychain, reference: ItemReference) {
+        self.keychain = keychain
+        self.reference = reference
+    }
+
+    /// Equal when they name the same item in the same keychain.
+    public static func == (lhs: SecKeychainItem, rhs: SecKeychainItem) -> Bool {
+        lhs.keychain == rhs.keychain && lhs.reference == rhs.reference
+    }
+
+    /// Hashes the item reference.
+    public func hash(into hasher: inout Hasher) { hasher.combine(reference) }
+}
+
+/// Apple's access object. Accepted where Apple's signatures take one and
+/// otherwise ignored: per-application access control is a later feature.
+public final class SecAccess: Sendable {}
+
+/// Apple's `SecKeychainRef`.
+public typealias SecKeychainRef = SecKeychain
+/// Apple's `SecKeychainItemRef`.
+public typealias SecKeychainItemRef = SecKeychainItem
+
+/// The keychain `SecItem*` calls use when a query names none.
+private let defaultKeychain = Mutex<SecKeychain?>(nil)
+
+/// The default keychain: the one set with `SecKeychainSetDefault`, else the
+/// login keychain file (`$XDG_DATA_HOME/latchkey/keychains/login.keychain-db`),
+/// opened locked on first use.
+func currentDefaultKeychain() throws(KeychainError) -> SecKeychain {
+    if let keychain = defaultKeychain.withLock({ $0 }) { return keychain }
+    let path = KeychainLocation.loginKeychainPath()
+    let opened: SecKeychain
+    do {
+        opened = try SecKeychain.open(atPath: path)
+    } catch where error.status == .noSuchKeychain {
+        throw KeychainError(.noDefaultKeychain, "no default keychain is set and there is no login keychain at \(path)")
+    }
+    return defaultKeychain.withLock { current in
+        if let current { return current }
+        current = opened
+        return opened
+    }
+}
+
+/// `keychain`, or the default keychain when nil.
+func orDefault(_ keychain: SecKeychain?) throws(KeychainError) -> SecKeychain {
+    if let keychain { return keychain }
+    return try currentDefaultKeychain()
+}
+
+private func status(_ body: () throws(KeychainError) -> Void) -> OSStatus {
+    do {
+        try body()
+        return errSecSuccess
+    } catch {
+        return error.status.rawValue
+    }
+}
+
+private func passwordBytes(_ length: UInt32, _ password: UnsafeRawPointer?) -> [UInt8]? {
+    guard let password else { return length == 0 ? [] : nil }
+    return Array(UnsafeRawBufferPointer(start: password, count: Int(length)))
+}
+
+/// Creates a keychain file and returns it unlocked (Apple's `SecKeychainCreate`).
+/// `promptUser` and `initialAccess` are ignored; a password is required.
+public func SecKeychainCreate(
+    _ pathName: UnsafePointer<CChar>, _ passwordLength: UInt32, _ password: UnsafeRawPointer?,
+    _ promptUser: Bool, _ initialAccess: SecAccess?, _ keychain: UnsafeMutablePointer<SecKeychain?>
+) -> OSStatus {
+    status { () throws(KeychainError) in
+        guard let bytes = passwordBytes(passwordLength, password) else {
+            throw .param("SecKeychainCreate needs a password")
+        }
+        keychain.pointee = SecKeychain(try Keychain.create(at: String(cString: pathName), password: bytes))
+    }
+}
+
+/// Opens a keychain file, locked (Apple's `SecKeychainOpen`).
+public func SecKeychainOpen(_ pathName: UnsafePointer<CChar>, _ keychain: UnsafeMutablePointer<SecKeychain?>)
+    -> OSStatus
+{
+    status { () throws(KeychainError) in
+        keychain.pointee = try SecKeychain.open(atPath: String(cString: pathName))
+    }
+}
+
+/// Unlocks a keychain (the default one when nil) with its password. With
+/// `usePassword` false Apple would prompt; here that gives
+/// `errSecInteractionNotAllowed`.
+public func SecKeychainUnlock(
+    _ keychain: SecKeychain?, _ passwordLength: UInt32, _ password: UnsafeRawPointer?, _ usePassword: Bool
+) -> OSStatus {
+    status { () throws(KeychainError) in
+        guard usePassword, let bytes = passwordBytes(passwordLength, password) else {
+            throw KeychainError(.interactionNotAllowed, "no password given and no prompt is available")
+        }
+        try orDefault(keychain).store.unlock(password: bytes)
+    }
+}
+
+/// Locks a keychain (the default one when nil).
+public func SecKeychainLock(_ keychain: SecKeychain?) -> OSStatus {
+    status { () throws(KeychainError) in
+        try orDefault(keychain).store.lock()
+    }
+}
+
+/// Makes `keychain` the default for `SecItem*` calls (nil returns to the login keychain).
+public func SecKeychainSetDefault(_ keychain: SecKeychain?) -> OSStatus {
+    defaultKeychain.withLock { $0 = keychain }
+    return errSecSuccess
+}
+
+/// The default keychain (Apple's `SecKeychainCopyDefault`).
+public func SecKeychainCopyDefault(_ keychain: UnsafeMutablePointer<SecKeychain?>) -> OSStatus {
+    status { () throws(KeychainError) in keychain.pointee = try currentDefaultKeychain() }
+}
+
+/// Deletes a keychain's file (Apple's `SecKeychainDelete`). Items in it are gone.
+public func SecKeychainDelete(_ keychainOrArray: SecKeychain?) -> OSStatus {
+    status { () throws(KeychainError) in
+        guard let keychain = keychainOrArray else { throw .param("SecKeychainDelete needs a keychain") }
+        keychain.store.lock()
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: keychain.store.path + suffix)
+        }
+        defaultKeychain.withLock { if $0 == keychain { $0 = nil } }
+    }
+}

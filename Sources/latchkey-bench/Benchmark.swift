@@ -1,0 +1,153 @@
+import ArgumentParser
+import Foundation
+import KeychainCore
+import KeychainStore
+
+@main
+struct Benchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "latchkey-bench",
+        abstract: "Measures the keychain store in-process and writes the figures to docs/benchmarks.md.",
+        discussion: """
+            Build in release mode: swift run -c release latchkey-bench
+            Each size N fills a fresh keychain with N generic passwords, then times 1,000
+            adds, primary-key lookups (returning the secret), updates and deletes.
+            """)
+
+    @Option(help: "Item counts to measure, comma-separated.")
+    var sizes: String = "1000,10000,100000"
+
+    @Option(help: "Operations timed per measurement.")
+    var samples: Int = 1000
+
+    @Option(help: "Markdown file whose store section is replaced with the results ('-' for none).")
+    var output: String = "docs/benchmarks.md"
+
+    mutating func run() throws {
+        let counts = sizes.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "latchkey-bench-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+
+        var rows: [String] = []
+        for count in counts {
+            let path = directory.appendingPathComponent("bench-\(count).keychain-db").path
+            let result = try measureStore(path: path, items: count)
+            rows.append(result)
+            print(result)
+        }
+        let unlock = try measureUnlock(path: directory.appendingPathComponent("kdf.keychain-db").path)
+        print(unlock)
+        if output != "-" { try write(rows: rows, unlock: unlock) }
+    }
+
+    private func measureStore(path: String, items: Int) throws -> String {
+        let keychain = try Keychain.create(at: path, password: "bench", kdf: .insecureForTesting)
+        let fill = max(0, items - samples)
+        for index in 0..<fill { try add(keychain, index) }
+        let adds = try time(samples) { try add(keychain, fill + $0) }
+        let total = fill + samples
+        var generator = SystemRandomNumberGenerator()
+        let picks = (0..<samples).map { _ in Int.random(in: 0..<total, using: &generator) }
+        let lookups = try time(samples) { index in
+            let found = try keychain.items(matching: query(picks[index], returning: .data))
+            guard found.count == 1 else { throw KeychainError(.itemNotFound, "lookup missed") }
+        }
+        let updates = try time(samples) { index in
+            try keychain.update(
+                matching: query(picks[index]), with: ItemChanges(secret: Data("changed-\(index)".utf8)))
+        }
+        let deletes = try time(samples) { index in
+            try keychain.delete(matching: query(total - 1 - index))
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        return "| \(items) | \(adds) | \(lookups) | \(updates) | \(deletes) | \(size / 1024) |"
+    }
+
+    private func measureUnlock(path: String) throws -> String {
+        let keychain = try Keychain.create(at: path, password: "bench")
+        keychain.lock()
+        var seconds: [Double] = []
+        for _ in 0..<3 {
+            let start = DispatchTime.now().uptimeNanoseconds
+            try keychain.unlock(password: "bench")
+            seconds.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+            keychain.lock()
+        }
+        let parameters = keychain.kdfParameters
+        return String(
+            format: "unlock with %@ (%llu MiB): median %.3f s over 3", parameters.description,
+            parameters.memoryBytes >> 20, seconds.sorted()[1])
+    }
+
+    private func add(_ keychain: Keychain, _ index: Int) throws {
+        try keychain.add(
+            .genericPassword,
+            attributes: [
+                .account: .string("user\(index)@example.com"), .service: .string("bench.example.com"),
+                .label: .string("Benchmark item \(index)"),
+            ],
+            secret: Data("password-\(index)".utf8))
+    }
+
+    private func query(_ index: Int, returning: ReturnOptions = []) -> ItemQuery {
+        ItemQuery(
+            .genericPassword,
+            attributes: [.account: .string("user\(index)@example.com"), .service: .string("bench.example.com")],
+            returning: returning)
+    }
+
+    /// Runs `body` `count` times and gives "p50 / p99 µs".
+    private func time(_ count: Int, _ body: (Int) throws -> Void) throws -> String {
+        var samples: [UInt64] = []
+        samples.reserveCapacity(count)
+        for index in 0..<count {
+            let start = DispatchTime.now().uptimeNanoseconds
+            try body(index)
+            samples.append(DispatchTime.now().uptimeNanoseconds - start)
+        }
+        samples.sort()
+        let p50 = Double(samples[samples.count / 2]) / 1000
+        let p99 = Double(samples[min(samples.count - 1, samples.count * 99 / 100)]) / 1000
+        return String(format: "%.0f / %.0f", p50, p99)
+    }
+
+    private func write(rows: [String], unlock: String) throws {
+        let machine = Self.machine()
+        let date = ISO8601DateFormatter().string(from: Date()).prefix(10)
+        let section = """
+            <!-- store-benchmark:begin -->
+            Measured \(date) on \(machine) with `swift run -c release latchkey-bench`
+            (\(samples) timed operations per cell; times in microseconds, p50 / p99; generic
+            passwords with account, service and label; lookup by primary key returning the secret).
+
+            | items | add | lookup | update | delete | file KiB |
+            |---:|---:|---:|---:|---:|---:|
+            \(rows.joined(separator: "\n"))
+
+            Password unlock: \(unlock).
+            <!-- store-benchmark:end -->
+            """
+        var text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? "# Benchmarks\n\n"
+        if let start = text.range(of: "<!-- store-benchmark:begin -->"),
+            let end = text.range(of: "<!-- store-benchmark:end -->")
+        {
+            text.replaceSubrange(start.lowerBound..<end.upperBound, with: section)
+        } else {
+            text += "\n" + section + "\n"
+        }
+        try text.write(toFile: output, atomically: true, encoding: .utf8)
+        print("wrote \(output)")
+    }
+
+    private static func machine() -> String {
+        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let model =
+            cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }?
+            .split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let memory = ProcessInfo.processInfo.physicalMemory >> 30
+        return "\(model), \(cores) cores, \(memory) GiB"
+    }
+}
