@@ -100,14 +100,15 @@ private func targets(of request: QueryDictionary) throws(KeychainError) -> (
 ) {
     var keychains: [SecKeychain]
     if let listed = request.keychains { keychains = listed } else { keychains = [try currentDefaultKeychain()] }
-    var references: [ItemReference]?
-    if let reference = request.persistentReference { references = [reference] }
+    guard request.items != nil || request.persistentReference != nil else { return (keychains, nil) }
+    // An item list, even an empty one, limits the search to the items it names.
+    var references: [ItemReference] = request.persistentReference.map { [$0] } ?? []
     for object in request.items ?? [] {
         if let item = object as? SecKeychainItem {
-            references = (references ?? []) + [item.reference]
+            references.append(item.reference)
             if request.keychains == nil, !keychains.contains(item.keychain) { keychains.append(item.keychain) }
         } else if let data = object as? Data, let reference = ItemReference(persistentData: data) {
-            references = (references ?? []) + [reference]
+            references.append(reference)
         } else {
             throw KeychainError(.invalidItemReference, "an item in the item list is not an item reference")
         }
