@@ -33,7 +33,7 @@ let package = Package(
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore"]),
         .testTarget(
             name: "KeychainStoreTests",
-            dependencies: ["KeychainStore", "KeychainCore", "keychain-writer"]),
+            dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer"]),
         .testTarget(name: "SecurityTests", dependencies: ["Security"]),
     ]
 )

@@ -48,8 +48,8 @@ enum FileSchema {
     }
 
     static func userVersion(_ db: SQLiteDatabase) throws(KeychainError) -> Int64 {
-        let statement = try db.statement("PRAGMA user_version")
-        guard try statement.step() else { return 0 }
-        return statement.int64(0)
+        try db.withStatement("PRAGMA user_version") { (statement) throws(KeychainError) in
+            try statement.step() ? statement.int64(0) : 0
+        }
     }
 }

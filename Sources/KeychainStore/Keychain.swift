@@ -175,14 +175,16 @@ public final class Keychain: Sendable {
             let db = state.db
             let indexer = state.indexer
             try db.transaction { () throws(KeychainError) in
-                let insert = try db.statement(
-                    "INSERT INTO items (uuid, class, pk, attributes, secret) VALUES (?1, ?2, ?3, ?4, ?5)")
-                insert.bind(1, reference.identifier)
-                insert.bind(2, itemClass.rawValue)
-                insert.bind(3, indexer.primaryKeyHash(itemClass, stored))
-                insert.bind(4, sealedAttributes)
-                insert.bind(5, sealedSecret)
-                try insert.run()
+                try db.withStatement(
+                    "INSERT INTO items (uuid, class, pk, attributes, secret) VALUES (?1, ?2, ?3, ?4, ?5)"
+                ) { (insert) throws(KeychainError) in
+                    insert.bind(1, reference.identifier)
+                    insert.bind(2, itemClass.rawValue)
+                    insert.bind(3, indexer.primaryKeyHash(itemClass, stored))
+                    insert.bind(4, sealedAttributes)
+                    insert.bind(5, sealedSecret)
+                    try insert.run()
+                }
                 try Self.insertTags(indexer.tags(itemClass, stored), item: db.lastInsertRowID, db)
             }
         }
@@ -229,24 +231,25 @@ public final class Keychain: Sendable {
                     var attributes = match.item.attributes ?? [:]
                     attributes.merge(newAttributes) { $1 }
                     attributes[.modificationDate] = .date(now)
-                    let update = try db.statement(
-                        "UPDATE items SET pk = ?2, attributes = ?3, secret = coalesce(?4, secret) WHERE id = ?1")
-                    update.bind(1, match.row)
-                    update.bind(2, indexer.primaryKeyHash(reference.itemClass, attributes))
-                    update.bind(
-                        3,
-                        try AuthenticatedCipher.seal(
-                            AttributeCodec.encode(attributes), key: key,
-                            context: context(reference, .attributes)))
-                    update.bind(
-                        4,
-                        try changes.secret.map { (secret) throws(KeychainError) in
-                            try AuthenticatedCipher.seal(secret, key: key, context: context(reference, .secret))
-                        })
-                    try update.run()
-                    let clear = try db.statement("DELETE FROM attribute_index WHERE item = ?1")
-                    clear.bind(1, match.row)
-                    try clear.run()
+                    let sealedAttributes = try AuthenticatedCipher.seal(
+                        AttributeCodec.encode(attributes), key: key, context: context(reference, .attributes))
+                    let sealedSecret = try changes.secret.map { (secret) throws(KeychainError) in
+                        try AuthenticatedCipher.seal(secret, key: key, context: context(reference, .secret))
+                    }
+                    try db.withStatement(
+                        "UPDATE items SET pk = ?2, attributes = ?3, secret = coalesce(?4, secret) WHERE id = ?1"
+                    ) { (update) throws(KeychainError) in
+                        update.bind(1, match.row)
+                        update.bind(2, indexer.primaryKeyHash(reference.itemClass, attributes))
+                        update.bind(3, sealedAttributes)
+                        update.bind(4, sealedSecret)
+                        try update.run()
+                    }
+                    try db.withStatement("DELETE FROM attribute_index WHERE item = ?1") {
+                        (clear) throws(KeychainError) in
+                        clear.bind(1, match.row)
+                        try clear.run()
+                    }
                     try Self.insertTags(indexer.tags(reference.itemClass, attributes), item: match.row, db)
                 }
             }
@@ -268,11 +271,12 @@ public final class Keychain: Sendable {
             }
             let db = state.db
             try db.transaction { () throws(KeychainError) in
-                let delete = try db.statement("DELETE FROM items WHERE id = ?1")
-                for match in matches {
-                    delete.reset()
-                    delete.bind(1, match.row)
-                    try delete.run()
+                try db.withStatement("DELETE FROM items WHERE id = ?1") { (delete) throws(KeychainError) in
+                    for match in matches {
+                        delete.reset()
+                        delete.bind(1, match.row)
+                        try delete.run()
+                    }
                 }
             }
             return matches.count
@@ -282,9 +286,9 @@ public final class Keychain: Sendable {
     /// The number of items of every class.
     public func count() throws(KeychainError) -> Int {
         try state.withLock { (state) throws(KeychainError) in
-            let statement = try state.db.statement("SELECT count(*) FROM items")
-            _ = try statement.step()
-            return Int(statement.int64(0))
+            try state.db.withStatement("SELECT count(*) FROM items") { (statement) throws(KeychainError) in
+                try statement.step() ? Int(statement.int64(0)) : 0
+            }
         }
     }
 
@@ -301,12 +305,14 @@ public final class Keychain: Sendable {
     }
 
     private static func insertTags(_ tags: [Data], item: Int64, _ db: SQLiteDatabase) throws(KeychainError) {
-        let insert = try db.statement("INSERT OR IGNORE INTO attribute_index (tag, item) VALUES (?1, ?2)")
-        for tag in tags {
-            insert.reset()
-            insert.bind(1, tag)
-            insert.bind(2, item)
-            try insert.run()
+        try db.withStatement("INSERT OR IGNORE INTO attribute_index (tag, item) VALUES (?1, ?2)") {
+            (insert) throws(KeychainError) in
+            for tag in tags {
+                insert.reset()
+                insert.bind(1, tag)
+                insert.bind(2, item)
+                try insert.run()
+            }
         }
     }
 
@@ -392,36 +398,38 @@ extension Keychain.State {
             let list = references.indices.map { "?\(Int(parameter) + $0)" }.joined(separator: ", ")
             sql += " AND uuid IN (\(list))"
         }
-        sql += " ORDER BY id"
-        if let limit { sql += " LIMIT \(limit)" }
+        let limitParameter = parameter + Int32(references?.count ?? 0)
+        sql += " ORDER BY id LIMIT ?\(limitParameter)"
 
-        let statement = try db.statement(sql)
-        statement.bind(1, query.itemClass.rawValue)
-        for (offset, tag) in tags.enumerated() { statement.bind(2 + Int32(offset), tag) }
-        for (offset, reference) in (references ?? []).enumerated() {
-            statement.bind(parameter + Int32(offset), reference.identifier)
+        return try db.withStatement(sql) { (statement) throws(KeychainError) -> [Match] in
+            statement.bind(1, query.itemClass.rawValue)
+            for (offset, tag) in tags.enumerated() { statement.bind(2 + Int32(offset), tag) }
+            for (offset, reference) in (references ?? []).enumerated() {
+                statement.bind(parameter + Int32(offset), reference.identifier)
+            }
+            statement.bind(limitParameter, Int64(limit ?? -1))
+            var matches: [Match] = []
+            while try statement.step() {
+                guard let uuid = statement.data(1), uuid.count == 16 else {
+                    throw KeychainError(.decode, "an item row has a damaged identifier")
+                }
+                let reference = ItemReference(itemClass: query.itemClass, identifier: uuid)
+                var attributes: ItemAttributes?
+                var secret: Data?
+                if let key, wantsAttributes {
+                    let sealed = statement.data(2) ?? Data()
+                    attributes = try AttributeCodec.decode(
+                        try AuthenticatedCipher.open(sealed, key: key, context: keychain.context(reference, .attributes)))
+                }
+                if let key, wantsSecret, let sealed = statement.data(3) {
+                    secret = try AuthenticatedCipher.open(sealed, key: key, context: keychain.context(reference, .secret))
+                }
+                matches.append(
+                    Match(
+                        row: statement.int64(0),
+                        item: KeychainItem(reference: reference, attributes: attributes, secret: secret)))
+            }
+            return matches
         }
-        var matches: [Match] = []
-        while try statement.step() {
-            guard let uuid = statement.data(1), uuid.count == 16 else {
-                throw KeychainError(.decode, "an item row has a damaged identifier")
-            }
-            let reference = ItemReference(itemClass: query.itemClass, identifier: uuid)
-            var attributes: ItemAttributes?
-            var secret: Data?
-            if let key, wantsAttributes {
-                let sealed = statement.data(2) ?? Data()
-                attributes = try AttributeCodec.decode(
-                    try AuthenticatedCipher.open(sealed, key: key, context: keychain.context(reference, .attributes)))
-            }
-            if let key, wantsSecret, let sealed = statement.data(3) {
-                secret = try AuthenticatedCipher.open(sealed, key: key, context: keychain.context(reference, .secret))
-            }
-            matches.append(
-                Match(
-                    row: statement.int64(0),
-                    item: KeychainItem(reference: reference, attributes: attributes, secret: secret)))
-        }
-        return matches
     }
 }

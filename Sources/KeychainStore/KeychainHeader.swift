@@ -59,20 +59,25 @@ struct KeychainHeader {
             ("format", Self.formatName), ("uuid", identifier), ("kdf", kdfBytes), ("salt", salt),
             ("wrapped_key", wrappedKey), ("index_key", indexKey),
         ]
-        let insert = try db.statement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)")
-        for (name, value) in rows {
-            insert.reset()
-            insert.bind(1, name)
-            insert.bind(2, value)
-            try insert.run()
+        try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
+            (insert) throws(KeychainError) in
+            for (name, value) in rows {
+                insert.reset()
+                insert.bind(1, name)
+                insert.bind(2, value)
+                try insert.run()
+            }
         }
     }
 
     static func load(from db: SQLiteDatabase) throws(KeychainError) -> KeychainHeader {
-        var values: [String: Data] = [:]
-        let select = try db.statement("SELECT name, value FROM meta")
-        while try select.step() {
-            if let name = select.string(0) { values[name] = select.data(1) ?? Data() }
+        let values = try db.withStatement("SELECT name, value FROM meta") {
+            (select) throws(KeychainError) -> [String: Data] in
+            var values: [String: Data] = [:]
+            while try select.step() {
+                if let name = select.string(0) { values[name] = select.data(1) ?? Data() }
+            }
+            return values
         }
         guard values["format"] == formatName, let identifier = values["uuid"], identifier.count == 16,
             let kdfBytes = values["kdf"], kdfBytes.count == 10, kdfBytes.first == 1,

@@ -42,12 +42,21 @@ final class SQLiteDatabase {
         }
     }
 
-    /// A prepared statement for `sql`, reset and ready to bind; prepared once per connection.
-    func statement(_ sql: String) throws(KeychainError) -> SQLiteStatement {
-        if let cached = statements[sql] {
-            cached.reset()
-            return cached
-        }
+    /// Runs `body` with the prepared statement for `sql` (prepared once per
+    /// connection) and resets it afterwards, so that no statement keeps a read
+    /// transaction open between calls.
+    func withStatement<T>(_ sql: String, _ body: (SQLiteStatement) throws(KeychainError) -> T)
+        throws(KeychainError) -> T
+    {
+        let statement = try prepared(sql)
+        defer { statement.reset() }
+        return try body(statement)
+    }
+
+    private func prepared(_ sql: String) throws(KeychainError) -> SQLiteStatement {
+        if let cached = statements[sql] { return cached }
+        // Queries with item lists vary in shape; keep the cache bounded.
+        if statements.count >= 64 { statements.removeAll() }
         var stmt: OpaquePointer?
         let rc = sqlite3_prepare_v3(
             handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)

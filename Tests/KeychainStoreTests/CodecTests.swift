@@ -1,0 +1,40 @@
+import Foundation
+import KeychainCore
+import Testing
+
+@testable import KeychainStore
+
+@Suite struct CodecTests {
+    @Test func attributesRoundTripThroughTheCodec() throws {
+        let attributes: ItemAttributes = [
+            .account: .string("ünïcödé ✓"), .generic: .data(Data([0, 255, 7])), .port: .number(-42),
+            .creationDate: .date(Date(timeIntervalSinceReferenceDate: 123.456)), .isInvisible: .bool(true),
+            .label: .string(""),
+        ]
+        #expect(try AttributeCodec.decode(AttributeCodec.encode(attributes)) == attributes)
+    }
+
+    @Test func damagedEncodingsThrowDecodeAndNeverCrash() {
+        var generator = SystemRandomNumberGenerator()
+        let valid = [UInt8](AttributeCodec.encode([.account: .string("a"), .port: .number(1)]))
+        // A cut inside an attribute is an error; a cut between attributes is a
+        // shorter valid encoding (the AEAD seal is what detects truncation).
+        for length in 0..<valid.count {
+            do {
+                let decoded = try AttributeCodec.decode(Data(valid.prefix(length)))
+                #expect(decoded.count < 2)
+            } catch {
+                #expect(error.status == .decode)
+            }
+        }
+        #expect(throws: KeychainError.self) { try AttributeCodec.decode(Data(valid.prefix(valid.count - 1))) }
+        for _ in 0..<2000 {
+            let bytes = (0..<Int.random(in: 1...40, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            do {
+                _ = try AttributeCodec.decode(Data([1] + bytes))
+            } catch {
+                #expect(error.status == .decode)
+            }
+        }
+    }
+}

@@ -1,0 +1,229 @@
+import Foundation
+import KeychainCore
+import KeychainStore
+import Testing
+
+@Suite struct StorageTests {
+    let directory: TemporaryDirectory
+    let path: String
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        path = directory.file("keychains/test.keychain-db")
+    }
+
+    func makeKeychain(password: String = "pw") throws -> Keychain {
+        try Keychain.create(at: path, password: password, kdf: .insecureForTesting)
+    }
+
+    @Test func fileIs0600InA0700Directory() throws {
+        _ = try makeKeychain()
+        let fileMode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        let directoryMode = try FileManager.default.attributesOfItem(atPath: directory.file("keychains"))[.posixPermissions] as? Int
+        #expect(fileMode == 0o600)
+        #expect(directoryMode == 0o700)
+        let raw = try RawFile(path)
+        #expect(try raw.blobs("PRAGMA journal_mode").first.map { String(decoding: $0, as: UTF8.self) } == "wal")
+        #expect(try raw.blobs("PRAGMA user_version").isEmpty == false)
+    }
+
+    @Test func rawBytesHoldNoSecretLabelOrAttributeValue() throws {
+        let secrets = ["Secret-7f3a9c", "Label-c0ffee42", "Account-b16b00b5", "Service-deadbeef", "Comment-feedface", "Generic-abad1dea"]
+        do {
+            let keychain = try makeKeychain()
+            try keychain.add(
+                .genericPassword,
+                attributes: [
+                    .label: .string(secrets[1]), .account: .string(secrets[2]), .service: .string(secrets[3]),
+                    .comment: .string(secrets[4]), .generic: .data(Data(secrets[5].utf8)),
+                ],
+                secret: Data(secrets[0].utf8))
+            try keychain.add(
+                .internetPassword, attributes: [.server: .string("Server-0ddba11"), .path: .string("/Path-5ca1ab1e")],
+                secret: Data("Inet-5eed".utf8))
+            try keychain.update(
+                matching: genericQuery(secrets[2]), with: ItemChanges(attributes: [.itemDescription: .string("Desc-1ce1ce")]))
+            let whileOpen = allBytes(of: path)
+            for text in secrets + ["Server-0ddba11", "Path-5ca1ab1e", "Inet-5eed", "Desc-1ce1ce"] {
+                #expect(!whileOpen.contains(text), "\(text) is in the file while open")
+            }
+        }
+        let closed = allBytes(of: path)
+        #expect(closed.count > 4096)
+        for text in secrets { #expect(!closed.contains(text), "\(text) is in the file after closing") }
+    }
+
+    @Test func flippedCiphertextByteIsDecodeErrorAndOtherItemsStayReadable() throws {
+        let keychain = try makeKeychain()
+        try keychain.add(.genericPassword, attributes: [.account: .string("victim")], secret: Data("one".utf8))
+        try keychain.add(.genericPassword, attributes: [.account: .string("bystander")], secret: Data("two".utf8))
+        let raw = try RawFile(path)
+        for column in ["secret", "attributes"] {
+            let original = try #require(try raw.blobs("SELECT \(column) FROM items ORDER BY id LIMIT 1").first)
+            var flipped = original
+            flipped[flipped.count / 2] ^= 0x01
+            try raw.run("UPDATE items SET \(column) = ?1 WHERE id = (SELECT min(id) FROM items)", [flipped])
+            let wanted: ReturnOptions = column == "secret" ? .data : .attributes
+            #expect(statusOf { _ = try keychain.items(matching: genericQuery("victim", returning: wanted)) } == .decode)
+            let other = try keychain.items(matching: genericQuery("bystander", returning: [.data, .attributes]))
+            #expect(other.first?.secret == Data("two".utf8))
+            try raw.run("UPDATE items SET \(column) = ?1 WHERE id = (SELECT min(id) FROM items)", [original])
+        }
+        #expect(try keychain.items(matching: genericQuery("victim", returning: .data)).first?.secret == Data("one".utf8))
+    }
+
+    @Test func swappedSealedBlobsAreDetected() throws {
+        let keychain = try makeKeychain()
+        try keychain.add(.genericPassword, attributes: [.account: .string("a")], secret: Data("secret-a".utf8))
+        try keychain.add(.genericPassword, attributes: [.account: .string("b")], secret: Data("secret-b".utf8))
+        let raw = try RawFile(path)
+        let secrets = try raw.blobs("SELECT secret FROM items ORDER BY id")
+        try raw.run("UPDATE items SET secret = ?1 WHERE id = (SELECT min(id) FROM items)", [secrets[1]])
+        try raw.run("UPDATE items SET secret = ?1 WHERE id = (SELECT max(id) FROM items)", [secrets[0]])
+        #expect(statusOf { _ = try keychain.items(matching: genericQuery("a", returning: .data)) } == .decode)
+        #expect(statusOf { _ = try keychain.items(matching: genericQuery("b", returning: .data)) } == .decode)
+        // An item's attributes sealed box put in its secret column is caught too.
+        let attributes = try raw.blobs("SELECT attributes FROM items ORDER BY id")
+        try raw.run("UPDATE items SET secret = ?1 WHERE id = (SELECT min(id) FROM items)", [attributes[0]])
+        #expect(statusOf { _ = try keychain.items(matching: genericQuery("a", returning: .data)) } == .decode)
+    }
+
+    @Test func wrongPasswordFailsAndLeavesTheKeychainLocked() throws {
+        do {
+            let keychain = try makeKeychain(password: "right")
+            try keychain.add(.genericPassword, attributes: [.account: .string("a")], secret: Data("s".utf8))
+        }
+        let reopened = try Keychain(opening: path)
+        #expect(reopened.isLocked)
+        #expect(statusOf { try reopened.unlock(password: "wrong") } == .authFailed)
+        #expect(reopened.isLocked)
+        #expect(statusOf { _ = try reopened.items(matching: genericQuery("a", returning: .data)) } == .interactionNotAllowed)
+        #expect(try reopened.items(matching: genericQuery("a")).count == 1, "a locked keychain still finds references")
+        #expect(try reopened.items(matching: genericQuery("nobody")).isEmpty)
+        try reopened.unlock(password: "right")
+        #expect(try reopened.items(matching: genericQuery("a", returning: .data)).first?.secret == Data("s".utf8))
+        reopened.lock()
+        #expect(reopened.isLocked)
+    }
+
+    @Test func changePasswordRewrapsOnlyTheKey() throws {
+        let keychain = try makeKeychain(password: "old")
+        for index in 0..<50 {
+            try keychain.add(.genericPassword, attributes: [.account: .string("a\(index)")], secret: Data("s\(index)".utf8))
+        }
+        let raw = try RawFile(path)
+        let rowsBefore = try raw.blobs("SELECT uuid || attributes || secret FROM items ORDER BY id")
+        #expect(statusOf { try keychain.changePassword(from: "not it", to: "new") } == .authFailed)
+        try keychain.changePassword(from: "old", to: "new")
+        #expect(try raw.blobs("SELECT uuid || attributes || secret FROM items ORDER BY id") == rowsBefore, "items are not re-encrypted")
+
+        let reopened = try Keychain(opening: path)
+        #expect(statusOf { try reopened.unlock(password: "old") } == .authFailed)
+        try reopened.unlock(password: "new")
+        let all = try reopened.items(
+            matching: ItemQuery(.genericPassword, limit: .all, returning: .attributes))
+        #expect(all.count == 50)
+        #expect(try reopened.items(matching: genericQuery("a49", returning: .data)).first?.secret == Data("s49".utf8))
+    }
+
+    @Test func killedWriterLosesNoAcknowledgedItem() throws {
+        let password = "durable"
+        _ = try makeKeychain(password: password)
+        let executable = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            .deletingLastPathComponent().appendingPathComponent("keychain-writer")
+        let writer = Process()
+        writer.executableURL = executable
+        writer.arguments = [path, password, "1000000"]
+        let output = Pipe()
+        writer.standardOutput = output
+        try writer.run()
+
+        var buffer = Data()
+        var acknowledged: [Int] = []
+        let target = Int.random(in: 300...600)
+        while acknowledged.count < target {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            buffer += chunk
+            while let newline = buffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer = Data(buffer[buffer.index(after: newline)...])
+                if let number = Int(line.dropFirst("acked ".count)) { acknowledged.append(number) }
+            }
+        }
+        kill(writer.processIdentifier, SIGKILL)
+        writer.waitUntilExit()
+        #expect(writer.terminationReason == .uncaughtSignal)
+        #expect(acknowledged.count >= target)
+
+        let reopened = try Keychain(opening: path)
+        try reopened.unlock(password: password)
+        let stored = try reopened.count()
+        #expect(stored >= acknowledged.count)
+        for number in acknowledged {
+            let found = try reopened.items(matching: genericQuery("item-\(number)", returning: .data))
+            #expect(found.first?.secret == Data("secret-\(number)".utf8), "acked item \(number) is missing")
+        }
+    }
+
+    @Test func badFilesGiveClearErrors() throws {
+        #expect(statusOf { _ = try Keychain(opening: directory.file("absent.keychain-db")) } == .noSuchKeychain)
+        let junk = directory.file("junk.keychain-db")
+        try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: junk))
+        #expect(statusOf { _ = try Keychain(opening: junk) } == .invalidKeychain)
+        _ = try makeKeychain()
+        #expect(statusOf { _ = try makeKeychain() } == .duplicateKeychain)
+        #expect(statusOf { _ = try Keychain(opening: path) } == nil)
+
+        let raw = try RawFile(path)
+        try raw.run("PRAGMA user_version = 99")
+        #expect(statusOf { _ = try Keychain(opening: path) } == .invalidKeychain, "a newer schema is refused")
+        try raw.run("PRAGMA user_version = 1")
+        // A forged KDF cost must not make opening or unlocking allocate gigabytes.
+        try raw.run("UPDATE meta SET value = ?1 WHERE name = 'kdf'", [Data([1, 40, 0, 0, 0, 8, 0, 0, 0, 1])])
+        #expect(statusOf { _ = try Keychain(opening: path) } == .invalidKeychain)
+        try raw.run("UPDATE meta SET value = ?1 WHERE name = 'index_key'", [Data([1, 2, 3])])
+        #expect(statusOf { _ = try Keychain(opening: path) } == .invalidKeychain)
+    }
+
+    @Test func productionKDFIsTheDefaultAndStoredInTheFile() throws {
+        #expect(KDFParameters.production.memoryBytes >= 64 << 20)
+        let keychain = try Keychain.create(at: path, password: "pw")
+        #expect(keychain.kdfParameters == .production)
+        keychain.lock()
+        let reopened = try Keychain(opening: path)
+        #expect(reopened.kdfParameters == .production)
+        try reopened.unlock(password: "pw")
+    }
+
+    @Test func keychainsSideBySideAreIndependent() throws {
+        let first = try makeKeychain(password: "one")
+        let second = try Keychain.create(at: directory.file("second.keychain-db"), password: "two", kdf: .insecureForTesting)
+        try first.add(.genericPassword, attributes: [.account: .string("shared")], secret: Data("from first".utf8))
+        try second.add(.genericPassword, attributes: [.account: .string("shared")], secret: Data("from second".utf8))
+        #expect(try first.items(matching: genericQuery("shared", returning: .data)).first?.secret == Data("from first".utf8))
+        #expect(try second.items(matching: genericQuery("shared", returning: .data)).first?.secret == Data("from second".utf8))
+        second.lock()
+        #expect(first.isLocked == false)
+        // The same attribute gets a different index tag in each keychain (per-keychain index key).
+        let tagsFirst = Set(try RawFile(path).blobs("SELECT tag FROM attribute_index"))
+        let tagsSecond = Set(try RawFile(directory.file("second.keychain-db")).blobs("SELECT tag FROM attribute_index"))
+        #expect(tagsFirst.isDisjoint(with: tagsSecond))
+    }
+
+    @Test func concurrentCallersAreSerialised() async throws {
+        let keychain = try makeKeychain()
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<4 {
+                group.addTask {
+                    for index in 0..<50 {
+                        _ = try? keychain.add(
+                            .genericPassword, attributes: [.account: .string("w\(worker)-\(index)")],
+                            secret: Data("\(index)".utf8))
+                    }
+                }
+            }
+        }
+        #expect(try keychain.count() == 200)
+    }
+}
