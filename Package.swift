@@ -27,6 +27,7 @@ let package = Package(
                 "KeychainStore", "KeychainCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
+        .executableTarget(name: "latchkey-example", dependencies: ["Security"]),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
             path: "Tests/KeychainWriter"),

@@ -17,6 +17,7 @@ enum FileSchema {
             id         INTEGER PRIMARY KEY,
             uuid       BLOB NOT NULL UNIQUE,
             class      TEXT NOT NULL,
+            sync       INTEGER NOT NULL DEFAULT 0,
             pk         BLOB,
             attributes BLOB NOT NULL,
             secret     BLOB

@@ -176,8 +176,9 @@ public final class Keychain: Sendable {
             let indexer = state.indexer
             try db.transaction { () throws(KeychainError) in
                 try db.withStatement(
-                    "INSERT INTO items (uuid, class, pk, attributes, secret) VALUES (?1, ?2, ?3, ?4, ?5)"
+                    "INSERT INTO items (uuid, class, pk, attributes, secret, sync) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
                 ) { (insert) throws(KeychainError) in
+                    insert.bind(6, stored.isSynchronizable ? 1 : 0)
                     insert.bind(1, reference.identifier)
                     insert.bind(2, itemClass.rawValue)
                     insert.bind(3, indexer.primaryKeyHash(itemClass, stored))
@@ -237,8 +238,9 @@ public final class Keychain: Sendable {
                         try AuthenticatedCipher.seal(secret, key: key, context: context(reference, .secret))
                     }
                     try db.withStatement(
-                        "UPDATE items SET pk = ?2, attributes = ?3, secret = coalesce(?4, secret) WHERE id = ?1"
+                        "UPDATE items SET pk = ?2, attributes = ?3, secret = coalesce(?4, secret), sync = ?5 WHERE id = ?1"
                     ) { (update) throws(KeychainError) in
+                        update.bind(5, attributes.isSynchronizable ? 1 : 0)
                         update.bind(1, match.row)
                         update.bind(2, indexer.primaryKeyHash(reference.itemClass, attributes))
                         update.bind(3, sealedAttributes)
@@ -323,6 +325,7 @@ public final class Keychain: Sendable {
             PRAGMA synchronous = NORMAL;
             PRAGMA foreign_keys = ON;
             PRAGMA secure_delete = ON;
+            PRAGMA cache_size = -8192;
             """)
     }
 
@@ -366,40 +369,49 @@ extension Keychain.State {
     fileprivate func find(
         _ query: ItemQuery, in keychain: Keychain, limit: Int?, returning: ReturnOptions
     ) throws(KeychainError) -> [Match] {
-        let wantsAttributes = returning.contains(.attributes)
+        // Attributes outside the index (the dates) are compared after decryption.
+        let unindexed = query.attributes.filter { !$0.key.isIndexed }
+        let wantsAttributes = returning.contains(.attributes) || !unindexed.isEmpty
         let wantsSecret = returning.contains(.data)
         let key: SecretKey? = (wantsAttributes || wantsSecret) ? try unlockedKey() : nil
 
-        var tags: [Data] = []
-        for (name, value) in query.attributes {
+        // The first tag drives the search through the (tag, item) primary key;
+        // the others are point lookups. Put the likely most selective first and
+        // the synchronizable flag, which nearly every item shares, last.
+        let tags: [Data] = query.attributes.filter { $0.key.isIndexed }.sorted { $0.key.searchRank < $1.key.searchRank }.map {
+            (name, value) in
             if query.caseInsensitive, let folded = indexer.foldedTag(query.itemClass, name, value) {
-                tags.append(folded)
-            } else {
-                tags.append(indexer.tag(query.itemClass, name, value))
+                return folded
             }
-        }
-        switch query.synchronizable {
-        case .no: tags.append(indexer.tag(query.itemClass, .synchronizable, .bool(false)))
-        case .yes: tags.append(indexer.tag(query.itemClass, .synchronizable, .bool(true)))
-        case .any: break
+            return indexer.tag(query.itemClass, name, value)
         }
         let references = query.references?.filter { $0.itemClass == query.itemClass }
         if let references, references.isEmpty { return [] }
 
-        var sql = "SELECT id, uuid, \(wantsAttributes ? "attributes" : "NULL"), \(wantsSecret ? "secret" : "NULL")"
-        sql += " FROM items WHERE class = ?1"
+        let columns = "i.id, i.uuid, \(wantsAttributes ? "i.attributes" : "NULL"), \(wantsSecret ? "i.secret" : "NULL")"
+        var sql: String
         var parameter: Int32 = 2
-        if !tags.isEmpty {
-            let selects = tags.indices.map { "SELECT item FROM attribute_index WHERE tag = ?\(Int(parameter) + $0)" }
-            sql += " AND id IN (" + selects.joined(separator: " INTERSECT ") + ")"
+        if tags.isEmpty {
+            sql = "SELECT \(columns) FROM items i WHERE +i.class = ?1"
+        } else {
+            sql = "SELECT \(columns) FROM attribute_index a0 JOIN items i ON i.id = a0.item"
+            sql += " WHERE a0.tag = ?2 AND +i.class = ?1"
+            for offset in 1..<tags.count {
+                sql += " AND EXISTS (SELECT 1 FROM attribute_index WHERE tag = ?\(2 + offset) AND item = i.id)"
+            }
             parameter += Int32(tags.count)
+        }
+        switch query.synchronizable {
+        case .no: sql += " AND i.sync = 0"
+        case .yes: sql += " AND i.sync = 1"
+        case .any: break
         }
         if let references {
             let list = references.indices.map { "?\(Int(parameter) + $0)" }.joined(separator: ", ")
-            sql += " AND uuid IN (\(list))"
+            sql += " AND i.uuid IN (\(list))"
         }
         let limitParameter = parameter + Int32(references?.count ?? 0)
-        sql += " ORDER BY id LIMIT ?\(limitParameter)"
+        sql += " ORDER BY i.id LIMIT ?\(limitParameter)"
 
         return try db.withStatement(sql) { (statement) throws(KeychainError) -> [Match] in
             statement.bind(1, query.itemClass.rawValue)
@@ -407,7 +419,7 @@ extension Keychain.State {
             for (offset, reference) in (references ?? []).enumerated() {
                 statement.bind(parameter + Int32(offset), reference.identifier)
             }
-            statement.bind(limitParameter, Int64(limit ?? -1))
+            statement.bind(limitParameter, unindexed.isEmpty ? Int64(limit ?? -1) : -1)
             var matches: [Match] = []
             while try statement.step() {
                 guard let uuid = statement.data(1), uuid.count == 16 else {
@@ -418,8 +430,10 @@ extension Keychain.State {
                 var secret: Data?
                 if let key, wantsAttributes {
                     let sealed = statement.data(2) ?? Data()
-                    attributes = try AttributeCodec.decode(
+                    let opened = try AttributeCodec.decode(
                         try AuthenticatedCipher.open(sealed, key: key, context: keychain.context(reference, .attributes)))
+                    guard unindexed.allSatisfy({ opened[$0.key] == $0.value }) else { continue }
+                    attributes = returning.contains(.attributes) ? opened : nil
                 }
                 if let key, wantsSecret, let sealed = statement.data(3) {
                     secret = try AuthenticatedCipher.open(sealed, key: key, context: keychain.context(reference, .secret))
@@ -428,8 +442,27 @@ extension Keychain.State {
                     Match(
                         row: statement.int64(0),
                         item: KeychainItem(reference: reference, attributes: attributes, secret: secret)))
+                if let limit, matches.count >= limit { break }
             }
             return matches
         }
     }
+}
+
+extension AttributeKey {
+    /// Where a query's tag for this attribute goes in the search: attributes
+    /// that usually tell items apart come first, flags and small numbers last.
+    fileprivate var searchRank: Int {
+        switch self {
+        case .account, .server, .applicationTag, .applicationLabel, .serialNumber: 0
+        case .service, .label, .subjectKeyID, .publicKeyHash, .issuer, .subject, .path: 1
+        case .securityDomain, .generic, .comment, .itemDescription, .accessGroup: 2
+        default: kind == .bool || kind == .number ? 4 : 3
+        }
+    }
+}
+
+extension ItemAttributes {
+    /// Whether `kSecAttrSynchronizable` is set and true.
+    fileprivate var isSynchronizable: Bool { self[.synchronizable] == .bool(true) }
 }

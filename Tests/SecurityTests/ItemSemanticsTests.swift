@@ -430,6 +430,22 @@ extension SecuritySuite {
             #expect(created >= before.addingTimeInterval(-1))
         }
 
+        @Test func datesCanBeMatchedExactly() throws {
+            let kc = try TestKeychain()
+            defer { withExtendedLifetime(kc) {} }
+            #expect(add(genericPassword("first")) == errSecSuccess)
+            Thread.sleep(forTimeInterval: 0.01)
+            #expect(add(genericPassword("second")) == errSecSuccess)
+            let (_, result) = copyMatching([kSecClass: genp, kSecAttrAccount: "second", kSecReturnAttributes: true])
+            let created = try #require((result as? [String: Any])?[kSecAttrCreationDate] as? Date)
+            let (status, match) = copyMatching([
+                kSecClass: genp, kSecAttrCreationDate: created, kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll,
+            ])
+            #expect(status == errSecSuccess)
+            #expect((match as? [[String: Any]])?.compactMap { $0[kSecAttrAccount] as? String } == ["second"])
+            #expect(copyMatching([kSecClass: genp, kSecAttrModificationDate: Date.distantPast]).0 == errSecItemNotFound)
+        }
+
         // MARK: Update
 
         @Test func updateChangesEveryMatchAndBumpsModificationDate() throws {

@@ -39,8 +39,14 @@ final class AttributeIndexer: @unchecked Sendable {
 
     deinit { EVP_MAC_CTX_free(base) }
 
-    /// HMAC-SHA256 of `message` under the index key.
+    /// HMAC-SHA256 of `message` under the index key, truncated to 128 bits:
+    /// plenty for an equality index (a chance collision needs about 2^64
+    /// values) and half the index size.
     func mac(_ message: [UInt8]) -> Data {
+        Data(fullMAC(message).prefix(16))
+    }
+
+    private func fullMAC(_ message: [UInt8]) -> Data {
         var out = Data(count: 32)
         guard let ctx = EVP_MAC_CTX_dup(base) else { return out }
         defer { EVP_MAC_CTX_free(ctx) }
@@ -70,11 +76,11 @@ final class AttributeIndexer: @unchecked Sendable {
         return mac(message)
     }
 
-    /// Every tag an item is found by: one per attribute, plus the folded ones.
+    /// Every tag an item is found by: one per indexed attribute, plus the folded ones.
     func tags(_ itemClass: ItemClass, _ attributes: ItemAttributes) -> [Data] {
         var tags: [Data] = []
         tags.reserveCapacity(attributes.count * 2)
-        for (key, value) in attributes {
+        for (key, value) in attributes where key.isIndexed {
             tags.append(tag(itemClass, key, value))
             if let folded = foldedTag(itemClass, key, value) { tags.append(folded) }
         }
@@ -107,6 +113,13 @@ final class AttributeIndexer: @unchecked Sendable {
 }
 
 extension AttributeKey {
+    /// Whether the attribute has tags in the index. The dates change on every
+    /// update and are rarely searched (queries on them are filtered after
+    /// decryption); the synchronizable flag is a column of its own.
+    var isIndexed: Bool {
+        self != .creationDate && self != .modificationDate && self != .synchronizable
+    }
+
     /// The value an absent primary-key attribute counts as: empty text or
     /// bytes, zero, false, or the reference date.
     var emptyValue: AttributeValue {

@@ -1,0 +1,71 @@
+import Foundation
+import KeychainCore
+import Testing
+
+@Suite struct KeychainCoreTests {
+    @Test func persistentReferenceRoundTripsAndRejectsGarbage() throws {
+        let identifier = Data((0..<16).map { UInt8($0) })
+        let reference = ItemReference(itemClass: .internetPassword, identifier: identifier)
+        #expect(reference.persistentData.count == 20)
+        #expect(reference.persistentData.prefix(4) == Data("inet".utf8))
+        #expect(ItemReference(persistentData: reference.persistentData) == reference)
+        #expect(ItemReference(persistentData: Data("genp".utf8) + Data(count: 15)) == nil)
+        #expect(ItemReference(persistentData: Data("nope".utf8) + identifier) == nil)
+        #expect(ItemReference(persistentData: Data()) == nil)
+    }
+
+    @Test func everyClassHasItsPrimaryKeyAmongItsAttributes() {
+        for itemClass in ItemClass.allCases {
+            let schema = ItemSchema.of(itemClass)
+            #expect(Set(schema.primaryKey).isSubset(of: schema.attributes), "\(itemClass)")
+            #expect(schema.primaryKey.contains(.accessGroup))
+            #expect(schema.primaryKey.contains(.synchronizable))
+            for key in schema.attributes { #expect(key.kind != nil, "\(key) has no kind") }
+        }
+        #expect(ItemSchema.of(.genericPassword).primaryKey == [.account, .service, .accessGroup, .synchronizable])
+        #expect(ItemSchema.of(.internetPassword).primaryKey.count == 9)
+    }
+
+    @Test func identityHasTheAttributesOfCertificatesAndKeys() {
+        let identity = ItemSchema.of(.identity).attributes
+        #expect(ItemSchema.of(.certificate).attributes.isSubset(of: identity))
+        #expect(ItemSchema.of(.key).attributes.isSubset(of: identity))
+    }
+
+    @Test func validationNamesTheStatusAppleGives() {
+        let schema = ItemSchema.of(.genericPassword)
+        #expect(throws: KeychainError(.noSuchAttribute, "attribute 'srvr' does not exist for class 'genp'")) {
+            try schema.validate([.server: .string("x")])
+        }
+        #expect(throws: KeychainError.param("attribute 'acct' takes a string value, not a number")) {
+            try schema.validate([.account: .number(1)])
+        }
+        #expect(throws: KeychainError.self) { try schema.validate([.accessible: .string("zz")]) }
+        #expect(throws: Never.self) { try schema.validate([.accessible: .string("aku"), .account: .string("a")]) }
+    }
+
+    @Test func queryValidationFollowsTheSearchingArticle() {
+        #expect(throws: KeychainError.self) {
+            try ItemQuery(.genericPassword, limit: .all, returning: .data).validate()
+        }
+        #expect(throws: Never.self) {
+            try ItemQuery(.genericPassword, limit: .all, returning: [.persistentReference, .attributes]).validate()
+        }
+        #expect(throws: Never.self) { try ItemQuery(.key, limit: .all, returning: .data).validate() }
+        #expect(throws: KeychainError.self) { try ItemQuery(.genericPassword, limit: .count(0)).validate() }
+        #expect(throws: KeychainError.self) {
+            try ItemQuery(.genericPassword, attributes: [.synchronizable: .bool(true)]).validate()
+        }
+        #expect(MatchLimit.count(5).maximum == 5)
+        #expect(MatchLimit.all.maximum == nil)
+    }
+
+    @Test func statusesCarryApplesNumbersNamesAndMessages() {
+        #expect(KeychainStatus.duplicateItem.rawValue == -25299)
+        #expect(KeychainStatus.decode.rawValue == -26275)
+        #expect(KeychainStatus.interactionNotAllowed.description == "errSecInteractionNotAllowed (-25308)")
+        #expect(KeychainStatus(rawValue: 7).description == "OSStatus (7)")
+        #expect(KeychainStatus.param.message.isEmpty == false)
+        #expect(KeychainError.param("bad").description == "bad [errSecParam (-50)]")
+    }
+}
