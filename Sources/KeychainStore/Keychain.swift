@@ -86,7 +86,7 @@ public final class Keychain: Sendable {
         do {
             try Self.configure(db)
             try FileSchema.migrate(db)
-        } catch where error.status == .io {
+        } catch  where error.status == .io {
             throw KeychainError(.invalidKeychain, "\(path) is not a keychain: \(error.reason)")
         }
         try self.init(path: path, db: db, header: try KeychainHeader.load(from: db), key: nil)
@@ -326,6 +326,7 @@ public final class Keychain: Sendable {
             PRAGMA foreign_keys = ON;
             PRAGMA secure_delete = ON;
             PRAGMA cache_size = -8192;
+            PRAGMA mmap_size = 268435456;
             """)
     }
 
@@ -378,13 +379,14 @@ extension Keychain.State {
         // The first tag drives the search through the (tag, item) primary key;
         // the others are point lookups. Put the likely most selective first and
         // the synchronizable flag, which nearly every item shares, last.
-        let tags: [Data] = query.attributes.filter { $0.key.isIndexed }.sorted { $0.key.searchRank < $1.key.searchRank }.map {
-            (name, value) in
-            if query.caseInsensitive, let folded = indexer.foldedTag(query.itemClass, name, value) {
-                return folded
+        let tags: [Data] = query.attributes.filter { $0.key.isIndexed }.sorted { $0.key.searchRank < $1.key.searchRank }
+            .map {
+                (name, value) in
+                if query.caseInsensitive, let folded = indexer.foldedTag(query.itemClass, name, value) {
+                    return folded
+                }
+                return indexer.tag(query.itemClass, name, value)
             }
-            return indexer.tag(query.itemClass, name, value)
-        }
         let references = query.references?.filter { $0.itemClass == query.itemClass }
         if let references, references.isEmpty { return [] }
 
@@ -431,12 +433,14 @@ extension Keychain.State {
                 if let key, wantsAttributes {
                     let sealed = statement.data(2) ?? Data()
                     let opened = try AttributeCodec.decode(
-                        try AuthenticatedCipher.open(sealed, key: key, context: keychain.context(reference, .attributes)))
+                        try AuthenticatedCipher.open(
+                            sealed, key: key, context: keychain.context(reference, .attributes)))
                     guard unindexed.allSatisfy({ opened[$0.key] == $0.value }) else { continue }
                     attributes = returning.contains(.attributes) ? opened : nil
                 }
                 if let key, wantsSecret, let sealed = statement.data(3) {
-                    secret = try AuthenticatedCipher.open(sealed, key: key, context: keychain.context(reference, .secret))
+                    secret = try AuthenticatedCipher.open(
+                        sealed, key: key, context: keychain.context(reference, .secret))
                 }
                 matches.append(
                     Match(

@@ -148,7 +148,7 @@ private func forEachTarget(
     for keychain in keychains {
         do {
             changed += try body(keychain, query)
-        } catch where error.status == .itemNotFound {
+        } catch  where error.status == .itemNotFound {
             continue
         }
     }

@@ -76,7 +76,7 @@ func currentDefaultKeychain() throws(KeychainError) -> SecKeychain {
     let opened: SecKeychain
     do {
         opened = try SecKeychain.open(atPath: path)
-    } catch where error.status == .noSuchKeychain {
+    } catch  where error.status == .noSuchKeychain {
         throw KeychainError(.noDefaultKeychain, "no default keychain is set and there is no login keychain at \(path)")
     }
     return defaultKeychain.withLock { current in

@@ -77,7 +77,7 @@ struct Benchmark: ParsableCommand {
         }
         let parameters = keychain.kdfParameters
         return String(
-            format: "unlock with %@ (%llu MiB): median %.3f s over 3", parameters.description,
+            format: "%@ (%llu MiB), median %.3f s over 3", parameters.description,
             parameters.memoryBytes >> 20, seconds.sorted()[1])
     }
 

@@ -55,6 +55,8 @@ let leaked = onDisk.range(of: Data(secret.utf8)) != nil || onDisk.range(of: Data
 print("file bytes contain the password or the account in clear: \(leaked ? "YES (bug!)" : "no")")
 
 check(SecKeychainLock(keychain), "locking")
-check(SecItemCopyMatching(query as CFDictionary, &result) == errSecInteractionNotAllowed ? errSecSuccess : -1, "locked read")
+check(
+    SecItemCopyMatching(query as CFDictionary, &result) == errSecInteractionNotAllowed ? errSecSuccess : -1,
+    "locked read")
 print("locked: reading the password now gives errSecInteractionNotAllowed")
 exit(leaked ? 1 : 0)

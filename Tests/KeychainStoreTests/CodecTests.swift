@@ -29,7 +29,9 @@ import Testing
         }
         #expect(throws: KeychainError.self) { try AttributeCodec.decode(Data(valid.prefix(valid.count - 1))) }
         for _ in 0..<2000 {
-            let bytes = (0..<Int.random(in: 1...40, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let bytes = (0..<Int.random(in: 1...40, using: &generator)).map { _ in
+                UInt8.random(in: 0...255, using: &generator)
+            }
             do {
                 _ = try AttributeCodec.decode(Data([1] + bytes))
             } catch {

@@ -19,7 +19,8 @@ import Testing
     @Test func fileIs0600InA0700Directory() throws {
         _ = try makeKeychain()
         let fileMode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
-        let directoryMode = try FileManager.default.attributesOfItem(atPath: directory.file("keychains"))[.posixPermissions] as? Int
+        let directoryMode =
+            try FileManager.default.attributesOfItem(atPath: directory.file("keychains"))[.posixPermissions] as? Int
         #expect(fileMode == 0o600)
         #expect(directoryMode == 0o700)
         let raw = try RawFile(path)
@@ -28,7 +29,10 @@ import Testing
     }
 
     @Test func rawBytesHoldNoSecretLabelOrAttributeValue() throws {
-        let secrets = ["Secret-7f3a9c", "Label-c0ffee42", "Account-b16b00b5", "Service-deadbeef", "Comment-feedface", "Generic-abad1dea"]
+        let secrets = [
+            "Secret-7f3a9c", "Label-c0ffee42", "Account-b16b00b5", "Service-deadbeef", "Comment-feedface",
+            "Generic-abad1dea",
+        ]
         do {
             let keychain = try makeKeychain()
             try keychain.add(
@@ -42,7 +46,8 @@ import Testing
                 .internetPassword, attributes: [.server: .string("Server-0ddba11"), .path: .string("/Path-5ca1ab1e")],
                 secret: Data("Inet-5eed".utf8))
             try keychain.update(
-                matching: genericQuery(secrets[2]), with: ItemChanges(attributes: [.itemDescription: .string("Desc-1ce1ce")]))
+                matching: genericQuery(secrets[2]),
+                with: ItemChanges(attributes: [.itemDescription: .string("Desc-1ce1ce")]))
             let whileOpen = allBytes(of: path)
             for text in secrets + ["Server-0ddba11", "Path-5ca1ab1e", "Inet-5eed", "Desc-1ce1ce"] {
                 #expect(!whileOpen.contains(text), "\(text) is in the file while open")
@@ -69,7 +74,8 @@ import Testing
             #expect(other.first?.secret == Data("two".utf8))
             try raw.run("UPDATE items SET \(column) = ?1 WHERE id = (SELECT min(id) FROM items)", [original])
         }
-        #expect(try keychain.items(matching: genericQuery("victim", returning: .data)).first?.secret == Data("one".utf8))
+        #expect(
+            try keychain.items(matching: genericQuery("victim", returning: .data)).first?.secret == Data("one".utf8))
     }
 
     @Test func swappedSealedBlobsAreDetected() throws {
@@ -97,7 +103,9 @@ import Testing
         #expect(reopened.isLocked)
         #expect(statusOf { try reopened.unlock(password: "wrong") } == .authFailed)
         #expect(reopened.isLocked)
-        #expect(statusOf { _ = try reopened.items(matching: genericQuery("a", returning: .data)) } == .interactionNotAllowed)
+        #expect(
+            statusOf { _ = try reopened.items(matching: genericQuery("a", returning: .data)) } == .interactionNotAllowed
+        )
         #expect(try reopened.items(matching: genericQuery("a")).count == 1, "a locked keychain still finds references")
         #expect(try reopened.items(matching: genericQuery("nobody")).isEmpty)
         try reopened.unlock(password: "right")
@@ -109,13 +117,16 @@ import Testing
     @Test func changePasswordRewrapsOnlyTheKey() throws {
         let keychain = try makeKeychain(password: "old")
         for index in 0..<50 {
-            try keychain.add(.genericPassword, attributes: [.account: .string("a\(index)")], secret: Data("s\(index)".utf8))
+            try keychain.add(
+                .genericPassword, attributes: [.account: .string("a\(index)")], secret: Data("s\(index)".utf8))
         }
         let raw = try RawFile(path)
         let rowsBefore = try raw.blobs("SELECT uuid || attributes || secret FROM items ORDER BY id")
         #expect(statusOf { try keychain.changePassword(from: "not it", to: "new") } == .authFailed)
         try keychain.changePassword(from: "old", to: "new")
-        #expect(try raw.blobs("SELECT uuid || attributes || secret FROM items ORDER BY id") == rowsBefore, "items are not re-encrypted")
+        #expect(
+            try raw.blobs("SELECT uuid || attributes || secret FROM items ORDER BY id") == rowsBefore,
+            "items are not re-encrypted")
 
         let reopened = try Keychain(opening: path)
         #expect(statusOf { try reopened.unlock(password: "old") } == .authFailed)
@@ -129,8 +140,10 @@ import Testing
     @Test func killedWriterLosesNoAcknowledgedItem() throws {
         let password = "durable"
         _ = try makeKeychain(password: password)
-        let executable = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-            .deletingLastPathComponent().appendingPathComponent("keychain-writer")
+        let executable = URL(
+            fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        )
+        .deletingLastPathComponent().appendingPathComponent("keychain-writer")
         let writer = Process()
         writer.executableURL = executable
         writer.arguments = [path, password, "1000000"]
@@ -198,11 +211,16 @@ import Testing
 
     @Test func keychainsSideBySideAreIndependent() throws {
         let first = try makeKeychain(password: "one")
-        let second = try Keychain.create(at: directory.file("second.keychain-db"), password: "two", kdf: .insecureForTesting)
+        let second = try Keychain.create(
+            at: directory.file("second.keychain-db"), password: "two", kdf: .insecureForTesting)
         try first.add(.genericPassword, attributes: [.account: .string("shared")], secret: Data("from first".utf8))
         try second.add(.genericPassword, attributes: [.account: .string("shared")], secret: Data("from second".utf8))
-        #expect(try first.items(matching: genericQuery("shared", returning: .data)).first?.secret == Data("from first".utf8))
-        #expect(try second.items(matching: genericQuery("shared", returning: .data)).first?.secret == Data("from second".utf8))
+        #expect(
+            try first.items(matching: genericQuery("shared", returning: .data)).first?.secret == Data("from first".utf8)
+        )
+        #expect(
+            try second.items(matching: genericQuery("shared", returning: .data)).first?.secret
+                == Data("from second".utf8))
         second.lock()
         #expect(first.isLocked == false)
         // The same attribute gets a different index tag in each keychain (per-keychain index key).

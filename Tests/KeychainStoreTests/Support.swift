@@ -59,10 +59,14 @@ final class RawFile {
         defer { sqlite3_finalize(statement) }
         for (index, parameter) in parameters.enumerated() {
             _ = parameter.withUnsafeBytes {
-                sqlite3_bind_blob(statement, Int32(index + 1), $0.baseAddress, Int32($0.count), unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+                sqlite3_bind_blob(
+                    statement, Int32(index + 1), $0.baseAddress, Int32($0.count),
+                    unsafeBitCast(-1, to: sqlite3_destructor_type.self))
             }
         }
-        guard sqlite3_step(statement) == SQLITE_DONE else { throw KeychainError(.io, String(cString: sqlite3_errmsg(db))) }
+        guard sqlite3_step(statement) == SQLITE_DONE else {
+            throw KeychainError(.io, String(cString: sqlite3_errmsg(db)))
+        }
     }
 }
 

@@ -6,7 +6,9 @@ private let genp = kSecClassGenericPassword as String
 private let inet = kSecClassInternetPassword as String
 
 /// A generic password add dictionary with a secret.
-private func genericPassword(_ account: String, service: String = "svc", secret: String = "pw", _ extra: [String: Any] = [:])
+private func genericPassword(
+    _ account: String, service: String = "svc", secret: String = "pw", _ extra: [String: Any] = [:]
+)
     -> [String: Any]
 {
     var item: [String: Any] = [
@@ -114,7 +116,8 @@ extension SecuritySuite {
         @Test func unsupportedCertificateMatchingIsUnimplemented() throws {
             let kc = try TestKeychain()
             defer { withExtendedLifetime(kc) {} }
-            #expect(copyMatching([kSecClass: kSecClassCertificate, kSecMatchSubjectContains: "x"]).0 == errSecUnimplemented)
+            #expect(
+                copyMatching([kSecClass: kSecClassCertificate, kSecMatchSubjectContains: "x"]).0 == errSecUnimplemented)
         }
 
         @Test(arguments: [Value.text("sometimes"), .int(0), .int(-3), .flag(true)])
@@ -134,7 +137,9 @@ extension SecuritySuite {
             #expect(add(genericPassword("alice")) == errSecSuccess)
             #expect(add(genericPassword("alice", secret: "other")) == errSecDuplicateItem)
             // Non-key attributes do not make an item distinct.
-            #expect(add(genericPassword("alice", [kSecAttrLabel: "another label", kSecAttrComment: "c"])) == errSecDuplicateItem)
+            #expect(
+                add(genericPassword("alice", [kSecAttrLabel: "another label", kSecAttrComment: "c"]))
+                    == errSecDuplicateItem)
             // Each key attribute does.
             #expect(add(genericPassword("bob")) == errSecSuccess)
             #expect(add(genericPassword("alice", service: "svc2")) == errSecSuccess)
@@ -292,7 +297,8 @@ extension SecuritySuite {
 
             let (s1, one) = copyMatching(query)
             #expect(s1 == errSecSuccess)
-            #expect((one as? [String: Any])?[kSecAttrAccount] as? String == "a", "default limit is one: the first added")
+            #expect(
+                (one as? [String: Any])?[kSecAttrAccount] as? String == "a", "default limit is one: the first added")
 
             let (s2, all) = copyMatching(query.merging([kSecMatchLimit: kSecMatchLimitAll]) { $1 })
             #expect(s2 == errSecSuccess)
@@ -306,7 +312,9 @@ extension SecuritySuite {
             #expect(s4 == errSecSuccess)
             #expect(bareOne is NSDictionary, "a numeric limit of 1 is kSecMatchLimitOne")
 
-            let (s5, refs) = copyMatching([kSecClass: genp, kSecReturnPersistentRef: true, kSecMatchLimit: kSecMatchLimitAll])
+            let (s5, refs) = copyMatching([
+                kSecClass: genp, kSecReturnPersistentRef: true, kSecMatchLimit: kSecMatchLimitAll,
+            ])
             #expect(s5 == errSecSuccess)
             #expect((refs as? [Data])?.count == 3)
         }
@@ -315,9 +323,15 @@ extension SecuritySuite {
             let kc = try TestKeychain()
             defer { withExtendedLifetime(kc) {} }
             #expect(add(genericPassword("a")) == errSecSuccess)
-            #expect(copyMatching([kSecClass: genp, kSecReturnData: true, kSecMatchLimit: kSecMatchLimitAll]).0 == errSecParam)
-            #expect(copyMatching([kSecClass: inet, kSecReturnData: true, kSecMatchLimit: kSecMatchLimitAll]).0 == errSecParam)
-            #expect(add([kSecClass: kSecClassCertificate, kSecAttrSerialNumber: Data([1]), kSecValueData: Data([0x30])]) == errSecSuccess)
+            #expect(
+                copyMatching([kSecClass: genp, kSecReturnData: true, kSecMatchLimit: kSecMatchLimitAll]).0
+                    == errSecParam)
+            #expect(
+                copyMatching([kSecClass: inet, kSecReturnData: true, kSecMatchLimit: kSecMatchLimitAll]).0
+                    == errSecParam)
+            #expect(
+                add([kSecClass: kSecClassCertificate, kSecAttrSerialNumber: Data([1]), kSecValueData: Data([0x30])])
+                    == errSecSuccess)
             let (status, result) = copyMatching([
                 kSecClass: kSecClassCertificate, kSecReturnData: true, kSecMatchLimit: kSecMatchLimitAll,
             ])
@@ -348,7 +362,9 @@ extension SecuritySuite {
             defer { withExtendedLifetime(kc) {} }
             #expect(add(genericPassword("Alice@Example.com", service: "Mail")) == errSecSuccess)
             #expect(copyMatching([kSecClass: genp, kSecAttrAccount: "alice@example.com"]).0 == errSecItemNotFound)
-            #expect(copyMatching([kSecClass: genp, kSecAttrAccount: "alice@example.com", kSecMatchCaseInsensitive: false]).0 == errSecItemNotFound)
+            #expect(
+                copyMatching([kSecClass: genp, kSecAttrAccount: "alice@example.com", kSecMatchCaseInsensitive: false]).0
+                    == errSecItemNotFound)
             let (status, result) = copyMatching([
                 kSecClass: genp, kSecAttrAccount: "ALICE@example.COM", kSecAttrService: "mail",
                 kSecMatchCaseInsensitive: true, kSecReturnAttributes: true,
@@ -380,8 +396,11 @@ extension SecuritySuite {
             #expect((viaPersistent as? [String: Any])?[kSecAttrAccount] as? String == "b")
 
             // The list narrows the attribute search, it does not replace it.
-            #expect(copyMatching([kSecClass: genp, kSecMatchItemList: [items[0]], kSecAttrAccount: "b"]).0 == errSecItemNotFound)
-            #expect(copyMatching([kSecClass: genp, kSecValuePersistentRef: Data([1, 2, 3])]).0 == errSecInvalidItemRef)
+            #expect(
+                copyMatching([kSecClass: genp, kSecMatchItemList: [items[0]], kSecAttrAccount: "b"]).0
+                    == errSecItemNotFound)
+            #expect(
+                copyMatching([kSecClass: genp, kSecValuePersistentRef: Data([1, 2, 3])]).0 == errSecInvalidItemRef)
             #expect(copyMatching([kSecClass: genp, kSecMatchItemList: ["not a ref"]]).0 == errSecInvalidItemRef)
         }
 
@@ -408,7 +427,9 @@ extension SecuritySuite {
             #expect(add(genericPassword("synced", [kSecAttrSynchronizable: true])) == errSecSuccess)
             func accounts(_ extra: [String: Any]) -> [String] {
                 let (_, result) = copyMatching(
-                    [kSecClass: genp, kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll].merging(extra) { $1 })
+                    [kSecClass: genp, kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll].merging(extra) {
+                        $1
+                    })
                 return (result as? [[String: Any]])?.compactMap { $0[kSecAttrAccount] as? String } ?? []
             }
             #expect(accounts([:]) == ["local"])
@@ -439,11 +460,13 @@ extension SecuritySuite {
             let (_, result) = copyMatching([kSecClass: genp, kSecAttrAccount: "second", kSecReturnAttributes: true])
             let created = try #require((result as? [String: Any])?[kSecAttrCreationDate] as? Date)
             let (status, match) = copyMatching([
-                kSecClass: genp, kSecAttrCreationDate: created, kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll,
+                kSecClass: genp, kSecAttrCreationDate: created, kSecReturnAttributes: true,
+                kSecMatchLimit: kSecMatchLimitAll,
             ])
             #expect(status == errSecSuccess)
             #expect((match as? [[String: Any]])?.compactMap { $0[kSecAttrAccount] as? String } == ["second"])
-            #expect(copyMatching([kSecClass: genp, kSecAttrModificationDate: Date.distantPast]).0 == errSecItemNotFound)
+            #expect(
+                copyMatching([kSecClass: genp, kSecAttrModificationDate: Date.distantPast]).0 == errSecItemNotFound)
         }
 
         // MARK: Update
@@ -464,13 +487,17 @@ extension SecuritySuite {
             #expect(status == errSecSuccess)
 
             let (_, after) = copyMatching([
-                kSecClass: genp, kSecAttrComment: "rotated", kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll,
+                kSecClass: genp, kSecAttrComment: "rotated", kSecReturnAttributes: true,
+                kSecMatchLimit: kSecMatchLimitAll,
             ])
             let rows = try #require(after as? [[String: Any]])
-            #expect(rows.compactMap { $0[kSecAttrAccount] as? String } == ["a", "b"], "match limit is ignored by update")
+            #expect(
+                rows.compactMap { $0[kSecAttrAccount] as? String } == ["a", "b"], "match limit is ignored by update")
             let updated = try #require(rows.first)
             #expect(updated[kSecAttrCreationDate] as? Date == old[kSecAttrCreationDate] as? Date)
-            #expect(try #require(updated[kSecAttrModificationDate] as? Date) > (try #require(old[kSecAttrModificationDate] as? Date)))
+            #expect(
+                try #require(updated[kSecAttrModificationDate] as? Date)
+                    > (try #require(old[kSecAttrModificationDate] as? Date)))
             let (_, data) = copyMatching([kSecClass: genp, kSecAttrAccount: "b", kSecReturnData: true])
             #expect(data as? Data == Data("new".utf8))
             let (_, untouched) = copyMatching([kSecClass: genp, kSecAttrAccount: "c", kSecReturnData: true])
@@ -513,15 +540,22 @@ extension SecuritySuite {
             #expect(result as? Data == Data("C".utf8), "nothing changed")
             let many = SecItemUpdate([kSecClass: genp] as CFDictionary, [kSecAttrAccount: "z"] as CFDictionary)
             #expect(many == errSecDuplicateItem)
-            let (_, all) = copyMatching([kSecClass: genp, kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll])
+            let (_, all) = copyMatching([
+                kSecClass: genp, kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll,
+            ])
             #expect((all as? [[String: Any]])?.compactMap { $0[kSecAttrAccount] as? String } == ["a", "b", "c"])
         }
 
         @Test func updateOfNothingIsItemNotFound() throws {
             let kc = try TestKeychain()
             defer { withExtendedLifetime(kc) {} }
-            #expect(SecItemUpdate([kSecClass: genp, kSecAttrAccount: "nobody"] as CFDictionary, [kSecAttrLabel: "x"] as CFDictionary) == errSecItemNotFound)
-            #expect(SecItemUpdate([kSecClass: genp] as CFDictionary, [kSecAttrServer: "x"] as CFDictionary) == errSecNoSuchAttr)
+            #expect(
+                SecItemUpdate(
+                    [kSecClass: genp, kSecAttrAccount: "nobody"] as CFDictionary, [kSecAttrLabel: "x"] as CFDictionary)
+                    == errSecItemNotFound)
+            #expect(
+                SecItemUpdate([kSecClass: genp] as CFDictionary, [kSecAttrServer: "x"] as CFDictionary)
+                    == errSecNoSuchAttr)
         }
 
         // MARK: Delete
@@ -529,18 +563,27 @@ extension SecuritySuite {
         @Test func deleteRemovesEveryMatchOrOnlyTheReferencedItems() throws {
             let kc = try TestKeychain()
             defer { withExtendedLifetime(kc) {} }
-            for name in ["a", "b", "c", "d"] { #expect(add(genericPassword(name, service: name < "c" ? "x" : "y")) == errSecSuccess) }
+            for name in ["a", "b", "c", "d"] {
+                #expect(add(genericPassword(name, service: name < "c" ? "x" : "y")) == errSecSuccess)
+            }
             #expect(SecItemDelete([kSecClass: genp, kSecAttrService: "x"] as CFDictionary) == errSecSuccess)
             #expect(copyMatching([kSecClass: genp, kSecAttrService: "x"]).0 == errSecItemNotFound)
             #expect(SecItemDelete([kSecClass: genp, kSecAttrService: "x"] as CFDictionary) == errSecItemNotFound)
 
             let (_, ref) = copyMatching([kSecClass: genp, kSecAttrAccount: "c", kSecReturnRef: true])
-            #expect(SecItemDelete([kSecClass: genp, kSecValueRef: try #require(ref as? SecKeychainItem)] as CFDictionary) == errSecSuccess)
-            let (_, left) = copyMatching([kSecClass: genp, kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll])
+            #expect(
+                SecItemDelete([kSecClass: genp, kSecValueRef: try #require(ref as? SecKeychainItem)] as CFDictionary)
+                    == errSecSuccess)
+            let (_, left) = copyMatching([
+                kSecClass: genp, kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll,
+            ])
             #expect((left as? [[String: Any]])?.compactMap { $0[kSecAttrAccount] as? String } == ["d"])
 
             let (_, persistent) = copyMatching([kSecClass: genp, kSecReturnPersistentRef: true])
-            #expect(SecItemDelete([kSecClass: genp, kSecValuePersistentRef: try #require(persistent as? Data)] as CFDictionary) == errSecSuccess)
+            #expect(
+                SecItemDelete(
+                    [kSecClass: genp, kSecValuePersistentRef: try #require(persistent as? Data)] as CFDictionary)
+                    == errSecSuccess)
             #expect(copyMatching([kSecClass: genp]).0 == errSecItemNotFound)
             #expect(SecItemDelete([kSecClass: genp, kSecReturnData: true] as CFDictionary) == errSecParam)
         }
@@ -558,10 +601,15 @@ extension SecuritySuite {
             #expect(copyMatching([kSecClass: genp, kSecAttrAccount: "zz"]).0 == errSecItemNotFound)
             #expect(copyMatching([kSecClass: genp, kSecReturnData: true]).0 == errSecInteractionNotAllowed)
             #expect(copyMatching([kSecClass: genp, kSecReturnAttributes: true]).0 == errSecInteractionNotAllowed)
-            #expect(copyMatching([kSecClass: genp, kSecReturnData: true, kSecUseAuthenticationUI: kSecUseAuthenticationUISkip]).0 == errSecItemNotFound)
+            #expect(
+                copyMatching([
+                    kSecClass: genp, kSecReturnData: true, kSecUseAuthenticationUI: kSecUseAuthenticationUISkip,
+                ]).0 == errSecItemNotFound)
             #expect(add(genericPassword("b")) == errSecInteractionNotAllowed)
             #expect(SecItemDelete([kSecClass: genp] as CFDictionary) == errSecInteractionNotAllowed)
-            #expect(SecItemUpdate([kSecClass: genp] as CFDictionary, [kSecAttrLabel: "l"] as CFDictionary) == errSecInteractionNotAllowed)
+            #expect(
+                SecItemUpdate([kSecClass: genp] as CFDictionary, [kSecAttrLabel: "l"] as CFDictionary)
+                    == errSecInteractionNotAllowed)
 
             let wrong = "wrong"
             #expect(SecKeychainUnlock(kc.keychain, UInt32(wrong.utf8.count), wrong, true) == errSecAuthFailed)
@@ -585,7 +633,10 @@ extension SecuritySuite {
                 kSecMatchLimit: kSecMatchLimitAll,
             ])
             #expect(status == errSecSuccess)
-            #expect((result as? [[String: Any]])?.compactMap { $0[kSecAttrAccount] as? String } == ["in-first", "in-second"])
+            #expect(
+                (result as? [[String: Any]])?.compactMap { $0[kSecAttrAccount] as? String } == [
+                    "in-first", "in-second",
+                ])
             let reopened = UnsafeMutablePointer<SecKeychain?>.allocate(capacity: 1)
             defer { reopened.deallocate() }
             reopened.initialize(to: nil)

@@ -10,7 +10,8 @@ final class TestKeychain {
     let keychain: SecKeychain
 
     init(name: String = "test") throws {
-        directory = FileManager.default.temporaryDirectory
+        directory =
+            FileManager.default.temporaryDirectory
             .appendingPathComponent("latchkey-tests-\(UUID().uuidString)").path
         keychain = try SecKeychain.create(
             atPath: directory + "/\(name).keychain-db", password: "correct horse", kdf: .insecureForTesting)
