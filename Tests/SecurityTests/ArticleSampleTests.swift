@@ -1,4 +1,5 @@
-// swift-format-ignore-file: the article samples are kept verbatim.
+// swift-format-ignore-file
+// (The article samples below are kept verbatim, in Apple's formatting.)
 
 // The Swift samples of Apple's four keychain articles (shared/reference),
 // compiled verbatim inside functions and run against a fresh keychain.
@@ -28,30 +29,26 @@ enum KeychainArticles {
     static func addPassword(_ credentials: Credentials) throws {
         let account = credentials.username
         let password = credentials.password.data(using: String.Encoding.utf8)!
-        var query: [String: Any] = [
-            kSecClass as String: kSecClassInternetPassword,
-            kSecAttrAccount as String: account,
-            kSecAttrServer as String: server,
-            kSecValueData as String: password,
-        ]
+        var query: [String: Any] = [kSecClass as String: kSecClassInternetPassword,
+                                    kSecAttrAccount as String: account,
+                                    kSecAttrServer as String: server,
+                                    kSecValueData as String: password]
         let status = SecItemAdd(query as CFDictionary, nil)
         guard status == errSecSuccess else { throw KeychainError.unhandledError(status: status) }
     }
 
     /// "Searching for keychain items".
     static func searchPassword() throws -> Credentials {
-        let query: [String: Any] = [
-            kSecClass as String: kSecClassInternetPassword,
-            kSecAttrServer as String: server,
-            kSecMatchLimit as String: kSecMatchLimitOne,
-            kSecReturnAttributes as String: true,
-            kSecReturnData as String: true,
-        ]
+        let query: [String: Any] = [kSecClass as String: kSecClassInternetPassword,
+                                    kSecAttrServer as String: server,
+                                    kSecMatchLimit as String: kSecMatchLimitOne,
+                                    kSecReturnAttributes as String: true,
+                                    kSecReturnData as String: true]
         var item: CFTypeRef?
         let status = SecItemCopyMatching(query as CFDictionary, &item)
         guard status != errSecItemNotFound else { throw KeychainError.noPassword }
         guard status == errSecSuccess else { throw KeychainError.unhandledError(status: status) }
-        guard let existingItem = item as? [String: Any],
+        guard let existingItem = item as? [String : Any],
             let passwordData = existingItem[kSecValueData as String] as? Data,
             let password = String(data: passwordData, encoding: String.Encoding.utf8),
             let account = existingItem[kSecAttrAccount as String] as? String
@@ -64,16 +61,12 @@ enum KeychainArticles {
 
     /// "Updating and deleting keychain items": the update.
     static func updatePassword(_ credentials: Credentials) throws {
-        let query: [String: Any] = [
-            kSecClass as String: kSecClassInternetPassword,
-            kSecAttrServer as String: server,
-        ]
+        let query: [String: Any] = [kSecClass as String: kSecClassInternetPassword,
+                                    kSecAttrServer as String: server]
         let account = credentials.username
         let password = credentials.password.data(using: String.Encoding.utf8)!
-        let attributes: [String: Any] = [
-            kSecAttrAccount as String: account,
-            kSecValueData as String: password,
-        ]
+        let attributes: [String: Any] = [kSecAttrAccount as String: account,
+                                         kSecValueData as String: password]
         let status = SecItemUpdate(query as CFDictionary, attributes as CFDictionary)
         guard status != errSecItemNotFound else { throw KeychainError.noPassword }
         guard status == errSecSuccess else { throw KeychainError.unhandledError(status: status) }
@@ -81,14 +74,10 @@ enum KeychainArticles {
 
     /// "Updating and deleting keychain items": the delete.
     static func deletePassword() throws {
-        let query: [String: Any] = [
-            kSecClass as String: kSecClassInternetPassword,
-            kSecAttrServer as String: server,
-        ]
+        let query: [String: Any] = [kSecClass as String: kSecClassInternetPassword,
+                                    kSecAttrServer as String: server]
         let status = SecItemDelete(query as CFDictionary)
-        guard status == errSecSuccess || status == errSecItemNotFound else {
-            throw KeychainError.unhandledError(status: status)
-        }
+        guard status == errSecSuccess || status == errSecItemNotFound else { throw KeychainError.unhandledError(status: status) }
     }
 }
 
