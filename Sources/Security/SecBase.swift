@@ -61,3 +61,13 @@ public let errSecDecode: OSStatus = KeychainStatus.decode.rawValue
 public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMutableRawPointer?) -> CFString? {
     KeychainStatus(rawValue: status).message
 }
+
+/// Runs a keychain operation and turns its outcome into the `OSStatus` Apple's API returns.
+func osStatus(_ body: () throws(KeychainError) -> Void) -> OSStatus {
+    do {
+        try body()
+        return errSecSuccess
+    } catch {
+        return error.status.rawValue
+    }
+}

@@ -10,7 +10,7 @@ import KeychainStore
 ///   with the same primary key exists, `errSecParam`, `errSecNoSuchAttr`,
 ///   `errSecInteractionNotAllowed` when the keychain is locked, or another `errSec*`.
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    run { () throws(KeychainError) in
+    osStatus { () throws(KeychainError) in
         let request = try QueryDictionary(attributes, role: .add)
         guard let itemClass = request.itemClass else { throw .param("kSecClass is missing") }
         var values = request.attributes
@@ -34,7 +34,7 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
 ///   `errSecParam`, `errSecNoSuchAttr`, `errSecInteractionNotAllowed` when
 ///   attributes or data are asked of a locked keychain, or another `errSec*`.
 public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?) -> OSStatus {
-    run { () throws(KeychainError) in
+    osStatus { () throws(KeychainError) in
         let request = try QueryDictionary(query, role: .search)
         let found = try search(request)
         guard !found.isEmpty else { throw KeychainError(.itemNotFound, "no item matches the query") }
@@ -60,7 +60,7 @@ public func SecItemCopyMatching(_ query: CFDictionary, _ result: UnsafeMutablePo
 ///   changes then), `errSecParam` for return or search keys among the
 ///   attributes to update, or another `errSec*`.
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
-    run { () throws(KeychainError) in
+    osStatus { () throws(KeychainError) in
         let request = try QueryDictionary(query, role: .update)
         let changes = try QueryDictionary(attributesToUpdate, role: .changes)
         let itemChanges = ItemChanges(attributes: changes.attributes, secret: changes.data)
@@ -75,7 +75,7 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
 ///
 /// - Returns: `errSecSuccess`, `errSecItemNotFound` when nothing matches, or another `errSec*`.
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
-    run { () throws(KeychainError) in
+    osStatus { () throws(KeychainError) in
         let request = try QueryDictionary(query, role: .delete)
         try forEachTarget(of: request) { (keychain, query) throws(KeychainError) in
             try keychain.store.delete(matching: query)
@@ -84,15 +84,6 @@ public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
 }
 
 // MARK: - Shared steps
-
-private func run(_ body: () throws(KeychainError) -> Void) -> OSStatus {
-    do {
-        try body()
-        return errSecSuccess
-    } catch {
-        return error.status.rawValue
-    }
-}
 
 /// The keychains a request covers and the item references it is limited to.
 private func targets(of request: QueryDictionary) throws(KeychainError) -> (

@@ -92,15 +92,6 @@ func orDefault(_ keychain: SecKeychain?) throws(KeychainError) -> SecKeychain {
     return try currentDefaultKeychain()
 }
 
-private func status(_ body: () throws(KeychainError) -> Void) -> OSStatus {
-    do {
-        try body()
-        return errSecSuccess
-    } catch {
-        return error.status.rawValue
-    }
-}
-
 private func passwordBytes(_ length: UInt32, _ password: UnsafeRawPointer?) -> [UInt8]? {
     guard let password else { return length == 0 ? [] : nil }
     return Array(UnsafeRawBufferPointer(start: password, count: Int(length)))
@@ -112,7 +103,7 @@ public func SecKeychainCreate(
     _ pathName: UnsafePointer<CChar>, _ passwordLength: UInt32, _ password: UnsafeRawPointer?,
     _ promptUser: Bool, _ initialAccess: SecAccess?, _ keychain: UnsafeMutablePointer<SecKeychain?>
 ) -> OSStatus {
-    status { () throws(KeychainError) in
+    osStatus { () throws(KeychainError) in
         guard let bytes = passwordBytes(passwordLength, password) else {
             throw .param("SecKeychainCreate needs a password")
         }
@@ -124,7 +115,7 @@ public func SecKeychainCreate(
 public func SecKeychainOpen(_ pathName: UnsafePointer<CChar>, _ keychain: UnsafeMutablePointer<SecKeychain?>)
     -> OSStatus
 {
-    status { () throws(KeychainError) in
+    osStatus { () throws(KeychainError) in
         keychain.pointee = try SecKeychain.open(atPath: String(cString: pathName))
     }
 }
@@ -135,7 +126,7 @@ public func SecKeychainOpen(_ pathName: UnsafePointer<CChar>, _ keychain: Unsafe
 public func SecKeychainUnlock(
     _ keychain: SecKeychain?, _ passwordLength: UInt32, _ password: UnsafeRawPointer?, _ usePassword: Bool
 ) -> OSStatus {
-    status { () throws(KeychainError) in
+    osStatus { () throws(KeychainError) in
         guard usePassword, let bytes = passwordBytes(passwordLength, password) else {
             throw KeychainError(.interactionNotAllowed, "no password given and no prompt is available")
         }
@@ -145,7 +136,7 @@ public func SecKeychainUnlock(
 
 /// Locks a keychain (the default one when nil).
 public func SecKeychainLock(_ keychain: SecKeychain?) -> OSStatus {
-    status { () throws(KeychainError) in
+    osStatus { () throws(KeychainError) in
         try orDefault(keychain).store.lock()
     }
 }
@@ -158,12 +149,12 @@ public func SecKeychainSetDefault(_ keychain: SecKeychain?) -> OSStatus {
 
 /// The default keychain (Apple's `SecKeychainCopyDefault`).
 public func SecKeychainCopyDefault(_ keychain: UnsafeMutablePointer<SecKeychain?>) -> OSStatus {
-    status { () throws(KeychainError) in keychain.pointee = try currentDefaultKeychain() }
+    osStatus { () throws(KeychainError) in keychain.pointee = try currentDefaultKeychain() }
 }
 
 /// Deletes a keychain's file (Apple's `SecKeychainDelete`). Items in it are gone.
 public func SecKeychainDelete(_ keychainOrArray: SecKeychain?) -> OSStatus {
-    status { () throws(KeychainError) in
+    osStatus { () throws(KeychainError) in
         guard let keychain = keychainOrArray else { throw .param("SecKeychainDelete needs a keychain") }
         keychain.store.lock()
         for suffix in ["", "-wal", "-shm"] {
