@@ -7,6 +7,7 @@ let package = Package(
         .library(name: "Security", targets: ["Security"]),
         .library(name: "KeychainStore", targets: ["KeychainStore"]),
         .executable(name: "latchkey-bench", targets: ["latchkey-bench"]),
+        .executable(name: "latchkeyd", targets: ["latchkeyd"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
@@ -18,9 +19,23 @@ let package = Package(
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(
+            name: "CDBus", pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]),
         .target(name: "KeychainCore"),
         .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore"]),
+        .target(name: "DBus", dependencies: ["CDBus"]),
+        .target(name: "Pinentry"),
+        .target(
+            name: "SecretService",
+            dependencies: ["KeychainCore", "KeychainStore", "DBus", "Pinentry", "COpenSSL"]),
+        .executableTarget(
+            name: "latchkeyd",
+            dependencies: [
+                "SecretService", "KeychainStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
         .executableTarget(
             name: "latchkey-bench",
             dependencies: [
@@ -36,5 +51,8 @@ let package = Package(
             name: "KeychainStoreTests",
             dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer"]),
         .testTarget(name: "SecurityTests", dependencies: ["Security"]),
+        .testTarget(name: "DBusTests", dependencies: ["DBus"]),
+        .testTarget(name: "PinentryTests", dependencies: ["Pinentry"]),
+        .testTarget(name: "SecretServiceTests", dependencies: ["SecretService", "KeychainStore", "KeychainCore"]),
     ]
 )

@@ -39,7 +39,28 @@ public struct AttributeKey: RawRepresentable, Hashable, Comparable, Sendable,
     public var description: String { rawValue }
 
     /// The kind of value Apple's API gives this attribute, or nil for a name it does not define.
-    public var kind: AttributeKind? { Self.kinds[self] }
+    public var kind: AttributeKind? { Self.kinds[self] ?? (isExtension ? .string : nil) }
+
+    /// Whether this is an extension attribute: a Secret Service attribute
+    /// (`ss:` followed by its name) or one Latchkey keeps for itself (`lk:`).
+    /// Password items accept any of them, with text values.
+    public var isExtension: Bool {
+        rawValue.hasPrefix(Self.secretServicePrefix) || rawValue.hasPrefix("lk:")
+    }
+
+    /// The prefix of Secret Service attribute names in the store.
+    public static let secretServicePrefix = "ss:"
+
+    /// The store name of the Secret Service attribute `name`.
+    public static func secretService(_ name: String) -> AttributeKey {
+        AttributeKey(rawValue: secretServicePrefix + name)
+    }
+
+    /// Marks an item made through the Secret Service, which has no primary
+    /// key: items with equal attributes may coexist, as the Secret Service allows.
+    public static let secretServiceItem: AttributeKey = "lk:ss-item"
+    /// The MIME type of the item's secret, as a Secret Service client gave it.
+    public static let contentType: AttributeKey = "lk:content-type"
 
     /// Whether the attribute is set by the store and cannot be given by a caller.
     public var isSetByStore: Bool { self == .creationDate || self == .modificationDate }

@@ -11,3 +11,8 @@ public enum ItemClass: String, CaseIterable, Hashable, Sendable {
     /// `kSecClassIdentity`.
     case identity = "idnt"
 }
+
+extension ItemClass {
+    /// Generic and Internet passwords: the classes the Secret Service shows.
+    public var isPassword: Bool { self == .genericPassword || self == .internetPassword }
+}

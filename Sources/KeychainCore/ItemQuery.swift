@@ -112,10 +112,13 @@ public struct ItemChanges: Hashable, Sendable {
     public var attributes: ItemAttributes
     /// A new secret, if it changes.
     public var secret: Data?
+    /// Attributes to remove (applied before ``attributes`` are set).
+    public var removedAttributes: Set<AttributeKey>
 
     /// Changes of attributes and, optionally, the secret.
-    public init(attributes: ItemAttributes = [:], secret: Data? = nil) {
+    public init(attributes: ItemAttributes = [:], secret: Data? = nil, removing removed: Set<AttributeKey> = []) {
         self.attributes = attributes
         self.secret = secret
+        self.removedAttributes = removed
     }
 }

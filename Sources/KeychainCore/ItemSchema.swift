@@ -85,7 +85,8 @@ public struct ItemSchema: Sendable {
     ///   value Apple does not define.
     public func validate(_ values: ItemAttributes) throws(KeychainError) {
         for (key, value) in values {
-            guard attributes.contains(key), let kind = key.kind else {
+            let allowed = attributes.contains(key) || (key.isExtension && itemClass.isPassword)
+            guard allowed, let kind = key.kind else {
                 throw KeychainError(
                     .noSuchAttribute,
                     "attribute '\(key)' does not exist for class '\(itemClass.rawValue)'")

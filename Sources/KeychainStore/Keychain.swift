@@ -52,19 +52,51 @@ public final class Keychain: Sendable {
     public static func create(
         at path: String, password: some Collection<UInt8>, kdf: KDFParameters = .production
     ) throws(KeychainError) -> Keychain {
+        try create(at: path) { (key) throws(KeychainError) in
+            try KeychainHeader.create(keychainKey: key, password: password, kdf: kdf)
+        }
+    }
+
+    /// Creates the file, its schema and a new keychain key, with the header `makeHeader` builds.
+    private static func create(
+        at path: String, header makeHeader: (SecretKey) throws(KeychainError) -> KeychainHeader
+    ) throws(KeychainError) -> Keychain {
         try createPrivateFile(at: path)
         do {
             let db = try SQLiteDatabase(path: path, create: false)
             try configure(db)
             try FileSchema.migrate(db)
             let key = try SecretKey.random()
-            let header = try KeychainHeader.create(keychainKey: key, password: password, kdf: kdf)
+            let header = try makeHeader(key)
             try db.transaction { () throws(KeychainError) in try header.save(to: db) }
             return try Keychain(path: path, db: db, header: header, key: key)
         } catch {
             for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
             throw error
         }
+    }
+
+    /// Creates a keychain file at `path` whose key is wrapped by the key of
+    /// `parent` (which must be unlocked), and returns it unlocked. It has no
+    /// password: ``unlock(using:)`` opens it while `parent` is unlocked.
+    public static func create(at path: String, protectedBy parent: Keychain) throws(KeychainError) -> Keychain {
+        let parentKey = try parent.state.withLock { (state) throws(KeychainError) in try state.unlockedKey() }
+        return try create(at: path) { (key) throws(KeychainError) in
+            try KeychainHeader.create(keychainKey: key, parentKey: parentKey, parentIdentifier: parent.identifier)
+        }
+    }
+
+    /// Creates a keychain that lives in memory only, unlocked, gone when
+    /// released. `password` unlocks it after a lock; being meant for a random
+    /// key held by the caller, not a human password, it goes through minimal
+    /// KDF parameters.
+    public static func createInMemory(password: some Collection<UInt8>) throws(KeychainError) -> Keychain {
+        let db = try SQLiteDatabase(path: ":memory:", create: true)
+        try FileSchema.migrate(db)
+        let key = try SecretKey.random()
+        let header = try KeychainHeader.create(keychainKey: key, password: password, kdf: .insecureForTesting)
+        try db.transaction { () throws(KeychainError) in try header.save(to: db) }
+        return try Keychain(path: ":memory:", db: db, header: header, key: key)
     }
 
     /// Creates a keychain whose password is the UTF-8 bytes of `password`.
@@ -97,8 +129,16 @@ public final class Keychain: Sendable {
     /// Whether the keychain key is out of memory.
     public var isLocked: Bool { state.withLock { $0.key == nil } }
 
-    /// The KDF cost stored in the file.
-    public var kdfParameters: KDFParameters { state.withLock { $0.header.kdf } }
+    /// The KDF cost stored in the file; nil for a keychain wrapped by a parent keychain.
+    public var kdfParameters: KDFParameters? { state.withLock { $0.header.kdf } }
+
+    /// The identity of the keychain whose key wraps this one's, if any.
+    public var parentIdentifier: Data? {
+        state.withLock {
+            if case .parent(let identifier) = $0.header.wrapping { return identifier }
+            return nil
+        }
+    }
 
     /// Unlocks with the keychain password (its bytes).
     ///
@@ -112,6 +152,20 @@ public final class Keychain: Sendable {
     /// Unlocks with the UTF-8 bytes of `password`.
     public func unlock(password: String) throws(KeychainError) {
         try unlock(password: Array(password.utf8))
+    }
+
+    /// Unlocks a keychain whose key is wrapped by `parent`'s, which must be unlocked.
+    ///
+    /// - Throws: `errSecInteractionNotAllowed` if `parent` is locked,
+    ///   `errSecAuthFailed` if this keychain is not wrapped by `parent`.
+    public func unlock(using parent: Keychain) throws(KeychainError) {
+        guard parentIdentifier == parent.identifier else {
+            throw KeychainError(.authFailed, "this keychain is not wrapped by the keychain given")
+        }
+        let parentKey = try parent.state.withLock { (state) throws(KeychainError) in try state.unlockedKey() }
+        let header = state.withLock { $0.header }
+        let key = try header.unwrap(with: parentKey)
+        state.withLock { $0.key = key }
     }
 
     /// Forgets the keychain key; the key's memory is wiped.
@@ -130,7 +184,7 @@ public final class Keychain: Sendable {
     ) throws(KeychainError) {
         var header = state.withLock { $0.header }
         let key = try header.unwrap(password: oldPassword)
-        try header.wrap(key, password: newPassword, kdf: kdf ?? header.kdf)
+        try header.wrap(key, password: newPassword, kdf: kdf ?? header.kdf ?? .production)
         try state.withLock { (state) throws(KeychainError) in
             let db = state.db
             try db.transaction { () throws(KeychainError) in try header.save(to: db) }
@@ -229,7 +283,9 @@ public final class Keychain: Sendable {
             try db.transaction { () throws(KeychainError) in
                 for match in matches {
                     let reference = match.item.reference
-                    var attributes = match.item.attributes ?? [:]
+                    var attributes = (match.item.attributes ?? [:]).filter {
+                        !changes.removedAttributes.contains($0.key) || $0.key.isSetByStore
+                    }
                     attributes.merge(newAttributes) { $1 }
                     attributes[.modificationDate] = .date(now)
                     let sealedAttributes = try AuthenticatedCipher.seal(
@@ -282,6 +338,29 @@ public final class Keychain: Sendable {
                 }
             }
             return matches.count
+        }
+    }
+
+    /// A value stored beside the items, in clear (for things that are not
+    /// secret, such as a collection's label).
+    public func metadata(_ name: String) throws(KeychainError) -> Data? {
+        try state.withLock { (state) throws(KeychainError) in
+            try state.db.withStatement("SELECT value FROM meta WHERE name = ?1") { (select) throws(KeychainError) in
+                select.bind(1, "x-" + name)
+                return try select.step() ? select.data(0) : nil
+            }
+        }
+    }
+
+    /// Stores a value beside the items, in clear; see ``metadata(_:)``.
+    public func setMetadata(_ name: String, _ value: Data) throws(KeychainError) {
+        try state.withLock { (state) throws(KeychainError) in
+            try state.db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
+                (insert) throws(KeychainError) in
+                insert.bind(1, "x-" + name)
+                insert.bind(2, value)
+                try insert.run()
+            }
         }
     }
 

@@ -1,16 +1,29 @@
 import Foundation
 import KeychainCore
 
-/// What the `meta` table of a keychain file holds: the file's identity, the
-/// KDF and its salt, the wrapped keychain key and the index key.
+/// How a keychain key is wrapped: under a password (through scrypt) or under
+/// the key of another keychain (a collection created over D-Bus is wrapped by
+/// the login keychain's key, so it needs no password of its own).
+enum KeyWrapping: Hashable {
+    case password(KDFParameters)
+    case parent(identifier: Data)
+}
+
+/// What the `meta` table of a keychain file holds: the file's identity, how
+/// the keychain key is wrapped, the wrapped key and the index key.
 struct KeychainHeader {
     static let formatName = Data("latchkey-keychain".utf8)
 
     var identifier: Data
-    var kdf: KDFParameters
+    var wrapping: KeyWrapping
     var salt: Data
     var wrappedKey: Data
     var indexKey: Data
+
+    var kdf: KDFParameters? {
+        if case .password(let kdf) = wrapping { return kdf }
+        return nil
+    }
 
     /// What the wrapped keychain key is bound to: the wrap version and the keychain identity.
     var wrapContext: Data { Data("latchkey wrap v1".utf8) + identifier }
@@ -19,11 +32,24 @@ struct KeychainHeader {
     static func create(
         keychainKey: SecretKey, password: some Collection<UInt8>, kdf: KDFParameters
     ) throws(KeychainError) -> KeychainHeader {
-        var header = KeychainHeader(
-            identifier: try SecureRandom.data(count: 16), kdf: kdf, salt: Data(),
-            wrappedKey: Data(), indexKey: try SecretKey.random().data)
+        var header = try blank(wrapping: .password(kdf))
         try header.wrap(keychainKey, password: password, kdf: kdf)
         return header
+    }
+
+    /// A fresh header whose keychain key is wrapped by `parentKey`, the key of the keychain `parentIdentifier`.
+    static func create(keychainKey: SecretKey, parentKey: SecretKey, parentIdentifier: Data)
+        throws(KeychainError) -> KeychainHeader
+    {
+        var header = try blank(wrapping: .parent(identifier: parentIdentifier))
+        header.wrappedKey = try AuthenticatedCipher.seal(keychainKey.data, key: parentKey, context: header.wrapContext)
+        return header
+    }
+
+    private static func blank(wrapping: KeyWrapping) throws(KeychainError) -> KeychainHeader {
+        KeychainHeader(
+            identifier: try SecureRandom.data(count: 16), wrapping: wrapping, salt: Data(), wrappedKey: Data(),
+            indexKey: try SecretKey.random().data)
     }
 
     /// Re-wraps `keychainKey` under `password` with a new salt.
@@ -33,14 +59,21 @@ struct KeychainHeader {
         let salt = try SecureRandom.data(count: 16)
         let wrappingKey = try kdf.deriveKey(password: Array(password), salt: salt)
         let wrapped = try AuthenticatedCipher.seal(keychainKey.data, key: wrappingKey, context: wrapContext)
-        self.kdf = kdf
+        self.wrapping = .password(kdf)
         self.salt = salt
         self.wrappedKey = wrapped
     }
 
     /// The keychain key, or `errSecAuthFailed` when `password` is not the keychain's.
     func unwrap(password: some Collection<UInt8>) throws(KeychainError) -> SecretKey {
-        let wrappingKey = try kdf.deriveKey(password: Array(password), salt: salt)
+        guard let kdf else {
+            throw KeychainError(.authFailed, "this keychain is unlocked by its parent keychain, not a password")
+        }
+        return try unwrap(with: try kdf.deriveKey(password: Array(password), salt: salt))
+    }
+
+    /// The keychain key, or `errSecAuthFailed` when `wrappingKey` does not open it.
+    func unwrap(with wrappingKey: SecretKey) throws(KeychainError) -> SecretKey {
         let keyBytes: Data
         do {
             keyBytes = try AuthenticatedCipher.open(wrappedKey, key: wrappingKey, context: wrapContext)
@@ -54,7 +87,11 @@ struct KeychainHeader {
     }
 
     func save(to db: SQLiteDatabase) throws(KeychainError) {
-        let kdfBytes = Data([1, kdf.logN]) + Self.bigEndian(kdf.r) + Self.bigEndian(kdf.p)
+        let kdfBytes: Data =
+            switch wrapping {
+            case .password(let kdf): Data([1, kdf.logN]) + Self.bigEndian(kdf.r) + Self.bigEndian(kdf.p)
+            case .parent(let parent): Data([2]) + parent
+            }
         let rows: [(String, Data)] = [
             ("format", Self.formatName), ("uuid", identifier), ("kdf", kdfBytes), ("salt", salt),
             ("wrapped_key", wrappedKey), ("index_key", indexKey),
@@ -79,21 +116,28 @@ struct KeychainHeader {
             }
             return values
         }
+        let damaged = KeychainError(.invalidKeychain, "the file is not a Latchkey keychain or its header is damaged")
         guard values["format"] == formatName, let identifier = values["uuid"], identifier.count == 16,
-            let kdfBytes = values["kdf"], kdfBytes.count == 10, kdfBytes.first == 1,
-            let salt = values["salt"], let wrappedKey = values["wrapped_key"],
+            let kdfBytes = values["kdf"], let salt = values["salt"], let wrappedKey = values["wrapped_key"],
             let indexKey = values["index_key"], indexKey.count == SecretKey.length
-        else {
-            throw KeychainError(.invalidKeychain, "the file is not a Latchkey keychain or its header is damaged")
-        }
+        else { throw damaged }
         let bytes = [UInt8](kdfBytes)
-        let kdf = KDFParameters(
-            logN: bytes[1], r: UInt32(bigEndian: bytes[2..<6]), p: UInt32(bigEndian: bytes[6..<10]))
-        guard kdf.isAcceptable else {
-            throw KeychainError(.invalidKeychain, "the keychain's KDF parameters \(kdf) are out of range")
+        let wrapping: KeyWrapping
+        switch (bytes.first, bytes.count) {
+        case (1, 10):
+            let kdf = KDFParameters(
+                logN: bytes[1], r: UInt32(bigEndian: bytes[2..<6]), p: UInt32(bigEndian: bytes[6..<10]))
+            guard kdf.isAcceptable else {
+                throw KeychainError(.invalidKeychain, "the keychain's KDF parameters \(kdf) are out of range")
+            }
+            wrapping = .password(kdf)
+        case (2, 17):
+            wrapping = .parent(identifier: Data(bytes[1...]))
+        default:
+            throw damaged
         }
         return KeychainHeader(
-            identifier: identifier, kdf: kdf, salt: salt, wrappedKey: wrappedKey, indexKey: indexKey)
+            identifier: identifier, wrapping: wrapping, salt: salt, wrappedKey: wrappedKey, indexKey: indexKey)
     }
 
     private static func bigEndian(_ value: UInt32) -> Data {

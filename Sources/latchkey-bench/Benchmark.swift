@@ -75,7 +75,7 @@ struct Benchmark: ParsableCommand {
             seconds.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
             keychain.lock()
         }
-        let parameters = keychain.kdfParameters
+        let parameters = keychain.kdfParameters ?? .production
         return String(
             format: "%@ (%llu MiB), median %.3f s over 3", parameters.description,
             parameters.memoryBytes >> 20, seconds.sorted()[1])

@@ -87,8 +87,11 @@ final class AttributeIndexer: @unchecked Sendable {
         return tags
     }
 
-    /// The hash of an item's primary key, with an absent attribute counting as its empty value.
-    func primaryKeyHash(_ itemClass: ItemClass, _ attributes: ItemAttributes) -> Data {
+    /// The hash of an item's primary key, with an absent attribute counting as
+    /// its empty value; nil for an item made through the Secret Service, which
+    /// has none.
+    func primaryKeyHash(_ itemClass: ItemClass, _ attributes: ItemAttributes) -> Data? {
+        guard attributes[.secretServiceItem] == nil else { return nil }
         var message: [UInt8] = [0x70]  // "p": primary key
         message.append(contentsOf: itemClass.rawValue.utf8)
         for key in ItemSchema.of(itemClass).primaryKey {

@@ -1,0 +1,149 @@
+import CDBus
+import Foundation
+
+/// A private connection to a message bus.
+///
+/// The owner drives it: ``readWrite(timeoutMilliseconds:)`` moves bytes,
+/// ``popMessage()`` hands over each incoming message, ``send(_:)`` queues
+/// one. ``call(_:timeoutMilliseconds:)`` is a blocking method call for clients.
+/// Use one connection from one thread at a time.
+public final class DBusConnection: @unchecked Sendable {
+    private let pointer: OpaquePointer
+
+    /// The unique name the bus gave this connection (`:1.42`).
+    public let uniqueName: String
+
+    /// Connects to the bus at `address` and registers with it.
+    public init(address: String) throws(DBusError) {
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        guard let connection = dbus_connection_open_private(address, &error) else {
+            throw DBusError.consume(&error, fallback: "cannot connect to \(address)")
+        }
+        dbus_connection_set_exit_on_disconnect(connection, 0)
+        guard dbus_bus_register(connection, &error) != 0 else {
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+            throw DBusError.consume(&error, fallback: "cannot register with the bus at \(address)")
+        }
+        pointer = connection
+        uniqueName = dbus_bus_get_unique_name(connection).map { String(cString: $0) } ?? ""
+    }
+
+    deinit {
+        dbus_connection_close(pointer)
+        dbus_connection_unref(pointer)
+    }
+
+    /// The session bus address: `DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus`.
+    public static func sessionBusAddress(environment: [String: String] = ProcessInfo.processInfo.environment)
+        -> String?
+    {
+        if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty { return address }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
+            let socket = runtime + "/bus"
+            if FileManager.default.fileExists(atPath: socket) { return "unix:path=" + socket }
+        }
+        return nil
+    }
+
+    /// Connects to the session bus.
+    public static func session() throws(DBusError) -> DBusConnection {
+        guard let address = sessionBusAddress() else {
+            throw DBusError(
+                .disconnected, "no session bus: DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus is missing")
+        }
+        return try DBusConnection(address: address)
+    }
+
+    /// Whether the connection is still open.
+    public var isConnected: Bool { dbus_connection_get_is_connected(pointer) != 0 }
+
+    /// The socket, for `poll`.
+    public var fileDescriptor: Int32? {
+        var fd: Int32 = -1
+        return dbus_connection_get_unix_fd(pointer, &fd) != 0 ? fd : nil
+    }
+
+    /// Whether outgoing messages are waiting to be written.
+    public var hasOutgoingMessages: Bool { dbus_connection_has_messages_to_send(pointer) != 0 }
+
+    /// Reads and writes what the socket allows, waiting at most `timeoutMilliseconds`
+    /// (0: not at all). False once the connection is closed.
+    @discardableResult
+    public func readWrite(timeoutMilliseconds: Int32) -> Bool {
+        dbus_connection_read_write(pointer, timeoutMilliseconds) != 0
+    }
+
+    /// The next incoming message, if one has been read.
+    public func popMessage() -> DBusMessage? {
+        dbus_connection_pop_message(pointer).map { DBusMessage(owning: $0) }
+    }
+
+    /// Queues a message for sending.
+    public func send(_ message: DBusMessage) {
+        dbus_connection_send(pointer, message.pointer, nil)
+    }
+
+    /// Blocks until every queued message is written.
+    public func flush() {
+        dbus_connection_flush(pointer)
+    }
+
+    /// Sends a method call and waits for its reply.
+    ///
+    /// - Throws: the error reply as a ``DBusError``, or a timeout or disconnection.
+    public func call(_ message: DBusMessage, timeoutMilliseconds: Int32 = 25_000) throws(DBusError) -> DBusMessage {
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        guard
+            let reply = dbus_connection_send_with_reply_and_block(pointer, message.pointer, timeoutMilliseconds, &error)
+        else {
+            throw DBusError.consume(&error, fallback: "no reply to \(message.member ?? "call")")
+        }
+        return DBusMessage(owning: reply)
+    }
+
+    /// Asks the bus for a well-known name.
+    public func requestName(_ name: String, flags: NameFlags) throws(DBusError) -> NameReply {
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        let result = dbus_bus_request_name(pointer, name, flags.rawValue, &error)
+        guard result >= 0 else { throw DBusError.consume(&error, fallback: "cannot request \(name)") }
+        return NameReply(rawValue: result) ?? .exists
+    }
+
+    /// Tells the bus to route signals matching `rule` to this connection.
+    public func addMatch(_ rule: String) throws(DBusError) {
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        dbus_bus_add_match(pointer, rule, &error)
+        if dbus_error_is_set(&error) != 0 { throw DBusError.consume(&error, fallback: "cannot add match") }
+    }
+
+    /// Flags of ``requestName(_:flags:)``.
+    public struct NameFlags: OptionSet, Sendable {
+        /// The raw bits.
+        public let rawValue: UInt32
+        /// Wraps raw bits.
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        /// Let a later `replaceExisting` request take the name.
+        public static let allowReplacement = NameFlags(rawValue: UInt32(DBUS_NAME_FLAG_ALLOW_REPLACEMENT))
+        /// Take the name from an owner that allows it.
+        public static let replaceExisting = NameFlags(rawValue: UInt32(DBUS_NAME_FLAG_REPLACE_EXISTING))
+        /// Fail rather than wait in the queue.
+        public static let doNotQueue = NameFlags(rawValue: UInt32(DBUS_NAME_FLAG_DO_NOT_QUEUE))
+    }
+
+    /// What the bus answered a name request.
+    public enum NameReply: Int32, Sendable {
+        /// This connection owns the name now.
+        case primaryOwner = 1
+        /// Queued behind the owner.
+        case inQueue = 2
+        /// Someone else owns it.
+        case exists = 3
+        /// This connection already owned it.
+        case alreadyOwner = 4
+    }
+}

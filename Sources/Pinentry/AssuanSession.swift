@@ -1,0 +1,271 @@
+import Glibc
+
+/// The final answer to an Assuan command.
+enum AssuanReply: Equatable {
+    /// `OK`.
+    case ok
+    /// `ERR code text`.
+    case error(code: UInt32, text: String)
+}
+
+/// One running pinentry child and the Assuan conversation with it.
+///
+/// The child's stdin and stdout are one end of a socket pair, so writes can use `MSG_NOSIGNAL` and a child that
+/// dies early gives an error instead of a `SIGPIPE`. Every read and write waits at most until the deadline.
+/// Not thread-safe; each call of `Pinentry` makes its own.
+final class AssuanSession {
+    private let pid: pid_t
+    private var socket: Int32
+    private let timeout: Duration
+    private var deadline: ContinuousClock.Instant
+    /// Bytes read but not yet consumed as lines; zeroed as they are consumed.
+    private var storage = [UInt8](repeating: 0, count: AssuanText.maxLineLength)
+    private var filled = 0
+    private var reaped = false
+
+    /// Starts `executable` with `environment` and no arguments.
+    init(executable: String, environment: [String: String], timeout: Duration) throws(PinentryError) {
+        self.timeout = timeout
+        deadline = ContinuousClock.now.advanced(by: timeout)
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+            throw PinentryError(reason: "cannot create a socket pair: \(Self.describe(errno))")
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, pair[1], 0)
+        posix_spawn_file_actions_adddup2(&actions, pair[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+
+        // The daemon may block or ignore signals; the child starts with the defaults.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        posix_spawnattr_setsigmask(&attributes, &signals)
+        for signal in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD] {
+            sigaddset(&signals, signal)
+        }
+        posix_spawnattr_setsigdefault(&attributes, &signals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let arguments = [strdup(executable), nil]
+        let variables =
+            environment.compactMap { key, value in
+                key.isEmpty || key.contains("=") ? nil : strdup("\(key)=\(value)")
+            } + [nil]
+        defer {
+            for pointer in arguments + variables {
+                free(pointer)
+            }
+        }
+        var child: pid_t = 0
+        let status = posix_spawn(&child, executable, &actions, &attributes, arguments, variables)
+        close(pair[1])
+        guard status == 0 else {
+            close(pair[0])
+            throw PinentryError(reason: "cannot start \(executable): \(Self.describe(status))")
+        }
+        pid = child
+        socket = pair[0]
+    }
+
+    deinit {
+        if !reaped {
+            terminate()
+        }
+    }
+
+    /// Whole seconds until the deadline.
+    var secondsLeft: Int {
+        Int(ContinuousClock.now.duration(to: deadline).components.seconds)
+    }
+
+    /// Reads the server's greeting, which must be `OK`.
+    func expectGreeting() throws(PinentryError) {
+        var ignored: [UInt8] = []
+        defer { AssuanText.wipe(&ignored) }
+        if case .error(let code, let text) = try transact(nil, data: &ignored) {
+            throw PinentryError(reason: "the program refused to start with error \(code): \(text)")
+        }
+    }
+
+    /// Sends `name text` with the text percent-escaped and returns the reply.
+    func command(_ name: String, text: String) throws(PinentryError) -> AssuanReply {
+        var ignored: [UInt8] = []
+        defer { AssuanText.wipe(&ignored) }
+        return try transact(Array(AssuanText.commandLine(name, text: text).dropLast()), data: &ignored)
+    }
+
+    /// Sends `name argument` as it is (the caller made sure it has no control characters) and returns the reply.
+    func command(_ name: String, raw argument: String) throws(PinentryError) -> AssuanReply {
+        var ignored: [UInt8] = []
+        defer { AssuanText.wipe(&ignored) }
+        return try transact(Array("\(name) \(argument)".utf8.prefix(AssuanText.maxLineLength - 1)), data: &ignored)
+    }
+
+    /// Sends `line` (without its newline), if any, then reads until `OK` or `ERR`, appending the decoded payload
+    /// of `D` lines to `data`, skipping status and comment lines, and answering inquiries with an empty `END`.
+    func transact(_ line: [UInt8]?, data: inout [UInt8]) throws(PinentryError) -> AssuanReply {
+        if let line {
+            try send(line + [UInt8(ascii: "\n")])
+        }
+        while true {
+            var response = try readLine()
+            defer { AssuanText.wipe(&response) }
+            if Self.keyword(response, is: "OK") {
+                return .ok
+            } else if Self.keyword(response, is: "ERR") {
+                let rest = response.dropFirst(4)
+                let code = rest.prefix { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+                let text = rest.dropFirst(code.count).drop { $0 == UInt8(ascii: " ") }
+                return .error(code: UInt32(String(decoding: code, as: UTF8.self)) ?? 0, text: Self.printable(text))
+            } else if Self.keyword(response, is: "D") {
+                var chunk = AssuanText.unescape(response.dropFirst(2))
+                AssuanText.append(chunk, to: &data)
+                AssuanText.wipe(&chunk)
+            } else if Self.keyword(response, is: "INQUIRE") {
+                try send(Array("END\n".utf8))
+            } else if !(Self.keyword(response, is: "S") || response.first == UInt8(ascii: "#")) {
+                throw PinentryError(reason: "unexpected line from the program: \"\(Self.printable(response))\"")
+            }
+        }
+    }
+
+    /// Ends the conversation politely: `BYE`, a short wait for the child to exit, then `SIGKILL` if it did not.
+    func finish() {
+        deadline = min(deadline, ContinuousClock.now.advanced(by: .seconds(1)))
+        var ignored: [UInt8] = []
+        _ = try? transact(Array("BYE".utf8), data: &ignored)
+        AssuanText.wipe(&ignored)
+        closeAndReap(grace: .seconds(1))
+    }
+
+    /// Kills the child at once and reaps it.
+    func terminate() {
+        if !reaped {
+            kill(pid, SIGKILL)
+        }
+        closeAndReap(grace: .zero)
+    }
+
+    private func closeAndReap(grace: Duration) {
+        storage.withUnsafeMutableBytes { bytes in
+            if let base = bytes.baseAddress {
+                explicit_bzero(base, bytes.count)
+            }
+        }
+        filled = 0
+        if socket >= 0 {
+            close(socket)
+            socket = -1
+        }
+        guard !reaped else { return }
+        reaped = true
+        let giveUp = ContinuousClock.now.advanced(by: grace)
+        var status: Int32 = 0
+        while true {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid || (result < 0 && errno != EINTR) {
+                return  // Reaped, or already reaped elsewhere (ECHILD).
+            }
+            if result == 0 {
+                if ContinuousClock.now >= giveUp {
+                    break
+                }
+                usleep(5_000)
+            }
+        }
+        kill(pid, SIGKILL)
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    }
+
+    /// The next line, without its line ending.
+    private func readLine() throws(PinentryError) -> [UInt8] {
+        while true {
+            if let newline = storage[0..<filled].firstIndex(of: UInt8(ascii: "\n")) {
+                let end = newline > 0 && storage[newline - 1] == UInt8(ascii: "\r") ? newline - 1 : newline
+                let line = Array(storage[0..<end])
+                consume(newline + 1)
+                return line
+            }
+            guard filled < storage.count else {
+                throw PinentryError(reason: "the program sent a line longer than \(AssuanText.maxLineLength) bytes")
+            }
+            try waitUntilReady(Int16(POLLIN))
+            let count = storage.withUnsafeMutableBytes { bytes -> Int in
+                guard let base = bytes.baseAddress else { return 0 }
+                return read(socket, base + filled, bytes.count - filled)
+            }
+            if count > 0 {
+                filled += count
+            } else if count == 0 {
+                throw PinentryError(reason: "the program closed the connection or exited")
+            } else if errno != EINTR && errno != EAGAIN {
+                throw PinentryError(reason: "cannot read from the program: \(Self.describe(errno))")
+            }
+        }
+    }
+
+    /// Drops the first `count` bytes of `storage`, zeroing the bytes left behind.
+    private func consume(_ count: Int) {
+        storage.withUnsafeMutableBytes { bytes in
+            guard let base = bytes.baseAddress else { return }
+            memmove(base, base + count, filled - count)
+            explicit_bzero(base + filled - count, count)
+        }
+        filled -= count
+    }
+
+    private func send(_ bytes: [UInt8]) throws(PinentryError) {
+        var offset = 0
+        while offset < bytes.count {
+            try waitUntilReady(Int16(POLLOUT))
+            let count = bytes.withUnsafeBytes { buffer -> Int in
+                guard let base = buffer.baseAddress else { return 0 }
+                return Glibc.send(socket, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if count >= 0 {
+                offset += count
+            } else if errno != EINTR && errno != EAGAIN {
+                throw PinentryError(reason: "cannot write to the program: \(Self.describe(errno))")
+            }
+        }
+    }
+
+    /// Waits until the socket is ready for `events`, or throws when the deadline passes.
+    private func waitUntilReady(_ events: Int16) throws(PinentryError) {
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else {
+                throw PinentryError(reason: "no answer within \(timeout)")
+            }
+            let (seconds, attoseconds) = left.components
+            let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            var entry = pollfd(fd: socket, events: events, revents: 0)
+            let ready = poll(&entry, 1, milliseconds)
+            if ready > 0 {
+                return
+            } else if ready < 0 && errno != EINTR {
+                throw PinentryError(reason: "cannot wait for the program: \(Self.describe(errno))")
+            }
+        }
+    }
+
+    /// Whether `line` is `word` alone or `word` followed by a space.
+    private static func keyword(_ line: [UInt8], is word: String) -> Bool {
+        let word = Array(word.utf8)
+        return line.starts(with: word) && (line.count == word.count || line[word.count] == UInt8(ascii: " "))
+    }
+
+    /// `bytes` as text fit for an error message: at most 200 bytes, control characters replaced by `?`.
+    private static func printable<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
+        String(decoding: bytes.prefix(200).map { $0 < 0x20 || $0 == 0x7F ? UInt8(ascii: "?") : $0 }, as: UTF8.self)
+    }
+
+    private static func describe(_ error: Int32) -> String {
+        String(cString: strerror(error))
+    }
+}

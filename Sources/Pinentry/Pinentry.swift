@@ -1,0 +1,202 @@
+import Foundation
+import Glibc
+
+/// What the prompt shows.
+public struct PinentryRequest: Sendable, Hashable {
+    /// The window title (`SETTITLE`); not sent when empty.
+    public var title: String
+    /// The explanation of what is asked and why (`SETDESC`); may span several lines.
+    public var description: String
+    /// The label next to the entry field (`SETPROMPT`).
+    public var prompt: String
+    /// An error shown above the entry field (`SETERROR`), e.g. after a wrong password.
+    public var error: String?
+    /// The text of the OK button (`SETOK`); the program's default when nil.
+    public var okLabel: String?
+    /// The text of the Cancel button (`SETCANCEL`); the program's default when nil.
+    public var cancelLabel: String?
+
+    /// Describes a prompt.
+    public init(
+        title: String, description: String, prompt: String = "Password:", error: String? = nil,
+        okLabel: String? = nil, cancelLabel: String? = nil
+    ) {
+        self.title = title
+        self.description = description
+        self.prompt = prompt
+        self.error = error
+        self.okLabel = okLabel
+        self.cancelLabel = cancelLabel
+    }
+}
+
+/// How a prompt ended.
+public enum PinentryOutcome: Sendable, Equatable {
+    /// The user entered this password: the UTF-8 bytes the program sent. The caller should zero them after use.
+    case password([UInt8])
+    /// The user dismissed the prompt.
+    case cancelled
+}
+
+/// A failure to run the prompt at all (program missing, protocol error, timeout).
+public struct PinentryError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, in words.
+    public let reason: String
+
+    /// Wraps a reason.
+    public init(reason: String) {
+        self.reason = reason
+    }
+
+    /// The reason, prefixed so that it reads well in a log.
+    public var description: String { "pinentry: \(reason)" }
+}
+
+/// Runs a pinentry program.
+///
+/// Each call starts a fresh child process, talks Assuan to it over a socket that is the child's stdin and stdout,
+/// says `BYE`, and reaps it. Calls block and may run on several threads at once.
+public struct Pinentry: Sendable {
+    /// The program: a path, or a name searched in the `PATH` of `environment`.
+    public let program: String
+    /// The environment the child runs with.
+    public let environment: [String: String]
+    /// How long a whole exchange may take before the child is killed.
+    public let timeout: Duration
+
+    /// `program` is a path or a name searched in PATH; `environment` is passed to the child (DISPLAY,
+    /// WAYLAND_DISPLAY, GPG_TTY, DBUS_SESSION_BUS_ADDRESS … matter to real pinentries); `timeout` bounds the whole
+    /// exchange (the child is killed after it).
+    public init(
+        program: String = "pinentry", environment: [String: String] = ProcessInfo.processInfo.environment,
+        timeout: Duration = .seconds(120)
+    ) {
+        self.program = program
+        self.environment = environment
+        self.timeout = timeout
+    }
+
+    /// The program chosen the way the daemon should: `PINENTRY` from `environment` if set, else "pinentry".
+    public static func fromEnvironment(_ environment: [String: String]) -> Pinentry {
+        let chosen = environment["PINENTRY"].flatMap { $0.isEmpty ? nil : $0 } ?? "pinentry"
+        return Pinentry(program: chosen, environment: environment)
+    }
+
+    /// Asks for a password (GETPIN). Blocking.
+    public func askPassword(_ request: PinentryRequest) throws(PinentryError) -> PinentryOutcome {
+        var pin: [UInt8] = []
+        let reply: AssuanReply
+        do throws(PinentryError) {
+            reply = try converse(request) { session throws(PinentryError) in
+                try session.transact(Array("GETPIN".utf8), data: &pin)
+            }
+        } catch {
+            AssuanText.wipe(&pin)
+            throw error
+        }
+        switch reply {
+        case .ok:
+            return .password(pin)
+        case .error(let code, _) where code & 0xFFFF == Self.canceledCode:
+            AssuanText.wipe(&pin)
+            return .cancelled
+        case .error(let code, let text):
+            AssuanText.wipe(&pin)
+            throw PinentryError(reason: "GETPIN failed with error \(code): \(text)")
+        }
+    }
+
+    /// Asks for a yes/no confirmation (CONFIRM): true for OK, false for cancel. Blocking.
+    public func confirm(_ request: PinentryRequest) throws(PinentryError) -> Bool {
+        var ignored: [UInt8] = []
+        defer { AssuanText.wipe(&ignored) }
+        let reply = try converse(request) { session throws(PinentryError) in
+            try session.transact(Array("CONFIRM".utf8), data: &ignored)
+        }
+        switch reply {
+        case .ok:
+            return true
+        case .error(let code, _) where [Self.canceledCode, Self.notConfirmedCode].contains(code & 0xFFFF):
+            return false
+        case .error(let code, let text):
+            throw PinentryError(reason: "CONFIRM failed with error \(code): \(text)")
+        }
+    }
+
+    /// `GPG_ERR_CANCELED`, the low 16 bits of the code a pinentry answers when the user cancels.
+    private static let canceledCode: UInt32 = 99
+    /// `GPG_ERR_NOT_CONFIRMED`, answered to `CONFIRM` when the user declines.
+    private static let notConfirmedCode: UInt32 = 114
+
+    /// Starts the program, shows `request`, runs `ask`, then ends politely with `BYE`; on any thrown error the
+    /// child is killed instead. Either way it is reaped before this returns.
+    private func converse(
+        _ request: PinentryRequest, _ ask: (AssuanSession) throws(PinentryError) -> AssuanReply
+    ) throws(PinentryError) -> AssuanReply {
+        let path = try executablePath()
+        let session = try AssuanSession(executable: path, environment: environment, timeout: timeout)
+        do throws(PinentryError) {
+            try session.expectGreeting()
+            for (name, value) in terminalOptions() {
+                _ = try session.command("OPTION", raw: "\(name)=\(value)")
+            }
+            let seconds = session.secondsLeft - 2
+            if seconds >= 1 {
+                _ = try session.command("SETTIMEOUT", raw: String(seconds))
+            }
+            let texts: [(String, String?)] = [
+                ("SETTITLE", request.title), ("SETDESC", request.description), ("SETPROMPT", request.prompt),
+                ("SETERROR", request.error), ("SETOK", request.okLabel), ("SETCANCEL", request.cancelLabel),
+            ]
+            for case (let command, let text?) in texts where !text.isEmpty {
+                if case .error(let code, let message) = try session.command(command, text: text) {
+                    throw PinentryError(reason: "\(command) failed with error \(code): \(message)")
+                }
+            }
+            let reply = try ask(session)
+            session.finish()
+            return reply
+        } catch {
+            session.terminate()
+            throw error
+        }
+    }
+
+    /// The `OPTION`s gpg-agent would send for a terminal pinentry, taken from `environment`. Values are sent raw
+    /// (pinentry does not unescape them), so values with control characters are left out.
+    private func terminalOptions() -> [(String, String)] {
+        let locale = environment["LC_ALL"] ?? environment["LC_CTYPE"] ?? environment["LANG"]
+        let messages = environment["LC_ALL"] ?? environment["LC_MESSAGES"] ?? environment["LANG"]
+        let candidates: [(String, String?)] = [
+            ("ttyname", environment["GPG_TTY"]), ("ttytype", environment["TERM"]),
+            ("lc-ctype", locale), ("lc-messages", messages),
+        ]
+        return candidates.compactMap { name, value in
+            guard let value, !value.isEmpty, !value.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
+                return nil
+            }
+            return (name, value)
+        }
+    }
+
+    /// `program` as a path to an executable file, searching the child's `PATH` for a bare name.
+    private func executablePath() throws(PinentryError) -> String {
+        func isExecutableFile(_ path: String) -> Bool {
+            var info = stat()
+            return access(path, X_OK) == 0 && stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+        }
+        guard !program.isEmpty else { throw PinentryError(reason: "no program given") }
+        if program.contains("/") {
+            guard isExecutableFile(program) else { throw PinentryError(reason: "\(program) is not an executable") }
+            return program
+        }
+        let search = environment["PATH"] ?? ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in search.split(separator: ":", omittingEmptySubsequences: false) {
+            let candidate = (directory.isEmpty ? "." : String(directory)) + "/" + program
+            if isExecutableFile(candidate) {
+                return candidate
+            }
+        }
+        throw PinentryError(reason: "\(program) not found in PATH")
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import KeychainCore
+
+/// How Secret Service attributes (text names and values) and store attributes map onto each other.
+///
+/// A few names stand for the `SecItem` attributes they mean, so both faces see
+/// one item the same way: `service` and `account` on generic passwords;
+/// `server`, `account`, `protocol`, `port`, `path`, `domain` and `authtype` on
+/// Internet passwords. Every other name is kept as an extension attribute
+/// (`ss:` + name). See docs/dbus-mapping.md.
+enum AttributeMapping {
+    private static let genericNames: [String: AttributeKey] = ["service": .service, "account": .account]
+    private static let internetNames: [String: AttributeKey] = [
+        "server": .server, "account": .account, "protocol": .protocol, "port": .port, "path": .path,
+        "domain": .securityDomain, "authtype": .authenticationType,
+    ]
+
+    private static func names(_ itemClass: ItemClass) -> [String: AttributeKey] {
+        itemClass == .internetPassword ? internetNames : genericNames
+    }
+
+    /// The store attributes for Secret Service attributes on an item of
+    /// `itemClass`; nil when a value cannot be held there (a port that is not a
+    /// number), so no item of that class can match.
+    static func storeAttributes(_ attributes: [String: String], for itemClass: ItemClass) -> ItemAttributes? {
+        let mapped = names(itemClass)
+        var result: ItemAttributes = [:]
+        for (name, value) in attributes {
+            if let key = mapped[name] {
+                if key.kind == .number {
+                    guard let number = Int64(value) else { return nil }
+                    result[key] = .number(number)
+                } else {
+                    result[key] = .string(value)
+                }
+            } else {
+                result[.secretService(name)] = .string(value)
+            }
+        }
+        return result
+    }
+
+    /// The Secret Service attributes of a stored item.
+    static func secretServiceAttributes(_ attributes: ItemAttributes, of itemClass: ItemClass) -> [String: String] {
+        var result: [String: String] = [:]
+        for (name, key) in names(itemClass) {
+            switch attributes[key] {
+            case .string(let text): result[name] = text
+            case .number(let number): result[name] = String(number)
+            default: break
+            }
+        }
+        for (key, value) in attributes where key.rawValue.hasPrefix(AttributeKey.secretServicePrefix) {
+            if case .string(let text) = value {
+                result[String(key.rawValue.dropFirst(AttributeKey.secretServicePrefix.count))] = text
+            }
+        }
+        return result
+    }
+
+    /// The store attributes an item's Secret Service attributes replace when
+    /// they are set: the mapped names and every extension attribute.
+    static func isSecretServiceAttribute(_ key: AttributeKey, of itemClass: ItemClass) -> Bool {
+        key.rawValue.hasPrefix(AttributeKey.secretServicePrefix) || names(itemClass).values.contains(key)
+    }
+}

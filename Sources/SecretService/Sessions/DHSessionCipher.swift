@@ -1,0 +1,292 @@
+import COpenSSL
+import Foundation
+
+/// Errors of the transport encryption (the daemon maps them to D-Bus errors).
+enum SessionCryptoError: Error, Equatable {
+    /// The client's Diffie-Hellman public key is malformed or not an acceptable group element.
+    case invalidPublicKey(String)
+    /// A secret sent by the client is malformed or does not decrypt (wrong IV or ciphertext length, bad padding).
+    case invalidSecret(String)
+    /// OpenSSL failed: an allocation, a missing algorithm, or an internal error.
+    case openSSL(String)
+}
+
+/// Server side of the dh-ietf1024-sha256-aes128-cbc-pkcs7 key exchange and the AES key it yields.
+///
+/// The exchange is Diffie-Hellman over the RFC 2409 Second Oakley Group (1024-bit MODP prime, generator 2).
+/// The shared secret, left-padded with zeros to 128 bytes, is the input key material of HKDF-SHA256 with an
+/// empty salt and empty info; its first 16 bytes of output are the AES-128 key. Secrets travel as
+/// AES-128-CBC with PKCS#7 padding under a fresh random IV each: the IV is the secret's `parameters`, the
+/// ciphertext its `value`.
+///
+/// The key is immutable after initialisation and every operation uses its own OpenSSL context, so one
+/// instance may be used from several threads. The key is wiped when the instance is released.
+final class DHSessionCipher: @unchecked Sendable {
+    /// Length in bytes of the group's prime, of the server public key and of the padded shared secret.
+    static let primeLength = 128
+    /// Length in bytes of the AES-128 key.
+    static let keyLength = 16
+    /// Length in bytes of an AES block, which is also the length of an IV.
+    static let blockLength = 16
+
+    /// The server public key to send back: exactly 128 bytes.
+    let serverPublicKey: [UInt8]
+    /// The AES key, owned by this object (kept out of Swift arrays so that no copy of it is left behind).
+    private let key: UnsafeMutablePointer<UInt8>
+    /// The fetched AES-128-CBC implementation.
+    private let cipher: OpaquePointer
+
+    /// Does the exchange for a client public key; fresh server key pair each time.
+    convenience init(clientPublicKey: [UInt8]) throws(SessionCryptoError) {
+        try self.init(clientPublicKey: clientPublicKey, chosenPrivateKey: nil)
+    }
+
+    /// Does the exchange with a given server private key (big-endian, in [2, p-2]) instead of a random one.
+    ///
+    /// Only for tests: it makes edge cases reproducible, such as a server public key or a shared secret
+    /// whose big-endian encoding has a leading zero byte. Never use it for a real session.
+    convenience init(clientPublicKey: [UInt8], serverPrivateKey: [UInt8]) throws(SessionCryptoError) {
+        try self.init(clientPublicKey: clientPublicKey, chosenPrivateKey: serverPrivateKey)
+    }
+
+    /// Does the exchange, with a random server private key unless `chosenPrivateKey` is given.
+    private init(clientPublicKey: [UInt8], chosenPrivateKey: [UInt8]?) throws(SessionCryptoError) {
+        let key = UnsafeMutablePointer<UInt8>.allocate(capacity: Self.keyLength)
+        key.initialize(repeating: 0, count: Self.keyLength)
+        let publicKey: [UInt8]
+        let cipher: OpaquePointer
+        do throws(SessionCryptoError) {
+            publicKey = try Self.agree(
+                clientPublicKey: clientPublicKey, chosenPrivateKey: chosenPrivateKey, key: key)
+            guard let fetched = EVP_CIPHER_fetch(nil, "AES-128-CBC", nil) else {
+                throw openSSLFailure("cannot fetch AES-128-CBC")
+            }
+            cipher = fetched
+        } catch {
+            OPENSSL_cleanse(key, Self.keyLength)
+            key.deallocate()
+            throw error
+        }
+        self.key = key
+        self.cipher = cipher
+        self.serverPublicKey = publicKey
+    }
+
+    /// Wipes the AES key and releases the OpenSSL objects.
+    deinit {
+        OPENSSL_cleanse(key, Self.keyLength)
+        key.deallocate()
+        EVP_CIPHER_free(cipher)
+    }
+
+    /// Encrypts a secret for the client: (parameters: 16-byte IV, value: ciphertext).
+    func encrypt(_ plaintext: [UInt8]) throws(SessionCryptoError) -> (parameters: [UInt8], value: [UInt8]) {
+        guard plaintext.count <= Int(Int32.max) - Self.blockLength else {
+            throw .invalidSecret("a secret of \(plaintext.count) bytes is too long to encrypt")
+        }
+        var iv = [UInt8](repeating: 0, count: Self.blockLength)
+        guard RAND_bytes(&iv, Int32(iv.count)) == 1 else {
+            throw openSSLFailure("RAND_bytes failed")
+        }
+        let value = try crypt(plaintext, iv: iv, encrypting: true)
+        return (parameters: iv, value: value)
+    }
+
+    /// Decrypts a secret the client sent.
+    func decrypt(parameters: [UInt8], value: [UInt8]) throws(SessionCryptoError) -> [UInt8] {
+        guard parameters.count == Self.blockLength else {
+            throw .invalidSecret("the IV is \(parameters.count) bytes long, expected \(Self.blockLength)")
+        }
+        guard !value.isEmpty, value.count % Self.blockLength == 0 else {
+            throw .invalidSecret(
+                "the ciphertext is \(value.count) bytes long, expected a non-zero multiple of \(Self.blockLength)")
+        }
+        guard value.count <= Int(Int32.max) - Self.blockLength else {
+            throw .invalidSecret("a ciphertext of \(value.count) bytes is too long to decrypt")
+        }
+        return try crypt(value, iv: parameters, encrypting: false)
+    }
+
+    /// Runs AES-128-CBC with PKCS#7 padding over `input` in one pass.
+    ///
+    /// Lengths are checked by the callers. On failure the output buffer is wiped before it is dropped, and a
+    /// failing final step of a decryption (the padding check) is reported as `invalidSecret`.
+    private func crypt(_ input: [UInt8], iv: [UInt8], encrypting: Bool) throws(SessionCryptoError) -> [UInt8] {
+        guard let context = EVP_CIPHER_CTX_new() else {
+            throw openSSLFailure("cannot allocate a cipher context")
+        }
+        defer { EVP_CIPHER_CTX_free(context) }
+        let capacity = input.count + Self.blockLength
+        var failure: SessionCryptoError?
+        let output = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initializedCount in
+            initializedCount = 0
+            guard let out = buffer.baseAddress else {
+                failure = .openSSL("cannot allocate the output buffer")
+                return
+            }
+            var updateLength: Int32 = 0
+            var finalLength: Int32 = 0
+            guard EVP_CipherInit_ex2(context, cipher, key, iv, encrypting ? 1 : 0, nil) == 1 else {
+                failure = openSSLFailure("cannot initialise AES-128-CBC")
+                return
+            }
+            guard input.isEmpty || EVP_CipherUpdate(context, out, &updateLength, input, Int32(input.count)) == 1
+            else {
+                OPENSSL_cleanse(out, capacity)
+                failure = openSSLFailure("AES-128-CBC failed")
+                return
+            }
+            guard EVP_CipherFinal_ex(context, out + Int(updateLength), &finalLength) == 1 else {
+                OPENSSL_cleanse(out, capacity)
+                if encrypting {
+                    failure = openSSLFailure("AES-128-CBC failed")
+                } else {
+                    ERR_clear_error()
+                    failure = .invalidSecret("the secret does not decrypt: bad padding")
+                }
+                return
+            }
+            let count = Int(updateLength) + Int(finalLength)
+            OPENSSL_cleanse(out + count, capacity - count)
+            initializedCount = count
+        }
+        if let failure { throw failure }
+        return output
+    }
+
+    /// Validates the client public key, picks the server private key, and derives the AES key into `key`.
+    ///
+    /// Returns the server public key, left-padded to 128 bytes.
+    private static func agree(
+        clientPublicKey: [UInt8], chosenPrivateKey: [UInt8]?, key: UnsafeMutablePointer<UInt8>
+    ) throws(SessionCryptoError) -> [UInt8] {
+        guard (1...primeLength).contains(clientPublicKey.count) else {
+            throw .invalidPublicKey(
+                "the client public key is \(clientPublicKey.count) bytes long, expected 1 to \(primeLength)")
+        }
+        guard let context = BN_CTX_secure_new() else {
+            throw openSSLFailure("cannot allocate a BIGNUM context")
+        }
+        defer { BN_CTX_free(context) }
+        let prime = try OwnedNumber(BN_get_rfc2409_prime_1024(nil))
+        let peer = try OwnedNumber(BN_bin2bn(clientPublicKey, Int32(clientPublicKey.count), nil))
+        guard try isGroupElement(peer, prime: prime) else {
+            throw .invalidPublicKey("the client public key is not in [2, p-2]")
+        }
+
+        let privateKey = try OwnedNumber(BN_secure_new())
+        if let chosenPrivateKey {
+            guard (1...primeLength).contains(chosenPrivateKey.count),
+                BN_bin2bn(chosenPrivateKey, Int32(chosenPrivateKey.count), privateKey.pointer) != nil
+            else { throw openSSLFailure("cannot read the chosen private key") }
+            guard try isGroupElement(privateKey, prime: prime) else {
+                throw .openSSL("the chosen private key is not in [2, p-2]")
+            }
+        } else {
+            // Uniform in [0, p-4], then shifted to [2, p-2].
+            let range = try OwnedNumber(BN_dup(prime.pointer))
+            guard BN_sub_word(range.pointer, 3) == 1, BN_priv_rand_range(privateKey.pointer, range.pointer) == 1,
+                BN_add_word(privateKey.pointer, 2) == 1
+            else { throw openSSLFailure("cannot generate a private key") }
+        }
+        BN_set_flags(privateKey.pointer, BN_FLG_CONSTTIME)
+
+        let generator = try OwnedNumber(BN_new())
+        let publicKey = try OwnedNumber(BN_new())
+        let shared = try OwnedNumber(BN_secure_new())
+        guard BN_set_word(generator.pointer, 2) == 1,
+            BN_mod_exp(publicKey.pointer, generator.pointer, privateKey.pointer, prime.pointer, context) == 1,
+            BN_mod_exp(shared.pointer, peer.pointer, privateKey.pointer, prime.pointer, context) == 1
+        else { throw openSSLFailure("modular exponentiation failed") }
+        guard BN_is_one(shared.pointer) == 0 else {
+            throw .invalidPublicKey("the client public key yields a degenerate shared secret")
+        }
+
+        var publicBytes = [UInt8](repeating: 0, count: primeLength)
+        guard BN_bn2binpad(publicKey.pointer, &publicBytes, Int32(primeLength)) == Int32(primeLength) else {
+            throw openSSLFailure("cannot encode the server public key")
+        }
+        let secret = UnsafeMutablePointer<UInt8>.allocate(capacity: primeLength)
+        secret.initialize(repeating: 0, count: primeLength)
+        defer {
+            OPENSSL_cleanse(secret, primeLength)
+            secret.deallocate()
+        }
+        guard BN_bn2binpad(shared.pointer, secret, Int32(primeLength)) == Int32(primeLength) else {
+            throw openSSLFailure("cannot encode the shared secret")
+        }
+        try deriveKey(from: secret, count: primeLength, into: key)
+        return publicBytes
+    }
+
+    /// Whether `number` is in [2, p-2]: neither 0, 1, p-1 nor anything at or above p.
+    private static func isGroupElement(_ number: borrowing OwnedNumber, prime: borrowing OwnedNumber)
+        throws(SessionCryptoError) -> Bool
+    {
+        let primeMinusOne = try OwnedNumber(BN_dup(prime.pointer))
+        guard BN_sub_word(primeMinusOne.pointer, 1) == 1 else {
+            throw openSSLFailure("BN_sub_word failed")
+        }
+        return BN_is_zero(number.pointer) == 0 && BN_is_one(number.pointer) == 0
+            && BN_cmp(number.pointer, primeMinusOne.pointer) < 0
+    }
+
+    /// HKDF-SHA256 of `secret` with an empty salt and empty info, 16 bytes of output written to `key`.
+    ///
+    /// No salt parameter is passed, which OpenSSL treats as an empty salt; per RFC 5869 that is the same as
+    /// a salt of 32 zero bytes (HMAC pads its key with zeros).
+    private static func deriveKey(
+        from secret: UnsafeMutablePointer<UInt8>, count: Int, into key: UnsafeMutablePointer<UInt8>
+    ) throws(SessionCryptoError) {
+        guard let kdf = EVP_KDF_fetch(nil, "HKDF", nil) else {
+            throw openSSLFailure("cannot fetch HKDF")
+        }
+        defer { EVP_KDF_free(kdf) }
+        guard let context = EVP_KDF_CTX_new(kdf) else {
+            throw openSSLFailure("cannot allocate a KDF context")
+        }
+        defer { EVP_KDF_CTX_free(context) }
+        let params = [
+            OSSL_PARAM_construct_utf8_string(
+                parameterName("digest"), UnsafeMutablePointer(mutating: parameterName("SHA256")), 0),
+            OSSL_PARAM_construct_octet_string(parameterName("key"), secret, count),
+            OSSL_PARAM_construct_end(),
+        ]
+        guard EVP_KDF_derive(context, key, keyLength, params) == 1 else {
+            throw openSSLFailure("HKDF-SHA256 failed")
+        }
+    }
+}
+
+/// A BIGNUM owned by the current scope: cleared (in case it held key material) and freed at the end of it.
+private struct OwnedNumber: ~Copyable {
+    /// The BIGNUM.
+    let pointer: OpaquePointer
+
+    /// Takes ownership of the result of an allocating OpenSSL call, failing if it returned NULL.
+    init(_ pointer: OpaquePointer?) throws(SessionCryptoError) {
+        guard let pointer else { throw openSSLFailure("cannot allocate a BIGNUM") }
+        self.pointer = pointer
+    }
+
+    /// Clears and frees the BIGNUM.
+    deinit { BN_clear_free(pointer) }
+}
+
+/// A NUL-terminated C string that lives as long as the program, for OpenSSL parameter names and values:
+/// `OSSL_PARAM_construct_*` keeps the pointer, not a copy.
+private func parameterName(_ name: StaticString) -> UnsafePointer<CChar> {
+    UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self)
+}
+
+/// A `SessionCryptoError.openSSL` naming the failed operation and OpenSSL's reason for it, if any.
+///
+/// Empties the thread's OpenSSL error queue, so that the failure does not leak into later error reports.
+private func openSSLFailure(_ operation: String) -> SessionCryptoError {
+    let code = ERR_get_error()
+    ERR_clear_error()
+    guard code != 0, let reason = ERR_reason_error_string(code) else {
+        return .openSSL(operation)
+    }
+    return .openSSL("\(operation): \(String(cString: reason))")
+}

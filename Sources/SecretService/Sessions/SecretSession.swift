@@ -1,0 +1,78 @@
+import DBus
+import Foundation
+
+/// An open session: which client owns it and how secrets are protected in transit.
+final class SecretSession {
+    /// The session algorithms.
+    enum Algorithm {
+        /// `plain`: secrets travel as they are.
+        case plain
+        /// `dh-ietf1024-sha256-aes128-cbc-pkcs7`.
+        case diffieHellman(DHSessionCipher)
+    }
+
+    static let plainName = "plain"
+    static let diffieHellmanName = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
+
+    let path: String
+    /// The unique bus name of the client that opened it.
+    let owner: String
+    let algorithm: Algorithm
+
+    init(path: String, owner: String, algorithm: Algorithm) {
+        self.path = path
+        self.owner = owner
+        self.algorithm = algorithm
+    }
+
+    /// The `(oayays)` secret structure for `secret`, encrypted for this session.
+    func encode(_ secret: Data, contentType: String) throws(DBusError) -> DBusValue {
+        let parameters: [UInt8]
+        let value: [UInt8]
+        switch algorithm {
+        case .plain:
+            parameters = []
+            value = [UInt8](secret)
+        case .diffieHellman(let cipher):
+            do {
+                (parameters, value) = try cipher.encrypt([UInt8](secret))
+            } catch {
+                throw DBusError(.failed, "cannot encrypt the secret for the session: \(error)")
+            }
+        }
+        return .structure([.objectPath(path), .bytes(parameters), .bytes(value), .string(contentType)])
+    }
+
+    /// Reads a secret a client sent in this session.
+    func decode(parameters: [UInt8], value: [UInt8]) throws(DBusError) -> Data {
+        switch algorithm {
+        case .plain:
+            return Data(value)
+        case .diffieHellman(let cipher):
+            do {
+                return Data(try cipher.decrypt(parameters: parameters, value: value))
+            } catch {
+                throw SecretServiceError.invalidArgs("the secret could not be decrypted with the session key")
+            }
+        }
+    }
+}
+
+/// A `(oayays)` secret as a client sent it.
+struct TransportSecret {
+    let session: String
+    let parameters: [UInt8]
+    let value: [UInt8]
+    let contentType: String
+
+    init(_ value: DBusValue) throws(DBusError) {
+        guard case .structure(let members) = value, members.count == 4,
+            case .objectPath(let session) = members[0], case .bytes(let parameters) = members[1],
+            case .bytes(let bytes) = members[2], case .string(let contentType) = members[3]
+        else { throw SecretServiceError.invalidArgs("a secret is a (oayays) structure") }
+        self.session = session
+        self.parameters = parameters
+        self.value = bytes
+        self.contentType = contentType
+    }
+}

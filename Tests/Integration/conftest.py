@@ -1,0 +1,153 @@
+"""Fixtures for the daemon's integration tests: a private dbus-daemon per test,
+latchkeyd on it with a throwaway keychain directory, and a scripted pinentry."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPTED_PINENTRY = ROOT / "Tests" / "Support" / "scripted-pinentry"
+LOGIN_PASSWORD = "login password"
+
+
+def binary(name):
+    """A built executable: $LATCHKEY_BIN_DIR/name, else .build/debug/name."""
+    directory = pathlib.Path(os.environ.get("LATCHKEY_BIN_DIR", ROOT / ".build" / "debug"))
+    path = directory / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: build first (swift build)")
+    return str(path)
+
+
+class Bus:
+    """A private session bus."""
+
+    def __init__(self):
+        out = subprocess.run(
+            ["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+            check=True, capture_output=True, text=True).stdout.split()
+        self.address, self.pid = out[0], int(out[1])
+
+    def env(self, **extra):
+        env = dict(os.environ)
+        env["DBUS_SESSION_BUS_ADDRESS"] = self.address
+        env.update(extra)
+        return env
+
+    def has_owner(self, name="org.freedesktop.secrets"):
+        out = subprocess.run(
+            ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+             "org.freedesktop.DBus.NameHasOwner", f"string:{name}"],
+            env=self.env(), capture_output=True, text=True).stdout
+        return "boolean true" in out
+
+    def stop(self):
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+class Daemon:
+    """latchkeyd on a bus, with its keychain directory and pinentry script."""
+
+    def __init__(self, bus, directory, password=LOGIN_PASSWORD, answers=(), extra_args=()):
+        self.bus = bus
+        self.directory = directory
+        self.answers = directory / "pinentry-answers"
+        self.log = directory / "pinentry-log"
+        self.set_pinentry_answers(answers)
+        self.password = password
+        self.extra_args = list(extra_args)
+        self.process = None
+        self.stderr = directory / "latchkeyd.stderr"
+
+    def set_pinentry_answers(self, answers):
+        self.answers.write_text("".join(a + "\n" for a in answers))
+        pos = pathlib.Path(str(self.answers) + ".pos")
+        if pos.exists():
+            pos.unlink()
+
+    def start(self, unlock=True, wait=True):
+        args = [binary("latchkeyd"), "--foreground", "--keychain-directory", str(self.directory / "keychains"),
+                "--pinentry", str(SCRIPTED_PINENTRY)] + self.extra_args
+        if unlock:
+            args.append("--unlock")
+        env = self.bus.env(SCRIPTED_PINENTRY_ANSWERS=str(self.answers), SCRIPTED_PINENTRY_LOG=str(self.log))
+        self.process = subprocess.Popen(
+            args, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(self.stderr, "wb"))
+        self.process.stdin.write(self.password.encode() if unlock else b"")
+        self.process.stdin.close()
+        if wait:
+            self.wait_for_name()
+        return self
+
+    def wait_for_name(self, timeout=15):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"latchkeyd exited {self.process.returncode}: {self.stderr.read_text()}")
+            if self.bus.has_owner():
+                return
+            time.sleep(0.02)
+        raise AssertionError("latchkeyd did not claim org.freedesktop.secrets")
+
+    def alive(self):
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.alive():
+            self.process.send_signal(sig)
+            self.process.wait(timeout=10)
+        return self.process.returncode
+
+    def pinentry_log(self):
+        return self.log.read_text() if self.log.exists() else ""
+
+
+@pytest.fixture
+def bus():
+    b = Bus()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def make_daemon(bus, tmp_path):
+    daemons = []
+
+    def make(**kwargs):
+        d = Daemon(bus, tmp_path, **kwargs)
+        daemons.append(d)
+        return d
+
+    yield make
+    for d in daemons:
+        d.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def daemon(make_daemon):
+    """A running latchkeyd with an unlocked login keychain."""
+    d = make_daemon().start()
+    yield d
+    assert d.alive(), f"latchkeyd died: {d.stderr.read_text()}"
+
+
+@pytest.fixture
+def session_env(bus, monkeypatch):
+    """Points this test process (secretstorage, keyring) at the private bus."""
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
+    return bus
+
+
+def secret_tool(bus, *args, input=None, check=True):
+    """Runs secret-tool on the bus; returns the completed process."""
+    result = subprocess.run(["secret-tool", *args], env=bus.env(), input=input, capture_output=True, timeout=30)
+    if check and result.returncode != 0:
+        raise AssertionError(f"secret-tool {args} failed: {result.stderr.decode()}")
+    return result

@@ -1,0 +1,343 @@
+import Foundation
+import Glibc
+import Pinentry
+import Synchronization
+import Testing
+
+/// The Assuan peer shared with the daemon's tests: Tests/Support/scripted-pinentry.
+private let scriptedPinentry = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("Support/scripted-pinentry").path
+
+/// A minimal environment, so the commands the program receives do not depend on the caller's terminal.
+private let baseEnvironment = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]
+
+/// Whether the real `pinentry-tty` is installed (Debian package pinentry-tty).
+private let hasPinentryTty = FileManager.default.isExecutableFile(atPath: "/usr/bin/pinentry-tty")
+
+/// One line of the scripted pinentry's log.
+private struct LogEntry: Decodable, Equatable {
+    let pid: Int32
+    let command: String
+    let argument: String
+}
+
+/// A temporary directory holding the answers for the scripted pinentry, its log, and any throwaway programs.
+private final class Sandbox {
+    let directory: String
+
+    init(answers: [String] = []) throws {
+        let template = NSTemporaryDirectory() + "/pinentry-tests.XXXXXX"
+        var bytes = Array(template.utf8CString)
+        guard let created = mkdtemp(&bytes) else { throw POSIXError(.EIO) }
+        directory = String(cString: created)
+        try (answers.map { $0 + "\n" }.joined()).write(toFile: answersPath, atomically: true, encoding: .utf8)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    var answersPath: String { directory + "/answers" }
+    var logPath: String { directory + "/log" }
+
+    /// The environment that points the scripted pinentry at this sandbox, plus `extra`.
+    func environment(_ extra: [String: String] = [:]) -> [String: String] {
+        baseEnvironment.merging(
+            ["SCRIPTED_PINENTRY_ANSWERS": answersPath, "SCRIPTED_PINENTRY_LOG": logPath].merging(extra) { $1 }
+        ) { $1 }
+    }
+
+    /// The scripted pinentry, answering from this sandbox.
+    func pinentry(timeout: Duration = .seconds(20), environment extra: [String: String] = [:]) -> Pinentry {
+        Pinentry(program: scriptedPinentry, environment: environment(extra), timeout: timeout)
+    }
+
+    /// Everything the scripted pinentry received so far, in order.
+    func log() throws -> [LogEntry] {
+        guard FileManager.default.fileExists(atPath: logPath) else { return [] }
+        return try String(contentsOfFile: logPath, encoding: .utf8).split(separator: "\n").map {
+            try JSONDecoder().decode(LogEntry.self, from: Data($0.utf8))
+        }
+    }
+
+    /// Writes an executable shell script and returns its path.
+    func script(_ name: String, _ body: String) throws -> String {
+        let path = directory + "/" + name
+        try ("#!/bin/sh\n" + body + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o755)
+        return path
+    }
+}
+
+/// Whether `pid` names no process at all: not running and not a zombie waiting to be reaped.
+private func isGone(_ pid: pid_t) -> Bool {
+    kill(pid, 0) == -1 && errno == ESRCH
+}
+
+/// A pseudo-terminal whose other side a thread watches: it records what is shown and types `input` once `prompt`
+/// appears, the way a user of `pinentry-tty` would.
+private final class TypingTerminal: Sendable {
+    let slaveName: String
+    private let master: Int32
+    private let slave: Int32
+    private let shown = Mutex<[UInt8]>([])
+    private let done = DispatchSemaphore(value: 0)
+
+    init(prompt: String, input: String) throws {
+        // posix_openpt and friends are not visible from Swift; these are the ioctls they use on Linux.
+        let unlockRequest: UInt = 0x4004_5431  // TIOCSPTLCK
+        let numberRequest: UInt = 0x8004_5430  // TIOCGPTN
+        master = open("/dev/ptmx", O_RDWR | O_NOCTTY)
+        var unlocked: Int32 = 0
+        var number: UInt32 = 0
+        guard master >= 0, ioctl(master, unlockRequest, &unlocked) == 0, ioctl(master, numberRequest, &number) == 0
+        else { throw POSIXError(.ENOTTY) }
+        slaveName = "/dev/pts/\(number)"
+        slave = open(slaveName, O_RDWR | O_NOCTTY)  // Held open so reads on the master never see EIO.
+        Thread.detachNewThread { [self] in
+            watch(until: Array(prompt.utf8), thenType: Array(input.utf8))
+        }
+    }
+
+    deinit {
+        close(master)
+        close(slave)
+    }
+
+    /// What the program wrote to the terminal, once the input was typed (or after 20 seconds).
+    var screen: String {
+        _ = done.wait(timeout: .now() + 20)
+        return shown.withLock { String(decoding: $0, as: UTF8.self) }
+    }
+
+    private func watch(until prompt: [UInt8], thenType input: [UInt8]) {
+        defer { done.signal() }
+        let giveUp = ContinuousClock.now.advanced(by: .seconds(20))
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while ContinuousClock.now < giveUp {
+            var entry = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
+            guard poll(&entry, 1, 100) > 0 else { continue }
+            let count = read(master, &buffer, buffer.count)
+            guard count > 0 else { continue }
+            let seen = shown.withLock { text in
+                text += buffer[0..<count]
+                return text
+            }
+            if seen.firstRange(of: prompt) != nil {
+                _ = write(master, input, input.count)
+                return
+            }
+        }
+    }
+}
+
+@Suite struct PinentryTests {
+    private let simpleRequest = PinentryRequest(title: "Latchkey", description: "Unlock the login keychain")
+
+    @Test func passwordWithPercentSpacesAndUTF8IsReturned() throws {
+        let sandbox = try Sandbox(answers: ["password  p%ss wörd ✓ 100%0A "])
+        let outcome = try sandbox.pinentry().askPassword(simpleRequest)
+        #expect(outcome == .password(Array(" p%ss wörd ✓ 100%0A ".utf8)))
+    }
+
+    @Test func emptyPasswordIsReturned() throws {
+        let sandbox = try Sandbox(answers: ["password "])
+        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password([]))
+    }
+
+    @Test func passwordSpanningSeveralDataLinesIsJoined() throws {
+        let password = String(repeating: "abc%defgh ", count: 300)
+        let sandbox = try Sandbox(answers: ["password " + password])
+        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password(Array(password.utf8)))
+    }
+
+    @Test func passwordAfterAnInquiryIsReturned() throws {
+        let sandbox = try Sandbox(answers: ["password-after-inquire secret"])
+        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password(Array("secret".utf8)))
+        let commands = try sandbox.log().map(\.command)
+        #expect(commands.suffix(3) == ["GETPIN", "END", "BYE"])
+    }
+
+    @Test func cancelGivesCancelled() throws {
+        let sandbox = try Sandbox(answers: ["cancel"])
+        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .cancelled)
+    }
+
+    @Test func otherGetpinErrorIsAFailure() throws {
+        let sandbox = try Sandbox(answers: ["timeout"])
+        let error = #expect(throws: PinentryError.self) { try sandbox.pinentry().askPassword(simpleRequest) }
+        #expect(error?.reason.contains("83886142") == true)
+        #expect(error?.reason.contains("Timeout") == true)
+    }
+
+    @Test func requestTextReachesTheProgramDecoded() throws {
+        let sandbox = try Sandbox(answers: ["password x"])
+        let request = PinentryRequest(
+            title: "Latchkey – unlock", description: "Line one\nLine two: 100% sure, C:\\path\\",
+            prompt: "Passphrase:", error: "Wrong password, try again", okLabel: "_Unlock", cancelLabel: "_Deny")
+        _ = try sandbox.pinentry().askPassword(request)
+        let log = try sandbox.log()
+        let shown = Dictionary(log.map { ($0.command, $0.argument) }) { first, _ in first }
+        #expect(shown["SETTITLE"] == request.title)
+        #expect(shown["SETDESC"] == request.description)
+        #expect(shown["SETPROMPT"] == request.prompt)
+        #expect(shown["SETERROR"] == request.error)
+        #expect(shown["SETOK"] == request.okLabel)
+        #expect(shown["SETCANCEL"] == request.cancelLabel)
+        let commands = log.map(\.command)
+        #expect(commands.suffix(2) == ["GETPIN", "BYE"])
+        let lastSet = try #require(commands.lastIndex { $0.hasPrefix("SET") })
+        #expect(lastSet < commands.count - 2)
+    }
+
+    @Test func absentOptionalTextsAreNotSent() throws {
+        let sandbox = try Sandbox(answers: ["password x"])
+        _ = try sandbox.pinentry().askPassword(simpleRequest)
+        let commands = Set(try sandbox.log().map(\.command))
+        #expect(commands.isDisjoint(with: ["SETERROR", "SETOK", "SETCANCEL"]))
+        #expect(commands.isSuperset(of: ["SETTITLE", "SETDESC", "SETPROMPT"]))
+    }
+
+    @Test func overlongDescriptionIsCutToTheLineLimit() throws {
+        let sandbox = try Sandbox(answers: ["password x"])
+        let request = PinentryRequest(title: "T", description: String(repeating: "100% é\n", count: 400))
+        #expect(try sandbox.pinentry().askPassword(request) == .password(Array("x".utf8)))
+        let description = try #require(try sandbox.log().first { $0.command == "SETDESC" }?.argument)
+        #expect(!description.isEmpty)
+        #expect(request.description.hasPrefix(description))
+        #expect(description.count < request.description.count)
+    }
+
+    @Test func terminalOptionsComeFromTheEnvironment() throws {
+        let sandbox = try Sandbox(answers: ["password x"])
+        let extra = ["GPG_TTY": "/dev/pts/77", "TERM": "xterm-256color", "LANG": "de_DE.UTF-8"]
+        _ = try sandbox.pinentry(environment: extra).askPassword(simpleRequest)
+        let options = try sandbox.log().filter { $0.command == "OPTION" }.map(\.argument)
+        #expect(
+            Set(options) == [
+                "ttyname=/dev/pts/77", "ttytype=xterm-256color", "lc-ctype=de_DE.UTF-8", "lc-messages=de_DE.UTF-8",
+            ])
+    }
+
+    @Test func retryAfterWrongPasswordShowsTheError() throws {
+        let sandbox = try Sandbox(answers: ["password wrong", "password right"])
+        let pinentry = sandbox.pinentry()
+        #expect(try pinentry.askPassword(simpleRequest) == .password(Array("wrong".utf8)))
+        var retry = simpleRequest
+        retry.error = "Wrong password, try again"
+        #expect(try pinentry.askPassword(retry) == .password(Array("right".utf8)))
+        let log = try sandbox.log()
+        let first = try #require(log.first?.pid)
+        let second = try #require(log.last?.pid)
+        #expect(first != second)
+        let errors = log.filter { $0.command == "SETERROR" }
+        #expect(errors == [LogEntry(pid: second, command: "SETERROR", argument: "Wrong password, try again")])
+    }
+
+    @Test func childIsReapedAfterANormalExchange() throws {
+        let sandbox = try Sandbox(answers: ["password x", "confirm"])
+        _ = try sandbox.pinentry().askPassword(simpleRequest)
+        _ = try sandbox.pinentry().confirm(simpleRequest)
+        let pids = Set(try sandbox.log().map(\.pid))
+        #expect(pids.count == 2)
+        #expect(pids.allSatisfy(isGone))
+    }
+
+    @Test func confirmIsTrueForOK() throws {
+        let sandbox = try Sandbox(answers: ["confirm"])
+        #expect(try sandbox.pinentry().confirm(simpleRequest) == true)
+        #expect(try sandbox.log().map(\.command).suffix(2) == ["CONFIRM", "BYE"])
+    }
+
+    @Test(arguments: ["cancel", "deny"])
+    func confirmIsFalseWhenDeclined(answer: String) throws {
+        let sandbox = try Sandbox(answers: [answer])
+        #expect(try sandbox.pinentry().confirm(simpleRequest) == false)
+    }
+
+    @Test func confirmFailsOnOtherErrors() throws {
+        let sandbox = try Sandbox(answers: ["timeout"])
+        #expect(throws: PinentryError.self) { try sandbox.pinentry().confirm(simpleRequest) }
+    }
+
+    @Test func fromEnvironmentPrefersPINENTRY() throws {
+        let sandbox = try Sandbox(answers: ["password from-env"])
+        let pinentry = Pinentry.fromEnvironment(sandbox.environment(["PINENTRY": scriptedPinentry]))
+        #expect(pinentry.program == scriptedPinentry)
+        #expect(try pinentry.askPassword(simpleRequest) == .password(Array("from-env".utf8)))
+        #expect(Pinentry.fromEnvironment(baseEnvironment).program == "pinentry")
+    }
+
+    @Test(arguments: ["/nonexistent/pinentry", "no-such-pinentry-program", ""])
+    func missingProgramIsAnError(program: String) {
+        let pinentry = Pinentry(program: program, environment: baseEnvironment, timeout: .seconds(5))
+        #expect(throws: PinentryError.self) { try pinentry.askPassword(simpleRequest) }
+    }
+
+    @Test func silentProgramTimesOutAndIsKilled() throws {
+        let sandbox = try Sandbox()
+        let program = try sandbox.script("silent", "echo $$ > \"$0.pid\"\nexec sleep 600")
+        let start = ContinuousClock.now
+        let pinentry = Pinentry(program: program, environment: baseEnvironment, timeout: .seconds(1))
+        let error = #expect(throws: PinentryError.self) { try pinentry.askPassword(simpleRequest) }
+        let elapsed = start.duration(to: .now)
+        #expect(error?.reason.contains("no answer") == true)
+        #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(5))
+        let pidText = try String(contentsOfFile: program + ".pid", encoding: .utf8)
+        let pid = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(isGone(pid))
+    }
+
+    @Test func programThatHangsOnGetpinTimesOutAndIsKilled() throws {
+        let sandbox = try Sandbox(answers: ["hang"])
+        let start = ContinuousClock.now
+        #expect(throws: PinentryError.self) { try sandbox.pinentry(timeout: .seconds(1)).askPassword(simpleRequest) }
+        #expect(start.duration(to: .now) < .seconds(5))
+        let pid = try #require(try sandbox.log().last?.pid)
+        #expect(isGone(pid))
+    }
+
+    @Test(arguments: [
+        "echo 'HELLO I am not a pinentry'; exec sleep 600",
+        "echo 'ERR 83886081 go away'; exec sleep 600",
+        "head -c 5000 /dev/zero | tr '\\0' x; exec sleep 600",
+        "exit 0",
+        "echo OK; exit 0",
+    ])
+    func misbehavingProgramIsAnErrorWithoutWaiting(body: String) throws {
+        let sandbox = try Sandbox()
+        let program = try sandbox.script("bad", body)
+        let start = ContinuousClock.now
+        let pinentry = Pinentry(program: program, environment: baseEnvironment, timeout: .seconds(20))
+        #expect(throws: PinentryError.self) { try pinentry.askPassword(simpleRequest) }
+        #expect(start.duration(to: .now) < .seconds(5))
+    }
+
+    @Test func programExitingAtGetpinIsAnError() throws {
+        let sandbox = try Sandbox(answers: ["exit"])
+        #expect(throws: PinentryError.self) { try sandbox.pinentry().askPassword(simpleRequest) }
+    }
+
+    @Test(.enabled(if: hasPinentryTty))
+    func realPinentryTtyWithoutATerminalCancels() throws {
+        let environment = baseEnvironment.merging(["GPG_TTY": "/nonexistent/tty", "LANG": "C.UTF-8"]) { $1 }
+        let pinentry = Pinentry(program: "pinentry-tty", environment: environment, timeout: .seconds(10))
+        let start = ContinuousClock.now
+        #expect(try pinentry.askPassword(simpleRequest) == .cancelled)
+        #expect(start.duration(to: .now) < .seconds(5))
+    }
+
+    @Test(.enabled(if: hasPinentryTty && access("/dev/ptmx", R_OK | W_OK) == 0))
+    func realPinentryTtyReadsAPasswordFromItsTerminal() throws {
+        let terminal = try TypingTerminal(prompt: "Secret please:", input: "s3cr%t wörd\n")
+        let environment = baseEnvironment.merging(["GPG_TTY": terminal.slaveName, "TERM": "dumb", "LANG": "C.UTF-8"]) {
+            $1
+        }
+        let request = PinentryRequest(
+            title: "Latchkey", description: "Line one\nLine two: 100% sure, C:\\path\\", prompt: "Secret please:")
+        let pinentry = Pinentry(program: "pinentry-tty", environment: environment, timeout: .seconds(20))
+        #expect(try pinentry.askPassword(request) == .password(Array("s3cr%t wörd".utf8)))
+        let screen = terminal.screen
+        #expect(screen.contains("Line one\r\nLine two: 100% sure, C:\\path\\"))
+    }
+}
