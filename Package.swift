@@ -24,12 +24,13 @@ let package = Package(
             providers: [.apt(["libdbus-1-dev"])]),
         .target(name: "KeychainCore"),
         .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL"]),
-        .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore"]),
+        .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),
         .target(name: "DBus", dependencies: ["CDBus"]),
+        .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus"]),
         .target(name: "Pinentry"),
         .target(
             name: "SecretService",
-            dependencies: ["KeychainCore", "KeychainStore", "DBus", "Pinentry", "COpenSSL"]),
+            dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus", "Pinentry", "COpenSSL"]),
         .executableTarget(
             name: "latchkeyd",
             dependencies: [
@@ -43,6 +44,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(name: "latchkey-example", dependencies: ["Security"]),
+        .executableTarget(name: "secitem-client", dependencies: ["Security"], path: "Tests/SecItemClient"),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
             path: "Tests/KeychainWriter"),

@@ -1,5 +1,6 @@
 import DBus
 import Foundation
+import KeychainBus
 import KeychainCore
 import KeychainStore
 import Pinentry
@@ -236,6 +237,9 @@ public final class SecretService {
             return try callPeer(message, member: member)
         default:
             break
+        }
+        if path.hasPrefix(KeychainBus.pathPrefix) {
+            return try callNativeKeychain(message, path: path, member: member)
         }
         guard let object = resolve(path) else { throw SecretServiceError.noSuchObject(path) }
         let arguments = try message.arguments()

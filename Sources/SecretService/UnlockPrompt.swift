@@ -87,7 +87,7 @@ extension SecretService {
         return [.objectPaths(unlocked), .objectPath(path)]
     }
 
-    private func tryUnlockWithoutPassword(_ collection: SecretCollection) -> Bool {
+    func tryUnlockWithoutPassword(_ collection: SecretCollection) -> Bool {
         switch collection.unlocking {
         case .heldPassword(let password):
             return (try? collection.keychain.unlock(password: password)) != nil

@@ -3,14 +3,22 @@ import KeychainCore
 import KeychainStore
 import Synchronization
 
-/// An open keychain file (Apple's `SecKeychainRef`).
+/// An open keychain (Apple's `SecKeychainRef`): a keychain file opened in
+/// this process, or a keychain the user's daemon holds.
 public final class SecKeychain: Sendable, Hashable {
-    /// The keychain file behind this reference.
-    public let store: Keychain
+    let store: any KeychainBackend
+    /// The keychain file, when this process opened it itself.
+    public let file: Keychain?
 
     /// Wraps an opened keychain file.
-    public init(_ store: Keychain) {
-        self.store = store
+    public init(_ file: Keychain) {
+        self.store = file
+        self.file = file
+    }
+
+    init(daemon: DaemonKeychain) {
+        self.store = daemon
+        self.file = nil
     }
 
     /// Creates a keychain file at `path` with a password, unlocked. `kdf`
@@ -67,17 +75,24 @@ public typealias SecKeychainItemRef = SecKeychainItem
 /// The keychain `SecItem*` calls use when a query names none.
 private let defaultKeychain = Mutex<SecKeychain?>(nil)
 
-/// The default keychain: the one set with `SecKeychainSetDefault`, else the
-/// login keychain file (`$XDG_DATA_HOME/latchkey/keychains/login.keychain-db`),
-/// opened locked on first use.
+/// The default keychain: the one set with `SecKeychainSetDefault`; else the
+/// login keychain of the user's daemon, when one answers on the session bus;
+/// else the login keychain file
+/// (`$XDG_DATA_HOME/latchkey/keychains/login.keychain-db`), opened locked.
 func currentDefaultKeychain() throws(KeychainError) -> SecKeychain {
     if let keychain = defaultKeychain.withLock({ $0 }) { return keychain }
-    let path = KeychainLocation.loginKeychainPath()
     let opened: SecKeychain
-    do {
-        opened = try SecKeychain.open(atPath: path)
-    } catch  where error.status == .noSuchKeychain {
-        throw KeychainError(.noDefaultKeychain, "no default keychain is set and there is no login keychain at \(path)")
+    if let daemon = DaemonKeychain.connect() {
+        opened = SecKeychain(daemon: daemon)
+    } else {
+        let path = KeychainLocation.loginKeychainPath()
+        do {
+            opened = try SecKeychain.open(atPath: path)
+        } catch  where error.status == .noSuchKeychain {
+            throw KeychainError(
+                .noDefaultKeychain,
+                "no default keychain is set, no daemon answers and there is no login keychain at \(path)")
+        }
     }
     return defaultKeychain.withLock { current in
         if let current { return current }
@@ -130,7 +145,7 @@ public func SecKeychainUnlock(
         guard usePassword, let bytes = passwordBytes(passwordLength, password) else {
             throw KeychainError(.interactionNotAllowed, "no password given and no prompt is available")
         }
-        try orDefault(keychain).store.unlock(password: bytes)
+        try orDefault(keychain).store.unlock(withPassword: bytes)
     }
 }
 
@@ -156,9 +171,12 @@ public func SecKeychainCopyDefault(_ keychain: UnsafeMutablePointer<SecKeychain?
 public func SecKeychainDelete(_ keychainOrArray: SecKeychain?) -> OSStatus {
     osStatus { () throws(KeychainError) in
         guard let keychain = keychainOrArray else { throw .param("SecKeychainDelete needs a keychain") }
-        keychain.store.lock()
+        guard let file = keychain.file else {
+            throw KeychainError(.unimplemented, "the daemon's keychains are deleted over D-Bus")
+        }
+        file.lock()
         for suffix in ["", "-wal", "-shm"] {
-            try? FileManager.default.removeItem(atPath: keychain.store.path + suffix)
+            try? FileManager.default.removeItem(atPath: file.path + suffix)
         }
         defaultKeychain.withLock { if $0 == keychain { $0 = nil } }
     }

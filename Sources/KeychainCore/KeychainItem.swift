@@ -11,6 +11,13 @@ public struct KeychainItem: Hashable, Sendable {
     /// The secret, when asked for (nil also for an item stored without one).
     public let secret: Data?
 
+    /// An item as found or added.
+    public init(reference: ItemReference, attributes: ItemAttributes?, secret: Data?) {
+        self.reference = reference
+        self.attributes = attributes
+        self.secret = secret
+    }
+
     /// The item's class.
     public var itemClass: ItemClass { reference.itemClass }
 }

@@ -1,0 +1,132 @@
+import DBus
+import Foundation
+import KeychainBus
+import KeychainCore
+import KeychainStore
+
+/// `org.latchkey.Keychain1` at `/org/latchkey/keychain/<collection>`: the typed
+/// `SecItem` operations the `Security` module sends. Store errors travel as
+/// their `OSStatus` (``KeychainBus/statusError``).
+extension SecretService {
+    func callNativeKeychain(_ message: DBusMessage, path: String, member: String) throws(DBusError) -> [DBusValue] {
+        if let interface = message.interface, interface != KeychainBus.interface {
+            throw DBusError(.unknownMethod, "no method \(interface).\(member) on \(path)")
+        }
+        guard let collection = collection(id: String(path.dropFirst(KeychainBus.pathPrefix.count))) else {
+            throw SecretServiceError.noSuchObject(path)
+        }
+        let arguments = try message.arguments()
+        let signature = message.signature
+        do {
+            switch member {
+            case "Add":
+                try expect(signature: signature, "sa{sv}ayb", member: member)
+                guard let code = arguments[0].text, let itemClass = ItemClass(rawValue: code) else {
+                    throw KeychainError(.noSuchClass, "not a keychain item class")
+                }
+                let attributes = try KeychainBus.decodeAttributes(arguments[1])
+                let secret = try nativeSecret(arguments[2], present: arguments[3])
+                try checkCount(attributes)
+                let item = try collection.keychain.add(itemClass, attributes: attributes, secret: secret)
+                nativeChange(collection)
+                return [KeychainBus.encode(item)]
+            case "Search":
+                try expect(signature: signature, "a{sv}", member: member)
+                let query = try KeychainBus.decodeQuery(arguments[0])
+                try checkCount(query.attributes)
+                let items = try collection.keychain.items(matching: query)
+                return [.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))]
+            case "Update":
+                try expect(signature: signature, "a{sv}a{sv}ayb", member: member)
+                let query = try KeychainBus.decodeQuery(arguments[0])
+                let changes = ItemChanges(
+                    attributes: try KeychainBus.decodeAttributes(arguments[1]),
+                    secret: try nativeSecret(arguments[2], present: arguments[3]))
+                try checkCount(query.attributes)
+                try checkCount(changes.attributes)
+                let count = try collection.keychain.update(matching: query, with: changes)
+                nativeChange(collection)
+                return [.uint32(UInt32(clamping: count))]
+            case "Delete":
+                try expect(signature: signature, "a{sv}", member: member)
+                let query = try KeychainBus.decodeQuery(arguments[0])
+                let count = try collection.keychain.delete(matching: query)
+                nativeChange(collection)
+                return [.uint32(UInt32(clamping: count))]
+            case "Status":
+                try expect(signature: signature, "", member: member)
+                return [.variantDictionary(["Locked": .bool(collection.isLocked), "Label": .string(collection.label)])]
+            case "Unlock":
+                try expect(signature: signature, "ay", member: member)
+                guard case .bytes(var password) = arguments[0] else { throw KeychainError.param("a password is ay") }
+                defer { password.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+                try unlockNatively(collection, password: password)
+                return []
+            case "Lock":
+                try expect(signature: signature, "", member: member)
+                if !collection.isLocked {
+                    collection.keychain.lock()
+                    announceLockChange(collection)
+                }
+                return []
+            default:
+                throw DBusError(.unknownMethod, "no method \(member) on \(KeychainBus.interface)")
+            }
+        } catch let error as KeychainError {
+            throw KeychainBus.dbusError(error)
+        } catch let error as DBusError {
+            throw error
+        } catch {
+            throw DBusError(.failed, "\(error)")
+        }
+    }
+
+    private func nativeSecret(_ bytes: DBusValue, present: DBusValue) throws -> Data? {
+        guard case .bool(true) = present else { return nil }
+        guard case .bytes(let secret) = bytes else { throw KeychainError.param("a secret is ay") }
+        guard secret.count <= configuration.limits.secretBytes else {
+            throw KeychainError(.dataTooLarge, "the secret is larger than \(configuration.limits.secretBytes) bytes")
+        }
+        return Data(secret)
+    }
+
+    private func checkCount(_ attributes: ItemAttributes) throws {
+        guard attributes.count <= configuration.limits.attributeCount else {
+            throw KeychainError.param("more than \(configuration.limits.attributeCount) attributes")
+        }
+    }
+
+    private func unlockNatively(_ collection: SecretCollection, password: [UInt8]) throws {
+        guard collection.isLocked else { return }
+        switch collection.unlocking {
+        case .loginPassword:
+            try collection.keychain.unlock(password: password)
+            announceLockChange(collection)
+            for child in collections where child.isLocked {
+                if case .loginKey = child.unlocking {
+                    try? child.keychain.unlock(using: collection.keychain)
+                    announceLockChange(child)
+                }
+            }
+        case .loginKey, .heldPassword:
+            guard tryUnlockWithoutPassword(collection) else {
+                throw KeychainError(.interactionNotAllowed, "unlock the login keychain first")
+            }
+            announceLockChange(collection)
+        }
+    }
+
+    /// Tells Secret Service clients that a collection's items changed.
+    private func nativeChange(_ collection: SecretCollection) {
+        collection.touch()
+        emitPropertiesChanged(
+            collection.path, "org.freedesktop.Secret.Collection",
+            [
+                "Items": .objectPaths(
+                    ((try? collection.itemReferences()) ?? []).map {
+                        ObjectPaths.item($0, in: collection.id)
+                    })
+            ])
+        emit(ObjectPaths.service, "org.freedesktop.Secret.Service", "CollectionChanged", [.objectPath(collection.path)])
+    }
+}

@@ -1,0 +1,133 @@
+import DBus
+import Foundation
+import Testing
+
+/// A private dbus-daemon for one test (forked, so no child of ours keeps
+/// running), stopped when released.
+final class PrivateBus {
+    let address: String
+    private let pid: pid_t
+
+    init() throws {
+        // popen + two fgets: the forked daemon keeps the pipe open, so nothing here waits for its end.
+        guard let pipe = popen("dbus-daemon --session --fork --print-address=1 --print-pid=1", "r") else {
+            throw DBusError(.failed, "cannot run dbus-daemon")
+        }
+        defer { pclose(pipe) }
+        var lines: [String] = []
+        var buffer = [CChar](repeating: 0, count: 1024)
+        while lines.count < 2, fgets(&buffer, Int32(buffer.count), pipe) != nil {
+            lines.append(String(cString: buffer).trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        guard lines.count == 2, let pid = pid_t(lines[1]) else { throw DBusError(.failed, "dbus-daemon did not start") }
+        address = lines[0]
+        self.pid = pid
+    }
+
+    deinit { kill(pid, SIGTERM) }
+}
+
+@Suite struct DBusTests {
+    /// Every kind of value, nested, as one argument list.
+    static let everything: [DBusValue] = [
+        .byte(7), .bool(true), .int16(-3), .uint16(65000), .int32(-70000), .uint32(4_000_000_000),
+        .int64(-5_000_000_000), .uint64(18_000_000_000_000_000_000), .double(2.5), .string("ünïcødé ✓"),
+        .objectPath("/org/example/a_1"), .signature("a{sv}"), .bytes([0, 1, 255]), .bytes([]),
+        .array(elementSignature: "s", [.string("a"), .string("b")]), .array(elementSignature: "i", []),
+        .stringDictionary(["k": "v", "x": ""]), .variantDictionary(["n": .int32(1), "s": .string("t")]),
+        .structure([.objectPath("/"), .bytes([1]), .bytes([2, 3]), .string("text/plain")]),
+        .variant(.variant(.uint32(9))),
+        .dictionary(
+            keySignature: "o", valueSignature: "(oayays)",
+            [
+                DBusDictEntry(
+                    .objectPath("/a"), .structure([.objectPath("/s"), .bytes([]), .bytes([7]), .string("t")]))
+            ]),
+    ]
+
+    @Test func everyValueTypeCrossesARealBusUnchanged() throws {
+        let bus = try PrivateBus()
+        let server = try DBusConnection(address: bus.address)
+        let client = try DBusConnection(address: bus.address)
+        #expect(server.uniqueName.hasPrefix(":"))
+        let call = try DBusMessage.methodCall(
+            destination: server.uniqueName, path: "/echo", interface: "org.example.Echo", member: "Echo",
+            arguments: Self.everything)
+        #expect(call.signature == Self.everything.map(\.signature).joined())
+
+        let echo = Thread {
+            var answered = false
+            while !answered, server.readWrite(timeoutMilliseconds: 5000) {
+                while let message = server.popMessage() {
+                    guard message.kind == .methodCall, message.member == "Echo",
+                        let reply = try? message.reply(try message.arguments())
+                    else { continue }
+                    server.send(reply)
+                    server.flush()
+                    answered = true
+                }
+            }
+        }
+        echo.start()
+        let reply = try client.call(call, timeoutMilliseconds: 10_000)
+        #expect(reply.kind == .methodReturn)
+        #expect(try reply.arguments() == Self.everything)
+    }
+
+    @Test func errorRepliesCarryNameAndMessage() throws {
+        let bus = try PrivateBus()
+        let server = try DBusConnection(address: bus.address)
+        let client = try DBusConnection(address: bus.address)
+        let call = try DBusMessage.methodCall(
+            destination: server.uniqueName, path: "/x", interface: nil, member: "Fail")
+        let answer = Thread {
+            while server.readWrite(timeoutMilliseconds: 5000) {
+                while let message = server.popMessage() {
+                    guard message.kind == .methodCall,
+                        let reply = message.errorReply(DBusError(name: "org.example.Error.Broken", message: "it broke"))
+                    else { continue }
+                    server.send(reply)
+                    server.flush()
+                    return
+                }
+            }
+        }
+        answer.start()
+        #expect(throws: DBusError(name: "org.example.Error.Broken", message: "it broke")) {
+            _ = try client.call(call, timeoutMilliseconds: 10_000)
+        }
+    }
+
+    @Test func nameRequestsReportTheOwner() throws {
+        let bus = try PrivateBus()
+        let first = try DBusConnection(address: bus.address)
+        let second = try DBusConnection(address: bus.address)
+        #expect(try first.requestName("org.example.Name", flags: [.doNotQueue]) == .primaryOwner)
+        #expect(try first.requestName("org.example.Name", flags: [.doNotQueue]) == .alreadyOwner)
+        #expect(try second.requestName("org.example.Name", flags: [.doNotQueue]) == .exists)
+    }
+
+    @Test func badValuesAreRefusedBeforeLibdbusSeesThem() throws {
+        #expect(throws: DBusError.self) {
+            _ = try DBusMessage.methodCall(destination: nil, path: "not/a/path", interface: nil, member: "M")
+        }
+        let message = try DBusMessage.methodCall(destination: nil, path: "/ok", interface: nil, member: "M")
+        #expect(throws: DBusError.self) { try message.append([.objectPath("//bad")]) }
+        #expect(throws: DBusError.self) { try message.append([.signature("a{")]) }
+        #expect(throws: DBusError.self) { try message.append([.string("nul\u{0}inside")]) }
+        #expect(throws: DBusError.self) { try message.append([.array(elementSignature: "s", [.int32(1)])]) }
+        #expect(throws: DBusError.self) { _ = try DBusConnection(address: "unix:path=/nonexistent/socket") }
+    }
+
+    @Test func pathElementsEscapeEverythingButLettersAndDigits() {
+        #expect(DBusNames.pathElement("login") == "login")
+        #expect(DBusNames.pathElement("Work ✓") == "Work_20_e2_9c_93")
+        #expect(DBusNames.pathElement("a_b") == "a_5fb")
+        #expect(DBusNames.pathElement("") == "_")
+        for text in ["x/y", "..", "ü", " ", "a-b.c"] {
+            #expect(DBusNames.isValidObjectPath("/" + DBusNames.pathElement(text)))
+        }
+        #expect(DBusNames.isValidObjectPath("/a/b"))
+        #expect(!DBusNames.isValidObjectPath("/a/"))
+    }
+}

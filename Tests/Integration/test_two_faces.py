@@ -1,0 +1,53 @@
+"""One store, two faces: SecItem (Security module, talking to the daemon over
+org.latchkey.Keychain1) and the Secret Service see the same items."""
+
+import subprocess
+
+from conftest import binary, secret_tool
+
+
+def secitem(bus, *args):
+    return subprocess.run([binary("secitem-client"), *args], env=bus.env(), capture_output=True, text=True,
+                          timeout=30)
+
+
+def test_item_stored_by_secret_tool_is_found_by_secitem(daemon, bus):
+    secret_tool(bus, "store", "--label=Mail", "service", "mail.example.com", "account", "alice", input=b"from ss")
+    found = secitem(bus, "find-generic", "mail.example.com", "alice")
+    assert found.returncode == 0, found.stdout
+    assert found.stdout == "from ss\n"
+
+
+def test_item_added_by_secitem_is_found_by_secret_tool(daemon, bus):
+    added = secitem(bus, "add-generic", "api.example.com", "bob", "from secitem")
+    assert added.returncode == 0, added.stdout
+    assert secret_tool(bus, "lookup", "service", "api.example.com", "account", "bob").stdout == b"from secitem"
+    listing = secret_tool(bus, "search", "--all", "service", "api.example.com")
+    assert "label = added by secitem-client" in listing.stdout.decode()
+
+
+def test_internet_passwords_map_server_and_port(daemon, bus):
+    assert secitem(bus, "add-internet", "www.example.com", "carol", "web secret", "8443").returncode == 0
+    assert secret_tool(bus, "lookup", "server", "www.example.com", "port", "8443").stdout == b"web secret"
+    assert secret_tool(bus, "lookup", "server", "www.example.com", "protocol", "htps").stdout == b"web secret"
+    found = secitem(bus, "find-internet", "www.example.com")
+    assert found.stdout == "carol 8443 web secret\n"
+
+
+def test_secitem_duplicate_and_not_found_statuses_come_through(daemon, bus):
+    assert secitem(bus, "add-generic", "dup.example.com", "d", "1").returncode == 0
+    again = secitem(bus, "add-generic", "dup.example.com", "d", "2")
+    assert again.returncode == 1 and again.stdout == "status -25299\n"
+    missing = secitem(bus, "find-generic", "nothing.example.com")
+    assert missing.stdout == "status -25300\n"
+    assert secitem(bus, "delete-generic", "dup.example.com").returncode == 0
+    assert secret_tool(bus, "lookup", "service", "dup.example.com", check=False).returncode != 0
+
+
+def test_secitem_on_a_locked_daemon_gets_interaction_not_allowed(daemon, bus):
+    secret_tool(bus, "store", "--label=x", "service", "locked.example.com", input=b"v")
+    subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
+                    "/org/freedesktop/secrets", "org.freedesktop.Secret.Service.Lock",
+                    "array:objpath:/org/freedesktop/secrets/collection/login"], env=bus.env(), check=True,
+                   capture_output=True)
+    assert secitem(bus, "find-generic", "locked.example.com").stdout == "status -25308\n"

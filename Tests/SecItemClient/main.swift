@@ -1,0 +1,61 @@
+// A test helper: SecItem calls on the default keychain (the daemon when one
+// answers), driven from the command line by the integration tests.
+//   secitem-client add-generic SERVICE ACCOUNT SECRET
+//   secitem-client find-generic SERVICE [ACCOUNT]      prints the secret
+//   secitem-client add-internet SERVER ACCOUNT SECRET PORT
+//   secitem-client find-internet SERVER                prints account, port, secret
+//   secitem-client delete-generic SERVICE
+// Exits 0 on errSecSuccess, else prints "status N" and exits 1.
+import Foundation
+import Security
+
+func finish(_ status: OSStatus) -> Never {
+    if status == errSecSuccess { exit(0) }
+    print("status \(status)")
+    exit(1)
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let command = arguments.first else { finish(errSecParam) }
+switch (command, arguments.count) {
+case ("add-generic", 4):
+    finish(
+        SecItemAdd(
+            [
+                kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecAttrAccount: arguments[2],
+                kSecAttrLabel: "added by secitem-client", kSecValueData: Data(arguments[3].utf8),
+            ] as CFDictionary, nil))
+case ("find-generic", 2), ("find-generic", 3):
+    var query: [String: Any] = [
+        kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecReturnData: true,
+    ]
+    if arguments.count == 3 { query[kSecAttrAccount] = arguments[2] }
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(query as CFDictionary, &result)
+    if let data = result as? Data { print(String(decoding: data, as: UTF8.self)) }
+    finish(status)
+case ("add-internet", 5):
+    finish(
+        SecItemAdd(
+            [
+                kSecClass: kSecClassInternetPassword, kSecAttrServer: arguments[1], kSecAttrAccount: arguments[2],
+                kSecAttrPort: Int(arguments[4]) ?? 0, kSecAttrProtocol: kSecAttrProtocolHTTPS,
+                kSecValueData: Data(arguments[3].utf8),
+            ] as CFDictionary, nil))
+case ("find-internet", 2):
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(
+        [
+            kSecClass: kSecClassInternetPassword, kSecAttrServer: arguments[1], kSecReturnAttributes: true,
+            kSecReturnData: true,
+        ] as CFDictionary, &result)
+    if let item = result as? [String: Any] {
+        let secret = (item[kSecValueData] as? Data).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        print("\(item[kSecAttrAccount] as? String ?? "") \(item[kSecAttrPort] as? Int ?? -1) \(secret)")
+    }
+    finish(status)
+case ("delete-generic", 2):
+    finish(SecItemDelete([kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1]] as CFDictionary))
+default:
+    finish(errSecParam)
+}
