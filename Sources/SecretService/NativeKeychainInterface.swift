@@ -119,14 +119,7 @@ extension SecretService {
     /// Tells Secret Service clients that a collection's items changed.
     private func nativeChange(_ collection: SecretCollection) {
         collection.touch()
-        emitPropertiesChanged(
-            collection.path, "org.freedesktop.Secret.Collection",
-            [
-                "Items": .objectPaths(
-                    ((try? collection.itemReferences()) ?? []).map {
-                        ObjectPaths.item($0, in: collection.id)
-                    })
-            ])
+        invalidateItems(of: collection)
         emit(ObjectPaths.service, "org.freedesktop.Secret.Service", "CollectionChanged", [.objectPath(collection.path)])
     }
 }

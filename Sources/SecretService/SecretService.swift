@@ -323,21 +323,24 @@ public final class SecretService {
         }
     }
 
-    /// Announces a changed item list of a collection.
+    /// Announces a changed item list of a collection: the Secret Service
+    /// signal, and `Items` as invalidated (sending the whole list would cost
+    /// time in proportion to the collection at every change).
     func announceItems(_ collection: SecretCollection, _ signal: String, _ reference: ItemReference) {
         emit(
             collection.path, "org.freedesktop.Secret.Collection", signal,
             [.objectPath(ObjectPaths.item(reference, in: collection.id))])
-        if signal != "ItemChanged" {
-            emitPropertiesChanged(
-                collection.path, "org.freedesktop.Secret.Collection",
-                [
-                    "Items": .objectPaths(
-                        ((try? collection.itemReferences()) ?? []).map {
-                            ObjectPaths.item($0, in: collection.id)
-                        })
-                ])
-        }
+        if signal != "ItemChanged" { invalidateItems(of: collection) }
+    }
+
+    /// Sends `PropertiesChanged` naming `Items` as invalidated.
+    func invalidateItems(of collection: SecretCollection) {
+        emit(
+            collection.path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+            [
+                .string("org.freedesktop.Secret.Collection"), .variantDictionary([:]),
+                .array(elementSignature: "s", [.string("Items")]),
+            ])
     }
 
     func announceCollections(_ signal: String, _ collection: SecretCollection) {
