@@ -36,6 +36,18 @@ public struct ItemReference: Hashable, Sendable, CustomStringConvertible {
 
     /// The class code and identifier in hexadecimal.
     public var description: String {
-        itemClass.rawValue + ":" + identifier.map { String(format: "%02x", $0) }.joined()
+        itemClass.rawValue + ":" + hexIdentifier
+    }
+
+    /// The identifier as 32 lowercase hexadecimal digits.
+    public var hexIdentifier: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(identifier.count * 2)
+        for byte in identifier {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -16,8 +16,7 @@ enum ObjectPaths {
 
     /// An item's path: its collection's path, then the class code and the hex identifier.
     static func item(_ reference: ItemReference, in collectionID: String) -> String {
-        collection(collectionID) + "/" + reference.itemClass.rawValue
-            + reference.identifier.map { String(format: "%02x", $0) }.joined()
+        collection(collectionID) + "/" + reference.itemClass.rawValue + reference.hexIdentifier
     }
 
     /// The store reference an item path element names, if it is one.

@@ -12,7 +12,7 @@ extension SecretService {
         case "Get":
             try expect(message, "ss")
             let name = arguments[1].text ?? ""
-            guard let value = try properties(of: object, interface: arguments[0].text ?? "")[name] else {
+            guard let value = try properties(of: object, interface: arguments[0].text ?? "", only: name)[name] else {
                 throw DBusError(.unknownProperty, "no property \(name) on \(path)")
             }
             return [.variant(value)]
@@ -38,24 +38,31 @@ extension SecretService {
         }
     }
 
-    /// The properties of an object's interface (an empty interface name means all).
-    private func properties(of object: BusObject, interface: String) throws(DBusError) -> [String: DBusValue] {
+    /// The properties of an object's interface (an empty interface name means
+    /// all); with `only`, just that one is computed (a collection's `Items`
+    /// lists every item, which `Get("Locked")` must not pay for).
+    private func properties(of object: BusObject, interface: String, only: String? = nil) throws(DBusError)
+        -> [String: DBusValue]
+    {
         guard interface.isEmpty || interface == interfaceName(of: object) else { return [:] }
         switch object {
         case .service:
             return ["Collections": .objectPaths(collections.map(\.path))]
         case .collection(let collection):
-            let items: [ItemReference]
-            do {
-                items = try collection.itemReferences()
-            } catch {
-                throw SecretServiceError.from(error)
-            }
-            return [
-                "Items": .objectPaths(items.map { ObjectPaths.item($0, in: collection.id) }),
+            var values: [String: DBusValue] = [
                 "Label": .string(collection.label), "Locked": .bool(collection.isLocked),
                 "Created": .uint64(collection.created), "Modified": .uint64(collection.modified),
             ]
+            if only == nil || only == "Items" {
+                let items: [ItemReference]
+                do {
+                    items = try collection.itemReferences()
+                } catch {
+                    throw SecretServiceError.from(error)
+                }
+                values["Items"] = .objectPaths(items.map { ObjectPaths.item($0, in: collection.id) })
+            }
+            return values
         case .item(let collection, let reference):
             // A locked item's label, attributes and dates are sealed: they read as empty.
             var attributes: ItemAttributes = [:]
@@ -89,7 +96,7 @@ extension SecretService {
     private func setProperty(of object: BusObject, _ interface: String, _ name: String, _ value: DBusValue)
         throws(DBusError)
     {
-        let known = try properties(of: object, interface: interface)
+        let known = try properties(of: object, interface: interface, only: name)
         guard known[name] != nil else { throw DBusError(.unknownProperty, "no property \(name) here") }
         switch (object, name) {
         case (.collection(let collection), "Label"):

@@ -180,3 +180,37 @@ def test_introspection_lists_interfaces_and_children(client):
     assert '<node name="collection"/>' in xml
     (xml,) = client.ok("/org/freedesktop/secrets/collection", "org.freedesktop.DBus.Introspectable", "Introspect")
     assert '<node name="login"/>' in xml and '<node name="session"/>' in xml
+
+
+def test_unlock_prompt_dismiss_sends_completed_dismissed(client, bus):
+    from jeepney import MatchRule, message_bus, new_method_call as call
+    from jeepney.io.blocking import Proxy
+    client.service("Lock", "ao", (["/org/freedesktop/secrets/collection/login"],))
+    unlocked, prompt = client.service("Unlock", "ao", (["/org/freedesktop/secrets/collection/login"],))
+    assert unlocked == [] and prompt.startswith("/org/freedesktop/secrets/prompt/")
+    rule = MatchRule(type="signal", interface="org.freedesktop.Secret.Prompt", member="Completed", path=prompt)
+    Proxy(message_bus, client.connection).AddMatch(rule)
+    with client.connection.filter(rule) as queue:
+        client.ok(prompt, "org.freedesktop.Secret.Prompt", "Dismiss")
+        signal = client.connection.recv_until_filtered(queue, timeout=10)
+    assert signal.body == (True, ("ao", []))
+    assert client.ok("/org/freedesktop/secrets/collection/login", PROPS, "Get", "ss",
+                     (COLLECTION, "Locked")) == (("b", True),)
+    assert client.call(prompt, "org.freedesktop.Secret.Prompt", "Dismiss").error_name.endswith("NoSuchObject")
+
+
+def test_unlock_prompt_completes_with_the_unlocked_objects(client, daemon):
+    from jeepney import MatchRule, message_bus
+    from jeepney.io.blocking import Proxy
+    daemon.set_pinentry_answers(["password login password"])
+    login = "/org/freedesktop/secrets/collection/login"
+    session_collection = "/org/freedesktop/secrets/collection/session"
+    client.service("Lock", "ao", ([login, session_collection],))
+    unlocked, prompt = client.service("Unlock", "ao", ([login, session_collection],))
+    assert unlocked == [session_collection]
+    rule = MatchRule(type="signal", interface="org.freedesktop.Secret.Prompt", member="Completed", path=prompt)
+    Proxy(message_bus, client.connection).AddMatch(rule)
+    with client.connection.filter(rule) as queue:
+        client.ok(prompt, "org.freedesktop.Secret.Prompt", "Prompt", "s", ("",))
+        signal = client.connection.recv_until_filtered(queue, timeout=20)
+    assert signal.body == (False, ("ao", [login, session_collection]))

@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""Secret Service benchmark: the same client workload (python secretstorage with
+the DH session, plus `secret-tool lookup`) against latchkeyd and, side by side,
+gnome-keyring-daemon, each on its own private bus with a throwaway keychain.
+
+Run through scripts/bench-secret-service, which builds latchkeyd in release
+mode and writes the table into docs/benchmarks.md.
+"""
+
+import argparse
+import datetime
+import os
+import pathlib
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+
+import secretstorage
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def p(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+class Server:
+    def __init__(self, kind, latchkeyd):
+        self.kind = kind
+        self.scratch = tempfile.mkdtemp(prefix=f"bench-{kind}-")
+        out = subprocess.run(["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+                             check=True, capture_output=True, text=True).stdout.split()
+        self.address, self.bus_pid = out[0], int(out[1])
+        env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address, HOME=self.scratch,
+                   XDG_DATA_HOME=self.scratch + "/data", XDG_RUNTIME_DIR=self.scratch)
+        if kind == "latchkeyd":
+            args = [latchkeyd, "--foreground", "--unlock", "--keychain-directory", self.scratch + "/keychains"]
+        else:
+            args = ["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"]
+        self.process = subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        self.process.stdin.write(b"benchmark password")
+        self.process.stdin.close()
+        self.env = env
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            owner = subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                                    "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
+                                    "string:org.freedesktop.secrets"], env=env, capture_output=True, text=True)
+            if "boolean true" in owner.stdout:
+                break
+            time.sleep(0.05)
+        os.environ["DBUS_SESSION_BUS_ADDRESS"] = self.address
+        self.connection = secretstorage.dbus_init()
+        self.collection = secretstorage.get_default_collection(self.connection)
+        if self.collection.is_locked():
+            self.collection.unlock()
+
+    def memory_mib(self, field):
+        status = pathlib.Path(f"/proc/{self.process.pid}/status").read_text()
+        return int(re.search(field + r":\s+(\d+)", status).group(1)) / 1024
+
+    def stop(self):
+        self.connection.close()
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        os.kill(self.bus_pid, signal.SIGTERM)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def attributes(i):
+    return {"service": "bench.example.com", "account": f"user{i}", "thousand": str(i // 1000)}
+
+
+def run(kind, items, latchkeyd, samples):
+    server = Server(kind, latchkeyd)
+    try:
+        create = []
+        for i in range(items):
+            start = time.perf_counter()
+            server.collection.create_item(f"Item {i}", attributes(i), f"secret-{i}".encode())
+            create.append(time.perf_counter() - start)
+        lookups = []
+        for _ in range(samples):
+            i = random.randrange(items)
+            start = time.perf_counter()
+            found = list(server.collection.search_items({"account": f"user{i}"}))
+            secret = found[0].get_secret()
+            lookups.append(time.perf_counter() - start)
+            assert secret == f"secret-{i}".encode()
+        searches = []
+        for _ in range(5):
+            start = time.perf_counter()
+            (paths,) = server.collection._collection.call("SearchItems", "a{ss}", {"thousand": "0"})
+            searches.append(time.perf_counter() - start)
+            assert len(paths) == min(1000, items)
+        tool = []
+        for _ in range(20):
+            i = random.randrange(items)
+            start = time.perf_counter()
+            out = subprocess.run(["secret-tool", "lookup", "account", f"user{i}"], env=server.env,
+                                 capture_output=True).stdout
+            tool.append(time.perf_counter() - start)
+            assert out == f"secret-{i}".encode()
+        rss = server.memory_mib("VmRSS")
+        anonymous = server.memory_mib("RssAnon")
+        half = list(server.collection.search_items({"service": "bench.example.com"}))[: items // 2]
+        start = time.perf_counter()
+        for item in half:
+            item.delete()
+        delete_half = time.perf_counter() - start
+        return {
+            "create_first": statistics.median(create[:100]) * 1e3,
+            "create_last": statistics.median(create[-100:]) * 1e3,
+            "lookup_p50": p(lookups, 0.5) * 1e3, "lookup_p99": p(lookups, 0.99) * 1e3,
+            "search_1000": statistics.median(searches) * 1e3,
+            "delete_half": delete_half, "tool_p50": p(tool, 0.5) * 1e3, "rss": rss, "anonymous": anonymous,
+        }
+    finally:
+        server.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latchkeyd", required=True)
+    parser.add_argument("--plan", default="latchkeyd:1000,gnome-keyring:1000,latchkeyd:10000,latchkeyd:100000")
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
+    args = parser.parse_args()
+    rows = []
+    for entry in args.plan.split(","):
+        kind, items = entry.split(":")
+        result = run(kind, int(items), args.latchkeyd, args.samples)
+        row = (f"| {kind} | {int(items):,} | {result['create_first']:.2f} → {result['create_last']:.2f} | "
+               f"{result['lookup_p50']:.2f} / {result['lookup_p99']:.2f} | {result['search_1000']:.0f} | "
+               f"{result['delete_half']:.1f} | {result['tool_p50']:.1f} | {result['rss']:.1f} ({result['anonymous']:.1f}) |")
+        print(row, flush=True)
+        rows.append(row)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               "unknown CPU")
+    section = f"""<!-- secret-service-benchmark:begin -->
+Measured {datetime.date.today()} on {cpu}, {os.cpu_count()} cores, with `./scripts/bench-secret-service`
+(latchkeyd built in release mode; python3-secretstorage {secretstorage.__version__} with the DH session;
+each daemon on its own private bus with a fresh keychain; {args.samples} lookups, 20 `secret-tool lookup` runs).
+Times in milliseconds unless marked; CreateItem is the median of the first and of the last 100 items created;
+a lookup is secretstorage's search_items on one attribute plus get_secret (so it includes the client's own
+work: DH decryption, a property read per item); "search 1,000" is one raw SearchItems call matching 1,000
+items; "delete half" deletes half the items one Delete call each, in seconds; RSS after the lookups, with
+the anonymous (heap and stack) part in brackets: the rest is shared library code mapped from disk.
+
+| daemon | items | CreateItem first → last | lookup p50 / p99 | search 1,000 | delete half (s) | `secret-tool lookup` | RSS MiB (anon) |
+|---|---:|---:|---:|---:|---:|---:|---:|
+{chr(10).join(rows)}
+<!-- secret-service-benchmark:end -->"""
+    path = pathlib.Path(args.output)
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    begin, end = "<!-- secret-service-benchmark:begin -->", "<!-- secret-service-benchmark:end -->"
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + section + text[text.index(end) + len(end):]
+    else:
+        text += "\n## Secret Service, latchkeyd and gnome-keyring\n\n" + section + "\n"
+    path.write_text(text)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
