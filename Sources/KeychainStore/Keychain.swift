@@ -71,7 +71,7 @@ public final class Keychain: Sendable {
             try db.transaction { () throws(KeychainError) in try header.save(to: db) }
             return try Keychain(path: path, db: db, header: header, key: key)
         } catch {
-            for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+            removeFiles(at: path)
             throw error
         }
     }
@@ -407,6 +407,11 @@ public final class Keychain: Sendable {
             PRAGMA cache_size = -8192;
             PRAGMA mmap_size = 268435456;
             """)
+    }
+
+    /// Deletes a keychain file with its write-ahead log and shared-memory files.
+    public static func removeFiles(at path: String) {
+        for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
     }
 
     private static func createPrivateFile(at path: String) throws(KeychainError) {

@@ -19,9 +19,7 @@ extension SecretService {
             aliases = aliases.filter { $0.value != collection.id }
             saveAliases()
             collection.keychain.lock()
-            for suffix in ["", "-wal", "-shm"] {
-                try? FileManager.default.removeItem(atPath: collection.keychain.path + suffix)
-            }
+            Keychain.removeFiles(at: collection.keychain.path)
             announceCollections("CollectionDeleted", collection)
             return [.objectPath(ObjectPaths.none)]
         case "SearchItems":
@@ -57,13 +55,7 @@ extension SecretService {
         }
         try configuration.limits.check(label: label)
         try configuration.limits.check(attributes: attributes)
-        let transport = try TransportSecret(arguments[1])
-        try configuration.limits.check(secret: transport)
-        let session = try session(transport.session, of: caller)
-        let secret = try session.decode(parameters: transport.parameters, value: transport.value)
-        guard secret.count <= configuration.limits.secretBytes else {
-            throw SecretServiceError.invalidArgs("the secret is larger than \(configuration.limits.secretBytes) bytes")
-        }
+        let (secret, contentType) = try receiveSecret(arguments[1], from: caller)
         guard case .bool(let replace) = arguments[2] else {
             throw SecretServiceError.invalidArgs("replace is a boolean")
         }
@@ -71,7 +63,7 @@ extension SecretService {
         let result: (reference: ItemReference, replaced: Bool)
         do {
             result = try collection.createItem(
-                label: label, attributes: attributes, secret: secret, contentType: transport.contentType,
+                label: label, attributes: attributes, secret: secret, contentType: contentType,
                 replace: replace)
         } catch {
             throw SecretServiceError.from(error)
@@ -117,17 +109,10 @@ extension SecretService {
             return [try encodeSecret(item, for: session)]
         case "SetSecret":
             try expect(signature: signature, "(oayays)", member: member)
-            let transport = try TransportSecret(arguments[0])
-            try configuration.limits.check(secret: transport)
-            let session = try session(transport.session, of: caller)
-            let secret = try session.decode(parameters: transport.parameters, value: transport.value)
-            guard secret.count <= configuration.limits.secretBytes else {
-                throw SecretServiceError.invalidArgs(
-                    "the secret is larger than \(configuration.limits.secretBytes) bytes")
-            }
+            let (secret, contentType) = try receiveSecret(arguments[0], from: caller)
             guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
             do {
-                try collection.update(reference, secret: secret, contentType: transport.contentType)
+                try collection.update(reference, secret: secret, contentType: contentType)
             } catch {
                 throw SecretServiceError.from(error)
             }
@@ -136,5 +121,18 @@ extension SecretService {
         default:
             throw DBusError(.unknownMethod, "no method \(member) on org.freedesktop.Secret.Item")
         }
+    }
+
+    /// A `(oayays)` secret a client sent: within bounds, in a session of the
+    /// caller's, decrypted; with its content type.
+    private func receiveSecret(_ value: DBusValue, from caller: String) throws(DBusError) -> (Data, String) {
+        let transport = try TransportSecret(value)
+        try configuration.limits.check(secret: transport)
+        let session = try session(transport.session, of: caller)
+        let secret = try session.decode(parameters: transport.parameters, value: transport.value)
+        guard secret.count <= configuration.limits.secretBytes else {
+            throw SecretServiceError.invalidArgs("the secret is larger than \(configuration.limits.secretBytes) bytes")
+        }
+        return (secret, transport.contentType)
     }
 }

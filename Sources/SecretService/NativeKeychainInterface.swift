@@ -102,12 +102,7 @@ extension SecretService {
         case .loginPassword:
             try collection.keychain.unlock(password: password)
             announceLockChange(collection)
-            for child in collections where child.isLocked {
-                if case .loginKey = child.unlocking {
-                    try? child.keychain.unlock(using: collection.keychain)
-                    announceLockChange(child)
-                }
-            }
+            unlockCollections(protectedBy: collection, among: collections)
         case .loginKey, .heldPassword:
             guard tryUnlockWithoutPassword(collection) else {
                 throw KeychainError(.interactionNotAllowed, "unlock the login keychain first")

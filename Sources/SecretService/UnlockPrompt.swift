@@ -99,6 +99,14 @@ extension SecretService {
         }
     }
 
+    /// Unlocks the given collections whose key the (unlocked) login keychain wraps.
+    func unlockCollections(protectedBy login: SecretCollection, among candidates: [SecretCollection]) {
+        for collection in candidates where collection.isLocked {
+            guard case .loginKey = collection.unlocking else { continue }
+            if (try? collection.keychain.unlock(using: login.keychain)) != nil { announceLockChange(collection) }
+        }
+    }
+
     func callPrompt(_ prompt: UnlockPrompt, _ member: String, _ signature: String) throws(DBusError) -> [DBusValue] {
         switch member {
         case "Prompt":
@@ -162,10 +170,8 @@ extension SecretService {
                     [.bool(true), .variant(.objectPaths([]))])
                 continue
             }
-            for collection in prompt.waiting where collection.isLocked || collection === login {
-                if collection !== login { try? collection.keychain.unlock(using: login.keychain) }
-                announceLockChange(collection)
-            }
+            announceLockChange(login)
+            unlockCollections(protectedBy: login, among: prompt.waiting)
             let unlocked = prompt.objects.filter { owningCollection($0)?.isLocked == false }
             emit(
                 prompt.path, "org.freedesktop.Secret.Prompt", "Completed",

@@ -175,9 +175,7 @@ public func SecKeychainDelete(_ keychainOrArray: SecKeychain?) -> OSStatus {
             throw KeychainError(.unimplemented, "the daemon's keychains are deleted over D-Bus")
         }
         file.lock()
-        for suffix in ["", "-wal", "-shm"] {
-            try? FileManager.default.removeItem(atPath: file.path + suffix)
-        }
+        Keychain.removeFiles(at: file.path)
         defaultKeychain.withLock { if $0 == keychain { $0 = nil } }
     }
 }
