@@ -1,5 +1,5 @@
 import CDBus
-import Foundation
+import FoundationEssentials
 
 /// A private connection to a message bus.
 ///

@@ -1,5 +1,5 @@
 import DBus
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// Latchkey's own typed keychain interface on the session bus,

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The value of one item attribute.
 public enum AttributeValue: Hashable, Sendable {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// How many matches a search returns (`kSecMatchLimit`).
 public enum MatchLimit: Hashable, Sendable {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A lasting reference to one stored item: its class and a random 128-bit
 /// identifier given when it was added.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// The plaintext layout of an item's attributes before sealing: a version

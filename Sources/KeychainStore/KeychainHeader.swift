@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// How a keychain key is wrapped: under a password (through scrypt) or under

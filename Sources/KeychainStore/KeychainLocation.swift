@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Where keychain files live by default.
 public enum KeychainLocation {
@@ -10,7 +10,7 @@ public enum KeychainLocation {
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
             dataHome = xdg
         } else {
-            let home = environment["HOME"] ?? NSHomeDirectory()
+            let home = environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path
             dataHome = home + "/.local/share"
         }
         return dataHome + "/latchkey/keychains"

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// How Secret Service attributes (text names and values) and store attributes map onto each other.

@@ -1,5 +1,5 @@
 import DBus
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// The object paths of the Secret Service and how item paths encode store references.

@@ -1,5 +1,5 @@
 import DBus
-import Foundation
+import FoundationEssentials
 import KeychainBus
 import KeychainCore
 import KeychainStore
@@ -82,6 +82,7 @@ public final class SecretService {
             login = nil
         }
         if let login {
+            try login.limitMemory(to: .lean)
             collections.append(
                 SecretCollection(id: Self.loginID, keychain: login, unlocking: .loginPassword, label: "Login"))
             aliases["default"] = Self.loginID
@@ -100,6 +101,7 @@ public final class SecretService {
                 keychain.parentIdentifier != nil
             else { continue }
             if let login, !login.isLocked { try? keychain.unlock(using: login) }
+            try? keychain.limitMemory(to: .lean)
             let label = (try? keychain.metadata("label")).map { String(decoding: $0, as: UTF8.self) } ?? id
             collections.append(SecretCollection(id: id, keychain: keychain, unlocking: .loginKey, label: label))
         }
@@ -291,7 +293,7 @@ public final class SecretService {
         case "GetMachineId":
             try expect(message, "")
             let id = (try? String(contentsOfFile: "/etc/machine-id", encoding: .utf8)) ?? ""
-            return [.string(id.trimmingCharacters(in: .whitespacesAndNewlines))]
+            return [.string(String(id.split(whereSeparator: \.isWhitespace).first ?? ""))]
         default:
             throw DBusError(.unknownMethod, "no method \(member) on org.freedesktop.DBus.Peer")
         }

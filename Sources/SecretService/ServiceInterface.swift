@@ -1,5 +1,5 @@
 import DBus
-import Foundation
+import FoundationEssentials
 import KeychainCore
 import KeychainStore
 
@@ -160,6 +160,7 @@ extension SecretService {
         do {
             let keychain = try Keychain.create(
                 at: configuration.keychainDirectory + "/\(id).keychain-db", protectedBy: login.keychain)
+            try keychain.limitMemory(to: .lean)
             try keychain.setMetadata("label", Data(label.utf8))
             try keychain.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
             created = SecretCollection(id: id, keychain: keychain, unlocking: .loginKey, label: label)

@@ -1,5 +1,5 @@
 import DBus
-import Foundation
+import FoundationEssentials
 import Glibc
 import KeychainCore
 
@@ -39,7 +39,7 @@ public struct ServiceLoop {
         let (readEnd, writeEnd) = try makeWakePipe()
         self.signals = readEnd
         let waitMask = SignalMask(mask)
-        Thread.detachNewThread {
+        runDetached {
             var mask = waitMask.mask
             var number: Int32 = 0
             while sigwait(&mask, &number) == 0 {

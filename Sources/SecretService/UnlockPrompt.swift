@@ -1,5 +1,5 @@
 import DBus
-import Foundation
+import FoundationEssentials
 import Glibc
 import KeychainCore
 import KeychainStore
@@ -120,7 +120,7 @@ extension SecretService {
             let pinentry = configuration.pinentry
             let completions = completions
             let path = prompt.path
-            Thread.detachNewThread {
+            runDetached {
                 completions.post(.init(promptPath: path, unlocked: Self.askLoginPassword(login, pinentry)))
             }
             return []

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DBus
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeychainStore
 import Pinentry
 import SecretService
@@ -77,11 +78,18 @@ struct Latchkeyd: ParsableCommand {
         }
         let exit = loop.run()
         loop.shutDown()
-        if case .busGone = exit { FileHandle.standardError.write(Data("latchkeyd: the session bus went away\n".utf8)) }
+        if case .busGone = exit { printError("latchkeyd: the session bus went away") }
     }
 
     private func readPassword() throws -> [UInt8] {
-        var bytes = [UInt8](FileHandle.standardInput.readData(ofLength: 4096))
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        var count = 0
+        while count < bytes.count {
+            let got = read(0, &bytes[count], bytes.count - count)
+            guard got > 0 else { break }
+            count += got
+        }
+        bytes.removeSubrange(count...)
         if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
         guard !bytes.isEmpty else { throw fail("--unlock needs the password on standard input") }
@@ -123,7 +131,13 @@ struct Latchkeyd: ParsableCommand {
     }
 
     private func fail(_ message: String) -> ExitCode {
-        FileHandle.standardError.write(Data("latchkeyd: \(message)\n".utf8))
+        printError("latchkeyd: \(message)")
         return ExitCode.failure
     }
+}
+
+/// Writes one line to standard error.
+private func printError(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
 }

@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// Computes the keyed tags (HMAC-SHA256) of attribute values that let the

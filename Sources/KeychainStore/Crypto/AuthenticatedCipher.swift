@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// AES-256-GCM through OpenSSL. A sealed box is `nonce (12) ‖ ciphertext ‖ tag (16)`,

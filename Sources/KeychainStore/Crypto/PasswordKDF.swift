@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// The cost of scrypt, the memory-hard function that turns a keychain password

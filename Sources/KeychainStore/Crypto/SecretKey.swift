@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// A 256-bit key in memory of its own that is wiped when the key is released.

@@ -1,5 +1,5 @@
 import CSQLite
-import Foundation
+import FoundationEssentials
 import KeychainCore
 
 /// One SQLite connection with a cache of prepared statements. Not thread-safe:

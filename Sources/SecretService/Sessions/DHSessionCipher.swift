@@ -1,5 +1,5 @@
 import COpenSSL
-import Foundation
+import FoundationEssentials
 
 /// Errors of the transport encryption (the daemon maps them to D-Bus errors).
 enum SessionCryptoError: Error, Equatable {

@@ -1,5 +1,5 @@
 import DBus
-import Foundation
+import FoundationEssentials
 
 /// An open session: which client owns it and how secrets are protected in transit.
 final class SecretSession {
