@@ -155,8 +155,8 @@ Times in milliseconds unless marked; CreateItem is the median of the first and o
 a lookup is secretstorage's search_items on one attribute plus get_secret (so it includes the client's own
 work: DH decryption, a property read per item); "search 1,000" is one raw SearchItems call matching 1,000
 items; "delete half" deletes half the items one Delete call each, in seconds; RSS after the lookups, with
-the anonymous (heap and stack) part in brackets: the rest is mapped from disk, shared library code and,
-as items grow, the memory-mapped keychain file (64 MB at 100,000 items).
+the anonymous (heap and stack) part in brackets: the rest is shared library code mapped from disk
+(latchkeyd reads its keychain file through a 1 MiB SQLite cache, without mmap).
 
 | daemon | items | CreateItem first → last | lookup p50 / p99 | search 1,000 | delete half (s) | `secret-tool lookup` | RSS MiB (anon) |
 |---|---:|---:|---:|---:|---:|---:|---:|
