@@ -20,9 +20,13 @@ import subprocess
 import tempfile
 import time
 
+import sys
+
 import secretstorage
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "Tests" / "Integration"))
+from dbus_client import Client  # noqa: E402  (the integration tests' raw D-Bus client)
 
 
 def p(values, q):
@@ -97,6 +101,22 @@ def run(kind, items, latchkeyd, samples):
             secret = found[0].get_secret()
             lookups.append(time.perf_counter() - start)
             assert secret == f"secret-{i}".encode()
+        raw = Client(server.address)
+        plain = raw.open_plain()
+        raw_create = []
+        for i in range(samples):
+            start = time.perf_counter()
+            raw.create_item(plain, {"raw": str(i)}, b"raw secret")
+            raw_create.append(time.perf_counter() - start)
+        raw_lookup = []
+        for _ in range(samples):
+            i = random.randrange(items)
+            start = time.perf_counter()
+            (found, _) = raw.service("SearchItems", "a{ss}", ({"account": f"user{i}"},))
+            (secret,) = raw.ok(found[0], "org.freedesktop.Secret.Item", "GetSecret", "o", (plain,))
+            raw_lookup.append(time.perf_counter() - start)
+            assert secret[2] == f"secret-{i}".encode()
+        raw.close()
         searches = []
         for _ in range(5):
             start = time.perf_counter()
@@ -122,6 +142,7 @@ def run(kind, items, latchkeyd, samples):
             "create_first": statistics.median(create[:100]) * 1e3,
             "create_last": statistics.median(create[-100:]) * 1e3,
             "lookup_p50": p(lookups, 0.5) * 1e3, "lookup_p99": p(lookups, 0.99) * 1e3,
+            "raw_create": p(raw_create, 0.5) * 1e3, "raw_lookup": p(raw_lookup, 0.5) * 1e3,
             "search_1000": statistics.median(searches) * 1e3,
             "delete_half": delete_half, "tool_p50": p(tool, 0.5) * 1e3, "rss": rss, "anonymous": anonymous,
         }
@@ -141,7 +162,8 @@ def main():
         kind, items = entry.split(":")
         result = run(kind, int(items), args.latchkeyd, args.samples)
         row = (f"| {kind} | {int(items):,} | {result['create_first']:.2f} → {result['create_last']:.2f} | "
-               f"{result['lookup_p50']:.2f} / {result['lookup_p99']:.2f} | {result['search_1000']:.0f} | "
+               f"{result['lookup_p50']:.2f} / {result['lookup_p99']:.2f} | {result['raw_create']:.2f} | "
+               f"{result['raw_lookup']:.2f} | {result['search_1000']:.0f} | "
                f"{result['delete_half']:.1f} | {result['tool_p50']:.1f} | {result['rss']:.1f} ({result['anonymous']:.1f}) |")
         print(row, flush=True)
         rows.append(row)
@@ -153,13 +175,15 @@ Measured {datetime.date.today()} on {cpu}, {os.cpu_count()} cores, with `./scrip
 each daemon on its own private bus with a fresh keychain; {args.samples} lookups, 20 `secret-tool lookup` runs).
 Times in milliseconds unless marked; CreateItem is the median of the first and of the last 100 items created;
 a lookup is secretstorage's search_items on one attribute plus get_secret (so it includes the client's own
-work: DH decryption, a property read per item); "search 1,000" is one raw SearchItems call matching 1,000
+work: DH decryption, a property read per item); "raw create" and "raw lookup" are the same at the protocol
+level (jeepney, plain session: one CreateItem; SearchItems then GetSecret), p50 of {args.samples};
+"search 1,000" is one raw SearchItems call matching 1,000
 items; "delete half" deletes half the items one Delete call each, in seconds; RSS after the lookups, with
 the anonymous (heap and stack) part in brackets: the rest is shared library code mapped from disk
 (latchkeyd reads its keychain file through a 1 MiB SQLite cache, without mmap).
 
-| daemon | items | CreateItem first → last | lookup p50 / p99 | search 1,000 | delete half (s) | `secret-tool lookup` | RSS MiB (anon) |
-|---|---:|---:|---:|---:|---:|---:|---:|
+| daemon | items | CreateItem first → last | lookup p50 / p99 | raw create | raw lookup | search 1,000 | delete half (s) | `secret-tool lookup` | RSS MiB (anon) |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 {chr(10).join(rows)}
 <!-- secret-service-benchmark:end -->"""
     path = pathlib.Path(args.output)
