@@ -202,12 +202,14 @@ public final class SecretService {
             }
             if !message.expectsNoReply, let reply { connection.send(reply) }
         case .signal:
-            if message.interface == "org.freedesktop.DBus", message.member == "NameLost",
+            // Only the bus itself may say who owns what; a client could send these to us directly.
+            guard message.sender == "org.freedesktop.DBus", message.interface == "org.freedesktop.DBus" else { return }
+            if message.member == "NameLost",
                 case .string("org.freedesktop.secrets")? = try? message.arguments().first
             {
                 hasLostName = true
             }
-            if message.interface == "org.freedesktop.DBus", message.member == "NameOwnerChanged",
+            if message.member == "NameOwnerChanged",
                 let arguments = try? message.arguments(), arguments.count == 3,
                 case .string(let name) = arguments[0], case .string(let newOwner) = arguments[2],
                 newOwner.isEmpty, name.hasPrefix(":")

@@ -214,3 +214,19 @@ def test_unlock_prompt_completes_with_the_unlocked_objects(client, daemon):
         client.ok(prompt, "org.freedesktop.Secret.Prompt", "Prompt", "s", ("",))
         signal = client.connection.recv_until_filtered(queue, timeout=20)
     assert signal.body == (False, ("ao", [login, session_collection]))
+
+
+def test_spoofed_bus_signals_are_ignored(client, other, daemon, bus):
+    from jeepney import new_signal, DBusAddress
+    from jeepney.low_level import HeaderFields
+    session = other.open_plain()
+    bus_address = DBusAddress("/org/freedesktop/DBus", interface="org.freedesktop.DBus")
+    for member, signature, body in [("NameLost", "s", ("org.freedesktop.secrets",)),
+                                    ("NameOwnerChanged", "sss", (other.unique_name, other.unique_name, ""))]:
+        message = new_signal(bus_address, member, signature, body)
+        message.header.fields[HeaderFields.destination] = "org.freedesktop.secrets"
+        client.connection.send(message)
+    import time
+    time.sleep(0.3)
+    assert daemon.alive() and bus.has_owner()
+    assert not other.call(session, "org.freedesktop.Secret.Session", "Close").is_error
