@@ -102,7 +102,7 @@ enum DBusValueReader {
         return String(String(cString: raw).dropFirst())
     }
 
-    private static func basic<T>(_ iterator: inout DBusMessageIter, _ initial: T) -> T {
+    private static func basic<T: BitwiseCopyable>(_ iterator: inout DBusMessageIter, _ initial: T) -> T {
         var value = initial
         dbus_message_iter_get_basic(&iterator, &value)
         return value
@@ -185,7 +185,8 @@ enum DBusValueWriter {
         guard ok else { throw DBusError(.noMemory, "cannot append a \(value.signature) value") }
     }
 
-    private static func basic<T>(_ iterator: inout DBusMessageIter, _ type: Int32, _ value: T) -> Bool {
+    private static func basic<T: BitwiseCopyable>(_ iterator: inout DBusMessageIter, _ type: Int32, _ value: T) -> Bool
+    {
         var copy = value
         return dbus_message_iter_append_basic(&iterator, type, &copy) != 0
     }

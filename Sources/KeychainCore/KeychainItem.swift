@@ -1,5 +1,4 @@
 import FoundationEssentials
-import KeychainCore
 
 /// One item as a search or an add returns it: always its reference, and its
 /// attributes and secret when they were asked for.

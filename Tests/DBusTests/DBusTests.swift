@@ -17,7 +17,8 @@ final class PrivateBus {
         var lines: [String] = []
         var buffer = [CChar](repeating: 0, count: 1024)
         while lines.count < 2, fgets(&buffer, Int32(buffer.count), pipe) != nil {
-            lines.append(String(cString: buffer).trimmingCharacters(in: .whitespacesAndNewlines))
+            let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+            lines.append(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         }
         guard lines.count == 2, let pid = pid_t(lines[1]) else { throw DBusError(.failed, "dbus-daemon did not start") }
         address = lines[0]
