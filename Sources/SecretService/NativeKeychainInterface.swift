@@ -64,10 +64,7 @@ extension SecretService {
                 return []
             case "Lock":
                 try expect(signature: signature, "", member: member)
-                if !collection.isLocked {
-                    collection.keychain.lock()
-                    announceLockChange(collection)
-                }
+                lock(collection)
                 return []
             default:
                 throw DBusError(.unknownMethod, "no method \(member) on \(KeychainBus.interface)")

@@ -316,6 +316,13 @@ public final class SecretService {
             [.string(interface), .variantDictionary(changed), .array(elementSignature: "s", [])])
     }
 
+    /// Locks a collection (its key is wiped) and announces it, if it was unlocked.
+    func lock(_ collection: SecretCollection) {
+        guard !collection.isLocked else { return }
+        collection.keychain.lock()
+        announceLockChange(collection)
+    }
+
     /// Announces a collection's new lock state, on it and on each of its items.
     func announceLockChange(_ collection: SecretCollection) {
         let locked = DBusValue.bool(collection.isLocked)

@@ -36,10 +36,7 @@ extension SecretService {
             var locked: [String] = []
             for path in objects {
                 guard let collection = owningCollection(path) else { continue }
-                if !collection.isLocked {
-                    collection.keychain.lock()
-                    announceLockChange(collection)
-                }
+                lock(collection)
                 locked.append(path)
             }
             return [.objectPaths(locked), .objectPath(ObjectPaths.none)]

@@ -69,18 +69,17 @@ extension SecretService {
     func unlock(_ objects: [String], caller: String) throws(DBusError) -> [DBusValue] {
         try configuration.limits.check(objects: objects)
         var waiting: [SecretCollection] = []
-        let valid = objects.filter { owningCollection($0) != nil }
-        for path in valid {
-            guard let collection = owningCollection(path), collection.isLocked,
-                !waiting.contains(where: { $0 === collection })
-            else { continue }
+        // Resolve each path once: an item path costs a store query.
+        let owned = objects.compactMap { path in owningCollection(path).map { (path: path, collection: $0) } }
+        for (_, collection) in owned where collection.isLocked && !waiting.contains(where: { $0 === collection }) {
             if tryUnlockWithoutPassword(collection) {
                 announceLockChange(collection)
             } else {
                 waiting.append(collection)
             }
         }
-        let unlocked = valid.filter { owningCollection($0)?.isLocked == false }
+        let valid = owned.map(\.path)
+        let unlocked = owned.filter { !$0.collection.isLocked }.map(\.path)
         guard !waiting.isEmpty else { return [.objectPaths(unlocked), .objectPath(ObjectPaths.none)] }
         let path = ObjectPaths.promptPrefix + "p\(nextSerial())"
         prompts[path] = UnlockPrompt(path: path, owner: caller, objects: valid, waiting: waiting)
@@ -178,17 +177,4 @@ extension SecretService {
                 [.bool(false), .variant(.objectPaths(unlocked))])
         }
     }
-}
-
-/// A non-blocking, close-on-exec pipe for waking a `poll`.
-func makeWakePipe() throws(KeychainError) -> (read: Int32, write: Int32) {
-    var fds: [Int32] = [-1, -1]
-    guard pipe(&fds) == 0 else {
-        throw KeychainError(.internalComponent, "cannot create a pipe: \(String(cString: strerror(errno)))")
-    }
-    for fd in fds {
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-    }
-    return (fds[0], fds[1])
 }

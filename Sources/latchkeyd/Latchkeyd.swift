@@ -47,7 +47,6 @@ struct Latchkeyd: ParsableCommand {
             return
         }
         var password = unlock ? try readPassword() : nil
-        defer { if password != nil { password = [UInt8](repeating: 0, count: password?.count ?? 0) } }
 
         let connection: DBusConnection
         do {
@@ -59,6 +58,8 @@ struct Latchkeyd: ParsableCommand {
             pinentry.map { Pinentry(program: $0) } ?? Pinentry.fromEnvironment(ProcessInfo.processInfo.environment)
         let service: SecretService
         do {
+            // The keychain key is derived; the password itself is wiped in place whatever happens.
+            defer { password?.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
             service = try SecretService(
                 connection: connection,
                 configuration: SecretServiceConfiguration(keychainDirectory: keychainDirectory, pinentry: prompt),
@@ -66,7 +67,6 @@ struct Latchkeyd: ParsableCommand {
         } catch {
             throw fail("cannot open the login keychain: \(error.reason)")
         }
-        password = nil
         try claimName(connection)
         try? connection.addMatch(
             "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged'")

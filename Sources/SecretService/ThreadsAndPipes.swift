@@ -1,4 +1,7 @@
+// Two small system pieces the daemon needs without Foundation: detached threads and wake-up pipes.
+
 import Glibc
+import KeychainCore
 
 /// Runs `body` on a new detached POSIX thread (FoundationEssentials, which the
 /// daemon uses to stay small, has no `Thread`).
@@ -23,4 +26,17 @@ func runDetached(_ body: @escaping @Sendable () -> Void) {
         Unmanaged<Box>.fromOpaque(context).release()
         body()
     }
+}
+
+/// A non-blocking, close-on-exec pipe for waking a `poll`.
+func makeWakePipe() throws(KeychainError) -> (read: Int32, write: Int32) {
+    var fds: [Int32] = [-1, -1]
+    guard pipe(&fds) == 0 else {
+        throw KeychainError(.internalComponent, "cannot create a pipe: \(String(cString: strerror(errno)))")
+    }
+    for fd in fds {
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+    }
+    return (fds[0], fds[1])
 }
