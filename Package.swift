@@ -1,6 +1,9 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+/// The package's own directory, for linker inputs that must be given by path.
+let packageDirectory = String(#filePath.dropLast("/Package.swift".count))
+
 let package = Package(
     name: "Latchkey",
     products: [
@@ -8,6 +11,8 @@ let package = Package(
         .library(name: "KeychainStore", targets: ["KeychainStore"]),
         .executable(name: "latchkey-bench", targets: ["latchkey-bench"]),
         .executable(name: "latchkeyd", targets: ["latchkeyd"]),
+        // Installed as pam_latchkey.so; build it with `swift build -c release --product pam_latchkey`.
+        .library(name: "pam_latchkey", type: .dynamic, targets: ["pam_latchkey"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
@@ -22,7 +27,31 @@ let package = Package(
         .systemLibrary(
             name: "CDBus", pkgConfig: "dbus-1",
             providers: [.apt(["libdbus-1-dev"])]),
+        .systemLibrary(
+            name: "CPAM", pkgConfig: "pam",
+            providers: [.apt(["libpam0g-dev"])]),
         .target(name: "KeychainCore"),
+        .target(name: "LoginControl"),
+        // The PAM module: Glibc and libpam only, the Swift stdlib linked in,
+        // only pam_sm_* exported, never unloaded (libpam dlcloses modules).
+        .target(
+            name: "pam_latchkey",
+            dependencies: ["CPAM", "LoginControl"],
+            exclude: ["exports.map"],
+            swiftSettings: [
+                .unsafeFlags([
+                    "-Xfrontend", "-disable-implicit-concurrency-module-import",
+                    "-Xfrontend", "-disable-implicit-string-processing-module-import",
+                ])
+            ],
+            linkerSettings: [
+                .unsafeFlags([
+                    "-static-stdlib",
+                    "-Xlinker", "--version-script=\(packageDirectory)/Sources/pam_latchkey/exports.map",
+                    "-Xlinker", "-z", "-Xlinker", "nodelete",
+                    "-Xlinker", "-z", "-Xlinker", "now",
+                ])
+            ]),
         .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),
         .target(name: "DBus", dependencies: ["CDBus"]),
@@ -30,7 +59,9 @@ let package = Package(
         .target(name: "Pinentry"),
         .target(
             name: "SecretService",
-            dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus", "Pinentry", "COpenSSL"]),
+            dependencies: [
+                "KeychainCore", "KeychainStore", "KeychainBus", "DBus", "Pinentry", "LoginControl", "COpenSSL",
+            ]),
         .executableTarget(
             name: "latchkeyd",
             dependencies: [

@@ -1,0 +1,202 @@
+import Glibc
+
+/// A point in time on the monotonic clock, for bounded waits.
+public struct Deadline: Sendable {
+    let nanoseconds: Int64
+
+    /// `milliseconds` from now.
+    public init(millisecondsFromNow milliseconds: Int) {
+        nanoseconds = Self.now() + Int64(milliseconds) * 1_000_000
+    }
+
+    /// Milliseconds left, never negative.
+    public var remainingMilliseconds: Int32 {
+        let left = (nanoseconds - Self.now()) / 1_000_000
+        return Int32(clamping: max(0, left))
+    }
+
+    /// Whether the deadline has passed.
+    public var hasPassed: Bool { remainingMilliseconds == 0 }
+
+    static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+}
+
+/// Where the control socket of a user's daemon is.
+public enum ControlSocketPath {
+    /// `<runtime directory>/latchkey/control`.
+    public static func socket(inRuntimeDirectory runtime: String) -> String { runtime + "/latchkey/control" }
+    /// `<runtime directory>/latchkey`, the directory holding the socket (mode 0700).
+    public static func directory(inRuntimeDirectory runtime: String) -> String { runtime + "/latchkey" }
+}
+
+/// Why a request could not be made or answered.
+public enum ControlClientError: Error, Equatable, Sendable {
+    /// Nothing listens on the socket (or it does not exist).
+    case noDaemon
+    /// The socket or its directory is not what the user's daemon makes: a
+    /// symlink, another owner, open to others, or a peer of another uid.
+    case unsafe(String)
+    /// No answer before the deadline.
+    case timedOut
+    /// A system call failed, or the reply was malformed.
+    case failed(String)
+}
+
+/// The client side of the control socket, as pam_latchkey uses it.
+public enum ControlClient {
+    /// Sends `request` to the daemon of user `uid` at `path` and reads its
+    /// reply, giving up at `deadline`. The socket must be a socket owned by
+    /// `uid` (not a symlink) in a directory owned by `uid` closed to others,
+    /// and the process listening must run as `uid`.
+    public static func exchange(
+        _ request: ControlRequest, socketPath path: String, owner uid: uid_t, deadline: Deadline
+    ) -> Result<ControlReply, ControlClientError> {
+        if let problem = unsafeReason(socketPath: path, owner: uid) {
+            return problem == "missing" ? .failure(.noDaemon) : .failure(.unsafe(problem))
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return .failure(.failed("socket: \(errorText())")) }
+        defer { close(fd) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        switch connectUnix(fd, path) {
+        case 0:
+            break
+        case ENOENT, ECONNREFUSED:
+            return .failure(.noDaemon)
+        case let code:
+            return .failure(.failed("connect: \(String(cString: strerror(code)))"))
+        }
+        if let peer = peerUID(fd), peer != uid {
+            return .failure(.unsafe("the process on \(path) runs as uid \(peer), not \(uid)"))
+        }
+        var bytes = request.encoded()
+        defer { wipeBytes(&bytes) }
+        if let error = writeAll(fd, bytes, deadline: deadline) { return .failure(error) }
+        switch readFrame(fd, maximum: ControlReply.maximumBodyLength, deadline: deadline) {
+        case .success(let body):
+            do {
+                return .success(try ControlReply(body: body))
+            } catch {
+                return .failure(.failed(error.reason))
+            }
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    /// Why the socket at `path` must not be used, "missing" if it does not exist, nil if it is fine.
+    static func unsafeReason(socketPath path: String, owner uid: uid_t) -> String? {
+        var info = stat()
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        guard lstat(directory, &info) == 0 else { return "missing" }
+        if info.st_mode & S_IFMT != S_IFDIR { return "\(directory) is not a directory" }
+        if info.st_uid != uid { return "\(directory) is owned by uid \(info.st_uid), not \(uid)" }
+        if info.st_mode & 0o077 != 0 { return "\(directory) is open to other users" }
+        guard lstat(path, &info) == 0 else { return "missing" }
+        if info.st_mode & S_IFMT == S_IFLNK { return "\(path) is a symlink" }
+        if info.st_mode & S_IFMT != S_IFSOCK { return "\(path) is not a socket" }
+        if info.st_uid != uid { return "\(path) is owned by uid \(info.st_uid), not \(uid)" }
+        return nil
+    }
+}
+
+/// Connects `fd` to the unix socket at `path`: 0, or the errno.
+func connectUnix(_ fd: Int32, _ path: String) -> Int32 {
+    guard var address = unixAddress(path) else { return ENAMETOOLONG }
+    let result = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
+    }
+    return result == 0 ? 0 : errno
+}
+
+/// A `sockaddr_un` for `path`, nil if the path is too long.
+func unixAddress(_ path: String) -> sockaddr_un? {
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    let capacity = MemoryLayout.size(ofValue: address.sun_path)
+    guard bytes.count < capacity, !bytes.contains(0) else { return nil }
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        for (index, byte) in bytes.enumerated() { raw[index] = byte }
+    }
+    return address
+}
+
+/// The uid of the process at the other end of a unix socket.
+public func peerUID(_ fd: Int32) -> uid_t? {
+    var credentials = PeerCredentials()
+    var length = socklen_t(MemoryLayout<PeerCredentials>.size)
+    guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
+    return credentials.uid
+}
+
+/// Linux's `struct ucred`, which Glibc declares only under _GNU_SOURCE.
+private struct PeerCredentials {
+    var pid: pid_t = 0
+    var uid: uid_t = 0
+    var gid: gid_t = 0
+}
+
+func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline) -> ControlClientError? {
+    var sent = 0
+    while sent < bytes.count {
+        let count = bytes.withUnsafeBytes { send(fd, $0.baseAddress.map { $0 + sent }, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+        if count > 0 {
+            sent += count
+        } else if count < 0, errno == EAGAIN || errno == EINTR {
+            guard waitFor(fd, Int16(POLLOUT), deadline) else { return .timedOut }
+        } else {
+            return .failed("send: \(errorText())")
+        }
+    }
+    return nil
+}
+
+/// Reads one length-prefixed frame of at most `maximum` body bytes.
+func readFrame(_ fd: Int32, maximum: Int, deadline: Deadline) -> Result<[UInt8], ControlClientError> {
+    var prefix = [UInt8](repeating: 0, count: 4)
+    if let error = readExactly(fd, &prefix, deadline: deadline) { return .failure(error) }
+    let length = Int(readLength(prefix[...]))
+    guard length <= maximum else { return .failure(.failed("a reply of \(length) bytes is too long")) }
+    var body = [UInt8](repeating: 0, count: length)
+    if let error = readExactly(fd, &body, deadline: deadline) { return .failure(error) }
+    return .success(body)
+}
+
+private func readExactly(_ fd: Int32, _ buffer: inout [UInt8], deadline: Deadline) -> ControlClientError? {
+    var got = 0
+    while got < buffer.count {
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress.map { $0 + got }, $0.count - got, 0) }
+        if count > 0 {
+            got += count
+        } else if count == 0 {
+            return .failed("the daemon closed the connection")
+        } else if errno == EAGAIN || errno == EINTR {
+            guard waitFor(fd, Int16(POLLIN), deadline) else { return .timedOut }
+        } else {
+            return .failed("recv: \(errorText())")
+        }
+    }
+    return nil
+}
+
+/// Waits until `fd` is ready for `events` or the deadline passes (false).
+private func waitFor(_ fd: Int32, _ events: Int16, _ deadline: Deadline) -> Bool {
+    while true {
+        let left = deadline.remainingMilliseconds
+        guard left > 0 else { return false }
+        var entry = pollfd(fd: fd, events: events, revents: 0)
+        let ready = poll(&entry, 1, left)
+        if ready > 0 { return true }
+        if ready < 0, errno == EINTR { continue }
+        return false
+    }
+}
+
+func errorText() -> String { String(cString: strerror(errno)) }

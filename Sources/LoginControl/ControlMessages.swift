@@ -1,0 +1,191 @@
+// The control socket's messages: what pam_latchkey asks of the user's daemon
+// and what it answers. The wire format is in docs/control-socket.md.
+
+/// A request on the control socket.
+public enum ControlRequest: Equatable, Sendable {
+    /// A login session starts; with the login password when the login gave
+    /// one, which unlocks the login keychain (creating it if there is none).
+    case openSession(password: [UInt8]?)
+    /// A login session ended; `lockIfLast` locks the login keychain when it was the last one.
+    case closeSession(lockIfLast: Bool)
+    /// The login password changed: re-wrap the login keychain's key from `old` to `new`.
+    case changePassword(old: [UInt8], new: [UInt8])
+    /// Whether the login keychain exists and is locked.
+    case status
+
+    /// Largest request body accepted: two passwords of ``maximumPasswordLength`` and framing.
+    public static let maximumBodyLength = 2 * maximumPasswordLength + 64
+    /// Longest password carried.
+    public static let maximumPasswordLength = 4096
+    static let version: UInt8 = 1
+
+    enum Opcode: UInt8 {
+        case openSession = 1
+        case closeSession = 2
+        case changePassword = 3
+        case status = 4
+    }
+
+    /// The framed bytes: a 4-byte big-endian body length, then the body.
+    /// The request is built in one buffer, reserved up front, so no copy of
+    /// a password is left behind by a reallocation; wipe the result after use.
+    public func encoded() -> [UInt8] {
+        var body: [UInt8] = []
+        body.reserveCapacity(Self.maximumBodyLength + 4)
+        body += [0, 0, 0, 0, Self.version]
+        switch self {
+        case .openSession(let password):
+            body.append(Opcode.openSession.rawValue)
+            if let password { appendField(password, to: &body) }
+        case .closeSession(let lockIfLast):
+            body.append(Opcode.closeSession.rawValue)
+            appendField([lockIfLast ? 1 : 0], to: &body)
+        case .changePassword(let old, let new):
+            body.append(Opcode.changePassword.rawValue)
+            appendField(old, to: &body)
+            appendField(new, to: &body)
+        case .status:
+            body.append(Opcode.status.rawValue)
+        }
+        let length = body.count - 4
+        body.replaceSubrange(0..<4, with: lengthPrefix(length))
+        return body
+    }
+
+    /// Reads a request body (without its length prefix).
+    public init(body: [UInt8]) throws(ControlProtocolError) {
+        guard body.count >= 2, body.count <= Self.maximumBodyLength else {
+            throw ControlProtocolError("a request body has 2 to \(Self.maximumBodyLength) bytes")
+        }
+        guard body[0] == Self.version else { throw ControlProtocolError("unknown protocol version \(body[0])") }
+        guard let opcode = Opcode(rawValue: body[1]) else { throw ControlProtocolError("unknown request \(body[1])") }
+        let fields = try Self.fields(body[2...])
+        switch (opcode, fields.count) {
+        case (.openSession, 0):
+            self = .openSession(password: nil)
+        case (.openSession, 1):
+            self = .openSession(password: try Self.password(fields[0]))
+        case (.closeSession, 1) where fields[0].count == 1 && fields[0][0] <= 1:
+            self = .closeSession(lockIfLast: fields[0][0] == 1)
+        case (.changePassword, 2):
+            self = .changePassword(old: try Self.password(fields[0]), new: try Self.password(fields[1]))
+        case (.status, 0):
+            self = .status
+        default:
+            throw ControlProtocolError("malformed \(opcode) request")
+        }
+    }
+
+    /// Overwrites the passwords this request holds with zeros.
+    public mutating func wipe() {
+        switch self {
+        case .openSession(var password?):
+            wipeBytes(&password)
+            self = .openSession(password: password)
+        case .changePassword(var old, var new):
+            wipeBytes(&old)
+            wipeBytes(&new)
+            self = .changePassword(old: old, new: new)
+        default:
+            break
+        }
+    }
+
+    private static func password(_ field: ArraySlice<UInt8>) throws(ControlProtocolError) -> [UInt8] {
+        guard !field.isEmpty, field.count <= maximumPasswordLength, !field.contains(0) else {
+            throw ControlProtocolError("a password has 1 to \(maximumPasswordLength) bytes and no NUL")
+        }
+        return Array(field)
+    }
+
+    private static func fields(_ bytes: ArraySlice<UInt8>) throws(ControlProtocolError) -> [ArraySlice<UInt8>] {
+        var fields: [ArraySlice<UInt8>] = []
+        var rest = bytes
+        while !rest.isEmpty {
+            guard rest.count >= 4, fields.count < 2 else { throw ControlProtocolError("malformed request fields") }
+            let length = Int(readLength(rest.prefix(4)))
+            rest = rest.dropFirst(4)
+            guard length <= rest.count else { throw ControlProtocolError("a field runs past the request") }
+            fields.append(rest.prefix(length))
+            rest = rest.dropFirst(length)
+        }
+        return fields
+    }
+}
+
+/// How a request went.
+public enum ControlStatus: UInt8, Sendable {
+    /// Done.
+    case ok = 0
+    /// The password does not unlock the login keychain.
+    case wrongPassword = 1
+    /// Too many wrong passwords lately: the password was not tried.
+    case tooManyAttempts = 2
+    /// The daemon could not do it (the message says why).
+    case failed = 3
+    /// The request was malformed.
+    case badRequest = 4
+}
+
+/// The daemon's answer: a status and a short message for the log.
+public struct ControlReply: Equatable, Sendable {
+    /// How the request went.
+    public var status: ControlStatus
+    /// One line for the log; never holds a password.
+    public var message: String
+
+    /// Longest reply body.
+    public static let maximumBodyLength = 512
+
+    /// A reply; `message` is cut to fit ``maximumBodyLength``.
+    public init(_ status: ControlStatus, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    /// The framed bytes.
+    public func encoded() -> [UInt8] {
+        frame([status.rawValue] + Array(message.utf8.prefix(Self.maximumBodyLength - 1)))
+    }
+
+    /// Reads a reply body (without its length prefix).
+    public init(body: [UInt8]) throws(ControlProtocolError) {
+        guard let first = body.first, body.count <= Self.maximumBodyLength, let status = ControlStatus(rawValue: first)
+        else { throw ControlProtocolError("malformed reply") }
+        self.status = status
+        self.message = String(decoding: body.dropFirst(), as: UTF8.self)
+    }
+}
+
+/// A malformed message.
+public struct ControlProtocolError: Error, Equatable, Sendable {
+    /// What is wrong, in one line.
+    public let reason: String
+    init(_ reason: String) { self.reason = reason }
+}
+
+/// The body length in a 4-byte big-endian prefix.
+func readLength(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+    bytes.reduce(0) { $0 << 8 | UInt32($1) }
+}
+
+func lengthPrefix(_ count: Int) -> [UInt8] {
+    let length = UInt32(truncatingIfNeeded: count)
+    return [UInt8(length >> 24), UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff)]
+}
+
+func frame(_ body: [UInt8]) -> [UInt8] {
+    lengthPrefix(body.count) + body
+}
+
+private func appendField(_ bytes: [UInt8], to body: inout [UInt8]) {
+    body += lengthPrefix(bytes.count)
+    body += bytes
+}
+
+/// Overwrites `bytes` with zeros in place.
+public func wipeBytes(_ bytes: inout [UInt8]) {
+    bytes.withUnsafeMutableBytes { raw in
+        for index in raw.indices { raw[index] = 0 }
+    }
+}

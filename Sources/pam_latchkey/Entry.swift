@@ -1,0 +1,195 @@
+// pam_latchkey: the PAM entry points. Each one returns quickly and never
+// fails a login: the work that talks to the user's daemon runs in a child
+// process that has dropped to the user, and every wait is bounded (2 s in all).
+
+import CPAM
+import Glibc
+import LoginControl
+
+/// The C type of a module argument vector (`const char **argv`).
+public typealias ModuleArguments = UnsafeMutablePointer<UnsafePointer<CChar>?>?
+
+/// All the time one PAM call may spend waiting.
+private let callBudgetMilliseconds = 2_000
+
+/// Auth: stashes the password the module before it obtained (pam_unix and
+/// the like), for the session step. Never prompts.
+@_cdecl("pam_sm_authenticate")
+public func pam_sm_authenticate(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
+    -> Int32
+{
+    guard let (handle, options) = prepare(pointer, argc, argv) else { return PAM_IGNORE }
+    guard let password = handle.item(PAM_AUTHTOK), password.pointee != 0 else {
+        if options.debug { handle.log(LOG_DEBUG, "no password to keep for the session") }
+        return PAM_IGNORE
+    }
+    guard handle.stashPassword(password) else {
+        handle.log(LOG_WARNING, "cannot keep the password for the session step")
+        return PAM_IGNORE
+    }
+    if options.debug { handle.log(LOG_DEBUG, "kept the password for the session step") }
+    return PAM_SUCCESS
+}
+
+/// Credentials: nothing to do.
+@_cdecl("pam_sm_setcred")
+public func pam_sm_setcred(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
+    -> Int32
+{
+    PAM_IGNORE
+}
+
+/// Session open: hands the stashed password to the user's daemon, which
+/// unlocks (or creates) the login keychain; starts the daemon with `auto_start`.
+@_cdecl("pam_sm_open_session")
+public func pam_sm_open_session(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
+    -> Int32
+{
+    guard let (handle, options) = prepare(pointer, argc, argv), let account = account(handle) else {
+        return PAM_IGNORE
+    }
+    let deadline = Deadline(millisecondsFromNow: callBudgetMilliseconds)
+    let password = handle.stashedPassword
+    let socket = ControlSocketPath.socket(inRuntimeDirectory: account.runtimeDirectory(handle))
+    let launcher = DaemonLauncher(
+        path: options.daemonPath, environment: daemonEnvironment(handle, account), home: account.home)
+    let report = UserChild.run(as: account, until: deadline) { deadline in
+        var passwordBytes = password.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
+        defer { wipeBytes(&passwordBytes) }
+        switch ControlClient.exchange(
+            .openSession(password: passwordBytes.isEmpty ? nil : passwordBytes), socketPath: socket, owner: account.uid, deadline: deadline)
+        {
+        case .success(let reply):
+            return ChildReport(succeeded: reply.status == .ok, message: "latchkeyd: \(reply.message)")
+        case .failure(.noDaemon) where options.autoStart:
+            return launcher.startDaemon(password: password, deadline: deadline)
+        case .failure(let error):
+            return .failure(describe(error, socket: socket))
+        }
+    }
+    return finish(handle, options, step: "session", report)
+}
+
+/// Session close: with `lock_on_close`, tells the daemon; it locks the login
+/// keychain when this was the user's last session.
+@_cdecl("pam_sm_close_session")
+public func pam_sm_close_session(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
+    -> Int32
+{
+    guard let (handle, options) = prepare(pointer, argc, argv), options.lockOnClose, let account = account(handle)
+    else { return PAM_IGNORE }
+    let deadline = Deadline(millisecondsFromNow: callBudgetMilliseconds)
+    let socket = ControlSocketPath.socket(inRuntimeDirectory: account.runtimeDirectory(handle))
+    let report = UserChild.run(as: account, until: deadline) { deadline in
+        switch ControlClient.exchange(
+            .closeSession(lockIfLast: true), socketPath: socket, owner: account.uid, deadline: deadline)
+        {
+        case .success(let reply):
+            return ChildReport(succeeded: reply.status == .ok, message: "latchkeyd: \(reply.message)")
+        case .failure(let error):
+            return .failure(describe(error, socket: socket))
+        }
+    }
+    return finish(handle, options, step: "session close", report)
+}
+
+/// Password change: on the update pass, re-wraps the login keychain from the
+/// old password to the new one, through the daemon or, when none runs,
+/// directly on the file. A change made by root (no old password) leaves the
+/// keychain as it is; the daemon offers to re-key at the next login.
+@_cdecl("pam_sm_chauthtok")
+public func pam_sm_chauthtok(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
+    -> Int32
+{
+    guard flags & PAM_UPDATE_AUTHTOK != 0, let (handle, options) = prepare(pointer, argc, argv),
+        let account = account(handle)
+    else { return PAM_IGNORE }
+    guard let new = handle.item(PAM_AUTHTOK), new.pointee != 0 else { return PAM_IGNORE }
+    guard let old = handle.item(PAM_OLDAUTHTOK), old.pointee != 0 else {
+        handle.log(
+            LOG_NOTICE,
+            "password of \(account.name) set without the old one: the login keychain keeps its password;"
+                + " latchkeyd offers to re-key it at the next login")
+        return PAM_IGNORE
+    }
+    let deadline = Deadline(millisecondsFromNow: callBudgetMilliseconds)
+    let socket = ControlSocketPath.socket(inRuntimeDirectory: account.runtimeDirectory(handle))
+    let launcher = DaemonLauncher(
+        path: options.daemonPath, environment: daemonEnvironment(handle, account), home: account.home)
+    let report = UserChild.run(as: account, until: deadline) { deadline in
+        var oldBytes = Array(UnsafeRawBufferPointer(start: old, count: strlen(old)))
+        var newBytes = Array(UnsafeRawBufferPointer(start: new, count: strlen(new)))
+        defer {
+            wipeBytes(&oldBytes)
+            wipeBytes(&newBytes)
+        }
+        switch ControlClient.exchange(
+            .changePassword(old: oldBytes, new: newBytes), socketPath: socket, owner: account.uid, deadline: deadline)
+        {
+        case .success(let reply):
+            return ChildReport(succeeded: reply.status == .ok, message: "latchkeyd: \(reply.message)")
+        case .failure(.noDaemon):
+            return launcher.changePassword(old: old, new: new, deadline: deadline)
+        case .failure(let error):
+            return .failure(describe(error, socket: socket))
+        }
+    }
+    return finish(handle, options, step: "password change", report)
+}
+
+/// The handle and options, or nil when the module should stay out (no
+/// handle, or a service `only_if` leaves out).
+private func prepare(_ pointer: OpaquePointer?, _ argc: Int32, _ argv: ModuleArguments) -> (PAMHandle, ModuleOptions)? {
+    guard let pointer else { return nil }
+    let handle = PAMHandle(pointer: pointer)
+    let options = ModuleOptions(argc: argc, argv: argv)
+    for argument in options.unknown { handle.log(LOG_WARNING, "unknown option \(argument) ignored") }
+    guard options.applies(to: handle.service) else {
+        if options.debug { handle.log(LOG_DEBUG, "not acting for service \(handle.service) (only_if)") }
+        return nil
+    }
+    return (handle, options)
+}
+
+/// The account of `PAM_USER`, or nil (logged) when there is none.
+private func account(_ handle: PAMHandle) -> UserAccount? {
+    guard let name = handle.user, let account = UserAccount(named: name) else {
+        handle.log(LOG_WARNING, "no such user: \(handle.user ?? "(none)")")
+        return nil
+    }
+    return account
+}
+
+/// The daemon's environment: the PAM environment, plus HOME, USER, LOGNAME,
+/// SHELL, PATH and XDG_RUNTIME_DIR where it lacks them.
+private func daemonEnvironment(_ handle: PAMHandle, _ account: UserAccount) -> [String] {
+    var entries = handle.environment
+    let defaults = [
+        ("HOME", account.home), ("USER", account.name), ("LOGNAME", account.name), ("SHELL", account.shell),
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"), ("XDG_RUNTIME_DIR", account.runtimeDirectory(handle)),
+    ]
+    for (name, value) in defaults where !entries.contains(where: { $0.hasPrefix(name + "=") }) {
+        entries.append("\(name)=\(value)")
+    }
+    return entries
+}
+
+private func describe(_ error: ControlClientError, socket: String) -> String {
+    switch error {
+    case .noDaemon: return "no latchkeyd answers on \(socket) (auto_start is off)"
+    case .unsafe(let reason): return "refused the control socket: \(reason)"
+    case .timedOut: return "latchkeyd did not answer on \(socket) in time"
+    case .failed(let reason): return "control socket \(socket): \(reason)"
+    }
+}
+
+/// Logs the outcome (failures always, successes with `debug`); the result
+/// for an `optional` line: success when done, ignore otherwise.
+private func finish(_ handle: PAMHandle, _ options: ModuleOptions, step: String, _ report: ChildReport) -> Int32 {
+    if !report.succeeded {
+        handle.log(LOG_WARNING, "\(step): \(report.message)")
+        return PAM_IGNORE
+    }
+    if options.debug { handle.log(LOG_DEBUG, "\(step): \(report.message)") }
+    return PAM_SUCCESS
+}
