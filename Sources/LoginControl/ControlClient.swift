@@ -146,7 +146,9 @@ private struct PeerCredentials {
 func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline) -> ControlClientError? {
     var sent = 0
     while sent < bytes.count {
-        let count = bytes.withUnsafeBytes { send(fd, $0.baseAddress.map { $0 + sent }, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+        let count = bytes.withUnsafeBytes {
+            send(fd, $0.baseAddress.map { $0 + sent }, $0.count - sent, Int32(MSG_NOSIGNAL))
+        }
         if count > 0 {
             sent += count
         } else if count < 0, errno == EAGAIN || errno == EINTR {

@@ -29,12 +29,15 @@ public struct SecretServiceConfiguration: Sendable {
 }
 
 /// The `org.freedesktop.secrets` object tree on one bus connection: the
-/// service, its collections (keychains), items, sessions and prompts.
+/// service, its collections (keychains), items, sessions and prompts. It
+/// can start before the bus exists (started at login by pam_latchkey) and
+/// be given the connection later with ``attach(_:)``.
 ///
 /// It runs on one thread: ``handle(_:)`` takes each incoming message. Prompts
 /// run in threads of their own and come back through ``completions``.
 public final class SecretService {
-    let connection: DBusConnection
+    /// The bus, once there is one; signals sent before are dropped (nobody could hear them).
+    public private(set) var connection: DBusConnection?
     let configuration: SecretServiceConfiguration
     /// Collections in the order they are listed.
     var collections: [SecretCollection] = []
@@ -42,6 +45,7 @@ public final class SecretService {
     var aliases: [String: String] = [:]
     var sessions: [String: SecretSession] = [:]
     var prompts: [String: UnlockPrompt] = [:]
+    var loginSessions = LoginSessionState()
     private var serial: UInt64 = 0
     /// Whether another process took `org.freedesktop.secrets` (with `--replace`).
     public private(set) var hasLostName = false
@@ -56,7 +60,7 @@ public final class SecretService {
     ///
     /// - Throws: `errSecAuthFailed` if `loginPassword` does not unlock the login keychain.
     public init(
-        connection: DBusConnection, configuration: SecretServiceConfiguration, loginPassword: [UInt8]?
+        connection: DBusConnection?, configuration: SecretServiceConfiguration, loginPassword: [UInt8]?
     ) throws(KeychainError) {
         self.connection = connection
         self.configuration = configuration
@@ -64,29 +68,25 @@ public final class SecretService {
         try openCollections(loginPassword: loginPassword)
     }
 
+    /// Serves `connection` from now on (the daemon started before the bus did).
+    public func attach(_ connection: DBusConnection) {
+        self.connection = connection
+    }
+
     var loginCollection: SecretCollection? { collections.first { $0.id == Self.loginID } }
+
+    var loginKeychainPath: String { configuration.keychainDirectory + "/login.keychain-db" }
 
     private func openCollections(loginPassword: [UInt8]?) throws(KeychainError) {
         let directory = configuration.keychainDirectory
-        let loginPath = directory + "/login.keychain-db"
-        let login: Keychain?
-        if FileManager.default.fileExists(atPath: loginPath) {
-            let keychain = try Keychain(opening: loginPath)
+        if FileManager.default.fileExists(atPath: loginKeychainPath) {
+            let keychain = try Keychain(opening: loginKeychainPath)
             if let loginPassword { try keychain.unlock(password: loginPassword) }
-            login = keychain
+            try addLoginCollection(keychain)
         } else if let loginPassword {
-            let keychain = try Keychain.create(at: loginPath, password: loginPassword, kdf: configuration.kdf)
-            try keychain.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
-            login = keychain
-        } else {
-            login = nil
+            try createLoginKeychain(password: loginPassword)
         }
-        if let login {
-            try login.limitMemory(to: .lean)
-            collections.append(
-                SecretCollection(id: Self.loginID, keychain: login, unlocking: .loginPassword, label: "Login"))
-            aliases["default"] = Self.loginID
-        }
+        let login = loginCollection?.keychain
         var held = [UInt8](repeating: 0, count: 32)
         for index in held.indices { held[index] = UInt8.random(in: 0...255) }
         let session = try Keychain.createInMemory(password: held)
@@ -106,6 +106,20 @@ public final class SecretService {
             collections.append(SecretCollection(id: id, keychain: keychain, unlocking: .loginKey, label: label))
         }
         loadAliases()
+    }
+
+    /// Creates the login keychain with `password` and serves it as `login`, alias `default`.
+    func createLoginKeychain(password: [UInt8]) throws(KeychainError) {
+        let keychain = try Keychain.create(at: loginKeychainPath, password: password, kdf: configuration.kdf)
+        try keychain.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
+        try addLoginCollection(keychain)
+    }
+
+    private func addLoginCollection(_ keychain: Keychain) throws(KeychainError) {
+        try keychain.limitMemory(to: .lean)
+        collections.insert(
+            SecretCollection(id: Self.loginID, keychain: keychain, unlocking: .loginPassword, label: "Login"), at: 0)
+        if aliases["default"] == nil { aliases["default"] = Self.loginID }
     }
 
     // MARK: Aliases
@@ -200,7 +214,7 @@ public final class SecretService {
             } catch {
                 reply = message.errorReply(error)
             }
-            if !message.expectsNoReply, let reply { connection.send(reply) }
+            if !message.expectsNoReply, let reply { connection?.send(reply) }
         case .signal:
             // Only the bus itself may say who owns what; a client could send these to us directly.
             guard message.sender == "org.freedesktop.DBus", message.interface == "org.freedesktop.DBus" else { return }
@@ -306,7 +320,7 @@ public final class SecretService {
     func emit(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue]) {
         if let signal = try? DBusMessage.signal(path: path, interface: interface, member: member, arguments: arguments)
         {
-            connection.send(signal)
+            connection?.send(signal)
         }
     }
 

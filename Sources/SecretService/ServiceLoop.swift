@@ -2,9 +2,11 @@ import DBus
 import FoundationEssentials
 import Glibc
 import KeychainCore
+import LoginControl
 
-/// The serving loop: waits on the bus connection, on prompt results and on
-/// termination signals, and hands each to the ``SecretService``.
+/// The serving loop: waits on the bus connection, on the control socket, on
+/// prompt results and on termination signals, and hands each to the
+/// ``SecretService``. Without a bus yet, it asks for one four times a second.
 public struct ServiceLoop {
     /// Why the loop ended.
     public enum Exit: Equatable, Sendable {
@@ -14,11 +16,25 @@ public struct ServiceLoop {
         case busGone
         /// Another process took the bus name.
         case replaced
+        /// A bus appeared but serving on it was refused (the reason).
+        case busRefused(String)
+    }
+
+    /// What an attempt to reach the bus gave.
+    public enum BusAttempt {
+        /// Connected, with the name claimed.
+        case connected(DBusConnection)
+        /// No bus yet; try again later.
+        case notYet
+        /// A bus, but the daemon must not serve it (the reason).
+        case refused(String)
     }
 
     let service: SecretService
+    let control: ControlListener?
     /// Becomes readable with one byte, the signal number, when SIGTERM or SIGINT arrives.
     let signals: Int32
+    static let busRetryMilliseconds: Int32 = 250
 
     /// Blocks SIGTERM and SIGINT in the calling thread (and every thread it
     /// starts later) so that they arrive on a descriptor instead. Call it
@@ -32,10 +48,12 @@ public struct ServiceLoop {
         return mask
     }
 
-    /// A loop for `service`; `mask` is what ``blockTerminationSignals()``
-    /// returned. A thread waits for those signals and passes them on through a pipe.
-    public init(service: SecretService, signalMask mask: sigset_t) throws(KeychainError) {
+    /// A loop for `service` and the control socket `control`; `mask` is what
+    /// ``blockTerminationSignals()`` returned. A thread waits for those
+    /// signals and passes them on through a pipe.
+    public init(service: SecretService, control: ControlListener?, signalMask mask: sigset_t) throws(KeychainError) {
         self.service = service
+        self.control = control
         let (readEnd, writeEnd) = try makeWakePipe()
         self.signals = readEnd
         let waitMask = SignalMask(mask)
@@ -50,36 +68,58 @@ public struct ServiceLoop {
     }
 
     /// Serves until a termination signal or the end of the bus connection.
-    public func run() -> Exit {
-        let connection = service.connection
+    /// While there is no bus, `connectBus` is asked for one.
+    public func run(connectBus: () -> BusAttempt) -> Exit {
         while true {
-            while let message = connection.popMessage() {
+            if service.connection == nil {
+                switch connectBus() {
+                case .connected(let connection): service.attach(connection)
+                case .refused(let reason): return .busRefused(reason)
+                case .notYet: break
+                }
+            }
+            let connection = service.connection
+            while let message = connection?.popMessage() {
                 service.handle(message)
             }
             service.deliverPromptResults()
             if service.hasLostName { return .replaced }
-            guard connection.isConnected, let busFD = connection.fileDescriptor else { return .busGone }
             var fds = [
-                pollfd(fd: busFD, events: Int16(POLLIN | (connection.hasOutgoingMessages ? POLLOUT : 0)), revents: 0),
-                pollfd(fd: service.completions.fileDescriptor, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: service.completions.fileDescriptor, events: Int16(POLLIN), revents: 0),
             ]
-            let ready = poll(&fds, nfds_t(fds.count), 5_000)
+            var timeout: Int32 = 5_000
+            if let connection {
+                guard connection.isConnected, let busFD = connection.fileDescriptor else { return .busGone }
+                let events = POLLIN | (connection.hasOutgoingMessages ? POLLOUT : 0)
+                fds.append(pollfd(fd: busFD, events: Int16(events), revents: 0))
+            } else {
+                timeout = Self.busRetryMilliseconds
+            }
+            let controlStart = fds.count
+            if let control {
+                fds += control.pollDescriptors
+                timeout = min(timeout, control.nextTimeoutMilliseconds ?? timeout)
+            }
+            let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0, errno != EINTR { return .busGone }
-            if fds[2].revents & Int16(POLLIN) != 0 {
+            if fds[0].revents & Int16(POLLIN) != 0 {
                 var byte: UInt8 = 0
                 let count = read(signals, &byte, 1)
                 return .signal(count > 0 ? Int32(byte) : SIGTERM)
             }
-            if fds[0].revents != 0 || connection.hasOutgoingMessages {
+            if let connection, fds[2].revents != 0 || connection.hasOutgoingMessages {
                 if !connection.readWrite(timeoutMilliseconds: 0) { return .busGone }
+            }
+            if let control, ready == 0 || fds[controlStart...].contains(where: { $0.revents != 0 }) {
+                control.serve { request, _ in service.answer(&request) }
             }
         }
     }
 
     /// Sends what is queued and locks every keychain (wiping the keys).
     public func shutDown() {
-        service.connection.flush()
+        service.connection?.flush()
         for collection in service.collections { collection.keychain.lock() }
     }
 }

@@ -162,6 +162,10 @@ extension SecretService {
     /// password opens and sends each prompt's `Completed` signal.
     public func deliverPromptResults() {
         for result in completions.take() {
+            if result.promptPath == Self.rekeyPromptID {
+                deliverRekeyResult(rekeyed: result.unlocked)
+                continue
+            }
             guard let prompt = prompts.removeValue(forKey: result.promptPath) else { continue }
             guard result.unlocked, let login = loginCollection, !login.isLocked else {
                 emit(

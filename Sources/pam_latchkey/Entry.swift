@@ -57,7 +57,8 @@ public func pam_sm_open_session(_ pointer: OpaquePointer?, _ flags: Int32, _ arg
         var passwordBytes = password.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
         defer { wipeBytes(&passwordBytes) }
         switch ControlClient.exchange(
-            .openSession(password: passwordBytes.isEmpty ? nil : passwordBytes), socketPath: socket, owner: account.uid, deadline: deadline)
+            .openSession(password: passwordBytes.isEmpty ? nil : passwordBytes), socketPath: socket, owner: account.uid,
+            deadline: deadline)
         {
         case .success(let reply):
             return ChildReport(succeeded: reply.status == .ok, message: "latchkeyd: \(reply.message)")

@@ -47,7 +47,9 @@ enum UserChild {
         defer { close(ends[0]) }
         let reply = readUntilClosed(ends[0], deadline: deadline)
         reap(pid, killFirst: reply == nil)
-        guard let reply else { return .failure("gave up after waiting for the user's daemon (it did not answer in time)") }
+        guard let reply else {
+            return .failure("gave up after waiting for the user's daemon (it did not answer in time)")
+        }
         guard let first = reply.first else { return .failure("the child process ended without a report") }
         return ChildReport(succeeded: first == 1, message: String(decoding: reply.dropFirst(), as: UTF8.self))
     }
@@ -55,7 +57,9 @@ enum UserChild {
     /// Drops to the user's groups, gid and uid; the reason if any step fails.
     private static func dropPrivileges(to account: UserAccount) -> String? {
         if geteuid() == account.uid, getuid() == account.uid { return nil }
-        guard initgroups(account.name, account.gid) == 0 else { return "initgroups: \(String(cString: strerror(errno)))" }
+        guard initgroups(account.name, account.gid) == 0 else {
+            return "initgroups: \(String(cString: strerror(errno)))"
+        }
         guard setgid(account.gid) == 0, setuid(account.uid) == 0 else {
             return "cannot switch to uid \(account.uid): \(String(cString: strerror(errno)))"
         }

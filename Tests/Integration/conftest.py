@@ -65,6 +65,8 @@ class Daemon:
         self.extra_args = list(extra_args)
         self.process = None
         self.stderr = directory / "latchkeyd.stderr"
+        # Its own runtime directory: the control socket lives there.
+        self.runtime = directory / "run"
 
     def set_pinentry_answers(self, answers):
         self.answers.write_text("".join(a + "\n" for a in answers))
@@ -77,7 +79,9 @@ class Daemon:
                 "--pinentry", str(SCRIPTED_PINENTRY)] + self.extra_args
         if unlock:
             args.append("--unlock")
-        env = self.bus.env(SCRIPTED_PINENTRY_ANSWERS=str(self.answers), SCRIPTED_PINENTRY_LOG=str(self.log))
+        self.runtime.mkdir(mode=0o700, exist_ok=True)
+        env = self.bus.env(SCRIPTED_PINENTRY_ANSWERS=str(self.answers), SCRIPTED_PINENTRY_LOG=str(self.log),
+                           XDG_RUNTIME_DIR=str(self.runtime))
         self.process = subprocess.Popen(
             args, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(self.stderr, "wb"))
         self.process.stdin.write(self.password.encode() if unlock else b"")

@@ -1,0 +1,194 @@
+import FoundationEssentials
+import Glibc
+import KeychainCore
+import KeychainStore
+import LoginControl
+import Pinentry
+
+/// Counts wrong login passwords and makes the caller wait after the third:
+/// 2 s after the fourth, doubling up to a minute. A right password resets it.
+/// A refused attempt is not tried at all, so nothing blocks.
+struct WrongPasswordLimiter {
+    private var failures = 0
+    private var lastFailure: Int64 = 0
+    static let freeAttempts = 3
+
+    /// Seconds still to wait before the next try, 0 if it may be tried now.
+    func secondsToWait(now: Int64 = monotonicSeconds()) -> Int64 {
+        guard failures >= Self.freeAttempts else { return 0 }
+        let delay = Int64(1) << min(failures - Self.freeAttempts + 1, 6)
+        return max(0, lastFailure + min(delay, 60) - now)
+    }
+
+    mutating func failed(now: Int64 = monotonicSeconds()) {
+        failures += 1
+        lastFailure = now
+    }
+
+    mutating func succeeded() { failures = 0 }
+}
+
+func monotonicSeconds() -> Int64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Int64(time.tv_sec)
+}
+
+/// The login sessions pam_latchkey reported and the state of re-keying.
+struct LoginSessionState {
+    var openSessions = 0
+    var limiter = WrongPasswordLimiter()
+    /// Whether a "your login password changed" prompt is showing.
+    var rekeyPromptShowing = false
+}
+
+extension SecretService {
+    /// Prompt id under which the re-key prompt's result comes back.
+    static let rekeyPromptID = "rekey"
+
+    /// Answers one control socket request (from pam_latchkey, as the user or root).
+    public func answer(_ request: inout ControlRequest) -> ControlReply {
+        switch request {
+        case .openSession(let password):
+            loginSessions.openSessions += 1
+            guard let password else { return ControlReply(.ok, "session counted; no password given: \(loginState)") }
+            return openLogin(password: password)
+        case .closeSession(let lockIfLast):
+            loginSessions.openSessions = max(0, loginSessions.openSessions - 1)
+            guard lockIfLast, loginSessions.openSessions == 0 else {
+                return ControlReply(.ok, "session closed; \(loginSessions.openSessions) left")
+            }
+            lockLoginKeychains()
+            return ControlReply(.ok, "last session closed; login keychain locked")
+        case .changePassword(let old, let new):
+            return changeLoginPassword(from: old, to: new)
+        case .status:
+            return ControlReply(.ok, "\(loginState); \(loginSessions.openSessions) sessions")
+        }
+    }
+
+    /// "absent", "locked" or "unlocked".
+    var loginState: String {
+        guard let login = loginCollection else { return "absent" }
+        return login.isLocked ? "locked" : "unlocked"
+    }
+
+    /// Unlocks the login keychain with the login password, creating it when
+    /// there is none. A password that does not unlock it means the login
+    /// password changed without the keychain: the user is asked to re-key.
+    func openLogin(password: [UInt8]) -> ControlReply {
+        guard let login = loginCollection else {
+            do {
+                try createLoginKeychain(password: password)
+            } catch {
+                return ControlReply(.failed, "cannot create the login keychain: \(error.reason)")
+            }
+            if let created = loginCollection { announceCollections("CollectionCreated", created) }
+            return ControlReply(.ok, "login keychain created and unlocked")
+        }
+        guard login.isLocked else { return ControlReply(.ok, "login keychain already unlocked") }
+        let wait = loginSessions.limiter.secondsToWait()
+        guard wait == 0 else {
+            return ControlReply(.tooManyAttempts, "too many wrong passwords; not tried (wait \(wait) s)")
+        }
+        do {
+            try login.keychain.unlock(password: password)
+        } catch {
+            guard error.status == .authFailed else {
+                return ControlReply(.failed, "cannot unlock the login keychain: \(error.reason)")
+            }
+            loginSessions.limiter.failed()
+            offerRekey(to: password, login: login.keychain)
+            return ControlReply(
+                .wrongPassword,
+                "the login password does not unlock the login keychain; the user is offered to re-key it")
+        }
+        loginSessions.limiter.succeeded()
+        announceLoginUnlocked(login)
+        return ControlReply(.ok, "login keychain unlocked")
+    }
+
+    /// Re-wraps the login keychain's key from `old` to `new`.
+    func changeLoginPassword(from old: [UInt8], to new: [UInt8]) -> ControlReply {
+        guard let login = loginCollection else { return ControlReply(.ok, "no login keychain; nothing to re-key") }
+        let wait = loginSessions.limiter.secondsToWait()
+        guard wait == 0 else {
+            return ControlReply(.tooManyAttempts, "too many wrong passwords; not tried (wait \(wait) s)")
+        }
+        do {
+            try login.keychain.changePassword(from: old, to: new)
+        } catch {
+            guard error.status == .authFailed else {
+                return ControlReply(.failed, "cannot re-key the login keychain: \(error.reason)")
+            }
+            loginSessions.limiter.failed()
+            return ControlReply(.wrongPassword, "the old password does not unlock the login keychain; nothing changed")
+        }
+        loginSessions.limiter.succeeded()
+        return ControlReply(.ok, "login keychain re-keyed to the new password")
+    }
+
+    /// Locks the login keychain and every collection its key protects.
+    func lockLoginKeychains() {
+        for collection in collections where collection.id != Self.sessionID { lock(collection) }
+    }
+
+    private func announceLoginUnlocked(_ login: SecretCollection) {
+        announceLockChange(login)
+        unlockCollections(protectedBy: login, among: collections)
+    }
+
+    /// Asks the user, through pinentry in a thread, for the keychain's old
+    /// password and re-keys the login keychain to `loginPassword` with it.
+    private func offerRekey(to loginPassword: [UInt8], login: Keychain) {
+        guard !loginSessions.rekeyPromptShowing else { return }
+        loginSessions.rekeyPromptShowing = true
+        let pinentry = configuration.pinentry
+        let completions = completions
+        let newPassword = SecretBytes(loginPassword)
+        runDetached {
+            let rekeyed = Self.askOldPassword(login, rekeyingTo: newPassword, pinentry)
+            completions.post(.init(promptPath: Self.rekeyPromptID, unlocked: rekeyed))
+        }
+    }
+
+    private static func askOldPassword(_ login: Keychain, rekeyingTo newPassword: SecretBytes, _ pinentry: Pinentry)
+        -> Bool
+    {
+        var retryMessage: String?
+        for _ in 0..<3 {
+            let request = PinentryRequest(
+                title: "Login Keychain",
+                description:
+                    "Your login password no longer unlocks your login keychain: it was changed without the keychain."
+                    + "\nEnter the keychain's previous password to re-key it to your login password.",
+                prompt: "Previous password:", error: retryMessage, okLabel: "Re-key")
+            guard case .password(var old)? = try? pinentry.askPassword(request) else { return false }
+            defer { old.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+            do {
+                try login.changePassword(from: old, to: newPassword.bytes)
+                try login.unlock(password: newPassword.bytes)
+                return true
+            } catch {
+                guard error.status == .authFailed else { return false }
+            }
+            retryMessage = "That password does not unlock the keychain either. Try again."
+        }
+        return false
+    }
+
+    /// Takes the re-key prompt's result on the serving thread.
+    func deliverRekeyResult(rekeyed: Bool) {
+        loginSessions.rekeyPromptShowing = false
+        guard rekeyed, let login = loginCollection else { return }
+        loginSessions.limiter.succeeded()
+        announceLoginUnlocked(login)
+    }
+}
+
+/// A password handed to a prompt thread; wiped when the last reference goes.
+final class SecretBytes: @unchecked Sendable {
+    private(set) var bytes: [UInt8]
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    deinit { wipeBytes(&bytes) }
+}
