@@ -65,8 +65,8 @@ public enum ControlRequest: Equatable, Sendable {
             self = .openSession(password: nil)
         case (.openSession, 1):
             self = .openSession(password: try Self.password(fields[0]))
-        case (.closeSession, 1) where fields[0].count == 1 && fields[0][0] <= 1:
-            self = .closeSession(lockIfLast: fields[0][0] == 1)
+        case (.closeSession, 1) where fields[0].count == 1 && fields[0].first ?? 2 <= 1:
+            self = .closeSession(lockIfLast: fields[0].first == 1)
         case (.changePassword, 2):
             self = .changePassword(old: try Self.password(fields[0]), new: try Self.password(fields[1]))
         case (.status, 0):

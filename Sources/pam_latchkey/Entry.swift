@@ -15,7 +15,7 @@ private let callBudgetMilliseconds = 2_000
 /// Auth: stashes the password the module before it obtained (pam_unix and
 /// the like), for the session step. Never prompts.
 @_cdecl("pam_sm_authenticate")
-public func pam_sm_authenticate(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
+public func authenticate(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
     -> Int32
 {
     guard let (handle, options) = prepare(pointer, argc, argv) else { return PAM_IGNORE }
@@ -33,7 +33,7 @@ public func pam_sm_authenticate(_ pointer: OpaquePointer?, _ flags: Int32, _ arg
 
 /// Credentials: nothing to do.
 @_cdecl("pam_sm_setcred")
-public func pam_sm_setcred(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
+public func setCredentials(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
     -> Int32
 {
     PAM_IGNORE
@@ -42,7 +42,7 @@ public func pam_sm_setcred(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: In
 /// Session open: hands the stashed password to the user's daemon, which
 /// unlocks (or creates) the login keychain; starts the daemon with `auto_start`.
 @_cdecl("pam_sm_open_session")
-public func pam_sm_open_session(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
+public func openSession(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
     -> Int32
 {
     guard let (handle, options) = prepare(pointer, argc, argv), let account = account(handle) else {
@@ -74,7 +74,7 @@ public func pam_sm_open_session(_ pointer: OpaquePointer?, _ flags: Int32, _ arg
 /// Session close: with `lock_on_close`, tells the daemon; it locks the login
 /// keychain when this was the user's last session.
 @_cdecl("pam_sm_close_session")
-public func pam_sm_close_session(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
+public func closeSession(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
     -> Int32
 {
     guard let (handle, options) = prepare(pointer, argc, argv), options.lockOnClose, let account = account(handle)
@@ -99,7 +99,7 @@ public func pam_sm_close_session(_ pointer: OpaquePointer?, _ flags: Int32, _ ar
 /// directly on the file. A change made by root (no old password) leaves the
 /// keychain as it is; the daemon offers to re-key at the next login.
 @_cdecl("pam_sm_chauthtok")
-public func pam_sm_chauthtok(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
+public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
     -> Int32
 {
     guard flags & PAM_UPDATE_AUTHTOK != 0, let (handle, options) = prepare(pointer, argc, argv),

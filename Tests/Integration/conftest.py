@@ -26,9 +26,10 @@ def binary(name):
 class Bus:
     """A private session bus."""
 
-    def __init__(self):
+    def __init__(self, address=None):
+        listen = [f"--address={address}"] if address else []
         out = subprocess.run(
-            ["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+            ["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1", *listen],
             check=True, capture_output=True, text=True).stdout.split()
         self.address, self.pid = out[0], int(out[1])
 

@@ -1,0 +1,214 @@
+"""latchkeyd's control socket, the way pam_latchkey uses it: unlocking and
+creating the login keychain, session counting and lock on last close,
+password change, rate limiting, bad input, peers of other users, starting
+before the session bus, and systemd socket activation."""
+
+import os
+import pathlib
+import socket
+import stat
+import subprocess
+import shutil
+import tempfile
+import time
+
+import pytest
+
+import control_client as control
+from conftest import LOGIN_PASSWORD, SCRIPTED_PINENTRY, Bus, Daemon, binary, secret_tool
+
+
+def control_path(daemon):
+    return daemon.runtime / "latchkey" / "control"
+
+
+def wait_for_socket(path, timeout=15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{path} did not appear")
+
+
+def is_locked(bus):
+    out = subprocess.run(
+        ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
+         "/org/freedesktop/secrets/collection/login", "org.freedesktop.DBus.Properties.Get",
+         "string:org.freedesktop.Secret.Collection", "string:Locked"],
+        env=bus.env(), capture_output=True, text=True, check=True).stdout
+    return "boolean true" in out
+
+
+def lock_login(bus):
+    subprocess.run(
+        ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
+         "org.freedesktop.Secret.Service.Lock", "array:objpath:/org/freedesktop/secrets/collection/login"],
+        env=bus.env(), capture_output=True, check=True)
+
+
+def test_socket_is_private_and_reports_status(daemon):
+    path = control_path(daemon)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_ISSOCK(path.stat().st_mode) and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert control.status(path) == ("ok", "unlocked; 0 sessions")
+
+
+def test_open_session_unlocks_and_last_close_locks(daemon, bus):
+    path = control_path(daemon)
+    secret_tool(bus, "store", "--label=x", "k", "v", input=b"kept")
+    lock_login(bus)
+    assert is_locked(bus)
+    assert control.open_session(path, LOGIN_PASSWORD) == ("ok", "login keychain unlocked")
+    assert not is_locked(bus)
+    assert control.open_session(path)[0] == "ok"  # a second session, without a password
+    assert control.close_session(path, lock_if_last=True) == ("ok", "session closed; 1 left")
+    assert not is_locked(bus)
+    assert control.close_session(path, lock_if_last=True) == ("ok", "last session closed; login keychain locked")
+    assert is_locked(bus)
+    assert control.open_session(path, LOGIN_PASSWORD)[0] == "ok"
+    assert secret_tool(bus, "lookup", "k", "v").stdout == b"kept"
+
+
+def test_close_without_lock_on_close_leaves_it_open(daemon, bus):
+    path = control_path(daemon)
+    control.open_session(path, LOGIN_PASSWORD)
+    assert control.close_session(path, lock_if_last=False)[0] == "ok"
+    assert not is_locked(bus)
+
+
+def test_wrong_passwords_are_refused_then_rate_limited(daemon, bus):
+    path = control_path(daemon)
+    lock_login(bus)
+    for _ in range(3):
+        assert control.open_session(path, "wrong")[0] == "wrongPassword"
+    # After three wrong ones, even the right password is not tried for 2 s.
+    status, message = control.open_session(path, LOGIN_PASSWORD)
+    assert status == "tooManyAttempts" and "wait" in message
+    assert is_locked(bus)
+    time.sleep(2.2)
+    assert control.open_session(path, LOGIN_PASSWORD)[0] == "ok"
+    assert not is_locked(bus)
+
+
+def test_change_password_rewraps_and_keeps_items(daemon, bus):
+    path = control_path(daemon)
+    secret_tool(bus, "store", "--label=x", "k", "v", input=b"kept")
+    assert control.change_password(path, "wrong", "new one")[0] == "wrongPassword"
+    assert control.change_password(path, LOGIN_PASSWORD, "new one") == (
+        "ok", "login keychain re-keyed to the new password")
+    lock_login(bus)
+    assert control.open_session(path, LOGIN_PASSWORD)[0] == "wrongPassword"
+    assert is_locked(bus)
+    assert control.open_session(path, "new one")[0] == "ok"
+    assert secret_tool(bus, "lookup", "k", "v").stdout == b"kept"
+
+
+@pytest.mark.parametrize("raw", [
+    b"",
+    b"\x00\x00\x00\x01\x01",
+    b"\x00\x00\x00\x02\x09\x04",  # unknown version
+    b"\x00\x00\x00\x02\x01\x63",  # unknown request
+    b"\x00\x00\x00\x07\x01\x01\x00\x00\x00\x09a",  # a field past the end
+    b"\x00\x00\x00\x06\x01\x01\x00\x00\x00\x00",  # an empty password
+    b"\xff\xff\xff\xff",  # 4 GiB announced
+])
+def test_bad_requests_get_an_error_and_change_nothing(daemon, bus, raw):
+    path = control_path(daemon)
+    if raw:
+        status, _ = control.exchange(path, raw)
+        assert status == "badRequest"
+    else:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(path))
+            s.shutdown(socket.SHUT_WR)
+            assert s.recv(10) == b""
+    assert daemon.alive() and control.status(path) == ("ok", "unlocked; 0 sessions")
+
+
+def test_a_stalled_client_does_not_hold_up_others(daemon):
+    path = control_path(daemon)
+    with socket.socket(socket.AF_UNIX) as stalled:
+        stalled.connect(str(path))
+        stalled.sendall(b"\x00\x00")
+        start = time.monotonic()
+        assert control.status(path)[0] == "ok"
+        assert time.monotonic() - start < 1.5
+        stalled.settimeout(5)
+        assert stalled.recv(10) == b""  # dropped after its 2 s
+
+
+def test_peer_of_another_user_is_refused(bus):
+    directory = pathlib.Path(tempfile.mkdtemp(prefix="latchkey-peer-"))
+    daemon = Daemon(bus, directory).start()
+    try:
+        path = control_path(daemon)
+        # Open every door the file system would otherwise close, to reach the SO_PEERCRED check.
+        for p in (directory, daemon.runtime, path.parent):
+            os.chmod(p, 0o755)
+        os.chmod(path, 0o666)
+        check_refused(path)
+    finally:
+        daemon.stop()
+        shutil.rmtree(directory)
+
+
+def check_refused(path):
+    probe = ("import socket,struct\n"
+             f"s=socket.socket(socket.AF_UNIX); s.connect({str(path)!r})\n"
+             "s.sendall(bytes([0,0,0,2,1,4])); print(s.recv(100))\n")
+    out = subprocess.run(["/usr/bin/python3", "-c", probe], user=65534, group=65534,
+                         capture_output=True, text=True, timeout=10)
+    assert "not allowed" in out.stdout, out.stderr
+    assert control.status(path)[0] == "ok"
+
+
+def test_daemon_started_before_the_bus_claims_it_when_it_appears(tmp_path):
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
+    env["XDG_RUNTIME_DIR"] = str(runtime)
+    process = subprocess.Popen(
+        [binary("latchkeyd"), "--foreground", "--login", "--keychain-directory", str(tmp_path / "keychains"),
+         "--pinentry", str(SCRIPTED_PINENTRY)],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    bus = None
+    try:
+        process.stdin.write(b"first login")
+        process.stdin.close()
+        assert process.stdout.readline() == b"ok login keychain created and unlocked\n"
+        assert (tmp_path / "keychains" / "login.keychain-db").exists()
+        bus_socket = runtime / "bus"
+        bus = Bus(address=f"unix:path={bus_socket}")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not bus.has_owner():
+            time.sleep(0.05)
+        assert bus.has_owner(), process.stderr.read1().decode() if process.poll() is not None else ""
+        assert not is_locked(bus)
+        secret_tool(bus, "store", "--label=x", "early", "1", input=b"held since login")
+        assert secret_tool(bus, "lookup", "early", "1").stdout == b"held since login"
+    finally:
+        process.kill()
+        process.wait()
+        if bus:
+            bus.stop()
+
+
+def test_socket_activation_serves_the_passed_socket(tmp_path, bus):
+    runtime = tmp_path / "run"
+    (runtime / "latchkey").mkdir(parents=True, mode=0o700)
+    path = runtime / "latchkey" / "control"
+    process = subprocess.Popen(
+        ["systemd-socket-activate", "-l", str(path), "-E", "DBUS_SESSION_BUS_ADDRESS", "-E", "XDG_RUNTIME_DIR",
+         binary("latchkeyd"), "--foreground", "--keychain-directory", str(tmp_path / "keychains")],
+        env=bus.env(XDG_RUNTIME_DIR=str(runtime)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_socket(path)
+        # The first connection starts latchkeyd, which must serve the passed socket itself.
+        assert control.open_session(path, "activated password") == ("ok", "login keychain created and unlocked")
+        assert control.status(path) == ("ok", "unlocked; 1 sessions")
+        assert bus.has_owner()
+        assert not (runtime / "latchkey" / "lock").exists()
+    finally:
+        process.kill()
+        process.wait()
