@@ -1,0 +1,447 @@
+"""pam_latchkey in a real PAM stack: a real user (useradd, chpasswd), a
+service file in /etc/pam.d stacking pam_unix then the module, pamtester and
+passwd driving it, the user's own session bus at $XDG_RUNTIME_DIR/bus, and
+secret-tool run as the user to see the result. Needs root (CI runs as root)."""
+
+import os
+import pathlib
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import ROOT, SCRIPTED_PINENTRY, binary
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates users and PAM services")
+
+MODULE_BUILD = ROOT / ".build" / "release" / "libpam_latchkey.so"
+PASSWORD = "Login-passw0rd-1"
+NEW_PASSWORD = "Changed-passw0rd-2"
+
+
+class Syslog:
+    """Collects what is logged to /dev/log while a test runs."""
+
+    def __init__(self):
+        self.saved = None
+        if os.path.lexists("/dev/log"):
+            self.saved = "/dev/log.latchkey-saved"
+            os.rename("/dev/log", self.saved)
+        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.socket.bind("/dev/log")
+        os.chmod("/dev/log", 0o666)
+        self.lines = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        while True:
+            try:
+                data = self.socket.recv(8192)
+            except OSError:
+                return
+            self.lines.append(data.decode(errors="replace"))
+
+    def text(self):
+        time.sleep(0.1)
+        return "\n".join(self.lines)
+
+    def close(self):
+        self.socket.close()
+        os.unlink("/dev/log")
+        if self.saved:
+            os.rename(self.saved, "/dev/log")
+
+
+@pytest.fixture
+def syslog():
+    s = Syslog()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """The module as pam_latchkey.so and latchkeyd and the scripted pinentry
+    where the test user can run them (the checkout may be in root's home)."""
+    if not MODULE_BUILD.exists():
+        pytest.fail(f"{MODULE_BUILD} is missing: swift build -c release --product pam_latchkey")
+    directory = pathlib.Path(tempfile.mkdtemp(prefix="latchkey-pam-"))
+    os.chmod(directory, 0o755)
+    shutil.copy(MODULE_BUILD, directory / "pam_latchkey.so")
+    shutil.copy(binary("latchkeyd"), directory / "latchkeyd")
+    shutil.copy(SCRIPTED_PINENTRY, directory / "scripted-pinentry")
+    for name in ("latchkeyd", "scripted-pinentry", "pam_latchkey.so"):
+        os.chmod(directory / name, 0o755)
+    yield directory
+    shutil.rmtree(directory)
+
+
+class User:
+    """A real account with a password, a runtime directory and a session bus."""
+
+    def __init__(self, installed):
+        self.name = "lk" + secrets.token_hex(4)
+        subprocess.run(["useradd", "-m", "-s", "/bin/sh", self.name], check=True)
+        subprocess.run(["chpasswd"], input=f"{self.name}:{PASSWORD}\n", text=True, check=True)
+        entry = pwd.getpwnam(self.name)
+        self.uid, self.gid, self.home = entry.pw_uid, entry.pw_gid, pathlib.Path(entry.pw_dir)
+        self.runtime = pathlib.Path(f"/run/user/{self.uid}")
+        self.runtime.mkdir(parents=True, mode=0o700, exist_ok=True)
+        os.chown(self.runtime, self.uid, self.gid)
+        self.bus_address = f"unix:path={self.runtime}/bus"
+        self.bus_pid = None
+        self.installed = installed
+        self.pinentry_answers = self.home / "pinentry-answers"
+        self.pinentry_log = self.home / "pinentry-log"
+        self.set_pinentry_answers([])
+        self.start_bus()
+
+    def start_bus(self):
+        out = self.run(["dbus-daemon", "--session", f"--address={self.bus_address}", "--fork", "--print-pid=1"],
+                       check=True).stdout
+        self.bus_pid = int(out.split()[0])
+
+    def set_pinentry_answers(self, answers):
+        self.pinentry_answers.write_text("".join(a + "\n" for a in answers))
+        pos = pathlib.Path(str(self.pinentry_answers) + ".pos")
+        if pos.exists():
+            pos.unlink()
+        for path in (self.pinentry_answers,):
+            os.chown(path, self.uid, self.gid)
+
+    def env(self):
+        return {
+            "HOME": str(self.home), "USER": self.name, "LOGNAME": self.name, "PATH": "/usr/bin:/bin",
+            "XDG_RUNTIME_DIR": str(self.runtime), "DBUS_SESSION_BUS_ADDRESS": self.bus_address,
+            "PINENTRY": str(self.installed / "scripted-pinentry"),
+            "SCRIPTED_PINENTRY_ANSWERS": str(self.pinentry_answers), "SCRIPTED_PINENTRY_LOG": str(self.pinentry_log),
+        }
+
+    def run(self, argv, input=None, check=False, timeout=30):
+        """Runs argv as the user, with the user's environment."""
+        return subprocess.run(
+            ["runuser", "-u", self.name, "--", "env", "-i", *[f"{k}={v}" for k, v in self.env().items()], *argv],
+            input=input, capture_output=True, text=True, check=check, timeout=timeout)
+
+    def secret_tool(self, *args, input=None):
+        return self.run(["secret-tool", *args], input=input)
+
+    @property
+    def keychain(self):
+        return self.home / ".local" / "share" / "latchkey" / "keychains" / "login.keychain-db"
+
+    def daemon_pids(self):
+        """Live latchkeyd processes of the user (zombies left to a PID 1 that does not reap are not counted)."""
+        out = subprocess.run(["ps", "-u", str(self.uid), "-o", "pid=,stat=,comm="], capture_output=True, text=True)
+        rows = [line.split() for line in out.stdout.splitlines()]
+        return [int(r[0]) for r in rows if len(r) == 3 and r[2] == "latchkeyd" and not r[1].startswith("Z")]
+
+    def stop_daemon(self):
+        for pid in self.daemon_pids():
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while self.daemon_pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not self.daemon_pids(), "latchkeyd did not stop"
+
+    def start_daemon(self):
+        """latchkeyd started by hand (as a D-Bus activation would), with no password."""
+        subprocess.Popen(
+            ["runuser", "-u", self.name, "--", "env", "-i", *[f"{k}={v}" for k, v in self.env().items()],
+             str(self.installed / "latchkeyd"), "--foreground", "--pinentry",
+             str(self.installed / "scripted-pinentry")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.wait_for_name()
+
+    def wait_for_name(self, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = self.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                            "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
+                            "string:org.freedesktop.secrets"]).stdout
+            if "boolean true" in out:
+                return
+            time.sleep(0.05)
+        raise AssertionError("no daemon claimed org.freedesktop.secrets")
+
+    def login_locked(self):
+        """The login collection's Locked property, asked over the user's bus."""
+        out = self.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
+                        "/org/freedesktop/secrets/collection/login", "org.freedesktop.DBus.Properties.Get",
+                        "string:org.freedesktop.Secret.Collection", "string:Locked"])
+        assert out.returncode == 0, out.stderr
+        return "boolean true" in out.stdout
+
+    def lock(self):
+        self.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
+                  "/org/freedesktop/secrets", "org.freedesktop.Secret.Service.Lock",
+                  "array:objpath:/org/freedesktop/secrets/collection/login"], check=True)
+
+    def password_opens_keychain(self, password):
+        """Whether `password` unwraps the login keychain file (daemon stopped):
+        re-keying to the same password succeeds only with the right one."""
+        out = self.run([str(self.installed / "latchkeyd"), "--change-login-password"],
+                       input=f"{password}\0{password}")
+        return out.returncode == 0 and out.stdout.startswith("ok login keychain re-keyed")
+
+    def remove(self):
+        subprocess.run(["pkill", "-KILL", "-u", str(self.uid)], capture_output=True)
+        time.sleep(0.1)
+        subprocess.run(["userdel", "-r", "-f", self.name], capture_output=True)
+        shutil.rmtree(self.runtime, ignore_errors=True)
+
+
+@pytest.fixture
+def user(installed):
+    u = User(installed)
+    yield u
+    u.remove()
+
+
+class Service:
+    """A PAM service file: pam_unix, then pam_latchkey for auth, session and password."""
+
+    def __init__(self, installed, options="auto_start", session_prefix=""):
+        self.name = "latchkey-test-" + secrets.token_hex(4)
+        module = installed / "pam_latchkey.so"
+        common = f"daemon={installed / 'latchkeyd'} debug"
+        self.path = pathlib.Path("/etc/pam.d") / self.name
+        self.path.write_text(
+            "auth      required  pam_unix.so\n"
+            f"auth      optional  {module} {common}\n"
+            "account   required  pam_unix.so\n"
+            "session   required  pam_unix.so\n"
+            f"{session_prefix}"
+            f"session   optional  {module} {common} {options}\n"
+            "password  required  pam_unix.so yescrypt\n"
+            f"password  optional  {module} {common}\n")
+
+    def remove(self):
+        self.path.unlink()
+
+
+@pytest.fixture
+def make_service(installed):
+    made = []
+
+    def make(**kwargs):
+        s = Service(installed, **kwargs)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.remove()
+
+
+@pytest.fixture
+def service(make_service, user, tmp_path):
+    """The service, with PINENTRY and the scripted answers in the PAM environment (pam_env)."""
+    envfile = tmp_path / "pam-env"
+    envfile.write_text("".join(f"{k}={user.env()[k]}\n"
+                               for k in ("PINENTRY", "SCRIPTED_PINENTRY_ANSWERS", "SCRIPTED_PINENTRY_LOG")))
+    return make_service(session_prefix=f"session   required  pam_env.so envfile={envfile}\n")
+
+
+def pamtester(service, user, *operations, password=PASSWORD):
+    start = time.monotonic()
+    result = subprocess.run(["pamtester", service.name, user.name, *operations],
+                            input=(password + "\n") if password is not None else "", capture_output=True, text=True,
+                            timeout=30)
+    result.elapsed = time.monotonic() - start
+    return result
+
+
+def login(service, user, password=PASSWORD):
+    result = pamtester(service, user, "authenticate", "open_session", password=password)
+    assert result.returncode == 0, result.stderr + result.stdout
+    return result
+
+
+def test_first_login_creates_the_keychain_unlocked_and_a_later_login_unlocks_it(service, user, syslog):
+    assert not user.keychain.exists()
+    login(service, user)
+    assert user.keychain.exists()
+    info = user.keychain.stat()
+    assert (info.st_uid, info.st_mode & 0o777) == (user.uid, 0o600)
+    user.wait_for_name()
+    assert not user.login_locked()
+    stored = user.secret_tool("store", "--label=mail", "service", "mail", input="s3cret")
+    assert stored.returncode == 0, stored.stderr
+    assert "session: latchkeyd" in syslog.text() or "login keychain created" in syslog.text()
+
+    user.stop_daemon()
+    login(service, user)
+    user.wait_for_name()
+    assert not user.login_locked()
+    assert user.secret_tool("lookup", "service", "mail").stdout == "s3cret"
+    assert PASSWORD not in syslog.text()
+
+
+def test_wrong_password_fails_and_the_keychain_stays_locked(service, user):
+    login(service, user)
+    user.wait_for_name()
+    user.lock()
+    result = pamtester(service, user, "authenticate", "open_session", password="not-the-password")
+    assert result.returncode != 0
+    assert user.login_locked()
+
+
+def test_session_without_a_password_leaves_it_locked_and_unlock_prompts(service, user):
+    login(service, user)
+    user.wait_for_name()
+    user.secret_tool("store", "--label=mail", "service", "mail", input="s3cret")
+    user.stop_daemon()
+    result = pamtester(service, user, "open_session", password=None)  # as autologin or a fingerprint
+    assert result.returncode == 0, result.stderr
+    user.wait_for_name()
+    assert user.login_locked()
+    user.set_pinentry_answers(["password " + PASSWORD])
+    found = user.secret_tool("search", "--unlock", "service", "mail")
+    assert found.returncode == 0 and "secret = s3cret" in found.stdout, found.stderr
+    assert "Unlock" in user.pinentry_log.read_text()
+    assert not user.login_locked()
+
+
+@pytest.fixture
+def passwd_stack(installed):
+    """Puts the module in the password stack of `passwd` for the test."""
+    path = pathlib.Path("/etc/pam.d/passwd")
+    saved = path.read_text()
+    path.write_text(
+        "password  required  pam_unix.so obscure yescrypt\n"
+        f"password  optional  {installed / 'pam_latchkey.so'} daemon={installed / 'latchkeyd'} debug\n")
+    yield
+    path.write_text(saved)
+
+
+@pytest.mark.parametrize("daemon_running", [True, False], ids=["through-daemon", "on-the-file"])
+def test_user_changes_password_with_passwd(service, user, passwd_stack, syslog, daemon_running):
+    login(service, user)
+    user.wait_for_name()
+    user.secret_tool("store", "--label=mail", "service", "mail", input="s3cret")
+    if not daemon_running:
+        user.stop_daemon()
+    changed = user.run(["passwd"], input=f"{PASSWORD}\n{NEW_PASSWORD}\n{NEW_PASSWORD}\n")
+    assert changed.returncode == 0, changed.stderr + changed.stdout
+    assert "re-keyed to the new password" in syslog.text()
+    user.stop_daemon()
+    assert user.password_opens_keychain(NEW_PASSWORD)
+    assert not user.password_opens_keychain(PASSWORD)
+    login(service, user, password=NEW_PASSWORD)
+    user.wait_for_name()
+    assert not user.login_locked()
+    assert user.secret_tool("lookup", "service", "mail").stdout == "s3cret"
+
+
+def test_root_reset_leaves_the_keychain_and_the_next_login_offers_to_rekey(service, user, syslog):
+    login(service, user)
+    user.wait_for_name()
+    user.secret_tool("store", "--label=mail", "service", "mail", input="s3cret")
+    user.stop_daemon()
+    # pamtester runs as root: pam_unix asks no old password, as `passwd USER` by root.
+    reset = subprocess.run(["pamtester", service.name, user.name, "chauthtok"],
+                           input=f"{NEW_PASSWORD}\n{NEW_PASSWORD}\n", capture_output=True, text=True, timeout=30)
+    assert reset.returncode == 0, reset.stderr
+    assert "set without the old one" in syslog.text()
+    assert user.password_opens_keychain(PASSWORD) and not user.password_opens_keychain(NEW_PASSWORD)
+
+    # Next login with the new password: the daemon asks for the previous one and re-keys.
+    user.set_pinentry_answers(["password " + PASSWORD])
+    login(service, user, password=NEW_PASSWORD)
+    user.wait_for_name()
+    deadline = time.monotonic() + 10
+    while user.login_locked() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not user.login_locked()
+    assert "no longer unlocks" in user.pinentry_log.read_text()
+    assert user.secret_tool("lookup", "service", "mail").stdout == "s3cret"
+    user.stop_daemon()
+    assert user.password_opens_keychain(NEW_PASSWORD)
+
+
+def test_a_stopped_daemon_does_not_hold_up_the_login(service, user, syslog):
+    login(service, user)
+    user.wait_for_name()
+    pids = user.daemon_pids()
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        result = login(service, user)
+        assert result.elapsed < 3.0, f"login took {result.elapsed:.2f} s"
+        assert "did not answer" in syslog.text()
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+def test_a_missing_daemon_does_not_break_the_login(make_service, user, syslog):
+    service = make_service(options="auto_start daemon=/nonexistent/latchkeyd")
+    result = login(service, user)
+    assert "cannot start /nonexistent/latchkeyd: No such file or directory" in syslog.text()
+    assert not user.keychain.exists()
+    assert result.elapsed < 3.0
+
+
+def test_only_if_leaves_other_services_alone(make_service, user, syslog):
+    service = make_service(options="auto_start only_if=gdm-password,login")
+    login(service, user)
+    time.sleep(0.3)
+    assert not user.keychain.exists() and not user.daemon_pids()
+    assert "not acting for service" in syslog.text()
+
+
+def test_lock_on_close_locks_when_the_last_session_ends(make_service, user):
+    service = make_service(options="auto_start lock_on_close")
+    login(service, user)  # a session that stays open
+    user.wait_for_name()
+    result = pamtester(service, user, "authenticate", "open_session", "close_session")
+    assert result.returncode == 0, result.stderr
+    assert not user.login_locked()  # the first session is still open
+    user.stop_daemon()
+    result = pamtester(service, user, "authenticate", "open_session", "close_session")
+    assert result.returncode == 0, result.stderr
+    user.wait_for_name()
+    assert user.login_locked()
+
+
+def test_a_symlinked_control_socket_is_refused(service, user, syslog):
+    login(service, user)
+    user.wait_for_name()
+    user.stop_daemon()
+    control = user.runtime / "latchkey" / "control"
+    decoy = user.runtime / "latchkey" / "decoy"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(decoy))
+    os.chown(decoy, user.uid, user.gid)
+    if control.exists():
+        control.unlink()
+    os.symlink(decoy, control)
+    os.lchown(control, user.uid, user.gid)
+    sock.listen(1)
+    login(service, user)
+    assert "is a symlink" in syslog.text()
+    sock.close()
+
+
+def test_module_exports_only_pam_entry_points_and_carries_its_swift_runtime(installed):
+    module = installed / "pam_latchkey.so"
+    exported = subprocess.run(["nm", "-D", "--defined-only", "--extern-only", str(module)],
+                              capture_output=True, text=True, check=True).stdout.split("\n")
+    names = sorted(line.split()[-1] for line in exported if line.strip())
+    assert names == ["pam_sm_authenticate", "pam_sm_chauthtok", "pam_sm_close_session", "pam_sm_open_session",
+                     "pam_sm_setcred"]
+    libraries = subprocess.run(["ldd", str(module)], capture_output=True, text=True, check=True).stdout
+    assert "libpam.so" in libraries
+    assert "swift" not in libraries.lower() and "Foundation" not in libraries
+    dynamic = subprocess.run(["readelf", "-d", str(module)], capture_output=True, text=True, check=True).stdout
+    assert "NODELETE" in dynamic
