@@ -86,6 +86,7 @@ let package = Package(
         .testTarget(name: "SecurityTests", dependencies: ["Security"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "PinentryTests", dependencies: ["Pinentry"]),
+        .testTarget(name: "LoginControlTests", dependencies: ["LoginControl"]),
         .testTarget(name: "SecretServiceTests", dependencies: ["SecretService", "KeychainStore", "KeychainCore"]),
     ]
 )

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import control_client as control
-from conftest import LOGIN_PASSWORD, SCRIPTED_PINENTRY, Bus, Daemon, binary, secret_tool
+from conftest import LOGIN_PASSWORD, ROOT, SCRIPTED_PINENTRY, Bus, Daemon, binary, secret_tool
 
 
 def control_path(daemon):
@@ -212,3 +212,17 @@ def test_socket_activation_serves_the_passed_socket(tmp_path, bus):
     finally:
         process.kill()
         process.wait()
+
+
+def test_systemd_user_units_verify(tmp_path):
+    units = ROOT / "packaging" / "systemd"
+    for unit in ("latchkeyd.socket", "latchkeyd.service"):
+        text = (units / unit).read_text().replace("/usr/bin/latchkeyd", binary("latchkeyd"))
+        (tmp_path / unit).write_text(text)
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", "--user", str(tmp_path / "latchkeyd.socket"), str(tmp_path / "latchkeyd.service")],
+        env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert "ListenStream=%t/latchkey/control" in (units / "latchkeyd.socket").read_text()
