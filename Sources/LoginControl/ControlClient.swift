@@ -152,7 +152,7 @@ func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline) -> ControlClien
         if count > 0 {
             sent += count
         } else if count < 0, errno == EAGAIN || errno == EINTR {
-            guard waitFor(fd, Int16(POLLOUT), deadline) else { return .timedOut }
+            guard deadline.waitUntil(fd, isReadyFor: Int16(POLLOUT)) else { return .timedOut }
         } else {
             return .failed("send: \(errorText())")
         }
@@ -180,7 +180,7 @@ private func readExactly(_ fd: Int32, _ buffer: inout [UInt8], deadline: Deadlin
         } else if count == 0 {
             return .failed("the daemon closed the connection")
         } else if errno == EAGAIN || errno == EINTR {
-            guard waitFor(fd, Int16(POLLIN), deadline) else { return .timedOut }
+            guard deadline.waitUntil(fd, isReadyFor: Int16(POLLIN)) else { return .timedOut }
         } else {
             return .failed("recv: \(errorText())")
         }
@@ -189,15 +189,18 @@ private func readExactly(_ fd: Int32, _ buffer: inout [UInt8], deadline: Deadlin
 }
 
 /// Waits until `fd` is ready for `events` or the deadline passes (false).
-private func waitFor(_ fd: Int32, _ events: Int16, _ deadline: Deadline) -> Bool {
-    while true {
-        let left = deadline.remainingMilliseconds
-        guard left > 0 else { return false }
-        var entry = pollfd(fd: fd, events: events, revents: 0)
-        let ready = poll(&entry, 1, left)
-        if ready > 0 { return true }
-        if ready < 0, errno == EINTR { continue }
-        return false
+extension Deadline {
+    /// Waits until `fd` is ready for `events` (`POLLIN`, `POLLOUT`): false if the deadline passes first.
+    public func waitUntil(_ fd: Int32, isReadyFor events: Int16) -> Bool {
+        while true {
+            let left = remainingMilliseconds
+            guard left > 0 else { return false }
+            var entry = pollfd(fd: fd, events: events, revents: 0)
+            let ready = poll(&entry, 1, left)
+            if ready > 0 { return true }
+            if ready < 0, errno == EINTR { continue }
+            return false
+        }
     }
 }
 

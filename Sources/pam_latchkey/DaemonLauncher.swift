@@ -85,12 +85,7 @@ struct DaemonLauncher {
         var collected: [UInt8] = []
         var byte: UInt8 = 0
         while collected.count < 512 {
-            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let left = deadline.remainingMilliseconds
-            guard left > 0 else { return nil }
-            let ready = poll(&entry, 1, left)
-            if ready < 0, errno == EINTR { continue }
-            guard ready > 0 else { return nil }
+            guard deadline.waitUntil(fd, isReadyFor: Int16(POLLIN)) else { return nil }
             let count = read(fd, &byte, 1)
             if count < 0, errno == EINTR { continue }
             if count <= 0 || byte == UInt8(ascii: "\n") { break }

@@ -60,12 +60,10 @@ public func openSession(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32
             .openSession(password: passwordBytes.isEmpty ? nil : passwordBytes), socketPath: socket, owner: account.uid,
             deadline: deadline)
         {
-        case .success(let reply):
-            return ChildReport(succeeded: reply.status == .ok, message: "latchkeyd: \(reply.message)")
         case .failure(.noDaemon) where options.autoStart:
             return launcher.startDaemon(password: password, deadline: deadline)
-        case .failure(let error):
-            return .failure(describe(error, socket: socket))
+        case let result:
+            return ChildReport(result, socket: socket)
         }
     }
     return finish(handle, options, step: "session", report)
@@ -82,14 +80,10 @@ public func closeSession(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int3
     let deadline = Deadline(millisecondsFromNow: callBudgetMilliseconds)
     let socket = ControlSocketPath.socket(inRuntimeDirectory: account.runtimeDirectory(handle))
     let report = UserChild.run(as: account, until: deadline) { deadline in
-        switch ControlClient.exchange(
-            .closeSession(lockIfLast: true), socketPath: socket, owner: account.uid, deadline: deadline)
-        {
-        case .success(let reply):
-            return ChildReport(succeeded: reply.status == .ok, message: "latchkeyd: \(reply.message)")
-        case .failure(let error):
-            return .failure(describe(error, socket: socket))
-        }
+        ChildReport(
+            ControlClient.exchange(
+                .closeSession(lockIfLast: true), socketPath: socket, owner: account.uid, deadline: deadline),
+            socket: socket)
     }
     return finish(handle, options, step: "session close", report)
 }
@@ -127,12 +121,10 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
         switch ControlClient.exchange(
             .changePassword(old: oldBytes, new: newBytes), socketPath: socket, owner: account.uid, deadline: deadline)
         {
-        case .success(let reply):
-            return ChildReport(succeeded: reply.status == .ok, message: "latchkeyd: \(reply.message)")
         case .failure(.noDaemon):
             return launcher.changePassword(old: old, new: new, deadline: deadline)
-        case .failure(let error):
-            return .failure(describe(error, socket: socket))
+        case let result:
+            return ChildReport(result, socket: socket)
         }
     }
     return finish(handle, options, step: "password change", report)
@@ -175,12 +167,21 @@ private func daemonEnvironment(_ handle: PAMHandle, _ account: UserAccount) -> [
     return entries
 }
 
-private func describe(_ error: ControlClientError, socket: String) -> String {
-    switch error {
-    case .noDaemon: return "no latchkeyd answers on \(socket) (auto_start is off)"
-    case .unsafe(let reason): return "refused the control socket: \(reason)"
-    case .timedOut: return "latchkeyd did not answer on \(socket) in time"
-    case .failed(let reason): return "control socket \(socket): \(reason)"
+extension ChildReport {
+    /// The report of one exchange on the control socket at `socket`.
+    init(_ result: Result<ControlReply, ControlClientError>, socket: String) {
+        switch result {
+        case .success(let reply):
+            self.init(succeeded: reply.status == .ok, message: "latchkeyd: \(reply.message)")
+        case .failure(.noDaemon):
+            self = .failure("no latchkeyd answers on \(socket) (auto_start is off)")
+        case .failure(.unsafe(let reason)):
+            self = .failure("refused the control socket: \(reason)")
+        case .failure(.timedOut):
+            self = .failure("latchkeyd did not answer on \(socket) in time")
+        case .failure(.failed(let reason)):
+            self = .failure("control socket \(socket): \(reason)")
+        }
     }
 }
 

@@ -74,12 +74,7 @@ enum UserChild {
         var collected: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 512)
         while collected.count < 4096 {
-            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let left = deadline.remainingMilliseconds
-            guard left > 0 else { return nil }
-            let ready = poll(&entry, 1, left)
-            if ready < 0, errno == EINTR { continue }
-            guard ready > 0 else { return nil }
+            guard deadline.waitUntil(fd, isReadyFor: Int16(POLLIN)) else { return nil }
             let count = read(fd, &chunk, chunk.count)
             if count > 0 {
                 collected += chunk[0..<count]

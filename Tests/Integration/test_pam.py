@@ -445,3 +445,43 @@ def test_module_exports_only_pam_entry_points_and_carries_its_swift_runtime(inst
     assert "swift" not in libraries.lower() and "Foundation" not in libraries
     dynamic = subprocess.run(["readelf", "-d", str(module)], capture_output=True, text=True, check=True).stdout
     assert "NODELETE" in dynamic
+
+
+@pytest.fixture
+def pam_configs():
+    """Restores the common-* files and the profile directory after pam-auth-update ran."""
+    names = ["common-auth", "common-session", "common-password", "common-account", "common-session-noninteractive"]
+    saved = {n: (pathlib.Path("/etc/pam.d") / n).read_text() for n in names}
+    profile = pathlib.Path("/usr/share/pam-configs/latchkey")
+    yield profile
+    if profile.exists():
+        subprocess.run(["pam-auth-update", "--package", "--remove", "latchkey"], capture_output=True,
+                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        profile.unlink()
+    for n, text in saved.items():
+        (pathlib.Path("/etc/pam.d") / n).write_text(text)
+
+
+def test_pam_auth_update_profile_adds_optional_lines_in_order(pam_configs):
+    shutil.copy(ROOT / "pam" / "latchkey", pam_configs)
+    result = subprocess.run(["pam-auth-update", "--package", "--enable", "latchkey"], capture_output=True, text=True,
+                            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), timeout=60)
+    assert result.returncode == 0, result.stderr
+
+    def lines(name):
+        text = (pathlib.Path("/etc/pam.d") / name).read_text()
+        return [line.split() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+    for name, after in (("common-auth", "pam_unix.so"), ("common-session", "pam_unix.so"),
+                        ("common-password", "pam_unix.so")):
+        rows = lines(name)
+        ours = [i for i, row in enumerate(rows) if "pam_latchkey.so" in row]
+        assert len(ours) == 1, (name, rows)
+        assert rows[ours[0]][1] == "optional"
+        assert any(after in row for row in rows[:ours[0]]), f"{name}: pam_latchkey before {after}"
+    session = lines("common-session")
+    assert "auto_start" in next(row for row in session if "pam_latchkey.so" in row)
+    systemd = [i for i, row in enumerate(session) if "pam_systemd.so" in row]
+    if systemd:
+        assert systemd[0] < next(i for i, row in enumerate(session) if "pam_latchkey.so" in row)
+    assert not any("pam_latchkey.so" in row for row in lines("common-session-noninteractive"))
