@@ -46,6 +46,10 @@ struct DaemonLauncher {
         let pid = fork()
         if pid == 0 {
             if detach { setsid() }
+            // The host process may block signals; the daemon starts with none blocked.
+            var none = sigset_t()
+            sigemptyset(&none)
+            sigprocmask(SIG_SETMASK, &none, nil)
             dup2(toDaemon[0], 0)
             dup2(fromDaemon[1], 1)
             let null = open("/dev/null", O_WRONLY)
