@@ -20,6 +20,11 @@ public enum KeychainLocation {
     public static func loginKeychainPath(environment: [String: String] = ProcessInfo.processInfo.environment)
         -> String
     {
-        keychainDirectory(environment: environment) + "/login.keychain-db"
+        loginKeychainPath(inDirectory: keychainDirectory(environment: environment))
+    }
+
+    /// The login keychain of the keychain directory `directory`.
+    public static func loginKeychainPath(inDirectory directory: String) -> String {
+        directory + "/login.keychain-db"
     }
 }

@@ -187,7 +187,7 @@ public final class ControlListener {
             return true
         }
         do {
-            var request = try ControlRequest(body: Array(connection.buffer.dropFirst(4)))
+            var request = try ControlRequest(body: connection.buffer.dropFirst(4))
             defer { request.wipe() }
             send(connection.fd, answer(&request, connection.uid).encoded())
         } catch {

@@ -54,12 +54,20 @@ public enum ControlRequest: Equatable, Sendable {
 
     /// Reads a request body (without its length prefix).
     public init(body: [UInt8]) throws(ControlProtocolError) {
+        try self.init(body: body[...])
+    }
+
+    /// Reads a request body in place, so that the only copies of its
+    /// passwords are the ones the request holds (and ``wipe()`` clears).
+    public init(body: ArraySlice<UInt8>) throws(ControlProtocolError) {
         guard body.count >= 2, body.count <= Self.maximumBodyLength else {
             throw ControlProtocolError("a request body has 2 to \(Self.maximumBodyLength) bytes")
         }
-        guard body[0] == Self.version else { throw ControlProtocolError("unknown protocol version \(body[0])") }
-        guard let opcode = Opcode(rawValue: body[1]) else { throw ControlProtocolError("unknown request \(body[1])") }
-        let fields = try Self.fields(body[2...])
+        let version = body[body.startIndex]
+        let request = body[body.startIndex + 1]
+        guard version == Self.version else { throw ControlProtocolError("unknown protocol version \(version)") }
+        guard let opcode = Opcode(rawValue: request) else { throw ControlProtocolError("unknown request \(request)") }
+        let fields = try Self.fields(body.dropFirst(2))
         switch (opcode, fields.count) {
         case (.openSession, 0):
             self = .openSession(password: nil)

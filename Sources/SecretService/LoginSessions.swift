@@ -43,9 +43,6 @@ struct LoginSessionState {
 }
 
 extension SecretService {
-    /// Prompt id under which the re-key prompt's result comes back.
-    static let rekeyPromptID = "rekey"
-
     /// Answers one control socket request (from pam_latchkey, as the user or root).
     public func answer(_ request: inout ControlRequest) -> ControlReply {
         switch request {
@@ -87,23 +84,14 @@ extension SecretService {
             return ControlReply(.ok, "login keychain created and unlocked")
         }
         guard login.isLocked else { return ControlReply(.ok, "login keychain already unlocked") }
-        let wait = loginSessions.limiter.secondsToWait()
-        guard wait == 0 else {
-            return ControlReply(.tooManyAttempts, "too many wrong passwords; not tried (wait \(wait) s)")
+        if let refusal = tryLoginPassword(
+            { () throws(KeychainError) in try login.keychain.unlock(password: password) },
+            failing: "cannot unlock the login keychain",
+            wrong: "the login password does not unlock the login keychain; the user is offered to re-key it")
+        {
+            if refusal.status == .wrongPassword { offerRekey(to: password, login: login.keychain) }
+            return refusal
         }
-        do {
-            try login.keychain.unlock(password: password)
-        } catch {
-            guard error.status == .authFailed else {
-                return ControlReply(.failed, "cannot unlock the login keychain: \(error.reason)")
-            }
-            loginSessions.limiter.failed()
-            offerRekey(to: password, login: login.keychain)
-            return ControlReply(
-                .wrongPassword,
-                "the login password does not unlock the login keychain; the user is offered to re-key it")
-        }
-        loginSessions.limiter.succeeded()
         announceLoginUnlocked(login)
         return ControlReply(.ok, "login keychain unlocked")
     }
@@ -111,21 +99,32 @@ extension SecretService {
     /// Re-wraps the login keychain's key from `old` to `new`.
     func changeLoginPassword(from old: [UInt8], to new: [UInt8]) -> ControlReply {
         guard let login = loginCollection else { return ControlReply(.ok, "no login keychain; nothing to re-key") }
+        return tryLoginPassword(
+            { () throws(KeychainError) in try login.keychain.changePassword(from: old, to: new) },
+            failing: "cannot re-key the login keychain",
+            wrong: "the old password does not unlock the login keychain; nothing changed")
+            ?? ControlReply(.ok, "login keychain re-keyed to the new password")
+    }
+
+    /// Runs `attempt`, which tries a login password, under the wrong-password
+    /// limit: nil when it succeeded, else the reply (refused without trying,
+    /// wrong password counted, or another failure prefixed by `failing`).
+    private func tryLoginPassword(
+        _ attempt: () throws(KeychainError) -> Void, failing: String, wrong: String
+    ) -> ControlReply? {
         let wait = loginSessions.limiter.secondsToWait()
         guard wait == 0 else {
             return ControlReply(.tooManyAttempts, "too many wrong passwords; not tried (wait \(wait) s)")
         }
         do {
-            try login.keychain.changePassword(from: old, to: new)
+            try attempt()
         } catch {
-            guard error.status == .authFailed else {
-                return ControlReply(.failed, "cannot re-key the login keychain: \(error.reason)")
-            }
+            guard error.status == .authFailed else { return ControlReply(.failed, "\(failing): \(error.reason)") }
             loginSessions.limiter.failed()
-            return ControlReply(.wrongPassword, "the old password does not unlock the login keychain; nothing changed")
+            return ControlReply(.wrongPassword, wrong)
         }
         loginSessions.limiter.succeeded()
-        return ControlReply(.ok, "login keychain re-keyed to the new password")
+        return nil
     }
 
     /// Locks the login keychain and every collection its key protects.
@@ -148,33 +147,25 @@ extension SecretService {
         let newPassword = SecretBytes(loginPassword)
         runDetached {
             let rekeyed = Self.askOldPassword(login, rekeyingTo: newPassword, pinentry)
-            completions.post(.init(promptPath: Self.rekeyPromptID, unlocked: rekeyed))
+            completions.post(.rekey(succeeded: rekeyed))
         }
     }
 
     private static func askOldPassword(_ login: Keychain, rekeyingTo newPassword: SecretBytes, _ pinentry: Pinentry)
         -> Bool
     {
-        var retryMessage: String?
-        for _ in 0..<3 {
-            let request = PinentryRequest(
-                title: "Login Keychain",
-                description:
-                    "Your login password no longer unlocks your login keychain: it was changed without the keychain."
-                    + "\nEnter the keychain's previous password to re-key it to your login password.",
-                prompt: "Previous password:", error: retryMessage, okLabel: "Re-key")
-            guard case .password(var old)? = try? pinentry.askPassword(request) else { return false }
-            defer { old.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
-            do {
-                try login.changePassword(from: old, to: newPassword.bytes)
-                try login.unlock(password: newPassword.bytes)
-                return true
-            } catch {
-                guard error.status == .authFailed else { return false }
-            }
-            retryMessage = "That password does not unlock the keychain either. Try again."
+        let request = PinentryRequest(
+            title: "Login Keychain",
+            description:
+                "Your login password no longer unlocks your login keychain: it was changed without the keychain."
+                + "\nEnter the keychain's previous password to re-key it to your login password.",
+            prompt: "Previous password:", error: nil, okLabel: "Re-key")
+        return askUntilAccepted(
+            pinentry, request, tries: 3, retryMessage: "That password does not unlock the keychain either. Try again."
+        ) { (old) throws(KeychainError) in
+            try login.changePassword(from: old, to: newPassword.bytes)
+            try login.unlock(password: newPassword.bytes)
         }
-        return false
     }
 
     /// Takes the re-key prompt's result on the serving thread.

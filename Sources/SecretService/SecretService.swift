@@ -75,7 +75,7 @@ public final class SecretService {
 
     var loginCollection: SecretCollection? { collections.first { $0.id == Self.loginID } }
 
-    var loginKeychainPath: String { configuration.keychainDirectory + "/login.keychain-db" }
+    var loginKeychainPath: String { KeychainLocation.loginKeychainPath(inDirectory: configuration.keychainDirectory) }
 
     private func openCollections(loginPassword: [UInt8]?) throws(KeychainError) {
         let directory = configuration.keychainDirectory

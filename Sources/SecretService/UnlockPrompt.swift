@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import KeychainCore
 import KeychainStore
+import LoginControl
 import Pinentry
 import Synchronization
 
@@ -26,9 +27,11 @@ final class UnlockPrompt {
 /// Results of prompts, handed from prompt threads to the serving thread; a
 /// byte on a pipe wakes the serving thread's `poll`.
 public final class PromptCompletions: Sendable {
-    struct Result: Sendable {
-        let promptPath: String
-        let unlocked: Bool
+    enum Result: Sendable {
+        /// An Unlock prompt (its object path) ended: whether the login keychain is now unlocked.
+        case unlock(promptPath: String, unlocked: Bool)
+        /// The re-key prompt ended: whether the login keychain was re-keyed and unlocked.
+        case rekey(succeeded: Bool)
     }
 
     private let pending = Mutex<[Result]>([])
@@ -113,14 +116,14 @@ extension SecretService {
             guard !prompt.started else { return [] }
             prompt.started = true
             guard let login = loginCollection?.keychain else {
-                completions.post(.init(promptPath: prompt.path, unlocked: false))
+                completions.post(.unlock(promptPath: prompt.path, unlocked: false))
                 return []
             }
             let pinentry = configuration.pinentry
             let completions = completions
             let path = prompt.path
             runDetached {
-                completions.post(.init(promptPath: path, unlocked: Self.askLoginPassword(login, pinentry)))
+                completions.post(.unlock(promptPath: path, unlocked: Self.askLoginPassword(login, pinentry)))
             }
             return []
         case "Dismiss":
@@ -138,47 +141,59 @@ extension SecretService {
     /// Asks for the login password until it unlocks the login keychain (true),
     /// or the user cancels, the prompt fails, or five tries are wrong (false).
     private static func askLoginPassword(_ login: Keychain, _ pinentry: Pinentry) -> Bool {
-        var retryMessage: String?
-        for _ in 0..<5 {
-            let request = PinentryRequest(
-                title: "Unlock Keychain",
-                description:
-                    "An application wants to use your login keychain.\nEnter your login password to unlock it.",
-                prompt: "Password:", error: retryMessage, okLabel: "Unlock")
+        let request = PinentryRequest(
+            title: "Unlock Keychain",
+            description: "An application wants to use your login keychain.\nEnter your login password to unlock it.",
+            prompt: "Password:", error: nil, okLabel: "Unlock")
+        return askUntilAccepted(
+            pinentry, request, tries: 5, retryMessage: "The password was not correct. Try again."
+        ) { (password) throws(KeychainError) in try login.unlock(password: password) }
+    }
+
+    /// Asks with `request` until `accept` takes the password (true), or the
+    /// user cancels, the prompt fails, `accept` fails other than with a wrong
+    /// password, or `tries` are wrong (false). Each password is wiped after use.
+    static func askUntilAccepted(
+        _ pinentry: Pinentry, _ request: PinentryRequest, tries: Int, retryMessage: String,
+        accept: ([UInt8]) throws(KeychainError) -> Void
+    ) -> Bool {
+        var request = request
+        for _ in 0..<tries {
             guard case .password(var password)? = try? pinentry.askPassword(request) else { return false }
-            defer { password.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+            defer { wipeBytes(&password) }
             do {
-                try login.unlock(password: password)
+                try accept(password)
                 return true
             } catch {
                 guard error.status == .authFailed else { return false }
             }
-            retryMessage = "The password was not correct. Try again."
+            request.error = retryMessage
         }
         return false
     }
 
-    /// Delivers the results of finished prompts: unlocks what the login
-    /// password opens and sends each prompt's `Completed` signal.
+    /// Delivers the results of finished prompts, on the serving thread.
     public func deliverPromptResults() {
         for result in completions.take() {
-            if result.promptPath == Self.rekeyPromptID {
-                deliverRekeyResult(rekeyed: result.unlocked)
-                continue
+            switch result {
+            case .unlock(let promptPath, let unlocked): deliverUnlockResult(promptPath: promptPath, unlocked: unlocked)
+            case .rekey(let succeeded): deliverRekeyResult(rekeyed: succeeded)
             }
-            guard let prompt = prompts.removeValue(forKey: result.promptPath) else { continue }
-            guard result.unlocked, let login = loginCollection, !login.isLocked else {
-                emit(
-                    prompt.path, "org.freedesktop.Secret.Prompt", "Completed",
-                    [.bool(true), .variant(.objectPaths([]))])
-                continue
-            }
-            announceLockChange(login)
-            unlockCollections(protectedBy: login, among: prompt.waiting)
-            let unlocked = prompt.objects.filter { owningCollection($0)?.isLocked == false }
-            emit(
-                prompt.path, "org.freedesktop.Secret.Prompt", "Completed",
-                [.bool(false), .variant(.objectPaths(unlocked))])
         }
+    }
+
+    /// Unlocks what the login password opens and sends the prompt's `Completed` signal.
+    private func deliverUnlockResult(promptPath: String, unlocked: Bool) {
+        guard let prompt = prompts.removeValue(forKey: promptPath) else { return }
+        guard unlocked, let login = loginCollection, !login.isLocked else {
+            emit(prompt.path, "org.freedesktop.Secret.Prompt", "Completed", [.bool(true), .variant(.objectPaths([]))])
+            return
+        }
+        announceLockChange(login)
+        unlockCollections(protectedBy: login, among: prompt.waiting)
+        let unlockedPaths = prompt.objects.filter { owningCollection($0)?.isLocked == false }
+        emit(
+            prompt.path, "org.freedesktop.Secret.Prompt", "Completed",
+            [.bool(false), .variant(.objectPaths(unlockedPaths))])
     }
 }

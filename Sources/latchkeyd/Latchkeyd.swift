@@ -114,8 +114,7 @@ struct Latchkeyd: ParsableCommand {
         while true {
             do {
                 return try ControlListener(runtimeDirectory: runtime)
-            } catch ControlListenerError.held(let pid) where !deadline.hasPassed {
-                _ = pid
+            } catch ControlListenerError.held where !deadline.hasPassed {
                 usleep(50_000)
             } catch {
                 guard haveBus else {
@@ -160,7 +159,7 @@ struct Latchkeyd: ParsableCommand {
         let old = input[..<separator]
         let new = input[(separator + 1)...]
         guard !old.isEmpty, !new.isEmpty else { return outcome("error a password is empty", .failure) }
-        let path = keychainDirectory + "/login.keychain-db"
+        let path = KeychainLocation.loginKeychainPath(inDirectory: keychainDirectory)
         guard FileManager.default.fileExists(atPath: path) else {
             return outcome("ok no login keychain; nothing to re-key", .success)
         }

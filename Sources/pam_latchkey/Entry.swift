@@ -54,7 +54,7 @@ public func openSession(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32
     let launcher = DaemonLauncher(
         path: options.daemonPath, environment: daemonEnvironment(handle, account), home: account.home)
     let report = UserChild.run(as: account, until: deadline) { deadline in
-        var passwordBytes = password.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
+        var passwordBytes = password.map(bytes(of:)) ?? []
         defer { wipeBytes(&passwordBytes) }
         switch ControlClient.exchange(
             .openSession(password: passwordBytes.isEmpty ? nil : passwordBytes), socketPath: socket, owner: account.uid,
@@ -112,8 +112,8 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
     let launcher = DaemonLauncher(
         path: options.daemonPath, environment: daemonEnvironment(handle, account), home: account.home)
     let report = UserChild.run(as: account, until: deadline) { deadline in
-        var oldBytes = Array(UnsafeRawBufferPointer(start: old, count: strlen(old)))
-        var newBytes = Array(UnsafeRawBufferPointer(start: new, count: strlen(new)))
+        var oldBytes = bytes(of: old)
+        var newBytes = bytes(of: new)
         defer {
             wipeBytes(&oldBytes)
             wipeBytes(&newBytes)
@@ -128,6 +128,11 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
         }
     }
     return finish(handle, options, step: "password change", report)
+}
+
+/// The bytes of a C string, without its NUL (the caller wipes them).
+private func bytes(of string: UnsafePointer<CChar>) -> [UInt8] {
+    Array(UnsafeRawBufferPointer(start: string, count: strlen(string)))
 }
 
 /// The handle and options, or nil when the module should stay out (no

@@ -13,6 +13,8 @@ import Testing
         let length = framed.prefix(4).reduce(0) { $0 << 8 | Int($1) }
         #expect(length == framed.count - 4)
         #expect(try ControlRequest(body: Array(framed.dropFirst(4))) == request)
+        // Read in place from the frame, as the daemon does: the slice starts at index 4.
+        #expect(try ControlRequest(body: framed.dropFirst(4)) == request)
     }
 
     @Test(arguments: requests)
@@ -32,6 +34,7 @@ import Testing
             var body = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
             if body.count >= 2, Bool.random(using: &generator) { body[0] = 1 }
             _ = try? ControlRequest(body: body)
+            _ = try? ControlRequest(body: ([0, 0, 0, 0] + body).dropFirst(4))
             _ = try? ControlReply(body: body)
         }
     }
