@@ -53,7 +53,8 @@ let package = Package(
                 ])
             ]),
         .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL"]),
-        .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),
+        .target(name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),
+        .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient"]),
         .target(name: "DBus", dependencies: ["CDBus"]),
         .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus"]),
         .target(name: "Pinentry"),

@@ -3,6 +3,7 @@ import FoundationEssentials
 import KeychainBus
 import KeychainCore
 import KeychainStore
+import LoginControl
 
 /// `org.latchkey.Keychain1` at `/org/latchkey/keychain/<collection>`: the typed
 /// `SecItem` operations the `Security` module sends. Store errors travel as
@@ -12,11 +13,16 @@ extension SecretService {
         if let interface = message.interface, interface != KeychainBus.interface {
             throw DBusError(.unknownMethod, "no method \(interface).\(member) on \(path)")
         }
+        if path == KeychainBus.rootPath {
+            try expect(signature: message.signature, "", member: member, known: member == "List")
+            return [.array(elementSignature: "a{sv}", collections.map { KeychainBus.encode(describe($0)) })]
+        }
         guard let collection = collection(id: String(path.dropFirst(KeychainBus.pathPrefix.count))) else {
             throw SecretServiceError.noSuchObject(path)
         }
         let arguments = try message.arguments()
         let signature = message.signature
+        collection.markUsed()
         do {
             switch member {
             case "Add":
@@ -55,7 +61,7 @@ extension SecretService {
                 return [.uint32(UInt32(clamping: count))]
             case "Status":
                 try expect(signature: signature, "", member: member)
-                return [.variantDictionary(["Locked": .bool(collection.isLocked), "Label": .string(collection.label)])]
+                return [KeychainBus.encode(describe(collection))]
             case "Unlock":
                 try expect(signature: signature, "ay", member: member)
                 guard case .bytes(var password) = arguments[0] else { throw KeychainError.param("a password is ay") }
@@ -65,6 +71,32 @@ extension SecretService {
             case "Lock":
                 try expect(signature: signature, "", member: member)
                 lock(collection)
+                return []
+            case "ChangePassword":
+                try expect(signature: signature, "ayay", member: member)
+                guard case .bytes(var old) = arguments[0], case .bytes(var new) = arguments[1] else {
+                    throw KeychainError.param("passwords are ay")
+                }
+                defer {
+                    wipeBytes(&old)
+                    wipeBytes(&new)
+                }
+                guard case .loginPassword = collection.unlocking else {
+                    throw KeychainError.param(
+                        "'\(collection.id)' has no password of its own: it opens with the login keychain")
+                }
+                try limitingLoginPasswords { () throws(KeychainError) in
+                    try collection.keychain.changePassword(from: old, to: new)
+                }
+                return []
+            case "SetSettings":
+                try expect(signature: signature, "a{sv}", member: member)
+                let settings = try KeychainBus.decodeSettings(arguments[0])
+                if case .heldPassword = collection.unlocking {
+                    throw KeychainError.param("the session collection is in memory and keeps no settings")
+                }
+                try collection.keychain.setSettings(settings)
+                collection.settings = settings
                 return []
             default:
                 throw DBusError(.unknownMethod, "no method \(member) on \(KeychainBus.interface)")
@@ -97,7 +129,7 @@ extension SecretService {
         guard collection.isLocked else { return }
         switch collection.unlocking {
         case .loginPassword:
-            try collection.keychain.unlock(password: password)
+            try limitingLoginPasswords { () throws(KeychainError) in try collection.keychain.unlock(password: password) }
             announceLockChange(collection)
             unlockCollections(protectedBy: collection, among: collections)
         case .loginKey, .heldPassword:
@@ -105,6 +137,35 @@ extension SecretService {
                 throw KeychainError(.interactionNotAllowed, "unlock the login keychain first")
             }
             announceLockChange(collection)
+        }
+    }
+
+    /// How the daemon holds `collection`.
+    func describe(_ collection: SecretCollection) -> KeychainDescription {
+        let protection: KeychainDescription.Protection
+        switch collection.unlocking {
+        case .loginPassword: protection = .password
+        case .loginKey: protection = .loginKeychain
+        case .heldPassword: protection = .memory
+        }
+        return KeychainDescription(
+            id: collection.id, file: protection == .memory ? "" : collection.keychain.path, label: collection.label,
+            isLocked: collection.isLocked, protection: protection, settings: collection.settings)
+    }
+
+    /// Runs `attempt`, which tries a password of the login keychain, under the
+    /// same wrong-password limit as logins.
+    private func limitingLoginPasswords(_ attempt: () throws(KeychainError) -> Void) throws(KeychainError) {
+        let wait = loginSessions.limiter.secondsToWait()
+        guard wait == 0 else {
+            throw KeychainError(.authFailed, "too many wrong passwords; not tried (wait \(wait) s)")
+        }
+        do {
+            try attempt()
+            loginSessions.limiter.succeeded()
+        } catch {
+            if error.status == .authFailed { loginSessions.limiter.failed() }
+            throw error
         }
     }
 

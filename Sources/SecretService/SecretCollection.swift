@@ -25,6 +25,10 @@ final class SecretCollection {
 
     /// Modified: the last change made through this daemon, else the file's modification time.
     private(set) var modified: UInt64
+    /// When it locks by itself (read from the file, changed through `SetSettings`).
+    var settings: KeychainSettings
+    /// When a client last used it (monotonic seconds), for the lock timeout.
+    private(set) var lastUse: Int64
 
     init(id: String, keychain: Keychain, unlocking: Unlocking, label: String) {
         self.id = id
@@ -36,6 +40,20 @@ final class SecretCollection {
         let createdMetadata = (try? keychain.metadata("created")).flatMap { String(decoding: $0, as: UTF8.self) }
         self.created = createdMetadata.flatMap(UInt64.init) ?? now
         self.modified = (attributes?[.modificationDate] as? Date).map { UInt64($0.timeIntervalSince1970) } ?? now
+        self.settings = (try? keychain.settings()) ?? KeychainSettings()
+        self.lastUse = monotonicSeconds()
+    }
+
+    /// Notes a use: the lock timeout counts from the last one.
+    func markUsed() {
+        lastUse = monotonicSeconds()
+    }
+
+    /// When the lock timeout locks this collection (monotonic seconds), nil if it never does.
+    var lockDeadline: Int64? {
+        if case .heldPassword = unlocking { return nil }
+        guard !isLocked, let timeout = settings.lockTimeout else { return nil }
+        return lastUse + Int64(timeout)
     }
 
     func touch() {

@@ -175,6 +175,7 @@ public final class SecretService {
             return nil
         }
         guard let collection = collection(id: String(collectionID)) else { return nil }
+        collection.markUsed()
         let itemElement = rest.drop { $0 != "/" }.dropFirst()
         if itemElement.isEmpty { return .collection(collection) }
         guard !itemElement.contains("/"), let reference = ObjectPaths.reference(fromElement: itemElement),
@@ -337,8 +338,25 @@ public final class SecretService {
         announceLockChange(collection)
     }
 
+    /// Locks every collection whose lock timeout has passed; the milliseconds
+    /// until the next one is due, nil when none is.
+    public func lockIdleCollections() -> Int32? {
+        let now = monotonicSeconds()
+        var next: Int64?
+        for collection in collections {
+            guard let deadline = collection.lockDeadline else { continue }
+            if deadline <= now {
+                lock(collection)
+            } else {
+                next = min(next ?? deadline, deadline)
+            }
+        }
+        return next.map { Int32(clamping: ($0 - now) * 1000) }
+    }
+
     /// Announces a collection's new lock state, on it and on each of its items.
     func announceLockChange(_ collection: SecretCollection) {
+        collection.markUsed()
         let locked = DBusValue.bool(collection.isLocked)
         emitPropertiesChanged(collection.path, "org.freedesktop.Secret.Collection", ["Locked": locked])
         emit(ObjectPaths.service, "org.freedesktop.Secret.Service", "CollectionChanged", [.objectPath(collection.path)])

@@ -96,6 +96,7 @@ public struct ServiceLoop {
             } else {
                 timeout = Self.busRetryMilliseconds
             }
+            if let idle = service.lockIdleCollections() { timeout = min(timeout, max(idle, 0)) }
             let controlStart = fds.count
             if let control {
                 fds += control.pollDescriptors

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainCore
+import KeychainClient
 import KeychainStore
 import Synchronization
 

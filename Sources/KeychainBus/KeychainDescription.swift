@@ -1,0 +1,90 @@
+import DBus
+import KeychainCore
+
+/// What the daemon tells of one keychain it holds (`Status`, `List`).
+public struct KeychainDescription: Hashable, Sendable {
+    /// How the keychain is unlocked.
+    public enum Protection: String, Hashable, Sendable {
+        /// With its own password (the login keychain: the login password).
+        case password
+        /// With the login keychain's key, whenever the login keychain is unlocked.
+        case loginKeychain = "login-keychain"
+        /// Held in memory only, with a key the daemon keeps (the `session` collection).
+        case memory
+    }
+
+    /// The collection id (`login`, `session`, …).
+    public var id: String
+    /// The keychain file; empty for a keychain in memory.
+    public var file: String
+    /// The collection's label.
+    public var label: String
+    /// Whether it is locked.
+    public var isLocked: Bool
+    /// How it is unlocked.
+    public var protection: Protection
+    /// When it locks by itself.
+    public var settings: KeychainSettings
+
+    /// A description.
+    public init(
+        id: String, file: String, label: String, isLocked: Bool, protection: Protection, settings: KeychainSettings
+    ) {
+        self.id = id
+        self.file = file
+        self.label = label
+        self.isLocked = isLocked
+        self.protection = protection
+        self.settings = settings
+    }
+}
+
+extension KeychainBus {
+    /// The path of the object that lists the keychains (`List`).
+    public static let rootPath = "/org/latchkey/keychain"
+
+    /// A description as `a{sv}`: `Id` s, `File` s, `Label` s, `Locked` b,
+    /// `Protection` s, `LockTimeout` u (0 for never), `LockOnSleep` b.
+    public static func encode(_ description: KeychainDescription) -> DBusValue {
+        .variantDictionary([
+            "Id": .string(description.id), "File": .string(description.file), "Label": .string(description.label),
+            "Locked": .bool(description.isLocked), "Protection": .string(description.protection.rawValue),
+            "LockTimeout": .uint32(description.settings.lockTimeout ?? 0),
+            "LockOnSleep": .bool(description.settings.lockOnSleep),
+        ])
+    }
+
+    /// Reads a description.
+    public static func decodeDescription(_ value: DBusValue) throws(KeychainError) -> KeychainDescription {
+        guard let pairs = value.unwrapped.variantPairs, case .string(let id)? = pairs["Id"],
+            case .bool(let locked)? = pairs["Locked"]
+        else { throw KeychainError(.decode, "a keychain description from the daemon lacks its id or lock state") }
+        var protection = KeychainDescription.Protection.password
+        if case .string(let name)? = pairs["Protection"], let known = KeychainDescription.Protection(rawValue: name) {
+            protection = known
+        }
+        return KeychainDescription(
+            id: id, file: pairs["File"]?.text ?? "", label: pairs["Label"]?.text ?? id, isLocked: locked,
+            protection: protection, settings: decodeSettings(pairs))
+    }
+
+    /// Settings as `a{sv}` (`LockTimeout` u, `LockOnSleep` b), for `SetSettings`.
+    public static func encode(_ settings: KeychainSettings) -> DBusValue {
+        .variantDictionary([
+            "LockTimeout": .uint32(settings.lockTimeout ?? 0), "LockOnSleep": .bool(settings.lockOnSleep),
+        ])
+    }
+
+    /// Reads settings from `a{sv}`; absent entries keep the default.
+    public static func decodeSettings(_ value: DBusValue) throws(KeychainError) -> KeychainSettings {
+        guard let pairs = value.unwrapped.variantPairs else { throw KeychainError.param("settings are a{sv}") }
+        return decodeSettings(pairs)
+    }
+
+    private static func decodeSettings(_ pairs: [String: DBusValue]) -> KeychainSettings {
+        var settings = KeychainSettings()
+        if case .uint32(let seconds)? = pairs["LockTimeout"]?.unwrapped, seconds > 0 { settings.lockTimeout = seconds }
+        if case .bool(let flag)? = pairs["LockOnSleep"]?.unwrapped { settings.lockOnSleep = flag }
+        return settings
+    }
+}

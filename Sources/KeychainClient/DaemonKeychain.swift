@@ -1,0 +1,137 @@
+import DBus
+import Foundation
+import KeychainBus
+import KeychainCore
+import Synchronization
+
+/// A keychain the user's daemon holds, reached over the session bus through
+/// `org.latchkey.Keychain1`. Every call is a blocking D-Bus call; a broken
+/// connection is reopened once.
+public final class DaemonKeychain: KeychainBackend {
+    private let connection: Mutex<DBusConnection?>
+    private let path: String
+
+    private init(connection: DBusConnection, collection: String) {
+        self.connection = Mutex(connection)
+        self.path = KeychainBus.path(collection: collection)
+    }
+
+    /// The daemon's keychain `collection` (the login keychain by default), or
+    /// nil when there is no session bus or no Latchkey daemon answers on it.
+    public static func connect(collection: String = "login") -> DaemonKeychain? {
+        guard let connection = try? DBusConnection.session() else { return nil }
+        let keychain = DaemonKeychain(connection: connection, collection: collection)
+        guard (try? keychain.call("Status", [], timeout: 5_000)) != nil else { return nil }
+        return keychain
+    }
+
+    /// The keychains the daemon holds, or nil when no Latchkey daemon answers on the session bus.
+    public static func list() -> [KeychainDescription]? {
+        guard let connection = try? DBusConnection.session(),
+            let reply = try? call(connection, path: KeychainBus.rootPath, "List", [], timeout: 5_000),
+            case .array(_, let entries)? = reply.first
+        else { return nil }
+        return entries.compactMap { try? KeychainBus.decodeDescription($0) }
+    }
+
+    private static func call(
+        _ bus: DBusConnection, path: String, _ member: String, _ arguments: [DBusValue], timeout: Int32
+    ) throws(KeychainError) -> [DBusValue] {
+        do throws(DBusError) {
+            let message = try DBusMessage.methodCall(
+                destination: KeychainBus.busName, path: path, interface: KeychainBus.interface,
+                member: member, arguments: arguments)
+            return try bus.call(message, timeoutMilliseconds: timeout).arguments()
+        } catch {
+            throw KeychainBus.keychainError(error)
+        }
+    }
+
+    private func call(_ member: String, _ arguments: [DBusValue], timeout: Int32 = 25_000) throws(KeychainError)
+        -> [DBusValue]
+    {
+        try connection.withLock { (current) throws(KeychainError) -> [DBusValue] in
+            if current?.isConnected != true { current = try? DBusConnection.session() }
+            guard let bus = current else {
+                throw KeychainError(.notAvailable, "the session bus cannot be reached")
+            }
+            return try Self.call(bus, path: path, member, arguments, timeout: timeout)
+        }
+    }
+
+    /// How the daemon holds this keychain.
+    public func describe() throws(KeychainError) -> KeychainDescription {
+        guard let first = try call("Status", []).first else { throw KeychainError(.decode, "no status") }
+        return try KeychainBus.decodeDescription(first)
+    }
+
+    /// Whether attributes and secrets are out of reach until an unlock (true when the daemon is gone).
+    public var isLocked: Bool { (try? describe().isLocked) ?? true }
+
+    /// Adds an item.
+    public func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?) throws(KeychainError) -> KeychainItem {
+        let reply = try call(
+            "Add",
+            [
+                .string(itemClass.rawValue), KeychainBus.encode(attributes), .bytes([UInt8](secret ?? Data())),
+                .bool(secret != nil),
+            ])
+        guard let first = reply.first else { throw KeychainError(.decode, "the daemon returned no item") }
+        return try KeychainBus.decodeItem(first)
+    }
+
+    /// The items matching a query.
+    public func items(matching query: ItemQuery) throws(KeychainError) -> [KeychainItem] {
+        let reply = try call("Search", [KeychainBus.encode(query)])
+        guard case .array(_, let items)? = reply.first else {
+            throw KeychainError(.decode, "the daemon returned no list")
+        }
+        return try items.map { (item) throws(KeychainError) in try KeychainBus.decodeItem(item) }
+    }
+
+    /// Changes every match; the number changed.
+    public func update(matching query: ItemQuery, with changes: ItemChanges) throws(KeychainError) -> Int {
+        guard changes.removedAttributes.isEmpty else {
+            throw KeychainError.param("removing attributes is not offered through the daemon")
+        }
+        let reply = try call(
+            "Update",
+            [
+                KeychainBus.encode(query), KeychainBus.encode(changes.attributes),
+                .bytes([UInt8](changes.secret ?? Data())), .bool(changes.secret != nil),
+            ])
+        guard case .uint32(let count)? = reply.first else { throw KeychainError(.decode, "no count") }
+        return Int(count)
+    }
+
+    /// Deletes every match; the number deleted.
+    public func delete(matching query: ItemQuery) throws(KeychainError) -> Int {
+        let reply = try call("Delete", [KeychainBus.encode(query)])
+        guard case .uint32(let count)? = reply.first else { throw KeychainError(.decode, "no count") }
+        return Int(count)
+    }
+
+    /// Unlocks with the keychain password.
+    public func unlock(withPassword password: [UInt8]) throws(KeychainError) {
+        _ = try call("Unlock", [.bytes(password)])
+    }
+
+    /// Locks.
+    public func lock() {
+        _ = try? call("Lock", [])
+    }
+
+    /// Re-wraps the keychain key under a new password (the login keychain only:
+    /// the others open with its key).
+    public func changePassword(from old: [UInt8], to new: [UInt8]) throws(KeychainError) {
+        _ = try call("ChangePassword", [.bytes(old), .bytes(new)])
+    }
+
+    /// When the keychain locks by itself.
+    public func settings() throws(KeychainError) -> KeychainSettings { try describe().settings }
+
+    /// Changes when the keychain locks by itself; the daemon applies it at once.
+    public func setSettings(_ settings: KeychainSettings) throws(KeychainError) {
+        _ = try call("SetSettings", [KeychainBus.encode(settings)])
+    }
+}
