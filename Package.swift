@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "KeychainStore", targets: ["KeychainStore"]),
         .executable(name: "latchkey-bench", targets: ["latchkey-bench"]),
         .executable(name: "latchkeyd", targets: ["latchkeyd"]),
+        .executable(name: "latchkey", targets: ["latchkey"]),
         // Installed as pam_latchkey.so; build it with `swift build -c release --product pam_latchkey`.
         .library(name: "pam_latchkey", type: .dynamic, targets: ["pam_latchkey"]),
     ],
@@ -67,6 +68,12 @@ let package = Package(
             name: "latchkeyd",
             dependencies: [
                 "SecretService", "KeychainStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        .executableTarget(
+            name: "latchkey",
+            dependencies: [
+                "KeychainClient", "KeychainBus", "KeychainStore", "KeychainCore", "LoginControl", "Pinentry",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

@@ -149,6 +149,9 @@ public enum KeychainBus {
                 return KeychainError(KeychainStatus(rawValue: number), parts.count > 1 ? parts[1] : "")
             }
         }
+        if error.name == "org.freedesktop.DBus.Error.NotSupported" {
+            return KeychainError(.unimplemented, "the keychain daemon refused: \(error.message)")
+        }
         return KeychainError(.notAvailable, "the keychain daemon did not answer: \(error.message)")
     }
 }

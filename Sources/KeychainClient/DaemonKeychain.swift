@@ -35,11 +35,12 @@ public final class DaemonKeychain: KeychainBackend {
     }
 
     private static func call(
-        _ bus: DBusConnection, path: String, _ member: String, _ arguments: [DBusValue], timeout: Int32
+        _ bus: DBusConnection, path: String, interface: String = KeychainBus.interface, _ member: String,
+        _ arguments: [DBusValue], timeout: Int32
     ) throws(KeychainError) -> [DBusValue] {
         do throws(DBusError) {
             let message = try DBusMessage.methodCall(
-                destination: KeychainBus.busName, path: path, interface: KeychainBus.interface,
+                destination: KeychainBus.busName, path: path, interface: interface,
                 member: member, arguments: arguments)
             return try bus.call(message, timeoutMilliseconds: timeout).arguments()
         } catch {
@@ -59,6 +60,19 @@ public final class DaemonKeychain: KeychainBackend {
         }
     }
 
+    /// Deletes the keychain and its file through the Secret Service
+    /// (`Collection.Delete`), as any client may; the daemon refuses for the
+    /// login and session keychains.
+    public func deleteKeychain() throws(KeychainError) {
+        let id = try describe().id
+        try connection.withLock { (current) throws(KeychainError) in
+            guard let bus = current else { throw KeychainError(.notAvailable, "the session bus cannot be reached") }
+            _ = try Self.call(
+                bus, path: "/org/freedesktop/secrets/collection/" + id, interface: "org.freedesktop.Secret.Collection",
+                "Delete", [], timeout: 25_000)
+        }
+    }
+
     /// How the daemon holds this keychain.
     public func describe() throws(KeychainError) -> KeychainDescription {
         guard let first = try call("Status", []).first else { throw KeychainError(.decode, "no status") }
@@ -69,7 +83,9 @@ public final class DaemonKeychain: KeychainBackend {
     public var isLocked: Bool { (try? describe().isLocked) ?? true }
 
     /// Adds an item.
-    public func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?) throws(KeychainError) -> KeychainItem {
+    public func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?) throws(KeychainError)
+        -> KeychainItem
+    {
         let reply = try call(
             "Add",
             [

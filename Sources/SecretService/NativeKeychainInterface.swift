@@ -129,7 +129,8 @@ extension SecretService {
         guard collection.isLocked else { return }
         switch collection.unlocking {
         case .loginPassword:
-            try limitingLoginPasswords { () throws(KeychainError) in try collection.keychain.unlock(password: password) }
+            try limitingLoginPasswords { () throws(KeychainError) in try collection.keychain.unlock(password: password)
+            }
             announceLockChange(collection)
             unlockCollections(protectedBy: collection, among: collections)
         case .loginKey, .heldPassword:

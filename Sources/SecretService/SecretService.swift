@@ -257,7 +257,7 @@ public final class SecretService {
         default:
             break
         }
-        if path.hasPrefix(KeychainBus.pathPrefix) {
+        if path.hasPrefix(KeychainBus.pathPrefix) || path == KeychainBus.rootPath {
             return try callNativeKeychain(message, path: path, member: member)
         }
         guard let object = resolve(path) else { throw SecretServiceError.noSuchObject(path) }

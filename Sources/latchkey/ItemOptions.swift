@@ -1,0 +1,194 @@
+import ArgumentParser
+import FoundationEssentials
+import KeychainCore
+
+/// The attributes every password class has, with `security(1)`'s letters.
+struct PasswordAttributeOptions: ParsableArguments {
+    @Option(name: .customShort("a"), help: "The account name (kSecAttrAccount).")
+    var account: String?
+
+    @Option(name: .customShort("c"), help: "The creator, a four-character code (kSecAttrCreator).")
+    var creator: String?
+
+    @Option(name: .customShort("C"), help: "The type, a four-character code (kSecAttrType).")
+    var type: String?
+
+    @Option(name: .customShort("D"), help: "The kind (kSecAttrDescription).")
+    var kind: String?
+
+    @Option(name: .customShort("j"), help: "A comment (kSecAttrComment).")
+    var comment: String?
+
+    @Option(name: .customShort("l"), help: "The label (kSecAttrLabel).")
+    var label: String?
+
+    /// The attributes given.
+    func attributes() throws(KeychainError) -> ItemAttributes {
+        var attributes: ItemAttributes = [:]
+        attributes[.account] = account.map(AttributeValue.string)
+        attributes[.creator] = try creator.map { (code) throws(KeychainError) in
+            .number(try fourCharacterCode(code, "-c"))
+        }
+        attributes[.type] = try type.map { (code) throws(KeychainError) in .number(try fourCharacterCode(code, "-C")) }
+        attributes[.itemDescription] = kind.map(AttributeValue.string)
+        attributes[.comment] = comment.map(AttributeValue.string)
+        attributes[.label] = label.map(AttributeValue.string)
+        return attributes
+    }
+}
+
+/// A four-character code (`aapl`) as the number Apple stores.
+func fourCharacterCode(_ text: String, _ option: String) throws(KeychainError) -> Int64 {
+    let bytes = Array(text.utf8)
+    guard bytes.count == 4, bytes.allSatisfy({ (0x20...0x7E).contains($0) }) else {
+        throw KeychainError.param("\(option) takes four characters, not '\(text)'")
+    }
+    return bytes.reduce(Int64(0)) { $0 << 8 | Int64($1) }
+}
+
+/// A four-character code kept as text (protocol, authentication type): one to four characters, padded with spaces.
+func paddedCode(_ text: String, _ option: String) throws(KeychainError) -> String {
+    let bytes = Array(text.utf8)
+    guard (1...4).contains(bytes.count), bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+        throw KeychainError.param("\(option) takes a code of one to four characters (such as htps), not '\(text)'")
+    }
+    return text + String(repeating: " ", count: 4 - bytes.count)
+}
+
+/// Generic password attributes: service and generic value.
+struct GenericPasswordOptions: ParsableArguments {
+    @OptionGroup var common: PasswordAttributeOptions
+
+    @Option(name: .customShort("s"), help: "The service name (kSecAttrService).")
+    var service: String?
+
+    @Option(name: .customShort("G"), help: "The generic attribute value (kSecAttrGeneric).")
+    var generic: String?
+
+    /// The attributes given.
+    func attributes() throws(KeychainError) -> ItemAttributes {
+        var attributes = try common.attributes()
+        attributes[.service] = service.map(AttributeValue.string)
+        attributes[.generic] = generic.map { .data(Data($0.utf8)) }
+        return attributes
+    }
+
+    /// What a label defaults to when none is given: the service, as macOS does.
+    var defaultLabel: String? { service }
+}
+
+/// Internet password attributes: server, protocol, port, path, domain, authentication type.
+struct InternetPasswordOptions: ParsableArguments {
+    @OptionGroup var common: PasswordAttributeOptions
+
+    @Option(name: .customShort("s"), help: "The server name (kSecAttrServer).")
+    var server: String?
+
+    @Option(
+        name: .customShort("r"), help: "The protocol, a four-character code such as htps or ftp (kSecAttrProtocol).")
+    var `protocol`: String?
+
+    @Option(name: .customShort("P"), help: "The port number (kSecAttrPort).")
+    var port: UInt16?
+
+    @Option(name: .customShort("p"), help: "The path (kSecAttrPath).")
+    var path: String?
+
+    @Option(name: .customShort("d"), help: "The security domain (kSecAttrSecurityDomain).")
+    var domain: String?
+
+    @Option(
+        name: .customShort("t"),
+        help: "The authentication type, a four-character code such as dflt or form (kSecAttrAuthenticationType).")
+    var authenticationType: String?
+
+    /// The attributes given.
+    func attributes() throws(KeychainError) -> ItemAttributes {
+        var attributes = try common.attributes()
+        attributes[.server] = server.map(AttributeValue.string)
+        attributes[.protocol] = try `protocol`.map { (code) throws(KeychainError) in .string(try paddedCode(code, "-r"))
+        }
+        attributes[.port] = port.map { .number(Int64($0)) }
+        attributes[.path] = path.map(AttributeValue.string)
+        attributes[.securityDomain] = domain.map(AttributeValue.string)
+        attributes[.authenticationType] = try authenticationType.map { (code) throws(KeychainError) in
+            .string(try paddedCode(code, "-t"))
+        }
+        return attributes
+    }
+
+    /// What a label defaults to when none is given: the server, as macOS does.
+    var defaultLabel: String? { server }
+}
+
+/// How `add-*` verbs get the item's password.
+struct PasswordSourceOptions: ParsableArguments {
+    @Option(
+        name: .customShort("w"),
+        help: ArgumentHelp(
+            "The password. Put -w last, with no value, to be asked for it without echo.",
+            discussion: "A value given here is visible to other users in the process list; a warning says so."))
+    var password: String?
+
+    @Option(name: .customShort("X"), help: "The password in hexadecimal.")
+    var hexPassword: String?
+
+    @Flag(help: "Read the password from standard input (all of it, but a final newline).")
+    var stdin = false
+
+    /// Set when -w came last, with no value: ask on the terminal.
+    @Flag(name: .customLong(PasswordSourceOptions.promptFlag), help: .hidden)
+    var prompt = false
+
+    /// The hidden flag a trailing `-w` becomes.
+    static let promptFlag = "prompt-for-password"
+
+    /// The password, from wherever it was given; nil when none was (the item then has an empty one).
+    func secret() throws(KeychainError) -> Data? {
+        let given = [password != nil, hexPassword != nil, stdin, prompt].filter { $0 }.count
+        guard given <= 1 else { throw KeychainError.param("give the password one way: -w, -X or --stdin") }
+        if let password {
+            StandardError.write(
+                "latchkey: warning: a password given with -w is visible to other users; put -w last to be asked, or use --stdin"
+            )
+            return Data(password.utf8)
+        }
+        if let hexPassword {
+            var bytes: [UInt8] = []
+            var digits = Array(hexPassword.utf8)
+            if digits.count >= 2, digits[0] == UInt8(ascii: "0"), digits[1] | 0x20 == UInt8(ascii: "x") {
+                digits.removeFirst(2)
+            }
+            guard digits.count % 2 == 0 else { throw KeychainError.param("-X takes an even number of hex digits") }
+            for index in stride(from: 0, to: digits.count, by: 2) {
+                guard let byte = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) else {
+                    throw KeychainError.param("-X takes hexadecimal digits only")
+                }
+                bytes.append(byte)
+            }
+            return Data(bytes)
+        }
+        if stdin { return Data(try SecretInput.fromStandardInput(count: 1)[0]) }
+        if prompt {
+            guard let typed = try SecretInput.fromTerminal(prompt: "password data for new item: ") else {
+                throw KeychainError(.interactionNotAllowed, "no terminal to ask the password on: use --stdin")
+            }
+            return Data(typed)
+        }
+        return nil
+    }
+
+    /// `arguments` with a trailing `-w` (a request to be asked) turned into the hidden prompt flag.
+    static func rewritingTrailingPasswordFlag(_ arguments: [String]) -> [String] {
+        guard let verb = arguments.first, verb.hasPrefix("add-"), arguments.last == "-w" else { return arguments }
+        return arguments.dropLast() + ["--" + promptFlag]
+    }
+}
+
+/// Where `-T` and `-A` are kept until per-application access control exists.
+enum AccessAttributes {
+    /// The applications given with `-T`, one path per line.
+    static let trustedApplications: AttributeKey = "lk:trusted-apps"
+    /// Set to "1" by `-A` (any application may read the item).
+    static let anyApplication: AttributeKey = "lk:any-app"
+}

@@ -1,0 +1,404 @@
+import ArgumentParser
+import FoundationEssentials
+import KeychainBus
+import KeychainClient
+import KeychainCore
+import KeychainStore
+import LoginControl
+
+/// Prints a keychain path the way `security(1)` lists keychains: indented and quoted.
+private func printListed(_ path: String) {
+    print("    \"\(path)\"")
+}
+
+struct ListKeychains: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the keychains: the files in the keychain directory and those the daemon holds.",
+        discussion: """
+            Examples:
+              latchkey list-keychains
+              latchkey list-keychains --json
+            """)
+
+    @Flag(help: "Print a JSON array: path, whether it is the default or the login keychain, and the daemon's view.")
+    var json = false
+
+    func run() throws {
+        let held = KeychainTarget.daemonKeychains()
+        var paths = KeychainPaths.keychainFiles()
+        for description in held ?? [] where !description.file.isEmpty && !paths.contains(description.file) {
+            paths.append(description.file)
+        }
+        guard json else { return paths.forEach(printListed) }
+        let defaultPath = KeychainPaths.canonical(KeychainPaths.defaultKeychain)
+        let documents = paths.map { path -> JSONValue in
+            var object: [String: JSONValue] = [
+                "path": .string(path), "default": .bool(KeychainPaths.canonical(path) == defaultPath),
+                "login": .bool(path == KeychainPaths.login),
+            ]
+            if let description = held?.first(where: { $0.file == path }) {
+                object["daemon"] = .object([
+                    "collection": .string(description.id), "label": .string(description.label),
+                    "locked": .bool(description.isLocked), "protection": .string(description.protection.rawValue),
+                ])
+            }
+            return .object(object)
+        }
+        print(JSONValue.array(documents).text)
+    }
+}
+
+struct DefaultKeychain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show or set the default keychain (where verbs work when no keychain is named).",
+        discussion: """
+            The choice is kept in $XDG_CONFIG_HOME/latchkey/default-keychain; without one, the login keychain is the default.
+            Examples:
+              latchkey default-keychain
+              latchkey default-keychain -s work
+            """)
+
+    @Option(name: .customShort("s"), help: "Make this keychain the default.")
+    var set: String?
+
+    @Flag(help: "Print {\"path\": …} as JSON.")
+    var json = false
+
+    func run() throws {
+        try reportingFailures { () throws(KeychainError) in
+            if let set {
+                let path = KeychainPaths.path(for: set)
+                guard FileManager.default.fileExists(atPath: path) else {
+                    throw KeychainError(.noSuchKeychain, "no keychain at \(path)")
+                }
+                let file = KeychainPaths.defaultKeychainFile
+                do {
+                    try FileManager.default.createDirectory(
+                        atPath: String(file[..<(file.lastIndex(of: "/") ?? file.endIndex)]),
+                        withIntermediateDirectories: true)
+                    try (path + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+                } catch {
+                    throw KeychainError(.writePermission, "cannot write \(file): \(error)")
+                }
+                return
+            }
+            let path = KeychainPaths.defaultKeychain
+            if json { print(JSONValue.object(["path": .string(path)]).text) } else { printListed(path) }
+        }
+    }
+}
+
+struct LoginKeychain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the login keychain, the one pam_latchkey unlocks with the login password.",
+        discussion: """
+            It is $XDG_DATA_HOME/latchkey/keychains/login.keychain-db and cannot be moved.
+            Example:
+              latchkey login-keychain
+            """)
+
+    @Flag(help: "Print {\"path\": …} as JSON.")
+    var json = false
+
+    func run() throws {
+        let path = KeychainPaths.login
+        if json { print(JSONValue.object(["path": .string(path)]).text) } else { printListed(path) }
+    }
+}
+
+/// Where a verb that sets a keychain password gets it.
+struct KeychainPasswordOptions: ParsableArguments {
+    @Option(name: .customShort("p"), help: "The password (visible to other users: prefer the prompt or --stdin).")
+    var password: String?
+
+    @Flag(help: "Read the password from standard input (one line).")
+    var stdin = false
+
+    /// The password from -p or standard input; nil to ask.
+    func given() throws(KeychainError) -> [UInt8]? {
+        if let password {
+            StandardError.write(
+                "latchkey: warning: a password given with -p is visible to other users; leave it out to be asked, or use --stdin"
+            )
+            return Array(password.utf8)
+        }
+        return stdin ? try SecretInput.fromStandardInput(count: 1)[0] : nil
+    }
+}
+
+struct CreateKeychain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a keychain file with its own password.",
+        discussion: """
+            A name without '/' is made in the keychain directory ($XDG_DATA_HOME/latchkey/keychains), with
+            the suffix .keychain-db. The password is asked twice without echo, unless -p or --stdin gives it.
+            Examples:
+              latchkey create-keychain work
+              printf '%s\\n' "$PW" | latchkey create-keychain --stdin /srv/ci/build.keychain-db
+            """)
+
+    @OptionGroup var password: KeychainPasswordOptions
+
+    @Flag(name: .customShort("P"), help: "Ask for the password (the default; accepted for security(1) scripts).")
+    var prompt = false
+
+    @Argument(help: "The keychain to create.")
+    var keychain: String
+
+    func run() throws {
+        try reportingFailures { () throws(KeychainError) in
+            let path = KeychainPaths.path(for: keychain)
+            guard !FileManager.default.fileExists(atPath: path) else {
+                throw KeychainError(.duplicateKeychain, "a keychain already exists at \(path)")
+            }
+            var secret: [UInt8]
+            if let given = try password.given() {
+                secret = given
+            } else {
+                secret = try SecretInput.newPassword(for: path)
+            }
+            defer { wipeBytes(&secret) }
+            let created = try Keychain.create(at: path, password: secret)
+            try created.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
+            created.lock()
+        }
+    }
+}
+
+struct DeleteKeychain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Delete keychains and every item in them.",
+        discussion: """
+            A keychain the daemon holds is deleted through it (the login keychain cannot be).
+            Example:
+              latchkey delete-keychain work
+            """)
+
+    @Argument(help: "The keychains to delete.")
+    var keychains: [String]
+
+    func validate() throws {
+        guard !keychains.isEmpty else { throw ValidationError("name at least one keychain") }
+    }
+
+    func run() throws {
+        try reportingFailures { () throws(KeychainError) in
+            let held = KeychainTarget.daemonKeychains()
+            for argument in keychains {
+                let target = try KeychainTarget.reach(KeychainPaths.path(for: argument), daemonKeychains: held)
+                if let daemon = target.backend as? DaemonKeychain {
+                    try daemon.deleteKeychain()
+                } else {
+                    Keychain.removeFiles(at: target.path)
+                }
+                if KeychainPaths.canonical(KeychainPaths.defaultKeychain) == KeychainPaths.canonical(target.path)
+                    || KeychainPaths.defaultKeychain == target.path
+                {
+                    try? FileManager.default.removeItem(atPath: KeychainPaths.defaultKeychainFile)
+                }
+            }
+        }
+    }
+}
+
+struct LockKeychain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Lock a keychain the daemon holds (its key is wiped from memory).",
+        discussion: """
+            Without a daemon nothing holds a keychain unlocked, so there is nothing to lock.
+            Examples:
+              latchkey lock-keychain
+              latchkey lock-keychain -a
+            """)
+
+    @Flag(name: .customShort("a"), help: "Lock every keychain the daemon holds.")
+    var all = false
+
+    @Argument(help: "The keychain; the default keychain if omitted.")
+    var keychain: String?
+
+    func run() throws {
+        try reportingFailures { () throws(KeychainError) in
+            guard let held = KeychainTarget.daemonKeychains() else {
+                StandardError.write("latchkey: no daemon runs, so no keychain is held unlocked")
+                return
+            }
+            if all {
+                for description in held { DaemonKeychain.connect(collection: description.id)?.lock() }
+                return
+            }
+            let target = try KeychainTarget.reach(KeychainPaths.resolve(keychain), daemonKeychains: held)
+            guard target.held != nil else {
+                StandardError.write("latchkey: the daemon does not hold \(target.path), so it is not unlocked")
+                return
+            }
+            target.backend.lock()
+        }
+    }
+}
+
+struct UnlockKeychain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Unlock a keychain in the daemon, with its password.",
+        discussion: """
+            The password is asked without echo, unless -p or --stdin gives it. Without a daemon the password is
+            only checked: the keychain stays locked for other programs.
+            Examples:
+              latchkey unlock-keychain
+              latchkey unlock-keychain --stdin < password-file
+            """)
+
+    @OptionGroup var password: KeychainPasswordOptions
+
+    @Argument(help: "The keychain; the default keychain if omitted.")
+    var keychain: String?
+
+    func run() throws {
+        try reportingFailures { () throws(KeychainError) in
+            let target = try KeychainTarget.reach(
+                KeychainPaths.resolve(keychain), daemonKeychains: KeychainTarget.daemonKeychains())
+            if var given = try password.given() {
+                defer { wipeBytes(&given) }
+                if target.held?.protection == .loginKeychain {
+                    throw KeychainError.param("\(target.path) has no password of its own: unlock the login keychain")
+                }
+                if target.backend.isLocked { try target.backend.unlock(withPassword: given) }
+            } else {
+                try target.unlock()
+            }
+            if target.held == nil {
+                StandardError.write(
+                    "latchkey: no daemon holds \(target.path): the password is right, and the keychain stays locked")
+            }
+        }
+    }
+}
+
+struct SetKeychainPassword: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Change a keychain's password.",
+        discussion: """
+            The old password is asked once and the new one twice, without echo, unless given: with --stdin,
+            standard input holds the old password on the first line and the new one on the second. For the login
+            keychain, prefer changing the login password (passwd): pam_latchkey re-keys the keychain with it.
+            Examples:
+              latchkey set-keychain-password work
+              printf '%s\\n%s\\n' "$OLD" "$NEW" | latchkey set-keychain-password --stdin work
+            """)
+
+    @Option(name: .customShort("o"), help: "The old password (visible to other users).")
+    var oldPassword: String?
+
+    @Option(name: .customShort("p"), help: "The new password (visible to other users).")
+    var newPassword: String?
+
+    @Flag(help: "Read the old and the new password from standard input, one per line.")
+    var stdin = false
+
+    @Argument(help: "The keychain; the default keychain if omitted.")
+    var keychain: String?
+
+    func run() throws {
+        try reportingFailures { () throws(KeychainError) in
+            let target = try KeychainTarget.reach(
+                KeychainPaths.resolve(keychain), daemonKeychains: KeychainTarget.daemonKeychains())
+            if oldPassword != nil || newPassword != nil {
+                StandardError.write(
+                    "latchkey: warning: passwords given with -o or -p are visible to other users; use --stdin")
+            }
+            var passwords: [[UInt8]]
+            if stdin {
+                passwords = try SecretInput.fromStandardInput(count: 2)
+            } else {
+                var old = oldPassword.map { Array($0.utf8) }
+                if old == nil { old = try SecretInput.fromTerminal(prompt: "old password for \(target.path): ") }
+                guard let oldBytes = old else {
+                    throw KeychainError(.interactionNotAllowed, "no terminal to ask the passwords on: use --stdin")
+                }
+                var new = newPassword.map { Array($0.utf8) }
+                if new == nil { new = try SecretInput.newPassword(for: target.path) }
+                passwords = [oldBytes, new ?? []]
+            }
+            defer { for index in passwords.indices { wipeBytes(&passwords[index]) } }
+            try target.backend.changePassword(from: passwords[0], to: passwords[1])
+        }
+    }
+}
+
+struct SetKeychainSettings: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Set when a keychain locks by itself.",
+        discussion: """
+            With no option the keychain never locks by itself. The daemon applies a timeout at once; the
+            time counts from the last use of the keychain. Lock on sleep is recorded in the keychain
+            (latchkeyd does not watch for sleep yet).
+            Examples:
+              latchkey set-keychain-settings -t 900
+              latchkey set-keychain-settings -lu work
+            """)
+
+    @Flag(name: .customShort("l"), help: "Lock when the machine sleeps.")
+    var lockOnSleep = false
+
+    @Flag(name: .customShort("u"), help: "Lock after the timeout (300 seconds unless -t is given).")
+    var lockAfterTimeout = false
+
+    @Option(name: .customShort("t"), help: "Lock after this many seconds without use.")
+    var timeout: UInt32?
+
+    @Argument(help: "The keychain; the default keychain if omitted.")
+    var keychain: String?
+
+    func validate() throws {
+        if timeout == 0 { throw ValidationError("-t takes a number of seconds above 0") }
+    }
+
+    func run() throws {
+        try reportingFailures { () throws(KeychainError) in
+            let target = try KeychainTarget.reach(
+                KeychainPaths.resolve(keychain), daemonKeychains: KeychainTarget.daemonKeychains())
+            let settings = KeychainSettings(
+                lockTimeout: timeout ?? (lockAfterTimeout ? KeychainSettings.defaultTimeout : nil),
+                lockOnSleep: lockOnSleep)
+            try target.backend.setSettings(settings)
+        }
+    }
+}
+
+struct ShowKeychainInfo: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show a keychain's lock settings.",
+        discussion: """
+            Prints: Keychain "PATH" [lock-on-sleep] timeout=SECONDSs|no-timeout
+            Examples:
+              latchkey show-keychain-info
+              latchkey show-keychain-info --json work
+            """)
+
+    @Flag(help: "Print path, lockOnSleep, lockTimeout (null for none), locked and heldByDaemon as JSON.")
+    var json = false
+
+    @Argument(help: "The keychain; the default keychain if omitted.")
+    var keychain: String?
+
+    func run() throws {
+        try reportingFailures { () throws(KeychainError) in
+            let target = try KeychainTarget.reach(
+                KeychainPaths.resolve(keychain), daemonKeychains: KeychainTarget.daemonKeychains())
+            let settings = try target.backend.settings()
+            if json {
+                print(
+                    JSONValue.object([
+                        "path": .string(target.path), "lockOnSleep": .bool(settings.lockOnSleep),
+                        "lockTimeout": settings.lockTimeout.map { .number(Int64($0)) } ?? .null,
+                        "locked": .bool(target.backend.isLocked), "heldByDaemon": .bool(target.held != nil),
+                    ]).text)
+                return
+            }
+            var words = ["Keychain \"\(target.path)\""]
+            if settings.lockOnSleep { words.append("lock-on-sleep") }
+            words.append(settings.lockTimeout.map { "timeout=\($0)s" } ?? "no-timeout")
+            print(words.joined(separator: " "))
+        }
+    }
+}

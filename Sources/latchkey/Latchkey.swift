@@ -1,0 +1,42 @@
+import ArgumentParser
+import KeychainCore
+
+/// `latchkey`: the keychain command, in the shape of macOS `security(1)`.
+@main
+struct Latchkey: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "latchkey",
+        abstract: "Manage keychains and their items, as macOS security(1) does.",
+        discussion: """
+            Verbs work on the default keychain (the login keychain unless default-keychain -s chose another)
+            or on the keychain named last. When latchkeyd holds that keychain, the command asks it; otherwise
+            it opens the file itself and asks for the keychain's password (on the terminal, else through
+            pinentry). Exit status: 0 on success, 44 when no item matches, 1 otherwise.
+            Secrets never need to be on the command line: put -w last to be asked, or use --stdin.
+            """,
+        version: "0.1.0",
+        subcommands: [
+            AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self,
+            AddInternetPassword.self, FindInternetPassword.self, DeleteInternetPassword.self,
+            DumpKeychain.self, ListKeychains.self, DefaultKeychain.self, LoginKeychain.self,
+            CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self,
+            SetKeychainPassword.self, SetKeychainSettings.self, ShowKeychainInfo.self,
+        ])
+
+    /// Parses the command line (a trailing `-w` of an add verb means "ask me") and runs the verb.
+    static func main() {
+        main(PasswordSourceOptions.rewritingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst())))
+    }
+}
+
+/// Runs a verb's work; a keychain error is printed on one line and becomes
+/// the exit status: 44 for `errSecItemNotFound` (as `security(1)`), else 1.
+func reportingFailures(_ work: () throws(KeychainError) -> Void) throws {
+    do {
+        try work()
+    } catch {
+        let reason = error.reason.isEmpty ? error.status.message : error.reason
+        StandardError.write("latchkey: \(reason)")
+        throw ExitCode(error.status == .itemNotFound ? 44 : 1)
+    }
+}
