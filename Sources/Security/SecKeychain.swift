@@ -1,6 +1,6 @@
 import Foundation
-import KeychainCore
 import KeychainClient
+import KeychainCore
 import KeychainStore
 import Synchronization
 
