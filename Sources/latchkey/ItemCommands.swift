@@ -9,7 +9,9 @@ struct AddOptions: ParsableArguments {
 
     @Option(
         name: .customShort("T"),
-        help: "An application that may use the item without asking (stored for access control; repeatable).")
+        help: ArgumentHelp(
+            "An application that may use the item without asking (stored for access control; repeatable).",
+            valueName: "app"))
     var trustedApplications: [String] = []
 
     @Flag(name: .customShort("A"), help: "Any application may use the item without asking (stored for access control).")

@@ -4,22 +4,26 @@ import KeychainCore
 
 /// The attributes every password class has, with `security(1)`'s letters.
 struct PasswordAttributeOptions: ParsableArguments {
-    @Option(name: .customShort("a"), help: "The account name (kSecAttrAccount).")
+    @Option(name: .customShort("a"), help: ArgumentHelp("The account name (kSecAttrAccount).", valueName: "account"))
     var account: String?
 
-    @Option(name: .customShort("c"), help: "The creator, a four-character code (kSecAttrCreator).")
+    @Option(
+        name: .customShort("c"),
+        help: ArgumentHelp("The creator, a four-character code (kSecAttrCreator).", valueName: "creator"))
     var creator: String?
 
-    @Option(name: .customShort("C"), help: "The type, a four-character code (kSecAttrType).")
+    @Option(
+        name: .customShort("C"),
+        help: ArgumentHelp("The type, a four-character code (kSecAttrType).", valueName: "type"))
     var type: String?
 
-    @Option(name: .customShort("D"), help: "The kind (kSecAttrDescription).")
+    @Option(name: .customShort("D"), help: ArgumentHelp("The kind (kSecAttrDescription).", valueName: "kind"))
     var kind: String?
 
-    @Option(name: .customShort("j"), help: "A comment (kSecAttrComment).")
+    @Option(name: .customShort("j"), help: ArgumentHelp("A comment (kSecAttrComment).", valueName: "comment"))
     var comment: String?
 
-    @Option(name: .customShort("l"), help: "The label (kSecAttrLabel).")
+    @Option(name: .customShort("l"), help: ArgumentHelp("The label (kSecAttrLabel).", valueName: "label"))
     var label: String?
 
     /// The attributes given.
@@ -59,10 +63,12 @@ func paddedCode(_ text: String, _ option: String) throws(KeychainError) -> Strin
 struct GenericPasswordOptions: ParsableArguments {
     @OptionGroup var common: PasswordAttributeOptions
 
-    @Option(name: .customShort("s"), help: "The service name (kSecAttrService).")
+    @Option(name: .customShort("s"), help: ArgumentHelp("The service name (kSecAttrService).", valueName: "service"))
     var service: String?
 
-    @Option(name: .customShort("G"), help: "The generic attribute value (kSecAttrGeneric).")
+    @Option(
+        name: .customShort("G"),
+        help: ArgumentHelp("The generic attribute value (kSecAttrGeneric).", valueName: "value"))
     var generic: String?
 
     /// The attributes given.
@@ -81,25 +87,31 @@ struct GenericPasswordOptions: ParsableArguments {
 struct InternetPasswordOptions: ParsableArguments {
     @OptionGroup var common: PasswordAttributeOptions
 
-    @Option(name: .customShort("s"), help: "The server name (kSecAttrServer).")
+    @Option(name: .customShort("s"), help: ArgumentHelp("The server name (kSecAttrServer).", valueName: "server"))
     var server: String?
 
     @Option(
-        name: .customShort("r"), help: "The protocol, a four-character code such as htps or ftp (kSecAttrProtocol).")
+        name: .customShort("r"),
+        help: ArgumentHelp(
+            "The protocol, a four-character code such as htps or ftp (kSecAttrProtocol).", valueName: "protocol"))
     var `protocol`: String?
 
-    @Option(name: .customShort("P"), help: "The port number (kSecAttrPort).")
+    @Option(name: .customShort("P"), help: ArgumentHelp("The port number (kSecAttrPort).", valueName: "port"))
     var port: UInt16?
 
-    @Option(name: .customShort("p"), help: "The path (kSecAttrPath).")
+    @Option(name: .customShort("p"), help: ArgumentHelp("The path (kSecAttrPath).", valueName: "path"))
     var path: String?
 
-    @Option(name: .customShort("d"), help: "The security domain (kSecAttrSecurityDomain).")
+    @Option(
+        name: .customShort("d"),
+        help: ArgumentHelp("The security domain (kSecAttrSecurityDomain).", valueName: "domain"))
     var domain: String?
 
     @Option(
         name: .customShort("t"),
-        help: "The authentication type, a four-character code such as dflt or form (kSecAttrAuthenticationType).")
+        help: ArgumentHelp(
+            "The authentication type, a four-character code such as dflt or form (kSecAttrAuthenticationType).",
+            valueName: "authtype"))
     var authenticationType: String?
 
     /// The attributes given.
@@ -127,10 +139,11 @@ struct PasswordSourceOptions: ParsableArguments {
         name: .customShort("w"),
         help: ArgumentHelp(
             "The password. Put -w last, with no value, to be asked for it without echo.",
-            discussion: "A value given here is visible to other users in the process list; a warning says so."))
+            discussion: "A value given here is visible to other users in the process list; a warning says so.",
+            valueName: "password"))
     var password: String?
 
-    @Option(name: .customShort("X"), help: "The password in hexadecimal.")
+    @Option(name: .customShort("X"), help: ArgumentHelp("The password in hexadecimal.", valueName: "hex"))
     var hexPassword: String?
 
     @Flag(help: "Read the password from standard input (all of it, but a final newline).")

@@ -58,7 +58,7 @@ struct DefaultKeychain: ParsableCommand {
               latchkey default-keychain -s work
             """)
 
-    @Option(name: .customShort("s"), help: "Make this keychain the default.")
+    @Option(name: .customShort("s"), help: ArgumentHelp("Make this keychain the default.", valueName: "keychain"))
     var set: String?
 
     @Flag(help: "Print {\"path\": …} as JSON.")
@@ -108,7 +108,10 @@ struct LoginKeychain: ParsableCommand {
 
 /// Where a verb that sets a keychain password gets it.
 struct KeychainPasswordOptions: ParsableArguments {
-    @Option(name: .customShort("p"), help: "The password (visible to other users: prefer the prompt or --stdin).")
+    @Option(
+        name: .customShort("p"),
+        help: ArgumentHelp(
+            "The password (visible to other users: prefer the prompt or --stdin).", valueName: "password"))
     var password: String?
 
     @Flag(help: "Read the password from standard input (one line).")
@@ -286,10 +289,10 @@ struct SetKeychainPassword: ParsableCommand {
               printf '%s\\n%s\\n' "$OLD" "$NEW" | latchkey set-keychain-password --stdin work
             """)
 
-    @Option(name: .customShort("o"), help: "The old password (visible to other users).")
+    @Option(name: .customShort("o"), help: ArgumentHelp("The old password (visible to other users).", valueName: "old"))
     var oldPassword: String?
 
-    @Option(name: .customShort("p"), help: "The new password (visible to other users).")
+    @Option(name: .customShort("p"), help: ArgumentHelp("The new password (visible to other users).", valueName: "new"))
     var newPassword: String?
 
     @Flag(help: "Read the old and the new password from standard input, one per line.")
@@ -343,7 +346,8 @@ struct SetKeychainSettings: ParsableCommand {
     @Flag(name: .customShort("u"), help: "Lock after the timeout (300 seconds unless -t is given).")
     var lockAfterTimeout = false
 
-    @Option(name: .customShort("t"), help: "Lock after this many seconds without use.")
+    @Option(
+        name: .customShort("t"), help: ArgumentHelp("Lock after this many seconds without use.", valueName: "seconds"))
     var timeout: UInt32?
 
     @Argument(help: "The keychain; the default keychain if omitted.")

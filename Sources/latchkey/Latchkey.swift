@@ -23,9 +23,20 @@ struct Latchkey: ParsableCommand {
             SetKeychainPassword.self, SetKeychainSettings.self, ShowKeychainInfo.self,
         ])
 
-    /// Parses the command line (a trailing `-w` of an add verb means "ask me") and runs the verb.
+    /// Parses the command line (a trailing `-w` of an add verb means "ask me") and runs the verb. A
+    /// command line that does not parse gets one line on standard error and exit status 1.
     static func main() {
-        main(PasswordSourceOptions.rewritingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst())))
+        let arguments = PasswordSourceOptions.rewritingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
+        do {
+            var command = try parseAsRoot(arguments)
+            try command.run()
+        } catch {
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            let verb = arguments.first { !$0.hasPrefix("-") } ?? ""
+            let hint = configuration.subcommands.contains { $0._commandName == verb } ? " \(verb)" : ""
+            StandardError.write("latchkey: \(message(for: error)) (see latchkey help\(hint))")
+            exit(withError: ExitCode.failure)
+        }
     }
 }
 
