@@ -26,7 +26,7 @@ enum KeychainPaths {
     /// The default keychain: the one set with `default-keychain -s`, else the login keychain.
     static var defaultKeychain: String {
         guard let text = try? String(contentsOfFile: defaultKeychainFile, encoding: .utf8) else { return login }
-        let path = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let path = String(text.split(whereSeparator: \.isNewline).first ?? "")
         return path.hasPrefix("/") ? path : login
     }
 

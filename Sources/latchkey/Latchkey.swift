@@ -46,7 +46,8 @@ func reportingFailures(_ work: () throws(KeychainError) -> Void) throws {
     do {
         try work()
     } catch {
-        let reason = error.reason.isEmpty ? error.status.message : error.reason
+        // A duplicate is told in Apple's words (the store's reason is terser); otherwise the specific reason.
+        let reason = error.reason.isEmpty || error.status == .duplicateItem ? error.status.message : error.reason
         StandardError.write("latchkey: \(reason)")
         throw ExitCode(error.status == .itemNotFound ? 44 : 1)
     }

@@ -17,12 +17,14 @@ enum SecretInput {
         var saved = termios()
         guard tcgetattr(terminal, &saved) == 0 else { return nil }
         var quiet = saved
-        // No echo (but the newline), and Ctrl-C arrives as a byte instead of a signal, so the echo always comes back.
+        // No echo (but the newline), and Ctrl-C arrives as a byte instead of a signal, so echo always comes back.
         quiet.c_lflag &= ~tcflag_t(echo ? ISIG : ECHO | ISIG)
         quiet.c_lflag |= tcflag_t(ECHONL)
-        write(terminal, prompt)
+        // In canonical mode a read returns at the end of a line: make Ctrl-C end one too.
+        withUnsafeMutableBytes(of: &quiet.c_cc) { $0[Int(VEOL)] = 0x03 }
         guard tcsetattr(terminal, TCSAFLUSH, &quiet) == 0 else { return nil }
         defer { tcsetattr(terminal, TCSAFLUSH, &saved) }
+        write(terminal, prompt)
         var line: [UInt8] = []
         var byte: UInt8 = 0
         while true {

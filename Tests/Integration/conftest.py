@@ -56,9 +56,10 @@ class Bus:
 class Daemon:
     """latchkeyd on a bus, with its keychain directory and pinentry script."""
 
-    def __init__(self, bus, directory, password=LOGIN_PASSWORD, answers=(), extra_args=()):
+    def __init__(self, bus, directory, password=LOGIN_PASSWORD, answers=(), extra_args=(), keychains=None):
         self.bus = bus
         self.directory = directory
+        self.keychains = keychains or directory / "keychains"
         self.answers = directory / "pinentry-answers"
         self.log = directory / "pinentry-log"
         self.set_pinentry_answers(answers)
@@ -76,7 +77,7 @@ class Daemon:
             pos.unlink()
 
     def start(self, unlock=True, wait=True):
-        args = [binary("latchkeyd"), "--foreground", "--keychain-directory", str(self.directory / "keychains"),
+        args = [binary("latchkeyd"), "--foreground", "--keychain-directory", str(self.keychains),
                 "--pinentry", str(SCRIPTED_PINENTRY)] + self.extra_args
         if unlock:
             args.append("--unlock")

@@ -1,0 +1,375 @@
+"""The latchkey command: every verb against latchkeyd on a private bus and
+against a keychain file with no daemon, exit statuses, --json, and the
+no-echo prompts through a pseudo-terminal."""
+
+import json
+import os
+import pty
+import select
+import subprocess
+import time
+
+import pytest
+
+from conftest import LOGIN_PASSWORD, SCRIPTED_PINENTRY, binary, secret_tool
+
+FILE_PASSWORD = "file password"
+
+
+class Cli:
+    """Runs `latchkey` with a throwaway home, data and config directory, without a controlling terminal
+    (so keychain passwords are asked through the scripted pinentry)."""
+
+    def __init__(self, tmp_path, bus=None):
+        self.root = tmp_path
+        self.data = tmp_path / "data"
+        self.keychains = self.data / "latchkey" / "keychains"
+        self.answers = tmp_path / "cli-pinentry-answers"
+        self.log = tmp_path / "cli-pinentry-log"
+        self.bus = bus
+        self.set_answers([])
+
+    def set_answers(self, answers):
+        self.answers.write_text("".join(a + "\n" for a in answers))
+        pos = self.answers.with_name(self.answers.name + ".pos")
+        if pos.exists():
+            pos.unlink()
+
+    def env(self):
+        env = dict(os.environ)
+        env.update(HOME=str(self.root / "home"), XDG_DATA_HOME=str(self.data),
+                   XDG_CONFIG_HOME=str(self.root / "config"), PINENTRY=str(SCRIPTED_PINENTRY),
+                   SCRIPTED_PINENTRY_ANSWERS=str(self.answers), SCRIPTED_PINENTRY_LOG=str(self.log))
+        if self.bus:
+            env["DBUS_SESSION_BUS_ADDRESS"] = self.bus.address
+        else:
+            # No daemon: a bus address where nothing listens.
+            env["DBUS_SESSION_BUS_ADDRESS"] = f"unix:path={self.root}/no-bus"
+        return env
+
+    def run(self, *args, input=None):
+        return subprocess.run([binary("latchkey"), *args], env=self.env(), input=input, capture_output=True,
+                              text=True, timeout=60, start_new_session=True)
+
+    def ok(self, *args, input=None):
+        result = self.run(*args, input=input)
+        assert result.returncode == 0, f"latchkey {args} exited {result.returncode}: {result.stderr}"
+        return result
+
+    def json(self, *args):
+        return json.loads(self.ok(*args, "--json").stdout)
+
+    def pinentry_asks(self):
+        if not self.log.exists():
+            return 0
+        return sum(1 for line in self.log.read_text().splitlines() if json.loads(line)["command"] == "GETPIN")
+
+
+@pytest.fixture(params=["daemon", "file"])
+def cli(request, tmp_path, bus, make_daemon):
+    """A latchkey command whose default (login) keychain is held by latchkeyd, or is a file with no daemon."""
+    if request.param == "daemon":
+        c = Cli(tmp_path, bus)
+        make_daemon(keychains=c.keychains).start()
+    else:
+        c = Cli(tmp_path)
+        c.ok("create-keychain", "--stdin", "login", input=FILE_PASSWORD + "\n")
+        c.set_answers([f"password {FILE_PASSWORD}"] * 40)
+    c.mode = request.param
+    return c
+
+
+def test_generic_password_round_trip(cli):
+    cli.ok("add-generic-password", "-a", "alice", "-s", "backup.example", "-l", "Backup", "-D", "app password",
+           "-j", "a comment", "-G", "generic", "-c", "abcd", "-C", "wxyz", "-T", "/usr/bin/rsync", "-A", "--stdin",
+           input="s3cret\n")
+    found = cli.ok("find-generic-password", "-s", "backup.example", "-g")
+    lines = found.stdout.splitlines()
+    assert lines[0] == f'keychain: "{cli.keychains}/login.keychain-db"'
+    assert lines[2] == 'class: "genp"'
+    for expected in ['    0x00000007 <blob>="Backup"', '    "acct"<blob>="alice"', '    "svce"<blob>="backup.example"',
+                     '    "desc"<blob>="app password"', '    "icmt"<blob>="a comment"', '    "gena"<blob>="generic"',
+                     '    "crtr"<uint32>="abcd"', '    "type"<uint32>="wxyz"']:
+        assert expected in lines
+    assert any(line.startswith('    "cdat"<timedate>=0x') and line.endswith('Z\\000"') for line in lines)
+    assert "s3cret" not in found.stdout
+    assert found.stderr.strip() == 'password: "s3cret"'
+
+    assert cli.ok("find-generic-password", "-a", "alice", "-w").stdout == "s3cret\n"
+    document = cli.json("find-generic-password", "-s", "backup.example")
+    assert document["class"] == "genp"
+    assert document["attributes"]["acct"] == "alice"
+    assert document["attributes"]["labl"] == "Backup"
+    assert document["attributes"]["crtr"] == int.from_bytes(b"abcd", "big")
+    assert document["attributes"]["lk:trusted-apps"] == "/usr/bin/rsync"
+    assert document["attributes"]["lk:any-app"] == "1"
+    assert "password" not in document
+    assert cli.json("find-generic-password", "-s", "backup.example", "-w")["password"] == "s3cret"
+
+
+def test_label_defaults_to_service_and_binary_password_in_hex(cli):
+    cli.ok("add-generic-password", "-a", "bob", "-s", "svc", "-X", "00ff41")
+    found = cli.ok("find-generic-password", "-a", "bob", "-g")
+    assert '    0x00000007 <blob>="svc"' in found.stdout.splitlines()
+    assert found.stderr.strip() == 'password: 0x00FF41  "\\000\\377A"'
+    assert cli.ok("find-generic-password", "-a", "bob", "-w").stdout == "0x00FF41\n"
+
+
+def test_duplicate_refused_unless_update(cli):
+    cli.ok("add-generic-password", "-a", "alice", "-s", "svc", "--stdin", input="one")
+    again = cli.run("add-generic-password", "-a", "alice", "-s", "svc", "--stdin", input="two")
+    assert again.returncode == 1
+    assert len(again.stderr.strip().splitlines()) == 1 and "already exists" in again.stderr
+    assert cli.ok("find-generic-password", "-s", "svc", "-w").stdout == "one\n"
+    cli.ok("add-generic-password", "-a", "alice", "-s", "svc", "-j", "updated", "-U", "--stdin", input="two")
+    assert cli.ok("find-generic-password", "-s", "svc", "-w").stdout == "two\n"
+    items = cli.json("dump-keychain")
+    assert [i["attributes"].get("icmt") for i in items if i["attributes"].get("svce") == "svc"] == ["updated"]
+    # -U with nothing to update adds.
+    cli.ok("add-generic-password", "-a", "carol", "-s", "svc", "-U", "--stdin", input="three")
+    assert cli.ok("find-generic-password", "-a", "carol", "-w").stdout == "three\n"
+
+
+def test_not_found_is_44_and_delete(cli):
+    for verb in ("find-generic-password", "delete-generic-password", "find-internet-password",
+                 "delete-internet-password"):
+        result = cli.run(verb, "-s", "nothing.example")
+        assert result.returncode == 44, (verb, result.stderr)
+        assert result.stderr.strip() == "latchkey: The specified item could not be found in the keychain."
+    cli.ok("add-generic-password", "-a", "alice", "-s", "gone", "--stdin", input="x")
+    cli.ok("add-generic-password", "-a", "alice", "-s", "kept", "--stdin", input="y")
+    deleted = cli.ok("delete-generic-password", "-s", "gone")
+    assert '    "svce"<blob>="gone"' in deleted.stdout.splitlines()
+    assert deleted.stdout.splitlines()[-1] == "password has been deleted."
+    assert cli.run("find-generic-password", "-s", "gone").returncode == 44
+    assert cli.ok("find-generic-password", "-s", "kept", "-w").stdout == "y\n"
+
+
+def test_internet_password_round_trip(cli):
+    added = cli.run("add-internet-password", "-a", "alice", "-s", "git.example", "-r", "htps", "-P", "8443",
+                    "-p", "/org/repo", "-d", "realm", "-t", "form", "-w", "tok en")
+    assert added.returncode == 0, added.stderr
+    assert "warning" in added.stderr and "visible to other users" in added.stderr
+    found = cli.json("find-internet-password", "-s", "git.example", "-r", "htps", "-P", "8443", "-w")
+    attributes = found["attributes"]
+    assert found["class"] == "inet"
+    assert (attributes["srvr"], attributes["port"], attributes["path"], attributes["sdmn"]) == \
+        ("git.example", 8443, "/org/repo", "realm")
+    assert attributes["ptcl"] == "htps" and attributes["atyp"] == "form"
+    assert found["password"] == "tok en"
+    text = cli.ok("find-internet-password", "-s", "git.example").stdout.splitlines()
+    assert '    "port"<uint32>=0x000020FB' in text and '    "ptcl"<uint32>="htps"' in text
+    assert cli.run("find-internet-password", "-s", "git.example", "-P", "443").returncode == 44
+    assert cli.run("find-generic-password", "-s", "git.example").returncode == 44
+    cli.ok("delete-internet-password", "-s", "git.example", "-a", "alice")
+    assert cli.run("find-internet-password", "-s", "git.example").returncode == 44
+
+
+def test_dump_keychain_and_secrets_after_confirmation(cli):
+    cli.ok("add-generic-password", "-a", "alice", "-s", "one", "--stdin", input="first secret")
+    cli.ok("add-internet-password", "-a", "bob", "-s", "two.example", "--stdin", input="second secret")
+    items = cli.json("dump-keychain")
+    assert sorted((i["class"], i["attributes"]["acct"]) for i in items) == [("genp", "alice"), ("inet", "bob")]
+    assert all("password" not in i for i in items)
+    text = cli.ok("dump-keychain").stdout
+    assert text.count("keychain: ") == 2 and "first secret" not in text
+
+    answers = [] if cli.mode == "daemon" else [f"password {FILE_PASSWORD}"]
+    cli.set_answers(answers + ["deny"])
+    refused = cli.run("dump-keychain", "-d")
+    assert refused.returncode == 1 and "not confirmed" in refused.stderr
+    assert "first secret" not in refused.stdout
+    cli.set_answers(answers + ["confirm"])
+    shown = cli.ok("dump-keychain", "-d").stdout
+    assert 'data:\n"first secret"' in shown and 'data:\n"second secret"' in shown
+
+
+def test_bad_input_gets_one_line_and_status_1(cli):
+    for args in (["find-internet-password", "-P", "port"], ["add-generic-password", "-c", "toolong"],
+                 ["add-internet-password", "-r", "https!"], ["no-such-verb"],
+                 ["add-generic-password", "-s", "x", "-w", "a", "--stdin"]):
+        result = cli.run(*args, input="")
+        assert result.returncode == 1, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("latchkey: "), result.stderr
+    assert cli.run("find-generic-password", "-s", "x", "nonexistent-keychain").returncode == 1
+
+
+def test_show_and_set_keychain_settings(cli):
+    login = f"{cli.keychains}/login.keychain-db"
+    assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" no-timeout'
+    cli.ok("set-keychain-settings", "-l", "-t", "600")
+    assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" lock-on-sleep timeout=600s'
+    cli.ok("set-keychain-settings", "-u")
+    info = cli.json("show-keychain-info")
+    assert (info["lockTimeout"], info["lockOnSleep"], info["heldByDaemon"]) == (300, False, cli.mode == "daemon")
+    cli.ok("set-keychain-settings")
+    assert cli.json("show-keychain-info")["lockTimeout"] is None
+
+
+def test_keychain_files_with_no_daemon(tmp_path):
+    cli = Cli(tmp_path)
+    cli.ok("create-keychain", "--stdin", "work", input="old pw\n")
+    work = cli.keychains / "work.keychain-db"
+    assert work.exists() and (work.stat().st_mode & 0o777) == 0o600
+    assert cli.run("create-keychain", "--stdin", "work", input="x\n").returncode == 1
+    assert cli.ok("list-keychains").stdout == f'    "{work}"\n'
+    assert cli.ok("login-keychain").stdout == f'    "{cli.keychains}/login.keychain-db"\n'
+    cli.ok("default-keychain", "-s", "work")
+    assert cli.json("default-keychain")["path"] == str(work)
+    assert [k["default"] for k in cli.json("list-keychains")] == [True]
+
+    cli.set_answers(["password old pw"] * 4)
+    cli.ok("add-generic-password", "-a", "me", "-s", "there", "--stdin", input="in work")
+    assert cli.ok("find-generic-password", "-s", "there", "-w", str(work)).stdout == "in work\n"
+
+    assert cli.ok("unlock-keychain", "--stdin", input="old pw\n").stderr.startswith("latchkey: no daemon holds")
+    assert cli.run("unlock-keychain", "--stdin", input="wrong\n").returncode == 1
+    cli.ok("set-keychain-password", "--stdin", "work", input="old pw\nnew pw\n")
+    assert cli.run("unlock-keychain", "--stdin", "work", input="old pw\n").returncode == 1
+    cli.ok("unlock-keychain", "--stdin", "work", input="new pw\n")
+
+    # Three wrong passwords through pinentry: status 1, nothing changed.
+    cli.set_answers(["password a", "password b", "password c"])
+    wrong = cli.run("find-generic-password", "-s", "there")
+    assert wrong.returncode == 1 and "three wrong passwords" in wrong.stderr
+    cli.set_answers(["password new pw"])
+    assert cli.ok("find-generic-password", "-s", "there", "-w").stdout == "in work\n"
+    assert cli.ok("lock-keychain").stderr.startswith("latchkey: no daemon runs")
+
+    cli.ok("delete-keychain", "work")
+    assert not work.exists()
+    assert cli.json("default-keychain")["path"] == f"{cli.keychains}/login.keychain-db"
+
+
+def wait_until(predicate, timeout=15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_daemon_keychain_verbs(tmp_path, bus, make_daemon):
+    cli = Cli(tmp_path, bus)
+    make_daemon(keychains=cli.keychains).start()
+    login = f"{cli.keychains}/login.keychain-db"
+    [held] = cli.json("list-keychains")
+    assert held["path"] == login and held["daemon"]["collection"] == "login" and not held["daemon"]["locked"]
+
+    # Both faces: secret-tool and latchkey see each other's items.
+    secret_tool(bus, "store", "--label=From secret-tool", "service", "st", "account", "you", input=b"via st")
+    assert cli.ok("find-generic-password", "-s", "st", "-w").stdout == "via st\n"
+    cli.ok("add-generic-password", "-a", "me", "-s", "cli", "--stdin", input="via cli")
+    assert secret_tool(bus, "lookup", "service", "cli").stdout == b"via cli"
+
+    cli.ok("lock-keychain")
+    assert cli.json("show-keychain-info")["locked"] is True
+    assert secret_tool(bus, "lookup", "service", "cli", check=False).stdout == b""
+    wrong = cli.run("unlock-keychain", "--stdin", input="not it\n")
+    assert wrong.returncode == 1 and "latchkey: " in wrong.stderr
+    assert cli.json("show-keychain-info")["locked"] is True
+    cli.ok("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n")
+    assert secret_tool(bus, "lookup", "service", "cli").stdout == b"via cli"
+
+    # A verb on a locked keychain asks for its password (pinentry here) and unlocks it in the daemon.
+    cli.ok("lock-keychain", "-a")
+    cli.set_answers([f"password {LOGIN_PASSWORD}"])
+    assert cli.ok("find-generic-password", "-s", "cli", "-w").stdout == "via cli\n"
+    assert cli.pinentry_asks() == 1
+    assert cli.json("show-keychain-info")["locked"] is False
+
+    # The daemon applies a lock timeout at once.
+    cli.ok("set-keychain-settings", "-t", "1")
+    assert wait_until(lambda: cli.json("show-keychain-info")["locked"])
+    cli.ok("set-keychain-settings")
+    cli.ok("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n")
+
+    cli.ok("set-keychain-password", "--stdin", input=f"{LOGIN_PASSWORD}\nnew login\n")
+    cli.ok("lock-keychain")
+    assert cli.run("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n").returncode == 1
+    cli.ok("unlock-keychain", "--stdin", input="new login\n")
+
+    refused = cli.run("delete-keychain", "login")
+    assert refused.returncode == 1 and "cannot be deleted" in refused.stderr
+    assert (cli.keychains / "login.keychain-db").exists()
+
+
+def test_delete_a_collection_the_daemon_holds(tmp_path, bus, make_daemon, session_env):
+    import secretstorage
+    cli = Cli(tmp_path, bus)
+    make_daemon(keychains=cli.keychains).start()
+    connection = secretstorage.dbus_init()
+    collection = secretstorage.create_collection(connection, "Work")
+    collection.create_item("w", {"service": "work"}, b"work secret")
+    [work] = [k for k in cli.json("list-keychains") if k.get("daemon", {}).get("label") == "Work"]
+    assert work["daemon"]["protection"] == "login-keychain"
+    assert cli.ok("find-generic-password", "-s", "work", "-w", work["path"]).stdout == "work secret\n"
+    cli.ok("delete-keychain", work["path"])
+    assert not os.path.exists(work["path"])
+    assert "Work" not in [c.get_label() for c in secretstorage.get_all_collections(connection)]
+
+
+def run_in_terminal(cli, args, typed):
+    """Runs latchkey on a pseudo-terminal; `typed` is a list of (expected prompt, text to type).
+    Returns (exit status, everything the terminal showed)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(binary("latchkey"), ["latchkey", *args], cli.env())
+    shown = b""
+    seen = 0
+    deadline = time.monotonic() + 30
+
+    def read_until(marker):
+        nonlocal shown, seen
+        while marker not in shown[seen:] and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                shown += chunk
+
+    for prompt, text in typed:
+        read_until(prompt.encode())
+        assert prompt.encode() in shown[seen:], shown
+        seen = shown.index(prompt.encode(), seen) + len(prompt)
+        os.write(fd, text.encode())
+    read_until(b"\0never")
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), shown.decode(errors="replace")
+
+
+def test_trailing_w_prompts_without_echo(tmp_path):
+    cli = Cli(tmp_path)
+    cli.ok("create-keychain", "--stdin", "login", input=FILE_PASSWORD + "\n")
+    status, shown = run_in_terminal(
+        cli, ["add-generic-password", "-a", "alice", "-s", "tty.example", "-w"],
+        [("password data for new item: ", "typed secret\n"), ("password to unlock", FILE_PASSWORD + "\n")])
+    assert status == 0, shown
+    assert "typed secret" not in shown and FILE_PASSWORD not in shown
+    cli.set_answers([f"password {FILE_PASSWORD}"])
+    assert cli.ok("find-generic-password", "-s", "tty.example", "-w").stdout == "typed secret\n"
+
+    # Ctrl-C at the prompt cancels: status 1, nothing added.
+    status, shown = run_in_terminal(
+        cli, ["add-generic-password", "-a", "bob", "-s", "cancelled.example", "-w"],
+        [("password data for new item: ", "\x03")])
+    assert status == 1 and "cancelled" in shown
+    cli.set_answers([f"password {FILE_PASSWORD}"])
+    assert cli.run("find-generic-password", "-s", "cancelled.example").returncode == 44
+
+
+def test_new_keychain_password_asked_twice_on_the_terminal(tmp_path):
+    cli = Cli(tmp_path)
+    status, shown = run_in_terminal(
+        cli, ["create-keychain", "tty"],
+        [("new password for", "abc\n"), ("retype new password for", "abd\n"), ("do not match", ""),
+         ("new password for", "right one\n"), ("retype new password for", "right one\n")])
+    assert status == 0, shown
+    assert "right one" not in shown
+    assert cli.ok("unlock-keychain", "--stdin", "tty", input="right one\n").returncode == 0
