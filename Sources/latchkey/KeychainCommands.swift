@@ -114,7 +114,7 @@ struct KeychainPasswordOptions: ParsableArguments {
             "The password (visible to other users: prefer the prompt or --stdin).", valueName: "password"))
     var password: String?
 
-    @Flag(help: "Read the password from standard input (one line).")
+    @Flag(help: "Read the password from standard input (all of it but a final newline).")
     var stdin = false
 
     /// The password from -p or standard input; nil to ask.
@@ -244,8 +244,8 @@ struct UnlockKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Unlock a keychain in the daemon, with its password.",
         discussion: """
-            The password is asked without echo, unless -p or --stdin gives it. Without a daemon the password is
-            only checked: the keychain stays locked for other programs.
+            The password is asked without echo, unless -p or --stdin gives it. For a keychain the daemon does not
+            hold (no daemon runs, or it was made with create-keychain) the password is only checked.
             Examples:
               latchkey unlock-keychain
               latchkey unlock-keychain --stdin < password-file
@@ -332,8 +332,8 @@ struct SetKeychainSettings: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Set when a keychain locks by itself.",
         discussion: """
-            With no option the keychain never locks by itself. The daemon applies a timeout at once; the
-            time counts from the last use of the keychain. Lock on sleep is recorded in the keychain
+            With no option the keychain never locks by itself. The daemon applies a timeout at once to
+            keychains it holds; the time counts from the last use of the keychain. Lock on sleep is recorded in the keychain
             (latchkeyd does not watch for sleep yet).
             Examples:
               latchkey set-keychain-settings -t 900
