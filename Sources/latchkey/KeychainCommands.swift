@@ -258,8 +258,7 @@ struct UnlockKeychain: ParsableCommand {
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
-            let target = try KeychainTarget.reach(
-                KeychainPaths.resolve(keychain), daemonKeychains: KeychainTarget.daemonKeychains())
+            let target = try KeychainTarget.open(keychain, unlocked: false)
             if var given = try password.given() {
                 defer { wipeBytes(&given) }
                 if target.held?.protection == .loginKeychain {
@@ -303,8 +302,7 @@ struct SetKeychainPassword: ParsableCommand {
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
-            let target = try KeychainTarget.reach(
-                KeychainPaths.resolve(keychain), daemonKeychains: KeychainTarget.daemonKeychains())
+            let target = try KeychainTarget.open(keychain, unlocked: false)
             if oldPassword != nil || newPassword != nil {
                 StandardError.write(
                     "latchkey: warning: passwords given with -o or -p are visible to other users; use --stdin")
@@ -359,8 +357,7 @@ struct SetKeychainSettings: ParsableCommand {
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
-            let target = try KeychainTarget.reach(
-                KeychainPaths.resolve(keychain), daemonKeychains: KeychainTarget.daemonKeychains())
+            let target = try KeychainTarget.open(keychain, unlocked: false)
             let settings = KeychainSettings(
                 lockTimeout: timeout ?? (lockAfterTimeout ? KeychainSettings.defaultTimeout : nil),
                 lockOnSleep: lockOnSleep)
@@ -387,8 +384,7 @@ struct ShowKeychainInfo: ParsableCommand {
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
-            let target = try KeychainTarget.reach(
-                KeychainPaths.resolve(keychain), daemonKeychains: KeychainTarget.daemonKeychains())
+            let target = try KeychainTarget.open(keychain, unlocked: false)
             let settings = try target.backend.settings()
             if json {
                 print(
