@@ -46,12 +46,11 @@ extension KeychainBus {
     /// A description as `a{sv}`: `Id` s, `File` s, `Label` s, `Locked` b,
     /// `Protection` s, `LockTimeout` u (0 for never), `LockOnSleep` b.
     public static func encode(_ description: KeychainDescription) -> DBusValue {
-        .variantDictionary([
+        let pairs: [String: DBusValue] = [
             "Id": .string(description.id), "File": .string(description.file), "Label": .string(description.label),
             "Locked": .bool(description.isLocked), "Protection": .string(description.protection.rawValue),
-            "LockTimeout": .uint32(description.settings.lockTimeout ?? 0),
-            "LockOnSleep": .bool(description.settings.lockOnSleep),
-        ])
+        ]
+        return .variantDictionary(pairs.merging(settingsPairs(description.settings)) { $1 })
     }
 
     /// Reads a description.
@@ -70,9 +69,11 @@ extension KeychainBus {
 
     /// Settings as `a{sv}` (`LockTimeout` u, `LockOnSleep` b), for `SetSettings`.
     public static func encode(_ settings: KeychainSettings) -> DBusValue {
-        .variantDictionary([
-            "LockTimeout": .uint32(settings.lockTimeout ?? 0), "LockOnSleep": .bool(settings.lockOnSleep),
-        ])
+        .variantDictionary(settingsPairs(settings))
+    }
+
+    private static func settingsPairs(_ settings: KeychainSettings) -> [String: DBusValue] {
+        ["LockTimeout": .uint32(settings.lockTimeout ?? 0), "LockOnSleep": .bool(settings.lockOnSleep)]
     }
 
     /// Reads settings from `a{sv}`; absent entries keep the default.

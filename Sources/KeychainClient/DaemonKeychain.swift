@@ -48,15 +48,18 @@ public final class DaemonKeychain: KeychainBackend {
         }
     }
 
-    private func call(_ member: String, _ arguments: [DBusValue], timeout: Int32 = 25_000) throws(KeychainError)
-        -> [DBusValue]
-    {
+    /// Calls `member` on this keychain's object (or on `path` with `interface`), reconnecting once if the bus broke.
+    private func call(
+        _ member: String, _ arguments: [DBusValue], path: String? = nil, interface: String = KeychainBus.interface,
+        timeout: Int32 = 25_000
+    ) throws(KeychainError) -> [DBusValue] {
         try connection.withLock { (current) throws(KeychainError) -> [DBusValue] in
             if current?.isConnected != true { current = try? DBusConnection.session() }
             guard let bus = current else {
                 throw KeychainError(.notAvailable, "the session bus cannot be reached")
             }
-            return try Self.call(bus, path: path, member, arguments, timeout: timeout)
+            return try Self.call(
+                bus, path: path ?? self.path, interface: interface, member, arguments, timeout: timeout)
         }
     }
 
@@ -65,12 +68,9 @@ public final class DaemonKeychain: KeychainBackend {
     /// login and session keychains.
     public func deleteKeychain() throws(KeychainError) {
         let id = try describe().id
-        try connection.withLock { (current) throws(KeychainError) in
-            guard let bus = current else { throw KeychainError(.notAvailable, "the session bus cannot be reached") }
-            _ = try Self.call(
-                bus, path: "/org/freedesktop/secrets/collection/" + id, interface: "org.freedesktop.Secret.Collection",
-                "Delete", [], timeout: 25_000)
-        }
+        _ = try call(
+            "Delete", [], path: "/org/freedesktop/secrets/collection/" + id,
+            interface: "org.freedesktop.Secret.Collection")
     }
 
     /// How the daemon holds this keychain.

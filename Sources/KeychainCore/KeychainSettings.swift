@@ -15,5 +15,4 @@ public struct KeychainSettings: Hashable, Sendable {
 
     /// The interval Apple's `set-keychain-settings -u` uses when no `-t` is given: five minutes.
     public static let defaultTimeout: UInt32 = 300
-
 }

@@ -112,19 +112,41 @@ extension SecretService {
     private func tryLoginPassword(
         _ attempt: () throws(KeychainError) -> Void, failing: String, wrong: String
     ) -> ControlReply? {
-        let wait = loginSessions.limiter.secondsToWait()
-        guard wait == 0 else {
+        switch attemptLoginPassword(attempt) {
+        case .accepted:
+            return nil
+        case .notTried(let wait):
             return ControlReply(.tooManyAttempts, "too many wrong passwords; not tried (wait \(wait) s)")
+        case .failed(let error) where error.status == .authFailed:
+            return ControlReply(.wrongPassword, wrong)
+        case .failed(let error):
+            return ControlReply(.failed, "\(failing): \(error.reason)")
         }
+    }
+
+    /// How a try of a login password under the limit ended.
+    enum LoginPasswordAttempt {
+        /// The attempt succeeded; the count of wrong passwords starts again.
+        case accepted
+        /// Refused without trying: this many seconds are left to wait.
+        case notTried(waitSeconds: Int64)
+        /// The attempt failed; `errSecAuthFailed` was counted as a wrong password.
+        case failed(KeychainError)
+    }
+
+    /// Runs `attempt`, which tries a password of the login keychain (from a
+    /// login, `passwd` or a client), under the one wrong-password limit.
+    func attemptLoginPassword(_ attempt: () throws(KeychainError) -> Void) -> LoginPasswordAttempt {
+        let wait = loginSessions.limiter.secondsToWait()
+        guard wait == 0 else { return .notTried(waitSeconds: wait) }
         do {
             try attempt()
         } catch {
-            guard error.status == .authFailed else { return ControlReply(.failed, "\(failing): \(error.reason)") }
-            loginSessions.limiter.failed()
-            return ControlReply(.wrongPassword, wrong)
+            if error.status == .authFailed { loginSessions.limiter.failed() }
+            return .failed(error)
         }
         loginSessions.limiter.succeeded()
-        return nil
+        return .accepted
     }
 
     /// Locks the login keychain and every collection its key protects.

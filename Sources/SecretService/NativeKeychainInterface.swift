@@ -157,16 +157,11 @@ extension SecretService {
     /// Runs `attempt`, which tries a password of the login keychain, under the
     /// same wrong-password limit as logins.
     private func limitingLoginPasswords(_ attempt: () throws(KeychainError) -> Void) throws(KeychainError) {
-        let wait = loginSessions.limiter.secondsToWait()
-        guard wait == 0 else {
+        switch attemptLoginPassword(attempt) {
+        case .accepted: return
+        case .notTried(let wait):
             throw KeychainError(.authFailed, "too many wrong passwords; not tried (wait \(wait) s)")
-        }
-        do {
-            try attempt()
-            loginSessions.limiter.succeeded()
-        } catch {
-            if error.status == .authFailed { loginSessions.limiter.failed() }
-            throw error
+        case .failed(let error): throw error
         }
     }
 

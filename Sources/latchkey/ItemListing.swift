@@ -27,13 +27,10 @@ enum ItemListing {
     /// The type `security(1)` prints for an attribute.
     private static func typeName(_ key: AttributeKey) -> String {
         switch key {
-        case .creationDate, .modificationDate: "timedate"
         case .creator, .type, .port, .protocol: "uint32"
-        case .isInvisible, .isNegative: "sint32"
         default:
             switch key.kind {
-            case .number?: "sint32"
-            case .bool?: "sint32"
+            case .number?, .bool?: "sint32"
             case .date?: "timedate"
             default: "blob"
             }

@@ -189,16 +189,15 @@ struct DeleteKeychain: ParsableCommand {
             let held = KeychainTarget.daemonKeychains()
             for argument in keychains {
                 let target = try KeychainTarget.reach(KeychainPaths.path(for: argument), daemonKeychains: held)
+                // Compared while the file still exists, so that symbolic links resolve.
+                let wasDefault =
+                    KeychainPaths.canonical(KeychainPaths.defaultKeychain) == KeychainPaths.canonical(target.path)
                 if let daemon = target.backend as? DaemonKeychain {
                     try daemon.deleteKeychain()
                 } else {
                     Keychain.removeFiles(at: target.path)
                 }
-                if KeychainPaths.canonical(KeychainPaths.defaultKeychain) == KeychainPaths.canonical(target.path)
-                    || KeychainPaths.defaultKeychain == target.path
-                {
-                    try? FileManager.default.removeItem(atPath: KeychainPaths.defaultKeychainFile)
-                }
+                if wasDefault { try? FileManager.default.removeItem(atPath: KeychainPaths.defaultKeychainFile) }
             }
         }
     }
