@@ -373,3 +373,32 @@ def test_new_keychain_password_asked_twice_on_the_terminal(tmp_path):
     assert status == 0, shown
     assert "right one" not in shown
     assert cli.ok("unlock-keychain", "--stdin", "tty", input="right one\n").returncode == 0
+
+
+def test_wrong_passwords_sent_to_the_daemon_count_against_the_login_limit(tmp_path, bus, make_daemon):
+    cli = Cli(tmp_path, bus)
+    make_daemon(keychains=cli.keychains).start()
+    cli.ok("lock-keychain")
+    for _ in range(3):
+        wrong = cli.run("unlock-keychain", "--stdin", input="not it\n")
+        assert wrong.returncode == 1 and "too many" not in wrong.stderr
+    refused = cli.run("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n")
+    assert refused.returncode == 1 and "too many wrong passwords; not tried" in refused.stderr
+    assert cli.json("show-keychain-info")["locked"] is True
+    assert wait_until(lambda: cli.run("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n").returncode == 0)
+    assert cli.json("show-keychain-info")["locked"] is False
+
+
+def test_collection_opened_with_the_login_keychain_when_no_daemon_runs(tmp_path, bus, make_daemon, session_env):
+    import secretstorage
+    cli = Cli(tmp_path, bus)
+    daemon = make_daemon(keychains=cli.keychains).start()
+    connection = secretstorage.dbus_init()
+    secretstorage.create_collection(connection, "Work").create_item("w", {"service": "work"}, b"work secret")
+    [work] = [k["path"] for k in cli.json("list-keychains") if k.get("daemon", {}).get("label") == "Work"]
+    daemon.stop()
+    offline = Cli(tmp_path)
+    offline.set_answers([f"password {LOGIN_PASSWORD}"])
+    assert offline.ok("find-generic-password", "-s", "work", "-w", work).stdout == "work secret\n"
+    assert offline.pinentry_asks() == 1
+    assert f"{cli.keychains}/login.keychain-db" in offline.log.read_text()
