@@ -78,6 +78,22 @@ import Testing
         #expect(seen.count == 64)
     }
 
+    /// Server private keys are 256-bit numbers at least 2: short enough to keep OpenSession cheap, long
+    /// enough for the group (twice its 80-bit strength and more), and spread over the whole range.
+    @Test func serverPrivateKeysAreDrawnFromTwoTo2Pow256() throws {
+        var lengths: [Int] = []
+        for _ in 0..<256 {
+            let key = try OwnedNumber.secure()
+            try DHSessionCipher.drawPrivateKey(into: key)
+            lengths.append(key.bitCount)
+        }
+        #expect(lengths.allSatisfy { (2...DHSessionCipher.privateKeyBits).contains($0) })
+        #expect(DHSessionCipher.privateKeyBits == 256)
+        // Half of all draws have the top bit set; 256 draws without one would mean a skewed range.
+        #expect(lengths.contains(256))
+        #expect(lengths.filter { $0 == 256 }.count > 64)
+    }
+
     /// A server public key below 2^1016 is sent left-padded with a zero byte to 128 bytes, and the client
     /// can use it.
     @Test func smallServerPublicKeyIsLeftPadded() throws {

@@ -28,6 +28,11 @@ final class DHSessionCipher: @unchecked Sendable {
     static let keyLength = 16
     /// Length in bytes of an AES block, which is also the length of an IV.
     static let blockLength = 16
+    /// Bits of a server private key. A 1024-bit MODP group gives about 80 bits of security, and NIST SP 800-56A
+    /// (rev. 3, 5.6.1.1.4) asks a safe-prime group's private key for at least twice that; 256 bits is well
+    /// above, and makes the two exponentiations of an OpenSession about three times cheaper than a full-size
+    /// exponent (docs/benchmarks.md).
+    static let privateKeyBits = 256
 
     /// The server public key to send back: exactly 128 bytes.
     let serverPublicKey: [UInt8]
@@ -183,11 +188,7 @@ final class DHSessionCipher: @unchecked Sendable {
                 throw .openSSL("the chosen private key is not in [2, p-2]")
             }
         } else {
-            // Uniform in [0, p-4], then shifted to [2, p-2].
-            let range = try OwnedNumber(BN_dup(prime.pointer))
-            guard BN_sub_word(range.pointer, 3) == 1, BN_priv_rand_range(privateKey.pointer, range.pointer) == 1,
-                BN_add_word(privateKey.pointer, 2) == 1
-            else { throw openSSLFailure("cannot generate a private key") }
+            try drawPrivateKey(into: privateKey)
         }
         BN_set_flags(privateKey.pointer, BN_FLG_CONSTTIME)
 
@@ -217,6 +218,14 @@ final class DHSessionCipher: @unchecked Sendable {
         }
         try deriveKey(from: secret, count: primeLength, into: key)
         return publicBytes
+    }
+
+    /// Sets `privateKey` to a number drawn uniformly from [2, 2^privateKeyBits - 1].
+    static func drawPrivateKey(into privateKey: borrowing OwnedNumber) throws(SessionCryptoError) {
+        let range = try OwnedNumber(BN_new())
+        guard BN_set_bit(range.pointer, Int32(privateKeyBits)) == 1, BN_sub_word(range.pointer, 2) == 1,
+            BN_priv_rand_range(privateKey.pointer, range.pointer) == 1, BN_add_word(privateKey.pointer, 2) == 1
+        else { throw openSSLFailure("cannot generate a private key") }
     }
 
     /// Whether `number` is in [2, p-2]: neither 0, 1, p-1 nor anything at or above p.
@@ -259,9 +268,17 @@ final class DHSessionCipher: @unchecked Sendable {
 }
 
 /// A BIGNUM owned by the current scope: cleared (in case it held key material) and freed at the end of it.
-private struct OwnedNumber: ~Copyable {
+struct OwnedNumber: ~Copyable {
     /// The BIGNUM.
     let pointer: OpaquePointer
+
+    /// A new zero in secure memory (for key material).
+    static func secure() throws(SessionCryptoError) -> OwnedNumber {
+        try OwnedNumber(BN_secure_new())
+    }
+
+    /// The number of significant bits.
+    var bitCount: Int { Int(BN_num_bits(pointer)) }
 
     /// Takes ownership of the result of an allocating OpenSSL call, failing if it returned NULL.
     init(_ pointer: OpaquePointer?) throws(SessionCryptoError) {
