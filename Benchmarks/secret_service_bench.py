@@ -26,7 +26,7 @@ import secretstorage
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "Tests" / "Integration"))
-from dbus_client import Client  # noqa: E402  (the integration tests' raw D-Bus client)
+from dbus_client import SERVICE, Client  # noqa: E402  (the integration tests' raw D-Bus client)
 
 
 def p(values, q):
@@ -108,6 +108,11 @@ def run(kind, items, latchkeyd, samples):
             start = time.perf_counter()
             raw.create_item(plain, {"raw": str(i)}, b"raw secret")
             raw_create.append(time.perf_counter() - start)
+        ping = []
+        for _ in range(samples):
+            start = time.perf_counter()
+            raw.call(SERVICE, "org.freedesktop.DBus.Peer", "Ping")
+            ping.append(time.perf_counter() - start)
         raw_lookup = []
         for _ in range(samples):
             i = random.randrange(items)
@@ -143,6 +148,7 @@ def run(kind, items, latchkeyd, samples):
             "create_last": statistics.median(create[-100:]) * 1e3,
             "lookup_p50": p(lookups, 0.5) * 1e3, "lookup_p99": p(lookups, 0.99) * 1e3,
             "raw_create": p(raw_create, 0.5) * 1e3, "raw_lookup": p(raw_lookup, 0.5) * 1e3,
+            "ping": p(ping, 0.5) * 1e6,
             "search_1000": statistics.median(searches) * 1e3,
             "delete_half": delete_half, "tool_p50": p(tool, 0.5) * 1e3, "rss": rss, "anonymous": anonymous,
         }
@@ -164,7 +170,8 @@ def merged_rows(path, new_rows):
     if path.exists():
         old = [line for line in path.read_text().splitlines()
                if line.startswith("| latchkeyd |") or line.startswith("| gnome-keyring |")]
-    rows = {key(row): row for row in old}
+    columns = 11
+    rows = {key(row): row + " – |" * max(0, columns - (row.count("|") - 1)) for row in old}
     rows.update({key(row): row for row in new_rows})
     return sorted(rows.values(), key=lambda row: PLAN_ORDER.index(key(row)) if key(row) in PLAN_ORDER else 99)
 
@@ -184,7 +191,8 @@ def main():
         row = (f"| {kind} | {int(items):,} | {result['create_first']:.2f} → {result['create_last']:.2f} | "
                f"{result['lookup_p50']:.2f} / {result['lookup_p99']:.2f} | {result['raw_create']:.2f} | "
                f"{result['raw_lookup']:.2f} | {result['search_1000']:.0f} | "
-               f"{result['delete_half']:.1f} | {result['tool_p50']:.1f} | {result['rss']:.1f} ({result['anonymous']:.1f}) |")
+               f"{result['delete_half']:.1f} | {result['tool_p50']:.1f} | {result['rss']:.1f} ({result['anonymous']:.1f}) | "
+               f"{result['ping']:.0f} |")
         print(row, flush=True)
         rows.append(row)
     rows = merged_rows(path, rows)
@@ -202,10 +210,12 @@ level (jeepney, plain session: one CreateItem; SearchItems then GetSecret), p50 
 "search 1,000" is one raw SearchItems call matching 1,000
 items; "delete half" deletes half the items one Delete call each, in seconds; RSS after the lookups, with
 the anonymous (heap and stack) part in brackets: the rest is shared library code mapped from disk
-(latchkeyd reads its keychain file through a 1 MiB SQLite cache, without mmap).
+(latchkeyd reads its keychain file through a 1 MiB SQLite cache, without mmap); "Ping µs" is the p50 of
+a `org.freedesktop.DBus.Peer.Ping` call to the daemon, which its D-Bus library answers without reaching the
+daemon's own code: the price of one round trip through the bus, below which no call can go.
 
-| daemon | items | CreateItem first → last | lookup p50 / p99 | raw create | raw lookup | search 1,000 | delete half (s) | `secret-tool lookup` | RSS MiB (anon) |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| daemon | items | CreateItem first → last | lookup p50 / p99 | raw create | raw lookup | search 1,000 | delete half (s) | `secret-tool lookup` | RSS MiB (anon) | Ping µs |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 {chr(10).join(rows)}
 <!-- secret-service-benchmark:end -->"""
     text = path.read_text() if path.exists() else "# Benchmarks\n"

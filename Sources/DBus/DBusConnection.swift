@@ -56,6 +56,36 @@ public final class DBusConnection: @unchecked Sendable {
         return try DBusConnection(address: address)
     }
 
+    /// The system bus address: `DBUS_SYSTEM_BUS_ADDRESS`, else the standard socket.
+    public static func systemBusAddress(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let address = environment["DBUS_SYSTEM_BUS_ADDRESS"], !address.isEmpty { return address }
+        return "unix:path=/run/dbus/system_bus_socket"
+    }
+
+    /// Connects to the system bus.
+    public static func system() throws(DBusError) -> DBusConnection {
+        try DBusConnection(address: systemBusAddress())
+    }
+
+    /// Asks the bus itself (`org.freedesktop.DBus`) `member` about `name`, as in `GetNameOwner` or
+    /// `GetConnectionUnixProcessID`: the reply's first value, nil on an error or no answer in time.
+    public func askBus(_ member: String, about name: String, timeoutMilliseconds: Int32 = 2_000) -> DBusValue? {
+        guard
+            let question = try? DBusMessage.methodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: member, arguments: [.string(name)]),
+            let reply = try? call(question, timeoutMilliseconds: timeoutMilliseconds)
+        else { return nil }
+        return try? reply.arguments().first
+    }
+
+    /// The unique name owning `name` on the bus, nil when nobody does (or the bus does not answer in time).
+    public func owner(of name: String, timeoutMilliseconds: Int32 = 2_000) -> String? {
+        guard case .string(let owner)? = askBus("GetNameOwner", about: name, timeoutMilliseconds: timeoutMilliseconds)
+        else { return nil }
+        return owner
+    }
+
     /// Whether the connection is still open.
     public var isConnected: Bool { dbus_connection_get_is_connected(pointer) != 0 }
 

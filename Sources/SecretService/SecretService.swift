@@ -354,6 +354,11 @@ public final class SecretService {
         return next.map { Int32(clamping: ($0 - now) * 1000) }
     }
 
+    /// Locks every collection set to lock when the machine goes to sleep.
+    public func lockForSleep() {
+        for collection in collections where collection.settings.lockOnSleep { lock(collection) }
+    }
+
     /// Announces a collection's new lock state, on it and on each of its items.
     func announceLockChange(_ collection: SecretCollection) {
         collection.markUsed()

@@ -32,6 +32,7 @@ public struct ServiceLoop {
 
     let service: SecretService
     let control: ControlListener?
+    let sleepWatch: SleepWatch?
     /// Becomes readable with one byte, the signal number, when SIGTERM or SIGINT arrives.
     let signals: Int32
     static let busRetryMilliseconds: Int32 = 250
@@ -48,12 +49,16 @@ public struct ServiceLoop {
         return mask
     }
 
-    /// A loop for `service` and the control socket `control`; `mask` is what
+    /// A loop for `service`, the control socket `control` and logind's sleep
+    /// announcements through `sleepWatch`; `mask` is what
     /// ``blockTerminationSignals()`` returned. A thread waits for those
     /// signals and passes them on through a pipe.
-    public init(service: SecretService, control: ControlListener?, signalMask mask: sigset_t) throws(KeychainError) {
+    public init(
+        service: SecretService, control: ControlListener?, sleepWatch: SleepWatch? = nil, signalMask mask: sigset_t
+    ) throws(KeychainError) {
         self.service = service
         self.control = control
+        self.sleepWatch = sleepWatch
         let (readEnd, writeEnd) = try makeWakePipe()
         self.signals = readEnd
         let waitMask = SignalMask(mask)
@@ -97,6 +102,11 @@ public struct ServiceLoop {
                 timeout = Self.busRetryMilliseconds
             }
             if let idle = service.lockIdleCollections() { timeout = min(timeout, max(idle, 0)) }
+            let sleepIndex = fds.count
+            if let sleepFD = sleepWatch?.fileDescriptor {
+                let events = POLLIN | (sleepWatch?.hasOutgoingMessages == true ? POLLOUT : 0)
+                fds.append(pollfd(fd: sleepFD, events: Int16(events), revents: 0))
+            }
             let controlStart = fds.count
             if let control {
                 fds += control.pollDescriptors
@@ -108,6 +118,10 @@ public struct ServiceLoop {
                 var byte: UInt8 = 0
                 let count = read(signals, &byte, 1)
                 return .signal(count > 0 ? Int32(byte) : SIGTERM)
+            }
+            // Before any client is served: after a resume the announcement may only be read now.
+            if let sleepWatch, sleepIndex < controlStart, fds[sleepIndex].revents != 0, sleepWatch.sleepAnnounced() {
+                service.lockForSleep()
             }
             if let connection, fds[2].revents != 0 || connection.hasOutgoingMessages {
                 if !connection.readWrite(timeoutMilliseconds: 0) { return .busGone }

@@ -330,8 +330,8 @@ struct SetKeychainSettings: ParsableCommand {
         abstract: "Set when a keychain locks by itself.",
         discussion: """
             With no option the keychain never locks by itself. The daemon applies a timeout at once to
-            keychains it holds; the time counts from the last use of the keychain. Lock on sleep is recorded in the keychain
-            (latchkeyd does not watch for sleep yet).
+            keychains it holds; the time counts from the last use of the keychain. With -l it locks the
+            keychain when systemd-logind announces a suspend on the system bus.
             Examples:
               latchkey set-keychain-settings -t 900
               latchkey set-keychain-settings -lu work

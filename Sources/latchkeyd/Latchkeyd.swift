@@ -91,7 +91,8 @@ struct Latchkeyd: ParsableCommand {
         }
         let loop: ServiceLoop
         do {
-            loop = try ServiceLoop(service: service, control: control, signalMask: signalMask)
+            loop = try ServiceLoop(
+                service: service, control: control, sleepWatch: watchForSleep(), signalMask: signalMask)
         } catch {
             throw fail(error.reason)
         }
@@ -124,6 +125,17 @@ struct Latchkeyd: ParsableCommand {
                 printError("latchkeyd: serving without a control socket: \(error.reason)")
                 return nil
             }
+        }
+    }
+
+    /// logind's sleep announcements on the system bus, for keychains that lock on sleep; without a system
+    /// bus (containers, tests) the daemon serves without, and says so once.
+    private func watchForSleep() -> SleepWatch? {
+        do {
+            return try SleepWatch(systemBus: DBusConnection.system())
+        } catch {
+            printError("latchkeyd: keychains will not lock on sleep: no system bus (\(error.message))")
+            return nil
         }
     }
 
@@ -212,19 +224,10 @@ struct Latchkeyd: ParsableCommand {
 
     /// The current owner of the name: unique name, pid and executable when the bus tells them.
     private func describeOwner(_ connection: DBusConnection) -> String {
-        func ask(_ member: String, _ argument: String) -> DBusValue? {
-            guard
-                let call = try? DBusMessage.methodCall(
-                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                    interface: "org.freedesktop.DBus", member: member, arguments: [.string(argument)]),
-                let reply = try? connection.call(call, timeoutMilliseconds: 2000)
-            else { return nil }
-            return try? reply.arguments().first
+        guard let owner = connection.owner(of: "org.freedesktop.secrets") else { return "another process" }
+        guard case .uint32(let pid)? = connection.askBus("GetConnectionUnixProcessID", about: owner) else {
+            return owner
         }
-        guard case .string(let owner)? = ask("GetNameOwner", "org.freedesktop.secrets") else {
-            return "another process"
-        }
-        guard case .uint32(let pid)? = ask("GetConnectionUnixProcessID", owner) else { return owner }
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) ?? "?"
         return "\(owner) (pid \(pid), \(executable))"
     }

@@ -56,8 +56,12 @@ class Bus:
 class Daemon:
     """latchkeyd on a bus, with its keychain directory and pinentry script."""
 
-    def __init__(self, bus, directory, password=LOGIN_PASSWORD, answers=(), extra_args=(), keychains=None):
+    def __init__(self, bus, directory, password=LOGIN_PASSWORD, answers=(), extra_args=(), keychains=None,
+                 system_bus=None):
         self.bus = bus
+        # A private bus standing in for the system bus (logind's signals), else an address where nothing
+        # listens, so that no test depends on the machine's own system bus.
+        self.system_bus_address = system_bus.address if system_bus else f"unix:path={directory}/no-system-bus"
         self.directory = directory
         self.keychains = keychains or directory / "keychains"
         self.answers = directory / "pinentry-answers"
@@ -83,7 +87,7 @@ class Daemon:
             args.append("--unlock")
         self.runtime.mkdir(mode=0o700, exist_ok=True)
         env = self.bus.env(SCRIPTED_PINENTRY_ANSWERS=str(self.answers), SCRIPTED_PINENTRY_LOG=str(self.log),
-                           XDG_RUNTIME_DIR=str(self.runtime))
+                           XDG_RUNTIME_DIR=str(self.runtime), DBUS_SYSTEM_BUS_ADDRESS=self.system_bus_address)
         self.process = subprocess.Popen(
             args, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(self.stderr, "wb"))
         self.process.stdin.write(self.password.encode() if unlock else b"")

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import LOGIN_PASSWORD, SCRIPTED_PINENTRY, binary, secret_tool
+from conftest import LOGIN_PASSWORD, SCRIPTED_PINENTRY, Bus, binary, secret_tool
 
 FILE_PASSWORD = "file password"
 
@@ -308,6 +308,86 @@ def test_delete_a_collection_the_daemon_holds(tmp_path, bus, make_daemon, sessio
     cli.ok("delete-keychain", work["path"])
     assert not os.path.exists(work["path"])
     assert "Work" not in [c.get_label() for c in secretstorage.get_all_collections(connection)]
+
+
+class Logind:
+    """Stands in for systemd-logind on a private bus playing the system bus (no logind runs in CI): owns
+    org.freedesktop.login1 and sends PrepareForSleep as logind does before a suspend."""
+
+    def __init__(self, system_bus):
+        from jeepney.io.blocking import open_dbus_connection
+        from jeepney.bus_messages import message_bus
+        self.connection = open_dbus_connection(bus=system_bus.address)
+        reply = self.connection.send_and_get_reply(message_bus.RequestName("org.freedesktop.login1"))
+        assert reply.body == (1,)  # primary owner
+
+    def prepare_for_sleep(self, starting, destination=None, connection=None):
+        from jeepney import DBusAddress, new_signal
+        from jeepney.low_level import HeaderFields
+        message = new_signal(DBusAddress("/org/freedesktop/login1", interface="org.freedesktop.login1.Manager"),
+                             "PrepareForSleep", "b", (starting,))
+        if destination:
+            message.header.fields[HeaderFields.destination] = destination
+        (connection or self.connection).send(message)
+
+    @staticmethod
+    def ping(connection, destination):
+        """A call to the daemon's system bus connection: its reply comes after everything this connection sent
+        before it has been read. Returns the error name (the daemon serves nothing there)."""
+        from jeepney import DBusAddress, new_method_call
+        from jeepney.low_level import HeaderFields, MessageType
+        reply = connection.send_and_get_reply(new_method_call(
+            DBusAddress("/", bus_name=destination, interface="org.freedesktop.DBus.Peer"), "Ping"), timeout=10)
+        assert reply.header.message_type == MessageType.error
+        return reply.header.fields[HeaderFields.error_name]
+
+
+def test_lock_on_sleep(tmp_path, bus, make_daemon, session_env):
+    """set-keychain-settings -l: logind's PrepareForSleep(true) on the system bus locks that keychain and no
+    other; PrepareForSleep(false) (the resume) and the same signal sent by a process that is not logind change
+    nothing."""
+    import secretstorage
+    from jeepney.io.blocking import open_dbus_connection
+    from jeepney.bus_messages import message_bus
+    system_bus = Bus()
+    try:
+        cli = Cli(tmp_path, bus)
+        make_daemon(keychains=cli.keychains, system_bus=system_bus).start()
+        cli.ok("set-keychain-settings", "-l")
+        assert cli.json("show-keychain-info")["lockOnSleep"] is True
+        work = secretstorage.create_collection(secretstorage.dbus_init(), "Work")
+        logind = Logind(system_bus)
+        stranger = open_dbus_connection(bus=system_bus.address)
+        (names,) = logind.connection.send_and_get_reply(message_bus.ListNames()).body
+        [daemon_name] = [n for n in names if n.startswith(":") and n not in
+                         (logind.connection.unique_name, stranger.unique_name)]
+
+        # A forged announcement sent straight to the daemon by a process that does not own the name.
+        logind.prepare_for_sleep(True, destination=daemon_name, connection=stranger)
+        assert Logind.ping(stranger, daemon_name) == "org.freedesktop.DBus.Error.UnknownMethod"
+        assert cli.json("show-keychain-info")["locked"] is False
+
+        # The resume.
+        logind.prepare_for_sleep(False)
+        Logind.ping(logind.connection, daemon_name)
+        assert cli.json("show-keychain-info")["locked"] is False
+
+        # The suspend: the login keychain (-l) locks, the Work keychain (no -l) stays open.
+        logind.prepare_for_sleep(True)
+        Logind.ping(logind.connection, daemon_name)
+        assert cli.json("show-keychain-info")["locked"] is True
+        assert work.is_locked() is False
+        stranger.close()
+        logind.connection.close()
+    finally:
+        system_bus.stop()
+
+
+def test_daemon_without_a_system_bus_serves_and_says_so(daemon):
+    """No system bus (a container): the daemon serves, and says once that keychains will not lock on sleep."""
+    assert wait_until(lambda: "will not lock on sleep: no system bus" in daemon.stderr.read_text())
+    assert secret_tool(daemon.bus, "store", "--label=x", "a", "b", input=b"s").returncode == 0
+    assert secret_tool(daemon.bus, "lookup", "a", "b").stdout == b"s"
 
 
 def run_in_terminal(cli, args, typed):
