@@ -179,7 +179,7 @@ final class DHSessionCipher: @unchecked Sendable {
             throw .invalidPublicKey("the client public key is not in [2, p-2]")
         }
 
-        let privateKey = try OwnedNumber(BN_secure_new())
+        let privateKey = try OwnedNumber.secure()
         if let chosenPrivateKey {
             guard (1...primeLength).contains(chosenPrivateKey.count),
                 BN_bin2bn(chosenPrivateKey, Int32(chosenPrivateKey.count), privateKey.pointer) != nil
@@ -194,7 +194,7 @@ final class DHSessionCipher: @unchecked Sendable {
 
         let generator = try OwnedNumber(BN_new())
         let publicKey = try OwnedNumber(BN_new())
-        let shared = try OwnedNumber(BN_secure_new())
+        let shared = try OwnedNumber.secure()
         guard BN_set_word(generator.pointer, 2) == 1,
             BN_mod_exp(publicKey.pointer, generator.pointer, privateKey.pointer, prime.pointer, context) == 1,
             BN_mod_exp(shared.pointer, peer.pointer, privateKey.pointer, prime.pointer, context) == 1
