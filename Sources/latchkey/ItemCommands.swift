@@ -48,136 +48,66 @@ struct FindOptions: ParsableArguments {
     var output: FindOutput { FindOutput(showPassword: showPassword, passwordOnly: passwordOnly, json: json) }
 }
 
-struct AddGenericPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Add a generic password item.",
-        discussion: """
-            Examples:
-              latchkey add-generic-password -a alice -s backup.example -w
-                  (asks for the password without echo)
-              printf '%s' "$TOKEN" | latchkey add-generic-password -a ci -s registry --stdin -U
-            """)
+/// `add-generic-password` and `add-internet-password`.
+struct AddPassword<Options: PasswordClassOptions>: ParsableCommand {
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(
+            commandName: "add-\(Options.verbNoun)", abstract: "Add \(Options.article) \(Options.className) item.",
+            discussion: "Examples:\n" + Options.addExamples)
+    }
 
-    @OptionGroup var attributes: GenericPasswordOptions
+    @OptionGroup var attributes: Options
     @OptionGroup var password: PasswordSourceOptions
     @OptionGroup var add: AddOptions
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
             try ItemVerbs.add(
-                .genericPassword, attributes: try attributes.attributes().merging(add.accessAttributes) { $1 },
+                Options.itemClass, attributes: try attributes.attributes().merging(add.accessAttributes) { $1 },
                 defaultLabel: attributes.defaultLabel, secret: try password.secret(), update: add.update,
                 keychain: add.keychain)
         }
     }
 }
 
-struct FindGenericPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Find a generic password item and print its attributes (and password).",
-        discussion: """
-            Exits with 44 when no item matches.
-            Examples:
-              latchkey find-generic-password -s backup.example
-              latchkey find-generic-password -a alice -s backup.example -w
-              latchkey find-generic-password -s backup.example -g --json
-            """)
+/// `find-generic-password` and `find-internet-password`.
+struct FindPassword<Options: PasswordClassOptions>: ParsableCommand {
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(
+            commandName: "find-\(Options.verbNoun)",
+            abstract: "Find \(Options.article) \(Options.className) item and print its attributes (and password).",
+            discussion: "Exits with 44 when no item matches.\nExamples:\n" + Options.findExamples)
+    }
 
-    @OptionGroup var attributes: GenericPasswordOptions
+    @OptionGroup var attributes: Options
     @OptionGroup var find: FindOptions
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
             try ItemVerbs.find(
-                .genericPassword, attributes: try attributes.attributes(), keychain: find.keychain,
+                Options.itemClass, attributes: try attributes.attributes(), keychain: find.keychain,
                 output: find.output)
         }
     }
 }
 
-struct DeleteGenericPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Delete the first generic password item that matches.",
-        discussion: """
-            Exits with 44 when no item matches.
-            Example:
-              latchkey delete-generic-password -a alice -s backup.example
-            """)
+/// `delete-generic-password` and `delete-internet-password`.
+struct DeletePassword<Options: PasswordClassOptions>: ParsableCommand {
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(
+            commandName: "delete-\(Options.verbNoun)",
+            abstract: "Delete the first \(Options.className) item that matches.",
+            discussion: "Exits with 44 when no item matches.\nExample:\n" + Options.deleteExample)
+    }
 
-    @OptionGroup var attributes: GenericPasswordOptions
+    @OptionGroup var attributes: Options
 
     @Argument(help: "The keychain; the default keychain if omitted.")
     var keychain: String?
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
-            try ItemVerbs.delete(.genericPassword, attributes: try attributes.attributes(), keychain: keychain)
-        }
-    }
-}
-
-struct AddInternetPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Add an Internet password item.",
-        discussion: """
-            Examples:
-              latchkey add-internet-password -a alice -s mail.example -r imps -P 993 -w
-              latchkey add-internet-password -a alice -s git.example -r htps -p /org/repo --stdin < token
-            """)
-
-    @OptionGroup var attributes: InternetPasswordOptions
-    @OptionGroup var password: PasswordSourceOptions
-    @OptionGroup var add: AddOptions
-
-    func run() throws {
-        try reportingFailures { () throws(KeychainError) in
-            try ItemVerbs.add(
-                .internetPassword, attributes: try attributes.attributes().merging(add.accessAttributes) { $1 },
-                defaultLabel: attributes.defaultLabel, secret: try password.secret(), update: add.update,
-                keychain: add.keychain)
-        }
-    }
-}
-
-struct FindInternetPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Find an Internet password item and print its attributes (and password).",
-        discussion: """
-            Exits with 44 when no item matches.
-            Examples:
-              latchkey find-internet-password -s mail.example -a alice -g
-              latchkey find-internet-password -s git.example -r htps -w
-            """)
-
-    @OptionGroup var attributes: InternetPasswordOptions
-    @OptionGroup var find: FindOptions
-
-    func run() throws {
-        try reportingFailures { () throws(KeychainError) in
-            try ItemVerbs.find(
-                .internetPassword, attributes: try attributes.attributes(), keychain: find.keychain,
-                output: find.output)
-        }
-    }
-}
-
-struct DeleteInternetPassword: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Delete the first Internet password item that matches.",
-        discussion: """
-            Exits with 44 when no item matches.
-            Example:
-              latchkey delete-internet-password -s mail.example -a alice
-            """)
-
-    @OptionGroup var attributes: InternetPasswordOptions
-
-    @Argument(help: "The keychain; the default keychain if omitted.")
-    var keychain: String?
-
-    func run() throws {
-        try reportingFailures { () throws(KeychainError) in
-            try ItemVerbs.delete(.internetPassword, attributes: try attributes.attributes(), keychain: keychain)
+            try ItemVerbs.delete(Options.itemClass, attributes: try attributes.attributes(), keychain: keychain)
         }
     }
 }

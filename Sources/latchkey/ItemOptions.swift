@@ -59,8 +59,48 @@ func paddedCode(_ text: String, _ option: String) throws(KeychainError) -> Strin
     return text + String(repeating: " ", count: 4 - bytes.count)
 }
 
+/// The attribute options of one password class, and what its three verbs (`add-`, `find-`, `delete-`) say
+/// about it in their help.
+protocol PasswordClassOptions: ParsableArguments {
+    /// The class the verbs work on.
+    static var itemClass: ItemClass { get }
+    /// The verbs' common suffix: `generic-password`.
+    static var verbNoun: String { get }
+    /// The class in help text: `generic password`.
+    static var className: String { get }
+    /// The article before ``className``.
+    static var article: String { get }
+    /// Example command lines for `add-`, `find-` and `delete-`, each line indented by two spaces.
+    static var addExamples: String { get }
+    static var findExamples: String { get }
+    static var deleteExample: String { get }
+
+    /// The attributes given.
+    func attributes() throws(KeychainError) -> ItemAttributes
+    /// What a label defaults to when none is given.
+    var defaultLabel: String? { get }
+}
+
 /// Generic password attributes: service and generic value.
-struct GenericPasswordOptions: ParsableArguments {
+struct GenericPasswordOptions: PasswordClassOptions {
+    static let itemClass = ItemClass.genericPassword
+    static let verbNoun = "generic-password"
+    static let className = "generic password"
+    static let article = "a"
+    static let addExamples = """
+          latchkey add-generic-password -a alice -s backup.example -w
+              (asks for the password without echo)
+          printf '%s' "$TOKEN" | latchkey add-generic-password -a ci -s registry --stdin -U
+        """
+    static let findExamples = """
+          latchkey find-generic-password -s backup.example
+          latchkey find-generic-password -a alice -s backup.example -w
+          latchkey find-generic-password -s backup.example -g --json
+        """
+    static let deleteExample = """
+          latchkey delete-generic-password -a alice -s backup.example
+        """
+
     @OptionGroup var common: PasswordAttributeOptions
 
     @Option(name: .customShort("s"), help: ArgumentHelp("The service name (kSecAttrService).", valueName: "service"))
@@ -84,7 +124,23 @@ struct GenericPasswordOptions: ParsableArguments {
 }
 
 /// Internet password attributes: server, protocol, port, path, domain, authentication type.
-struct InternetPasswordOptions: ParsableArguments {
+struct InternetPasswordOptions: PasswordClassOptions {
+    static let itemClass = ItemClass.internetPassword
+    static let verbNoun = "internet-password"
+    static let className = "Internet password"
+    static let article = "an"
+    static let addExamples = """
+          latchkey add-internet-password -a alice -s mail.example -r imps -P 993 -w
+          latchkey add-internet-password -a alice -s git.example -r htps -p /org/repo --stdin < token
+        """
+    static let findExamples = """
+          latchkey find-internet-password -s mail.example -a alice -g
+          latchkey find-internet-password -s git.example -r htps -w
+        """
+    static let deleteExample = """
+          latchkey delete-internet-password -s mail.example -a alice
+        """
+
     @OptionGroup var common: PasswordAttributeOptions
 
     @Option(name: .customShort("s"), help: ArgumentHelp("The server name (kSecAttrServer).", valueName: "server"))

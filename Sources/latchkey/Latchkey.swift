@@ -16,8 +16,9 @@ struct Latchkey: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            AddGenericPassword.self, FindGenericPassword.self, DeleteGenericPassword.self,
-            AddInternetPassword.self, FindInternetPassword.self, DeleteInternetPassword.self,
+            AddPassword<GenericPasswordOptions>.self, FindPassword<GenericPasswordOptions>.self,
+            DeletePassword<GenericPasswordOptions>.self, AddPassword<InternetPasswordOptions>.self,
+            FindPassword<InternetPasswordOptions>.self, DeletePassword<InternetPasswordOptions>.self,
             DumpKeychain.self, ListKeychains.self, DefaultKeychain.self, LoginKeychain.self,
             CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self,
             SetKeychainPassword.self, SetKeychainSettings.self, ShowKeychainInfo.self,
