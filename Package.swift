@@ -32,12 +32,14 @@ let package = Package(
             name: "CPAM", pkgConfig: "pam",
             providers: [.apt(["libpam0g-dev"])]),
         .target(name: "KeychainCore"),
-        .target(name: "LoginControl"),
+        // Glibc only: deadlines, EINTR-safe calls, errno-carrying errors, wiping, threads.
+        .target(name: "Posix"),
+        .target(name: "LoginControl", dependencies: ["Posix"]),
         // The PAM module: Glibc and libpam only, the Swift stdlib linked in,
         // only pam_sm_* exported, never unloaded (libpam dlcloses modules).
         .target(
             name: "pam_latchkey",
-            dependencies: ["CPAM", "LoginControl"],
+            dependencies: ["CPAM", "LoginControl", "Posix"],
             exclude: ["exports.map"],
             swiftSettings: [
                 .unsafeFlags([
@@ -57,23 +59,26 @@ let package = Package(
         .target(name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient"]),
         .target(name: "DBus", dependencies: ["CDBus"]),
+        // The daemon's keychains with no bus in them: the Secret Service and the control socket are adapters over it.
+        .target(name: "KeychainRegistry", dependencies: ["KeychainCore", "KeychainStore", "Pinentry", "Posix"]),
         .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus"]),
-        .target(name: "Pinentry"),
+        .target(name: "Pinentry", dependencies: ["Posix"]),
         .target(
             name: "SecretService",
             dependencies: [
-                "KeychainCore", "KeychainStore", "KeychainBus", "DBus", "Pinentry", "LoginControl", "COpenSSL",
+                "KeychainCore", "KeychainStore", "KeychainRegistry", "KeychainBus", "DBus", "LoginControl", "Posix",
+                "COpenSSL",
             ]),
         .executableTarget(
             name: "latchkeyd",
             dependencies: [
-                "SecretService", "KeychainStore",
+                "SecretService", "KeychainRegistry", "KeychainStore", "LoginControl", "Pinentry", "Posix", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
             name: "latchkey",
             dependencies: [
-                "KeychainClient", "KeychainBus", "KeychainStore", "KeychainCore", "LoginControl", "Pinentry",
+                "KeychainClient", "KeychainBus", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -95,6 +100,9 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "PinentryTests", dependencies: ["Pinentry"]),
         .testTarget(name: "LoginControlTests", dependencies: ["LoginControl"]),
-        .testTarget(name: "SecretServiceTests", dependencies: ["SecretService", "KeychainStore", "KeychainCore"]),
+        .testTarget(
+            name: "SecretServiceTests",
+            dependencies: ["SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry"]),
+        .testTarget(name: "PosixTests", dependencies: ["Posix"]),
     ]
 )

@@ -85,6 +85,18 @@ public final class DBusMessage: @unchecked Sendable {
     /// Whether the sender expects no reply.
     public var expectsNoReply: Bool { dbus_message_get_no_reply(pointer) != 0 }
 
+    /// The serial the sender gave this message (0 before it is sent).
+    public var serial: UInt32 { dbus_message_get_serial(pointer) }
+    /// The serial of the call this message replies to (0 when it is not a reply).
+    public var replySerial: UInt32 { dbus_message_get_reply_serial(pointer) }
+
+    /// Stamps what a bus sets on a message it delivers (the sender's unique name and a serial), so that a
+    /// handler can be driven in-process, without a bus.
+    package func stampAsDelivered(from sender: String, serial: UInt32) {
+        dbus_message_set_sender(pointer, sender)
+        dbus_message_set_serial(pointer, serial)
+    }
+
     /// Reads every argument.
     public func arguments() throws(DBusError) -> [DBusValue] {
         var iterator = DBusMessageIter()

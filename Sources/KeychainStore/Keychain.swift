@@ -144,9 +144,22 @@ public final class Keychain: Sendable {
     ///
     /// - Throws: `errSecAuthFailed` if the password is wrong; the keychain stays locked.
     public func unlock(password: some Collection<UInt8>) throws(KeychainError) {
+        unlock(with: try unwrapKey(password: password))
+    }
+
+    /// Derives the keychain key from `password` without unlocking: the slow half of an unlock (scrypt),
+    /// which a daemon runs off its serving thread before applying the result with ``unlock(with:)``.
+    ///
+    /// - Throws: `errSecAuthFailed` if the password is wrong.
+    public func unwrapKey(password: some Collection<UInt8>) throws(KeychainError) -> UnwrappedKeychainKey {
         let header = state.withLock { $0.header }
-        let key = try header.unwrap(password: password)
-        state.withLock { $0.key = key }
+        return UnwrappedKeychainKey(key: try header.unwrap(password: password), keychain: identifier)
+    }
+
+    /// Unlocks with a key ``unwrapKey(password:)`` derived from this keychain's password.
+    public func unlock(with unwrapped: UnwrappedKeychainKey) {
+        guard unwrapped.keychain == identifier else { return }
+        state.withLock { $0.key = unwrapped.key }
     }
 
     /// Unlocks with the UTF-8 bytes of `password`.
@@ -182,16 +195,45 @@ public final class Keychain: Sendable {
         from oldPassword: some Collection<UInt8>, to newPassword: some Collection<UInt8>,
         kdf: KDFParameters? = nil
     ) throws(KeychainError) {
-        var header = state.withLock { $0.header }
+        let change = try rewrap(from: oldPassword, to: newPassword, kdf: kdf)
+        try commit(change)
+        _ = Self.checkpoint(at: path, waitMilliseconds: 5_000)
+    }
+
+    /// Wraps the keychain key under `newPassword` without saving it: the slow half of a password change
+    /// (two scrypt runs), which a daemon runs off its serving thread before ``commit(_:)``.
+    ///
+    /// - Throws: `errSecAuthFailed` if `oldPassword` is wrong.
+    public func rewrap(
+        from oldPassword: some Collection<UInt8>, to newPassword: some Collection<UInt8>, kdf: KDFParameters? = nil
+    ) throws(KeychainError) -> PasswordChange {
+        let current = state.withLock { $0.header }
+        var header = current
         let key = try header.unwrap(password: oldPassword)
         try header.wrap(key, password: newPassword, kdf: kdf ?? header.kdf ?? .production)
+        return PasswordChange(header: header, replacing: current.wrappedKey)
+    }
+
+    /// Saves a password change made by ``rewrap(from:to:kdf:)`` (one short transaction). The old wrapped
+    /// key may remain in the write-ahead log until ``checkpoint(at:waitMilliseconds:)`` completes.
+    ///
+    /// - Throws: `errSecAuthFailed` if the password changed meanwhile; nothing changes.
+    public func commit(_ change: PasswordChange) throws(KeychainError) {
         try state.withLock { (state) throws(KeychainError) in
+            guard state.header.wrappedKey == change.replacing, state.header.identifier == change.header.identifier
+            else { throw KeychainError(.authFailed, "the keychain's password changed meanwhile; nothing changed") }
             let db = state.db
-            try db.transaction { () throws(KeychainError) in try header.save(to: db) }
-            // Leave no copy of the old wrapped key in the write-ahead log.
-            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            state.header = header
+            try db.transaction { () throws(KeychainError) in try change.header.save(to: db) }
+            state.header = change.header
         }
+    }
+
+    /// Copies the write-ahead log of the keychain file at `path` into the file and empties it, through a
+    /// connection of its own, so that no earlier version of a changed row stays in the log. It waits at
+    /// most `waitMilliseconds` for readers of older snapshots; false when it could not complete (retry later).
+    public static func checkpoint(at path: String, waitMilliseconds: Int32) -> Bool {
+        guard path != ":memory:", let db = try? SQLiteDatabase(path: path, create: false) else { return false }
+        return (try? db.checkpoint(waitMilliseconds: waitMilliseconds)) ?? false
     }
 
     /// Changes the password given as UTF-8 text.
@@ -577,4 +619,18 @@ extension AttributeKey {
 extension ItemAttributes {
     /// Whether `kSecAttrSynchronizable` is set and true.
     fileprivate var isSynchronizable: Bool { self[.synchronizable] == .bool(true) }
+}
+
+/// A keychain key derived from a password, not yet installed: see ``Keychain/unwrapKey(password:)``. Its
+/// memory is wiped when the last copy goes.
+public struct UnwrappedKeychainKey: Sendable {
+    let key: SecretKey
+    let keychain: Data
+}
+
+/// A password change prepared by ``Keychain/rewrap(from:to:kdf:)``, to be saved by ``Keychain/commit(_:)``.
+public struct PasswordChange: Sendable {
+    let header: KeychainHeader
+    /// The wrapped key it replaces: a commit after another change is refused.
+    let replacing: Data
 }

@@ -4,14 +4,14 @@ import KeychainCore
 /// How a keychain key is wrapped: under a password (through scrypt) or under
 /// the key of another keychain (a collection created over D-Bus is wrapped by
 /// the login keychain's key, so it needs no password of its own).
-enum KeyWrapping: Hashable {
+enum KeyWrapping: Hashable, Sendable {
     case password(KDFParameters)
     case parent(identifier: Data)
 }
 
 /// What the `meta` table of a keychain file holds: the file's identity, how
 /// the keychain key is wrapped, the wrapped key and the index key.
-struct KeychainHeader {
+struct KeychainHeader: Sendable {
     static let formatName = Data("latchkey-keychain".utf8)
 
     var identifier: Data

@@ -1,40 +1,16 @@
 import Glibc
-
-/// A point in time on the monotonic clock, for bounded waits.
-public struct Deadline: Sendable {
-    let nanoseconds: Int64
-
-    /// `milliseconds` from now.
-    public init(millisecondsFromNow milliseconds: Int) {
-        nanoseconds = Self.now() + Int64(milliseconds) * 1_000_000
-    }
-
-    /// Milliseconds left, never negative.
-    public var remainingMilliseconds: Int32 {
-        let left = (nanoseconds - Self.now()) / 1_000_000
-        return Int32(clamping: max(0, left))
-    }
-
-    /// Whether the deadline has passed.
-    public var hasPassed: Bool { remainingMilliseconds == 0 }
-
-    static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
-    }
-}
+import Posix
 
 /// Where the control socket of a user's daemon is.
-public enum ControlSocketPath {
+package enum ControlSocketPath {
     /// `<runtime directory>/latchkey/control`.
-    public static func socket(inRuntimeDirectory runtime: String) -> String { runtime + "/latchkey/control" }
+    package static func socket(inRuntimeDirectory runtime: String) -> String { runtime + "/latchkey/control" }
     /// `<runtime directory>/latchkey`, the directory holding the socket (mode 0700).
-    public static func directory(inRuntimeDirectory runtime: String) -> String { runtime + "/latchkey" }
+    package static func directory(inRuntimeDirectory runtime: String) -> String { runtime + "/latchkey" }
 }
 
 /// Why a request could not be made or answered.
-public enum ControlClientError: Error, Equatable, Sendable {
+package enum ControlClientError: Error, Equatable, Sendable {
     /// Nothing listens on the socket (or it does not exist).
     case noDaemon
     /// The socket or its directory is not what the user's daemon makes: a
@@ -47,12 +23,12 @@ public enum ControlClientError: Error, Equatable, Sendable {
 }
 
 /// The client side of the control socket, as pam_latchkey uses it.
-public enum ControlClient {
+package enum ControlClient {
     /// Sends `request` to the daemon of user `uid` at `path` and reads its
     /// reply, giving up at `deadline`. The socket must be a socket owned by
     /// `uid` (not a symlink) in a directory owned by `uid` closed to others,
     /// and the process listening must run as `uid`.
-    public static func exchange(
+    package static func exchange(
         _ request: ControlRequest, socketPath path: String, owner uid: uid_t, deadline: Deadline
     ) -> Result<ControlReply, ControlClientError> {
         if let problem = unsafeReason(socketPath: path, owner: uid) {
@@ -129,7 +105,7 @@ func unixAddress(_ path: String) -> sockaddr_un? {
 }
 
 /// The uid of the process at the other end of a unix socket.
-public func peerUID(_ fd: Int32) -> uid_t? {
+package func peerUID(_ fd: Int32) -> uid_t? {
     var credentials = PeerCredentials()
     var length = socklen_t(MemoryLayout<PeerCredentials>.size)
     guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
@@ -186,22 +162,6 @@ private func readExactly(_ fd: Int32, _ buffer: inout [UInt8], deadline: Deadlin
         }
     }
     return nil
-}
-
-/// Waits until `fd` is ready for `events` or the deadline passes (false).
-extension Deadline {
-    /// Waits until `fd` is ready for `events` (`POLLIN`, `POLLOUT`): false if the deadline passes first.
-    public func waitUntil(_ fd: Int32, isReadyFor events: Int16) -> Bool {
-        while true {
-            let left = remainingMilliseconds
-            guard left > 0 else { return false }
-            var entry = pollfd(fd: fd, events: events, revents: 0)
-            let ready = poll(&entry, 1, left)
-            if ready > 0 { return true }
-            if ready < 0, errno == EINTR { continue }
-            return false
-        }
-    }
 }
 
 func errorText() -> String { String(cString: strerror(errno)) }

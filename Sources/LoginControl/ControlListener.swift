@@ -1,14 +1,15 @@
 import Glibc
+import Posix
 
 /// Why the daemon could not listen on the control socket.
-public enum ControlListenerError: Error, Sendable {
+package enum ControlListenerError: Error, Sendable {
     /// Another process (the pid, when it wrote it) holds the socket's lock file.
     case held(pid: Int32?)
     /// A system call failed.
     case failed(String)
 
     /// One line for the daemon's log.
-    public var reason: String {
+    package var reason: String {
         switch self {
         case .held(let pid?): return "another latchkeyd (pid \(pid)) serves the control socket"
         case .held(nil): return "another latchkeyd serves the control socket"
@@ -21,7 +22,7 @@ public enum ControlListenerError: Error, Sendable {
 /// directory, guarded by a lock file so that one daemon per user serves it,
 /// and the connections in progress, each read without blocking and closed
 /// after one request or two seconds.
-public final class ControlListener {
+package final class ControlListener {
     private let listening: Int32
     private let lockFile: Int32
     private let socketPath: String?
@@ -38,11 +39,15 @@ public final class ControlListener {
         var buffer: [UInt8]
         let deadline: Deadline
         let uid: uid_t
+        /// Set once its request was read: the connection waits for ``ControlListener/respond(_:_:)``.
+        var responder: ControlResponder?
     }
+
+    private var nextResponder: UInt64 = 0
 
     /// Listens at `<runtime>/latchkey/control`, creating the directory (0700)
     /// and the socket (0600), after taking `<runtime>/latchkey/lock`.
-    public init(runtimeDirectory runtime: String) throws(ControlListenerError) {
+    package init(runtimeDirectory runtime: String) throws(ControlListenerError) {
         let directory = ControlSocketPath.directory(inRuntimeDirectory: runtime)
         let path = ControlSocketPath.socket(inRuntimeDirectory: runtime)
         if mkdir(directory, 0o700) != 0, errno != EEXIST {
@@ -87,7 +92,7 @@ public final class ControlListener {
 
     /// Serves a socket that systemd passed (socket activation): descriptor 3
     /// when `LISTEN_PID` is this process and `LISTEN_FDS` is at least 1.
-    public static func inherited() -> ControlListener? {
+    package static func inherited() -> ControlListener? {
         guard let pid = getenv("LISTEN_PID").map({ String(cString: $0) }), Int32(pid) == getpid(),
             let count = getenv("LISTEN_FDS").map({ String(cString: $0) }), let fds = Int(count), fds >= 1
         else { return nil }
@@ -113,8 +118,8 @@ public final class ControlListener {
     }
 
     /// What to `poll`: the listening socket (while there is room) and each open connection.
-    public var pollDescriptors: [pollfd] {
-        var fds = connections.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+    package var pollDescriptors: [pollfd] {
+        var fds = connections.filter { $0.responder == nil }.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
         if connections.count < Self.maximumConnections {
             fds.append(pollfd(fd: listening, events: Int16(POLLIN), revents: 0))
         }
@@ -122,33 +127,60 @@ public final class ControlListener {
     }
 
     /// Milliseconds until the nearest connection deadline, or nil with none open.
-    public var nextTimeoutMilliseconds: Int32? {
-        connections.map(\.deadline.remainingMilliseconds).min()
+    package var nextTimeoutMilliseconds: Int32? {
+        connections.filter { $0.responder == nil }.map(\.deadline.remainingMilliseconds).min()
     }
 
-    /// Accepts waiting connections, reads what arrived, answers each complete
-    /// request with `answer` (given the request and the peer's uid) and drops
-    /// connections past their deadline. Only this user's processes and root are served.
-    public func serve(_ answer: (inout ControlRequest, uid_t) -> ControlReply) {
+    /// Accepts waiting connections, reads what arrived, hands each complete request to `answer` (with the
+    /// peer's uid and the responder to pass to ``respond(_:_:)``, now or later) and drops connections past
+    /// their deadline. Only this user's processes and root are served.
+    package func serve(_ answer: (ControlRequest, uid_t, ControlResponder) -> Void) {
         acceptWaiting()
         var index = 0
+        var requests: [(ControlRequest, uid_t, ControlResponder)] = []
         while index < connections.count {
-            if readAvailable(&connections[index], answer) || connections[index].deadline.hasPassed {
+            guard connections[index].responder == nil else {
+                index += 1
+                continue
+            }
+            let finished = readAvailable(&connections[index])
+            if case .request(let request) = finished {
+                nextResponder += 1
+                let responder = ControlResponder(number: nextResponder)
+                connections[index].responder = responder
                 wipeBytes(&connections[index].buffer)
-                close(connections[index].fd)
-                connections.remove(at: index)
+                requests.append((request, connections[index].uid, responder))
+                index += 1
+            } else if case .closed = finished {
+                drop(at: index)
+            } else if connections[index].deadline.hasPassed {
+                drop(at: index)
             } else {
                 index += 1
             }
         }
+        for (var request, uid, responder) in requests {
+            answer(request, uid, responder)
+            request.wipe()
+        }
+    }
+
+    /// Sends the reply to the request `responder` stands for and closes its connection.
+    package func respond(_ responder: ControlResponder, _ reply: ControlReply) {
+        guard let index = connections.firstIndex(where: { $0.responder == responder }) else { return }
+        send(connections[index].fd, reply.encoded())
+        drop(at: index)
+    }
+
+    private func drop(at index: Int) {
+        wipeBytes(&connections[index].buffer)
+        close(connections[index].fd)
+        connections.remove(at: index)
     }
 
     private func acceptWaiting() {
         while connections.count < Self.maximumConnections {
-            let fd = accept(listening, nil, nil)
-            guard fd >= 0 else { return }
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            guard let fd = try? Posix.accept(listening) else { return }
             guard let uid = peerUID(fd), uid == ownUID || uid == 0 else {
                 send(fd, ControlReply(.badRequest, "not allowed").encoded())
                 close(fd)
@@ -163,37 +195,45 @@ public final class ControlListener {
         }
     }
 
-    /// Reads from one connection; true when it is finished (answered, closed or broken).
-    private func readAvailable(_ connection: inout Connection, _ answer: (inout ControlRequest, uid_t) -> ControlReply)
-        -> Bool
-    {
+    /// What reading from a connection gave.
+    private enum ReadOutcome {
+        /// More bytes are to come.
+        case partial
+        /// A whole request.
+        case request(ControlRequest)
+        /// Finished without a request (refused, malformed or closed).
+        case closed
+    }
+
+    /// Reads what one connection sent.
+    private func readAvailable(_ connection: inout Connection) -> ReadOutcome {
         var chunk = [UInt8](repeating: 0, count: 4096)
         defer { wipeBytes(&chunk) }
         while true {
             let wanted = expectedLength(connection.buffer) - connection.buffer.count
             if wanted <= 0 { break }
-            let count = chunk.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, min(wanted, $0.count), 0) }
-            if count > 0 {
-                connection.buffer += chunk[0..<count]
-            } else if count < 0, errno == EAGAIN || errno == EINTR {
-                return false
-            } else {
-                return true
+            let count: Int
+            do {
+                count = try chunk.withUnsafeMutableBytes { (raw) throws(SystemError) in
+                    try Posix.recv(connection.fd, raw.baseAddress, min(wanted, raw.count))
+                }
+            } catch {
+                return (error as? SystemError)?.errno == EAGAIN ? .partial : .closed
             }
+            guard count > 0 else { return .closed }
+            connection.buffer += chunk[0..<count]
         }
         let length = Int(readLength(connection.buffer.prefix(4)))
         guard length <= ControlRequest.maximumBodyLength else {
             send(connection.fd, ControlReply(.badRequest, "a request of \(length) bytes is too long").encoded())
-            return true
+            return .closed
         }
         do {
-            var request = try ControlRequest(body: connection.buffer.dropFirst(4))
-            defer { request.wipe() }
-            send(connection.fd, answer(&request, connection.uid).encoded())
+            return .request(try ControlRequest(body: connection.buffer.dropFirst(4)))
         } catch {
             send(connection.fd, ControlReply(.badRequest, error.reason).encoded())
+            return .closed
         }
-        return true
     }
 
     /// How many bytes the frame in `buffer` has in all, as far as is known.
@@ -205,7 +245,7 @@ public final class ControlListener {
     }
 
     private func send(_ fd: Int32, _ bytes: [UInt8]) {
-        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        _ = try? bytes.withUnsafeBytes { (raw) throws(SystemError) in try Posix.send(fd, raw.baseAddress, raw.count) }
     }
 
     private static func readPID(_ fd: Int32) -> Int32? {
@@ -220,4 +260,9 @@ public final class ControlListener {
         _ = ftruncate(fd, 0)
         _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
     }
+}
+
+/// A request read from the control socket that waits for its reply: pass it to ``ControlListener/respond(_:_:)``.
+package struct ControlResponder: Hashable, Sendable {
+    let number: UInt64
 }

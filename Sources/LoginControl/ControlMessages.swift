@@ -1,8 +1,10 @@
+import Posix
+
 // The control socket's messages: what pam_latchkey asks of the user's daemon
 // and what it answers. The wire format is in docs/control-socket.md.
 
 /// A request on the control socket.
-public enum ControlRequest: Equatable, Sendable {
+package enum ControlRequest: Equatable, Sendable {
     /// A login session starts; with the login password when the login gave
     /// one, which unlocks the login keychain (creating it if there is none).
     case openSession(password: [UInt8]?)
@@ -14,9 +16,9 @@ public enum ControlRequest: Equatable, Sendable {
     case status
 
     /// Largest request body accepted: two passwords of ``maximumPasswordLength`` and framing.
-    public static let maximumBodyLength = 2 * maximumPasswordLength + 64
+    package static let maximumBodyLength = 2 * maximumPasswordLength + 64
     /// Longest password carried.
-    public static let maximumPasswordLength = 4096
+    package static let maximumPasswordLength = 4096
     static let version: UInt8 = 1
 
     enum Opcode: UInt8 {
@@ -29,7 +31,7 @@ public enum ControlRequest: Equatable, Sendable {
     /// The framed bytes: a 4-byte big-endian body length, then the body.
     /// The request is built in one buffer, reserved up front, so no copy of
     /// a password is left behind by a reallocation; wipe the result after use.
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var body: [UInt8] = []
         body.reserveCapacity(Self.maximumBodyLength + 4)
         body += [0, 0, 0, 0, Self.version]
@@ -53,13 +55,13 @@ public enum ControlRequest: Equatable, Sendable {
     }
 
     /// Reads a request body (without its length prefix).
-    public init(body: [UInt8]) throws(ControlProtocolError) {
+    package init(body: [UInt8]) throws(ControlProtocolError) {
         try self.init(body: body[...])
     }
 
     /// Reads a request body in place, so that the only copies of its
     /// passwords are the ones the request holds (and ``wipe()`` clears).
-    public init(body: ArraySlice<UInt8>) throws(ControlProtocolError) {
+    package init(body: ArraySlice<UInt8>) throws(ControlProtocolError) {
         guard body.count >= 2, body.count <= Self.maximumBodyLength else {
             throw ControlProtocolError("a request body has 2 to \(Self.maximumBodyLength) bytes")
         }
@@ -85,7 +87,7 @@ public enum ControlRequest: Equatable, Sendable {
     }
 
     /// Overwrites the passwords this request holds with zeros.
-    public mutating func wipe() {
+    package mutating func wipe() {
         switch self {
         case .openSession(var password?):
             wipeBytes(&password)
@@ -122,7 +124,7 @@ public enum ControlRequest: Equatable, Sendable {
 }
 
 /// How a request went.
-public enum ControlStatus: UInt8, Sendable {
+package enum ControlStatus: UInt8, Sendable {
     /// Done.
     case ok = 0
     /// The password does not unlock the login keychain.
@@ -136,28 +138,28 @@ public enum ControlStatus: UInt8, Sendable {
 }
 
 /// The daemon's answer: a status and a short message for the log.
-public struct ControlReply: Equatable, Sendable {
+package struct ControlReply: Equatable, Sendable {
     /// How the request went.
-    public var status: ControlStatus
+    package var status: ControlStatus
     /// One line for the log; never holds a password.
-    public var message: String
+    package var message: String
 
     /// Longest reply body.
-    public static let maximumBodyLength = 512
+    package static let maximumBodyLength = 512
 
     /// A reply; `message` is cut to fit ``maximumBodyLength``.
-    public init(_ status: ControlStatus, _ message: String) {
+    package init(_ status: ControlStatus, _ message: String) {
         self.status = status
         self.message = message
     }
 
     /// The framed bytes.
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         frame([status.rawValue] + Array(message.utf8.prefix(Self.maximumBodyLength - 1)))
     }
 
     /// Reads a reply body (without its length prefix).
-    public init(body: [UInt8]) throws(ControlProtocolError) {
+    package init(body: [UInt8]) throws(ControlProtocolError) {
         guard let first = body.first, body.count <= Self.maximumBodyLength, let status = ControlStatus(rawValue: first)
         else { throw ControlProtocolError("malformed reply") }
         self.status = status
@@ -166,9 +168,9 @@ public struct ControlReply: Equatable, Sendable {
 }
 
 /// A malformed message.
-public struct ControlProtocolError: Error, Equatable, Sendable {
+package struct ControlProtocolError: Error, Equatable, Sendable {
     /// What is wrong, in one line.
-    public let reason: String
+    package let reason: String
     init(_ reason: String) { self.reason = reason }
 }
 
@@ -189,11 +191,4 @@ func frame(_ body: [UInt8]) -> [UInt8] {
 private func appendField(_ bytes: [UInt8], to body: inout [UInt8]) {
     body += lengthPrefix(bytes.count)
     body += bytes
-}
-
-/// Overwrites `bytes` with zeros in place.
-public func wipeBytes(_ bytes: inout [UInt8]) {
-    bytes.withUnsafeMutableBytes { raw in
-        for index in raw.indices { raw[index] = 0 }
-    }
 }

@@ -2,14 +2,16 @@ import DBus
 import FoundationEssentials
 import Glibc
 import KeychainCore
+import KeychainRegistry
 import LoginControl
+import Posix
 
 /// The serving loop: waits on the bus connection, on the control socket, on
 /// prompt results and on termination signals, and hands each to the
 /// ``SecretService``. Without a bus yet, it asks for one four times a second.
-public struct ServiceLoop {
+package struct ServiceLoop {
     /// Why the loop ended.
-    public enum Exit: Equatable, Sendable {
+    package enum Exit: Equatable, Sendable {
         /// SIGTERM or SIGINT.
         case signal(Int32)
         /// The bus connection closed.
@@ -21,7 +23,7 @@ public struct ServiceLoop {
     }
 
     /// What an attempt to reach the bus gave.
-    public enum BusAttempt {
+    package enum BusAttempt {
         /// Connected, with the name claimed.
         case connected(DBusConnection)
         /// No bus yet; try again later.
@@ -30,7 +32,9 @@ public struct ServiceLoop {
         case refused(String)
     }
 
-    let service: SecretService
+    let daemon: SecretServiceDaemon
+    /// The bus, once there is one; signals made before are dropped (nobody could hear them).
+    private let bus = BusSlot()
     let control: ControlListener?
     let sleepWatch: SleepWatch?
     /// Becomes readable with one byte, the signal number, when SIGTERM or SIGINT arrives.
@@ -40,7 +44,7 @@ public struct ServiceLoop {
     /// Blocks SIGTERM and SIGINT in the calling thread (and every thread it
     /// starts later) so that they arrive on a descriptor instead. Call it
     /// first thing in `main`, before other threads exist.
-    public static func blockTerminationSignals() -> sigset_t {
+    package static func blockTerminationSignals() -> sigset_t {
         var mask = sigset_t()
         sigemptyset(&mask)
         sigaddset(&mask, SIGTERM)
@@ -53,13 +57,21 @@ public struct ServiceLoop {
     /// announcements through `sleepWatch`; `mask` is what
     /// ``blockTerminationSignals()`` returned. A thread waits for those
     /// signals and passes them on through a pipe.
-    public init(
-        service: SecretService, control: ControlListener?, sleepWatch: SleepWatch? = nil, signalMask mask: sigset_t
+    package init(
+        daemon: SecretServiceDaemon, connection: DBusConnection?, control: ControlListener?,
+        sleepWatch: SleepWatch? = nil, signalMask mask: sigset_t
     ) throws(KeychainError) {
-        self.service = service
+        self.daemon = daemon
+        self.bus.connection = connection
         self.control = control
         self.sleepWatch = sleepWatch
-        let (readEnd, writeEnd) = try makeWakePipe()
+        let readEnd: Int32
+        let writeEnd: Int32
+        do {
+            (readEnd, writeEnd) = try makeWakePipe()
+        } catch {
+            throw KeychainError(.internalComponent, "cannot create a pipe: \(error)")
+        }
         self.signals = readEnd
         let waitMask = SignalMask(mask)
         runDetached {
@@ -74,24 +86,26 @@ public struct ServiceLoop {
 
     /// Serves until a termination signal or the end of the bus connection.
     /// While there is no bus, `connectBus` is asked for one.
-    public func run(connectBus: () -> BusAttempt) -> Exit {
+    package func run(connectBus: () -> BusAttempt) -> Exit {
         while true {
-            if service.connection == nil {
+            if bus.connection == nil {
                 switch connectBus() {
-                case .connected(let connection): service.attach(connection)
+                case .connected(let connection): bus.connection = connection
                 case .refused(let reason): return .busRefused(reason)
                 case .notYet: break
                 }
             }
-            let connection = service.connection
+            let connection = bus.connection
             while let message = connection?.popMessage() {
-                service.handle(message)
+                send(daemon.handle(message))
             }
-            service.deliverPromptResults()
-            if service.hasLostName { return .replaced }
+            send(daemon.deliverCompletions())
+            if daemon.hasLostName { return .replaced }
+            let (timerMessages, nextTimer) = daemon.runTimers()
+            send(timerMessages)
             var fds = [
                 pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: service.completions.fileDescriptor, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: daemon.registry.inbox.fileDescriptor, events: Int16(POLLIN), revents: 0),
             ]
             var timeout: Int32 = 5_000
             if let connection {
@@ -101,7 +115,7 @@ public struct ServiceLoop {
             } else {
                 timeout = Self.busRetryMilliseconds
             }
-            if let idle = service.lockIdleCollections() { timeout = min(timeout, max(idle, 0)) }
+            if let nextTimer { timeout = min(timeout, nextTimer) }
             let sleepIndex = fds.count
             if let sleepFD = sleepWatch?.fileDescriptor {
                 let events = POLLIN | (sleepWatch?.hasOutgoingMessages == true ? POLLOUT : 0)
@@ -112,8 +126,12 @@ public struct ServiceLoop {
                 fds += control.pollDescriptors
                 timeout = min(timeout, control.nextTimeoutMilliseconds ?? timeout)
             }
-            let ready = poll(&fds, nfds_t(fds.count), timeout)
-            if ready < 0, errno != EINTR { return .busGone }
+            let ready: Int32
+            do {
+                ready = try Posix.poll(&fds, timeoutMilliseconds: timeout)
+            } catch {
+                return .busGone
+            }
             if fds[0].revents & Int16(POLLIN) != 0 {
                 var byte: UInt8 = 0
                 let count = read(signals, &byte, 1)
@@ -121,22 +139,35 @@ public struct ServiceLoop {
             }
             // Before any client is served: after a resume the announcement may only be read now.
             if let sleepWatch, sleepIndex < controlStart, fds[sleepIndex].revents != 0, sleepWatch.sleepAnnounced() {
-                service.lockForSleep()
+                send(daemon.lockForSleep())
             }
             if let connection, fds[2].revents != 0 || connection.hasOutgoingMessages {
                 if !connection.readWrite(timeoutMilliseconds: 0) { return .busGone }
             }
             if let control, ready == 0 || fds[controlStart...].contains(where: { $0.revents != 0 }) {
-                control.serve { request, _ in service.answer(&request) }
+                control.serve { request, _, responder in
+                    daemon.answer(request) { reply in control.respond(responder, reply) }
+                }
+                send(daemon.deliverCompletions())
             }
         }
     }
 
-    /// Sends what is queued and locks every keychain (wiping the keys).
-    public func shutDown() {
-        service.connection?.flush()
-        for collection in service.collections { collection.keychain.lock() }
+    private func send(_ messages: [DBusMessage]) {
+        guard let connection = bus.connection else { return }
+        for message in messages { connection.send(message) }
     }
+
+    /// Sends what is queued and locks every keychain (wiping the keys).
+    package func shutDown() {
+        bus.connection?.flush()
+        daemon.registry.shutDown()
+    }
+}
+
+/// The bus connection the loop serves, once there is one.
+private final class BusSlot {
+    var connection: DBusConnection?
 }
 
 /// A signal set that may cross to the signal-waiting thread.

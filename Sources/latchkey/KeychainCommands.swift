@@ -4,7 +4,7 @@ import KeychainBus
 import KeychainClient
 import KeychainCore
 import KeychainStore
-import LoginControl
+import Posix
 
 /// Prints a keychain path the way `security(1)` lists keychains: indented and quoted.
 private func printListed(_ path: String) {

@@ -4,7 +4,7 @@ import KeychainBus
 import KeychainClient
 import KeychainCore
 import KeychainStore
-import LoginControl
+import Posix
 
 /// Where keychains are and which one is the default.
 enum KeychainPaths {

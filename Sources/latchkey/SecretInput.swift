@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
 import KeychainCore
-import LoginControl
+import Posix
 import Pinentry
 
 /// Where the command gets secrets: the terminal with echo off, standard
@@ -28,8 +28,7 @@ enum SecretInput {
         var line: [UInt8] = []
         var byte: UInt8 = 0
         while true {
-            let count = read(terminal, &byte, 1)
-            if count < 0, errno == EINTR { continue }
+            let count = (try? Posix.read(terminal, &byte, 1)) ?? -1
             if count <= 0 || byte == 0x04 {
                 if line.isEmpty {
                     write(terminal, "\n")
@@ -59,9 +58,7 @@ enum SecretInput {
         var input: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let got = read(STDIN_FILENO, &buffer, buffer.count)
-            if got < 0, errno == EINTR { continue }
-            guard got > 0 else { break }
+            guard let got = try? Posix.read(STDIN_FILENO, &buffer, buffer.count), got > 0 else { break }
             input += buffer[0..<got]
             guard input.count <= 1 << 20 else { throw KeychainError(.dataTooLarge, "standard input holds over 1 MiB") }
         }

@@ -2,9 +2,11 @@ import ArgumentParser
 import DBus
 import FoundationEssentials
 import Glibc
+import KeychainRegistry
 import KeychainStore
 import LoginControl
 import Pinentry
+import Posix
 import SecretService
 
 @main
@@ -63,7 +65,7 @@ struct Latchkeyd: ParsableCommand {
     mutating func run() throws {
         let signalMask = ServiceLoop.blockTerminationSignals()
         if printIntrospection {
-            print(Introspection.interfaces, terminator: "")
+            print(SecretServiceIntrospection.document, terminator: "")
             return
         }
         if changeLoginPassword { throw rekeyLoginFile() }
@@ -75,24 +77,26 @@ struct Latchkeyd: ParsableCommand {
         let control = try listenOnControlSocket(haveBus: connection != nil)
         let prompt =
             pinentry.map { Pinentry(program: $0) } ?? Pinentry.fromEnvironment(ProcessInfo.processInfo.environment)
-        let service: SecretService
+        let daemon: SecretServiceDaemon
         do {
-            service = try SecretService(
-                connection: connection,
-                configuration: SecretServiceConfiguration(keychainDirectory: keychainDirectory, pinentry: prompt),
+            daemon = try SecretServiceDaemon(
+                configuration: SecretServiceConfiguration(
+                    registry: RegistryConfiguration(keychainDirectory: keychainDirectory, pinentry: prompt)),
                 loginPassword: unlock ? password : nil)
         } catch {
             throw fail("cannot open the login keychain: \(error.reason)")
         }
         if login {
-            var request = ControlRequest.openSession(password: password.isEmpty ? nil : password)
-            defer { request.wipe() }
-            reportLogin(service.answer(&request))
+            // The outcome is reported when the key derivation is done, from the serving loop.
+            daemon.answer(.openSession(password: password.isEmpty ? nil : password)) { reply in
+                Self.reportLogin(reply)
+            }
         }
         let loop: ServiceLoop
         do {
             loop = try ServiceLoop(
-                service: service, control: control, sleepWatch: watchForSleep(), signalMask: signalMask)
+                daemon: daemon, connection: connection, control: control, sleepWatch: watchForSleep(),
+                signalMask: signalMask)
         } catch {
             throw fail(error.reason)
         }
@@ -147,7 +151,7 @@ struct Latchkeyd: ParsableCommand {
     }
 
     /// Writes the outcome of a login unlock as one line on standard output, then closes it.
-    private func reportLogin(_ reply: ControlReply) {
+    private static func reportLogin(_ reply: ControlReply) {
         let word = reply.status == .ok ? "ok" : "\(reply.status)"
         let line = Array("\(word) \(reply.message)\n".utf8)
         _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
@@ -236,7 +240,7 @@ struct Latchkeyd: ParsableCommand {
     /// pam_latchkey with --login) and gives the exit status to throw.
     private func fail(_ message: String) -> ExitCode {
         printError("latchkeyd: \(message)")
-        if login { reportLogin(ControlReply(.failed, message)) }
+        if login { Self.reportLogin(ControlReply(.failed, message)) }
         return ExitCode.failure
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import LoginControl
+import Posix
 
 /// Starts the user's `latchkeyd` from the session step (option `auto_start`)
 /// or runs it once to re-key the login keychain file (password step, no daemon).
@@ -90,9 +91,7 @@ struct DaemonLauncher {
         var byte: UInt8 = 0
         while collected.count < 512 {
             guard deadline.waitUntil(fd, isReadyFor: Int16(POLLIN)) else { return nil }
-            let count = read(fd, &byte, 1)
-            if count < 0, errno == EINTR { continue }
-            if count <= 0 || byte == UInt8(ascii: "\n") { break }
+            guard let count = try? Posix.read(fd, &byte, 1), count > 0, byte != UInt8(ascii: "\n") else { break }
             collected.append(byte)
         }
         return String(decoding: collected, as: UTF8.self)

@@ -5,6 +5,7 @@
 import CPAM
 import Glibc
 import LoginControl
+import Posix
 
 /// The C type of a module argument vector (`const char **argv`).
 public typealias ModuleArguments = UnsafeMutablePointer<UnsafePointer<CChar>?>?

@@ -1,5 +1,6 @@
 import Glibc
 import LoginControl
+import Posix
 
 /// What a child process did, for the log.
 struct ChildReport {
@@ -75,12 +76,8 @@ enum UserChild {
         var chunk = [UInt8](repeating: 0, count: 512)
         while collected.count < 4096 {
             guard deadline.waitUntil(fd, isReadyFor: Int16(POLLIN)) else { return nil }
-            let count = read(fd, &chunk, chunk.count)
-            if count > 0 {
-                collected += chunk[0..<count]
-            } else if count == 0 || errno != EINTR {
-                break
-            }
+            guard let count = try? Posix.read(fd, &chunk, chunk.count), count > 0 else { break }
+            collected += chunk[0..<count]
         }
         return collected
     }

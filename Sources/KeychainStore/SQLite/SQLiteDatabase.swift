@@ -31,6 +31,19 @@ final class SQLiteDatabase {
         sqlite3_close_v2(handle)
     }
 
+    /// Runs a `TRUNCATE` checkpoint, waiting at most `waitMilliseconds` for other connections; true when
+    /// the whole log was copied into the file and emptied.
+    func checkpoint(waitMilliseconds: Int32) throws(KeychainError) -> Bool {
+        sqlite3_busy_timeout(handle, waitMilliseconds)
+        defer { sqlite3_busy_timeout(handle, 5000) }
+        var logFrames: Int32 = 0
+        var copiedFrames: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_TRUNCATE, &logFrames, &copiedFrames)
+        if rc & 0xff == SQLITE_BUSY || rc & 0xff == SQLITE_LOCKED { return false }
+        guard rc == SQLITE_OK else { throw Self.error(rc, String(cString: sqlite3_errmsg(handle))) }
+        return logFrames == copiedFrames
+    }
+
     /// Runs SQL text with no parameters and no rows wanted.
     func execute(_ sql: String) throws(KeychainError) {
         var message: UnsafeMutablePointer<CChar>?

@@ -1,5 +1,6 @@
 import DBus
 import FoundationEssentials
+import KeychainCore
 
 /// An open session: which client owns it and how secrets are protected in transit.
 final class SecretSession {
@@ -43,6 +44,13 @@ final class SecretSession {
         return .structure([.objectPath(path), .bytes(parameters), .bytes(value), .string(contentType)])
     }
 
+    /// An item's secret, with its content type (`text/plain` when it has none), encrypted for this session.
+    func encode(_ item: KeychainItem) throws(DBusError) -> DBusValue {
+        var contentType = "text/plain"
+        if case .string(let type) = item.attributes?[.contentType] { contentType = type }
+        return try encode(item.secret ?? Data(), contentType: contentType)
+    }
+
     /// Reads a secret a client sent in this session.
     func decode(parameters: [UInt8], value: [UInt8]) throws(DBusError) -> Data {
         switch algorithm {
@@ -59,13 +67,15 @@ final class SecretSession {
 }
 
 /// A `(oayays)` secret as a client sent it.
-struct TransportSecret {
+struct TransportSecret: DBusType {
     let session: String
     let parameters: [UInt8]
     let value: [UInt8]
     let contentType: String
 
-    init(_ value: DBusValue) throws(DBusError) {
+    static var dbusSignature: String { "(oayays)" }
+
+    init(dbusValue value: DBusValue) throws(DBusError) {
         guard case .structure(let members) = value, members.count == 4,
             case .objectPath(let session) = members[0], case .bytes(let parameters) = members[1],
             case .bytes(let bytes) = members[2], case .string(let contentType) = members[3]
@@ -74,5 +84,9 @@ struct TransportSecret {
         self.parameters = parameters
         self.value = bytes
         self.contentType = contentType
+    }
+
+    var dbusValue: DBusValue {
+        .structure([.objectPath(session), .bytes(parameters), .bytes(value), .string(contentType)])
     }
 }

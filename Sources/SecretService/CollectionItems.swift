@@ -1,64 +1,13 @@
+import DBus
 import FoundationEssentials
 import KeychainCore
+import KeychainRegistry
 import KeychainStore
 
-/// One collection: a keychain shown on the bus, with its label and dates.
-final class SecretCollection {
-    /// How a locked collection is opened.
-    enum Unlocking {
-        /// With the login password (the login keychain).
-        case loginPassword
-        /// With the key of the login keychain, while it is unlocked (collections made by clients).
-        case loginKey
-        /// With a random password the daemon holds (the in-memory session collection).
-        case heldPassword([UInt8])
-    }
-
-    let id: String
-    let keychain: Keychain
-    let unlocking: Unlocking
-    var label: String
-    let created: UInt64
-
+/// A keychain's items as the Secret Service shows them: password items, with text attributes.
+extension HeldKeychain {
+    /// Its object path as a collection.
     var path: String { ObjectPaths.collection(id) }
-    var isLocked: Bool { keychain.isLocked }
-
-    /// Modified: the last change made through this daemon, else the file's modification time.
-    private(set) var modified: UInt64
-    /// When it locks by itself (read from the file, changed through `SetSettings`).
-    var settings: KeychainSettings
-    /// When a client last used it (monotonic seconds), for the lock timeout.
-    private(set) var lastUse: Int64
-
-    init(id: String, keychain: Keychain, unlocking: Unlocking, label: String) {
-        self.id = id
-        self.keychain = keychain
-        self.unlocking = unlocking
-        self.label = label
-        let attributes = try? FileManager.default.attributesOfItem(atPath: keychain.path)
-        let now = UInt64(Date().timeIntervalSince1970)
-        let createdMetadata = (try? keychain.metadata("created")).flatMap { String(decoding: $0, as: UTF8.self) }
-        self.created = createdMetadata.flatMap(UInt64.init) ?? now
-        self.modified = (attributes?[.modificationDate] as? Date).map { UInt64($0.timeIntervalSince1970) } ?? now
-        self.settings = (try? keychain.settings()) ?? KeychainSettings()
-        self.lastUse = monotonicSeconds()
-    }
-
-    /// Notes a use: the lock timeout counts from the last one.
-    func markUsed() {
-        lastUse = monotonicSeconds()
-    }
-
-    /// When the lock timeout locks this collection (monotonic seconds), nil if it never does.
-    var lockDeadline: Int64? {
-        if case .heldPassword = unlocking { return nil }
-        guard !isLocked, let timeout = settings.lockTimeout else { return nil }
-        return lastUse + Int64(timeout)
-    }
-
-    func touch() {
-        modified = UInt64(Date().timeIntervalSince1970)
-    }
 
     /// The password classes, the ones the Secret Service shows.
     static let shownClasses: [ItemClass] = [.genericPassword, .internetPassword]
@@ -71,6 +20,15 @@ final class SecretCollection {
             references += try keychain.items(matching: query).map(\.reference)
         }
         return references
+    }
+
+    /// The paths of the items whose Secret Service attributes include all of `attributes`.
+    func searchPaths(_ attributes: [String: String]) throws(DBusError) -> [String] {
+        do {
+            return try search(attributes).map { ObjectPaths.item($0, in: id) }
+        } catch {
+            throw SecretServiceError.from(error)
+        }
     }
 
     /// The items whose Secret Service attributes include all of `attributes`.

@@ -1,11 +1,9 @@
-// Two small system pieces the daemon needs without Foundation: detached threads and wake-up pipes.
+// Detached threads and wake-up pipes, without Foundation (FoundationEssentials has no `Thread`).
 
 import Glibc
-import KeychainCore
 
-/// Runs `body` on a new detached POSIX thread (FoundationEssentials, which the
-/// daemon uses to stay small, has no `Thread`).
-func runDetached(_ body: @escaping @Sendable () -> Void) {
+/// Runs `body` on a new detached POSIX thread; on the calling thread if none can be made.
+package func runDetached(_ body: @escaping @Sendable () -> Void) {
     final class Box: @unchecked Sendable {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
@@ -29,14 +27,9 @@ func runDetached(_ body: @escaping @Sendable () -> Void) {
 }
 
 /// A non-blocking, close-on-exec pipe for waking a `poll`.
-func makeWakePipe() throws(KeychainError) -> (read: Int32, write: Int32) {
+package func makeWakePipe() throws(SystemError) -> (read: Int32, write: Int32) {
     var fds: [Int32] = [-1, -1]
-    guard pipe(&fds) == 0 else {
-        throw KeychainError(.internalComponent, "cannot create a pipe: \(String(cString: strerror(errno)))")
-    }
-    for fd in fds {
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-    }
+    guard pipe(&fds) == 0 else { throw SystemError.last("pipe") }
+    for fd in fds { Posix.setCloseOnExecNonBlocking(fd) }
     return (fds[0], fds[1])
 }

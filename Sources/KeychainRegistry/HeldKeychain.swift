@@ -1,0 +1,69 @@
+import FoundationEssentials
+import KeychainCore
+import KeychainStore
+import Posix
+
+/// One keychain the daemon holds: its file (or memory), how it unlocks, its label, dates and lock settings.
+/// The Secret Service shows it as a collection; `org.latchkey.Keychain1` as a keychain.
+package final class HeldKeychain {
+    /// How a locked keychain is opened.
+    package enum Unlocking {
+        /// With the login password (the login keychain).
+        case loginPassword
+        /// With the key of the login keychain, while it is unlocked (collections made by clients).
+        case loginKey
+        /// With a random password the daemon holds (the in-memory session collection).
+        case heldPassword([UInt8])
+    }
+
+    /// The id: `login`, `session`, or the path element of a client-made collection.
+    package let id: String
+    /// The store.
+    package let keychain: Keychain
+    /// How it unlocks.
+    package let unlocking: Unlocking
+    /// Its label.
+    package internal(set) var label: String
+    /// When it was made (Unix seconds).
+    package let created: UInt64
+    /// The last change made through this daemon, else the file's modification time (Unix seconds).
+    package private(set) var modified: UInt64
+    /// When it locks by itself (read from the file, changed through ``KeychainRegistry/setSettings(_:of:)``).
+    package internal(set) var settings: KeychainSettings
+    /// When a client last used it (monotonic seconds), for the lock timeout.
+    private(set) var lastUse: Int64
+
+    /// Whether the key is out of memory.
+    package var isLocked: Bool { keychain.isLocked }
+
+    init(id: String, keychain: Keychain, unlocking: Unlocking, label: String) {
+        self.id = id
+        self.keychain = keychain
+        self.unlocking = unlocking
+        self.label = label
+        let attributes = try? FileManager.default.attributesOfItem(atPath: keychain.path)
+        let now = UInt64(Date().timeIntervalSince1970)
+        let createdMetadata = (try? keychain.metadata("created")).flatMap { String(decoding: $0, as: UTF8.self) }
+        self.created = createdMetadata.flatMap(UInt64.init) ?? now
+        self.modified = (attributes?[.modificationDate] as? Date).map { UInt64($0.timeIntervalSince1970) } ?? now
+        self.settings = (try? keychain.settings()) ?? KeychainSettings()
+        self.lastUse = MonotonicClock.seconds()
+    }
+
+    /// Notes a use: the lock timeout counts from the last one.
+    package func markUsed() {
+        lastUse = MonotonicClock.seconds()
+    }
+
+    /// Notes a change of its items now.
+    package func touch() {
+        modified = UInt64(Date().timeIntervalSince1970)
+    }
+
+    /// When the lock timeout locks it (monotonic seconds), nil if it never does.
+    var lockDeadline: Int64? {
+        if case .heldPassword = unlocking { return nil }
+        guard !isLocked, let timeout = settings.lockTimeout else { return nil }
+        return lastUse + Int64(timeout)
+    }
+}

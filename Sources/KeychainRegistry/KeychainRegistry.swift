@@ -1,0 +1,377 @@
+import FoundationEssentials
+import KeychainCore
+import KeychainStore
+import Pinentry
+import Posix
+
+/// What the registry serves from and how it prompts.
+package struct RegistryConfiguration: Sendable {
+    /// Where keychain files live (the login keychain and client-made collections).
+    package var keychainDirectory: String
+    /// The password prompt.
+    package var pinentry: Pinentry
+    /// The scrypt cost of a login keychain the daemon creates.
+    package var kdf: KDFParameters
+
+    /// A configuration; `kdf` stays `.production` outside tests.
+    package init(keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production) {
+        self.keychainDirectory = keychainDirectory
+        self.pinentry = pinentry
+        self.kdf = kdf
+    }
+}
+
+/// A change the registry made that the faces over it announce (as Secret Service signals).
+package enum RegistryEvent {
+    /// A keychain was locked or unlocked.
+    case lockChanged(HeldKeychain)
+    /// A keychain appeared (created by a client or at first login).
+    case created(HeldKeychain)
+    /// A keychain was deleted.
+    case deleted(HeldKeychain)
+    /// A keychain's label changed.
+    case relabelled(HeldKeychain)
+}
+
+/// The keychains one user's daemon holds, with no bus in it: the login keychain, the in-memory session
+/// keychain and client-made collections, their aliases, lock timers, the wrong-password limit and the
+/// keychains unlocked under the login key. The Secret Service objects, `org.latchkey.Keychain1` and the
+/// control socket are adapters over it.
+///
+/// It lives on the serving thread. Slow work (key derivation, checkpoints) goes to a worker thread and
+/// prompts to threads of their own; their results come back through ``inbox`` and are applied by
+/// ``deliverCompletions()`` on the serving thread, so every change of state happens on that one thread.
+package final class KeychainRegistry {
+    /// The configuration.
+    package let configuration: RegistryConfiguration
+    /// The keychains, in the order they are listed.
+    package private(set) var keychains: [HeldKeychain] = []
+    /// Alias name → keychain id.
+    package private(set) var aliases: [String: String] = [:]
+    /// Login sessions pam_latchkey reported open.
+    package var openLoginSessions = 0
+    /// Where results of work done elsewhere arrive; poll its descriptor.
+    package let inbox: LoopInbox
+    let worker: Worker
+    var limiter = WrongPasswordLimiter()
+    /// Whether a "your login password changed" prompt is showing.
+    var rekeyPromptShowing = false
+    private var continuations: [UInt64: (any Sendable) -> Void] = [:]
+    private var continuationNumber: UInt64 = 0
+    private var events: [RegistryEvent] = []
+    /// Keychain files whose write-ahead log must still be emptied, with when to try next (monotonic ms).
+    private var pendingCheckpoints: [String: (due: Int64, tries: Int)] = [:]
+    /// Whether a checkpoint is on the worker now.
+    private var checkpointRunning = false
+
+    /// The id of the login keychain.
+    package static let loginID = "login"
+    /// The id of the in-memory session keychain.
+    package static let sessionID = "session"
+
+    /// Opens the keychains in the configured directory. With `loginPassword`, the login keychain is
+    /// unlocked with it, or created with it when missing (on this thread: the daemon is not serving yet).
+    ///
+    /// - Throws: `errSecAuthFailed` if `loginPassword` does not unlock the login keychain.
+    package init(configuration: RegistryConfiguration, loginPassword: [UInt8]?) throws(KeychainError) {
+        self.configuration = configuration
+        self.inbox = try LoopInbox()
+        self.worker = try Worker()
+        try openKeychains(loginPassword: loginPassword)
+    }
+
+    /// The login keychain, when there is one.
+    package var login: HeldKeychain? { keychains.first { $0.id == Self.loginID } }
+
+    /// The keychain with `id`.
+    package func keychain(id: String) -> HeldKeychain? { keychains.first { $0.id == id } }
+
+    /// The keychain an alias names.
+    package func keychain(alias: String) -> HeldKeychain? { aliases[alias].flatMap { keychain(id: $0) } }
+
+    var loginKeychainPath: String { KeychainLocation.loginKeychainPath(inDirectory: configuration.keychainDirectory) }
+
+    private func openKeychains(loginPassword: [UInt8]?) throws(KeychainError) {
+        let directory = configuration.keychainDirectory
+        if FileManager.default.fileExists(atPath: loginKeychainPath) {
+            let keychain = try Keychain(opening: loginKeychainPath)
+            if let loginPassword { try keychain.unlock(password: loginPassword) }
+            try addLogin(keychain)
+        } else if let loginPassword {
+            try addLogin(try Self.createLoginKeychain(at: loginKeychainPath, password: loginPassword, configuration.kdf))
+        }
+        let login = login?.keychain
+        var held = [UInt8](repeating: 0, count: 32)
+        for index in held.indices { held[index] = UInt8.random(in: 0...255) }
+        let session = try Keychain.createInMemory(password: held)
+        keychains.append(HeldKeychain(id: Self.sessionID, keychain: session, unlocking: .heldPassword(held), label: "Session"))
+        aliases["session"] = Self.sessionID
+
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for file in files.sorted() where file.hasSuffix(".keychain-db") && file != "login.keychain-db" {
+            let id = String(file.dropLast(".keychain-db".count))
+            guard Self.isPathElement(id), let keychain = try? Keychain(opening: directory + "/" + file),
+                keychain.parentIdentifier != nil
+            else { continue }
+            if let login, !login.isLocked { try? keychain.unlock(using: login) }
+            try? keychain.limitMemory(to: .lean)
+            let label = (try? keychain.metadata("label")).map { String(decoding: $0, as: UTF8.self) } ?? id
+            keychains.append(HeldKeychain(id: id, keychain: keychain, unlocking: .loginKey, label: label))
+        }
+        loadAliases()
+    }
+
+    /// Creates the login keychain file with `password` (scrypt: slow).
+    static func createLoginKeychain(at path: String, password: some Collection<UInt8>, _ kdf: KDFParameters)
+        throws(KeychainError) -> Keychain
+    {
+        let keychain = try Keychain.create(at: path, password: password, kdf: kdf)
+        try keychain.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
+        return keychain
+    }
+
+    /// Serves `keychain` as `login`, alias `default`.
+    func addLogin(_ keychain: Keychain) throws(KeychainError) {
+        try keychain.limitMemory(to: .lean)
+        keychains.insert(HeldKeychain(id: Self.loginID, keychain: keychain, unlocking: .loginPassword, label: "Login"), at: 0)
+        if aliases["default"] == nil { aliases["default"] = Self.loginID }
+    }
+
+    /// Whether `text` is already a valid object-path element (ASCII letters, digits, `_`).
+    static func isPathElement(_ text: String) -> Bool {
+        !text.isEmpty
+            && text.unicodeScalars.allSatisfy { $0 == "_" || ($0.isASCII && $0.properties.isAlphabetic) || ("0"..."9").contains($0) }
+    }
+
+    // MARK: Events
+
+    func announce(_ event: RegistryEvent) { events.append(event) }
+
+    /// The changes made since the last call, oldest first.
+    package func takeEvents() -> [RegistryEvent] {
+        defer { events.removeAll() }
+        return events
+    }
+
+    // MARK: Aliases
+
+    private var aliasFile: String { configuration.keychainDirectory + "/aliases" }
+
+    private func loadAliases() {
+        guard let text = try? String(contentsOfFile: aliasFile, encoding: .utf8) else { return }
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, keychain(id: parts[1]) != nil else { continue }
+            aliases[parts[0]] = parts[1]
+        }
+    }
+
+    /// Points alias `name` at `target`, or removes it (nil); saved at once.
+    package func setAlias(_ name: String, to target: HeldKeychain?) {
+        aliases[name] = target?.id
+        saveAliases()
+    }
+
+    private func saveAliases() {
+        let text = aliases.filter { $0.value != Self.sessionID }.sorted { $0.key < $1.key }
+            .map { "\($0.key)=\($0.value)\n" }.joined()
+        try? FileManager.default.createDirectory(
+            atPath: configuration.keychainDirectory, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
+        try? text.write(toFile: aliasFile, atomically: true, encoding: .utf8)
+    }
+
+    // MARK: Collections
+
+    /// Creates a keychain protected by the login keychain's key, labelled `label`, with an id made from the
+    /// label (`pathElement` turns text into an id).
+    ///
+    /// - Throws: `errSecNoSuchKeychain` without a login keychain, `errSecInteractionNotAllowed` while it is locked.
+    package func createKeychain(label: String, pathElement: (String) -> String) throws(KeychainError) -> HeldKeychain {
+        guard let login else {
+            throw KeychainError(
+                .noSuchKeychain, "there is no login keychain to protect a new collection (start latchkeyd --unlock)")
+        }
+        guard !login.isLocked else {
+            throw KeychainError(.interactionNotAllowed, "unlock the login collection before creating a collection")
+        }
+        var id = pathElement(label.isEmpty ? "collection" : label.lowercased())
+        if keychain(id: id) != nil || id == Self.loginID || id == Self.sessionID {
+            var number = 2
+            while keychain(id: "\(id)_\(number)") != nil { number += 1 }
+            id = "\(id)_\(number)"
+        }
+        let keychain = try Keychain.create(
+            at: configuration.keychainDirectory + "/\(id).keychain-db", protectedBy: login.keychain)
+        try keychain.limitMemory(to: .lean)
+        try keychain.setMetadata("label", Data(label.utf8))
+        try keychain.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
+        let created = HeldKeychain(id: id, keychain: keychain, unlocking: .loginKey, label: label)
+        keychains.append(created)
+        announce(.created(created))
+        return created
+    }
+
+    /// Deletes a client-made keychain and its file, and the aliases naming it.
+    ///
+    /// - Throws: `errSecParam` for the login and session keychains.
+    package func deleteKeychain(_ held: HeldKeychain) throws(KeychainError) {
+        guard held.id != Self.loginID, held.id != Self.sessionID else {
+            throw KeychainError.param("the \(held.id) collection cannot be deleted")
+        }
+        keychains.removeAll { $0 === held }
+        aliases = aliases.filter { $0.value != held.id }
+        saveAliases()
+        held.keychain.lock()
+        Keychain.removeFiles(at: held.keychain.path)
+        announce(.deleted(held))
+    }
+
+    /// Relabels a keychain (kept in its file).
+    package func setLabel(_ label: String, of held: HeldKeychain) {
+        try? held.keychain.setMetadata("label", Data(label.utf8))
+        held.label = label
+        announce(.relabelled(held))
+    }
+
+    /// Changes a keychain's lock settings (kept in its file).
+    ///
+    /// - Throws: `errSecParam` for the session keychain, which keeps no settings.
+    package func setSettings(_ settings: KeychainSettings, of held: HeldKeychain) throws(KeychainError) {
+        if case .heldPassword = held.unlocking {
+            throw KeychainError.param("the session collection is in memory and keeps no settings")
+        }
+        try held.keychain.setSettings(settings)
+        held.settings = settings
+    }
+
+    // MARK: Locking
+
+    /// Locks a keychain (its key is wiped) and announces it, if it was unlocked.
+    package func lock(_ held: HeldKeychain) {
+        guard !held.isLocked else { return }
+        held.keychain.lock()
+        announce(.lockChanged(held))
+    }
+
+    /// Locks every keychain but the session one.
+    package func lockLoginKeychains() {
+        for held in keychains where held.id != Self.sessionID { lock(held) }
+    }
+
+    /// Locks every keychain set to lock when the machine goes to sleep.
+    package func lockForSleep() {
+        for held in keychains where held.settings.lockOnSleep { lock(held) }
+    }
+
+    /// Unlocks a keychain that needs no password: the session keychain, or one under the unlocked login
+    /// keychain. False when it needs the login password.
+    package func unlockWithoutPassword(_ held: HeldKeychain) -> Bool {
+        guard held.isLocked else { return true }
+        let unlocked: Bool
+        switch held.unlocking {
+        case .heldPassword(let password):
+            unlocked = (try? held.keychain.unlock(password: password)) != nil
+        case .loginKey:
+            guard let login, !login.isLocked else { return false }
+            unlocked = (try? held.keychain.unlock(using: login.keychain)) != nil
+        case .loginPassword:
+            return false
+        }
+        if unlocked { announce(.lockChanged(held)) }
+        return unlocked
+    }
+
+    /// Unlocks, among `candidates`, those the (unlocked) login keychain's key wraps.
+    func unlockUnderLogin(among candidates: [HeldKeychain]) {
+        for held in candidates where held.isLocked {
+            guard case .loginKey = held.unlocking else { continue }
+            _ = unlockWithoutPassword(held)
+        }
+    }
+
+    // MARK: The serving loop's timers and results
+
+    /// Locks every keychain whose lock timeout has passed and starts due checkpoints; the milliseconds until
+    /// the next timer, nil when none is set.
+    package func runTimers() -> Int32? {
+        let now = MonotonicClock.seconds()
+        var next: Int64?
+        for held in keychains {
+            guard let deadline = held.lockDeadline else { continue }
+            if deadline <= now {
+                lock(held)
+            } else {
+                next = min(next ?? (deadline - now) * 1000, (deadline - now) * 1000)
+            }
+        }
+        if let due = startDueCheckpoint() { next = min(next ?? due, due) }
+        return next.map { Int32(clamping: max(0, $0)) }
+    }
+
+    /// Runs, on the serving thread, what finished elsewhere.
+    package func deliverCompletions() {
+        for (number, result) in inbox.take() {
+            continuations.removeValue(forKey: number)?(result)
+        }
+    }
+
+    /// Runs `work` on the worker thread (`onOwnThread`: on a thread of its own, for prompts that wait for a
+    /// person), then `continuation` with its result on the serving thread.
+    func offLoop<Result: Sendable>(
+        onOwnThread: Bool = false, _ work: @escaping @Sendable () -> Result,
+        then continuation: @escaping (Result) -> Void
+    ) {
+        continuationNumber += 1
+        let number = continuationNumber
+        continuations[number] = { result in
+            guard let result = result as? Result else { return }
+            continuation(result)
+        }
+        let inbox = inbox
+        let job: @Sendable () -> Void = { inbox.post(number, work()) }
+        if onOwnThread { runDetached(job) } else { worker.enqueue(job) }
+    }
+
+    /// Whether work handed off is still to come back.
+    package var hasWorkInProgress: Bool { !continuations.isEmpty }
+
+    // MARK: Checkpoints
+
+    /// Asks for the write-ahead log of `path` to be emptied, off the serving thread, retried until it
+    /// completes (a reader holding an older snapshot makes it wait).
+    func scheduleCheckpoint(_ path: String) {
+        pendingCheckpoints[path] = (due: 0, tries: 0)
+        _ = startDueCheckpoint()
+    }
+
+    /// Starts one due checkpoint on the worker; the milliseconds until the next is due.
+    private func startDueCheckpoint() -> Int64? {
+        guard !pendingCheckpoints.isEmpty else { return nil }
+        let now = MonotonicClock.nanoseconds() / 1_000_000
+        guard !checkpointRunning else { return 250 }
+        guard let (path, state) = pendingCheckpoints.min(by: { $0.value.due < $1.value.due }) else { return nil }
+        guard state.due <= now else { return state.due - now }
+        checkpointRunning = true
+        offLoop({ Keychain.checkpoint(at: path, waitMilliseconds: 0) }) { [self] completed in
+            checkpointRunning = false
+            if completed || state.tries >= Self.checkpointTries {
+                pendingCheckpoints[path] = nil
+            } else {
+                pendingCheckpoints[path] = (due: MonotonicClock.nanoseconds() / 1_000_000 + 250, tries: state.tries + 1)
+            }
+        }
+        return 250
+    }
+
+    /// How often a checkpoint is retried (every 250 ms: ten minutes) before it is left to SQLite.
+    static let checkpointTries = 2_400
+
+    /// Whether checkpoints are still to be made.
+    package var hasPendingCheckpoints: Bool { !pendingCheckpoints.isEmpty }
+
+    /// Locks every keychain, wiping their keys (the daemon is stopping).
+    package func shutDown() {
+        for held in keychains { held.keychain.lock() }
+    }
+}

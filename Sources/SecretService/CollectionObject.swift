@@ -1,0 +1,241 @@
+import DBus
+import FoundationEssentials
+import KeychainCore
+import KeychainRegistry
+import KeychainStore
+
+/// `/org/freedesktop/secrets/collection/…` (and its aliases): `org.freedesktop.Secret.Collection`.
+struct CollectionObject: DBusObject {
+    let daemon: SecretServiceDaemon
+    let collection: HeldKeychain
+
+    static let interfaceName = "org.freedesktop.Secret.Collection"
+
+    var childNodes: [String] {
+        ((try? collection.itemReferences()) ?? []).map {
+            String(ObjectPaths.item($0, in: collection.id).split(separator: "/").last ?? "")
+        }
+    }
+
+    static let interfaces: [DBusInterface<CollectionObject>] =
+        standardInterfaces() + [
+            DBusInterface(
+                interfaceName,
+                methods: [
+                    DBusMethod("Delete", returns: [.init("prompt", ObjectPath.self)]) { (object, _) throws(DBusError) in
+                        do throws(KeychainError) {
+                            try object.daemon.registry.deleteKeychain(object.collection)
+                        } catch {
+                            throw DBusError(.notSupported, error.reason)
+                        }
+                        return .reply([.objectPath(ObjectPaths.none)])
+                    },
+                    DBusMethod(
+                        "SearchItems", DBusInput("attributes", [String: String].self),
+                        returns: [.init("results", [ObjectPath].self)]
+                    ) { (object, _, attributes) throws(DBusError) in
+                        try object.daemon.limits.check(attributes: attributes)
+                        return .reply([.objectPaths(try object.collection.searchPaths(attributes))])
+                    },
+                    DBusMethod(
+                        "CreateItem", DBusInput("properties", DBusPropertyList.self),
+                        DBusInput("secret", TransportSecret.self), DBusInput("replace", Bool.self),
+                        returns: [.init("item", ObjectPath.self), .init("prompt", ObjectPath.self)]
+                    ) { (object, call, properties, secret, replace) throws(DBusError) in
+                        .reply(try object.createItem(properties.values, secret, replace: replace, caller: call.sender))
+                    },
+                ],
+                properties: [
+                    DBusProperty("Items", [ObjectPath].self) { (object) throws(DBusError) in
+                        do throws(KeychainError) {
+                            return try object.collection.itemReferences().map {
+                                ObjectPath(ObjectPaths.item($0, in: object.collection.id))
+                            }
+                        } catch {
+                            throw SecretServiceError.from(error)
+                        }
+                    },
+                    DBusProperty(
+                        "Label", String.self, get: { $0.collection.label },
+                        set: { (object, _, label) throws(DBusError) in
+                            try object.daemon.limits.check(label: label)
+                            object.daemon.registry.setLabel(label, of: object.collection)
+                        }),
+                    DBusProperty("Locked", Bool.self) { $0.collection.isLocked },
+                    DBusProperty("Created", UInt64.self) { $0.collection.created },
+                    DBusProperty("Modified", UInt64.self) { $0.collection.modified },
+                ],
+                signals: [
+                    DBusSignalDeclaration("ItemCreated", [.init("item", ObjectPath.self)]),
+                    DBusSignalDeclaration("ItemDeleted", [.init("item", ObjectPath.self)]),
+                    DBusSignalDeclaration("ItemChanged", [.init("item", ObjectPath.self)]),
+                ])
+        ]
+
+    private func createItem(
+        _ properties: [String: DBusValue], _ transport: TransportSecret, replace: Bool, caller: String
+    ) throws(DBusError) -> [DBusValue] {
+        var label = ""
+        var attributes: [String: String] = [:]
+        if let value = properties["org.freedesktop.Secret.Item.Label"] {
+            guard case .string(let text) = value else {
+                throw SecretServiceError.invalidArgs("org.freedesktop.Secret.Item.Label is a string")
+            }
+            label = text
+        }
+        if let value = properties["org.freedesktop.Secret.Item.Attributes"] {
+            guard let pairs = value.stringPairs else {
+                throw SecretServiceError.invalidArgs("org.freedesktop.Secret.Item.Attributes is a{ss}")
+            }
+            attributes = pairs
+        }
+        try daemon.limits.check(label: label)
+        try daemon.limits.check(attributes: attributes)
+        let secret = try daemon.receive(transport, from: caller)
+        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        let result: (reference: ItemReference, replaced: Bool)
+        do {
+            result = try collection.createItem(
+                label: label, attributes: attributes, secret: secret, contentType: transport.contentType,
+                replace: replace)
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+        let path = ObjectPaths.item(result.reference, in: collection.id)
+        if result.replaced {
+            daemon.emitPropertiesChanged(
+                path, ItemObject.interfaceName, ["Label": .string(label), "Attributes": .stringDictionary(attributes)])
+        }
+        daemon.announceItems(collection, result.replaced ? "ItemChanged" : "ItemCreated", result.reference)
+        return [.objectPath(path), .objectPath(ObjectPaths.none)]
+    }
+}
+
+/// `/org/freedesktop/secrets/collection/…/…`: `org.freedesktop.Secret.Item`.
+struct ItemObject: DBusObject {
+    let daemon: SecretServiceDaemon
+    let collection: HeldKeychain
+    let reference: ItemReference
+
+    static let interfaceName = "org.freedesktop.Secret.Item"
+
+    static let interfaces: [DBusInterface<ItemObject>] =
+        standardInterfaces() + [
+            DBusInterface(
+                interfaceName,
+                methods: [
+                    DBusMethod("Delete", returns: [.init("Prompt", ObjectPath.self)]) { (object, _) throws(DBusError) in
+                        try object.change { () throws(KeychainError) in try object.collection.delete(object.reference) }
+                        object.daemon.announceItems(object.collection, "ItemDeleted", object.reference)
+                        return .reply([.objectPath(ObjectPaths.none)])
+                    },
+                    DBusMethod(
+                        "GetSecret", DBusInput("session", ObjectPath.self),
+                        returns: [.init("secret", TransportSecret.self)]
+                    ) { (object, call, session) throws(DBusError) in
+                        .reply([try object.secret(in: session.text, caller: call.sender)])
+                    },
+                    DBusMethod("SetSecret", DBusInput("secret", TransportSecret.self)) {
+                        (object, call, transport) throws(DBusError) in
+                        let secret = try object.daemon.receive(transport, from: call.sender)
+                        try object.change { () throws(KeychainError) in
+                            try object.collection.update(
+                                object.reference, secret: secret, contentType: transport.contentType)
+                        }
+                        object.daemon.announceItems(object.collection, "ItemChanged", object.reference)
+                        return .reply([])
+                    },
+                ],
+                properties: [
+                    DBusProperty("Locked", Bool.self) { $0.collection.isLocked },
+                    DBusProperty(
+                        "Attributes", [String: String].self,
+                        get: { (object) throws(DBusError) in
+                            AttributeMapping.secretServiceAttributes(
+                                try object.attributes(), of: object.reference.itemClass)
+                        },
+                        set: { (object, _, attributes) throws(DBusError) in
+                            try object.daemon.limits.check(attributes: attributes)
+                            try object.change { () throws(KeychainError) in
+                                try object.collection.update(object.reference, attributes: attributes)
+                            }
+                            object.changed("Attributes", .stringDictionary(attributes))
+                        }),
+                    DBusProperty(
+                        "Label", String.self,
+                        get: { (object) throws(DBusError) in
+                            if case .string(let label) = try object.attributes()[.label] { return label }
+                            return ""
+                        },
+                        set: { (object, _, label) throws(DBusError) in
+                            try object.daemon.limits.check(label: label)
+                            try object.change { () throws(KeychainError) in
+                                try object.collection.update(object.reference, label: label)
+                            }
+                            object.changed("Label", .string(label))
+                        }),
+                    DBusProperty("Created", UInt64.self) { (object) throws(DBusError) in
+                        Self.unixSeconds(try object.attributes()[.creationDate])
+                    },
+                    DBusProperty("Modified", UInt64.self) { (object) throws(DBusError) in
+                        Self.unixSeconds(try object.attributes()[.modificationDate])
+                    },
+                ])
+        ]
+
+    /// The item's attributes; a locked item's label, attributes and dates are sealed: they read as empty.
+    private func attributes() throws(DBusError) -> ItemAttributes {
+        guard !collection.isLocked else { return [:] }
+        do {
+            return try collection.item(reference, returning: .attributes)?.attributes ?? [:]
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+    }
+
+    private static func unixSeconds(_ value: AttributeValue?) -> UInt64 {
+        guard case .date(let date) = value else { return 0 }
+        return UInt64(max(0, date.timeIntervalSince1970))
+    }
+
+    /// Runs a change of the item: `IsLocked` while the collection is locked, store errors mapped.
+    private func change(_ body: () throws(KeychainError) -> Void) throws(DBusError) {
+        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        do {
+            try body()
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+    }
+
+    private func changed(_ name: String, _ value: DBusValue) {
+        daemon.emitPropertiesChanged(ObjectPaths.item(reference, in: collection.id), Self.interfaceName, [name: value])
+        daemon.announceItems(collection, "ItemChanged", reference)
+    }
+
+    private func secret(in sessionPath: String, caller: String) throws(DBusError) -> DBusValue {
+        let session = try daemon.session(sessionPath, of: caller)
+        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        let item: KeychainItem?
+        do {
+            item = try collection.item(reference, returning: [.data, .attributes])
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+        guard let item else { throw SecretServiceError.noSuchObject(ObjectPaths.item(reference, in: collection.id)) }
+        return try session.encode(item)
+    }
+}
+
+extension SecretServiceDaemon {
+    /// A secret a client sent: within bounds, in a session of the caller's, decrypted.
+    func receive(_ transport: TransportSecret, from caller: String) throws(DBusError) -> Data {
+        try limits.check(secret: transport)
+        let session = try session(transport.session, of: caller)
+        let secret = try session.decode(parameters: transport.parameters, value: transport.value)
+        guard secret.count <= limits.secretBytes else {
+            throw SecretServiceError.invalidArgs("the secret is larger than \(limits.secretBytes) bytes")
+        }
+        return secret
+    }
+}

@@ -1,0 +1,254 @@
+import DBus
+import FoundationEssentials
+import KeychainBus
+import KeychainCore
+import KeychainRegistry
+import KeychainStore
+import Posix
+
+/// `/org/latchkey/keychain`: `org.latchkey.Keychain1`'s list of keychains.
+struct KeychainListObject: DBusObject {
+    let daemon: SecretServiceDaemon
+
+    var childNodes: [String] { daemon.registry.keychains.map(\.id) }
+
+    static let interfaces: [DBusInterface<KeychainListObject>] =
+        standardInterfaces() + [
+            DBusInterface(
+                KeychainBus.interface,
+                methods: [
+                    DBusMethod("List", returns: [.init("keychains", "aa{sv}")]) { object, _ in
+                        .reply([
+                            .array(
+                                elementSignature: "a{sv}",
+                                object.daemon.registry.keychains.map { KeychainBus.encode($0.description) })
+                        ])
+                    }
+                ])
+        ]
+}
+
+/// `/org/latchkey/keychain/<id>`: `org.latchkey.Keychain1`, the typed `SecItem` operations the `Security`
+/// module sends. Store errors travel as their `OSStatus` (``KeychainBus/statusError``).
+struct NativeKeychainObject: DBusObject {
+    let daemon: SecretServiceDaemon
+    let keychain: HeldKeychain
+
+    static let interfaces: [DBusInterface<NativeKeychainObject>] =
+        standardInterfaces() + [
+            DBusInterface(
+                KeychainBus.interface,
+                methods: [
+                    DBusMethod(
+                        "Add", DBusInput("class", String.self), DBusInput("attributes", NativeAttributes.self),
+                        DBusInput("secret", [UInt8].self), DBusInput("hasSecret", Bool.self),
+                        returns: [.init("item", "a{sv}")]
+                    ) { (object, _, itemClass, attributes, secret, hasSecret) throws(DBusError) in
+                        try native { () throws(KeychainError) in
+                            guard let itemClass = ItemClass(rawValue: itemClass) else {
+                                throw KeychainError(.noSuchClass, "not a keychain item class")
+                            }
+                            let secret = try object.secret(secret, present: hasSecret)
+                            try object.checkCount(attributes.attributes)
+                            let item = try object.keychain.keychain.add(
+                                itemClass, attributes: attributes.attributes, secret: secret)
+                            object.changed()
+                            return [KeychainBus.encode(item)]
+                        }
+                    },
+                    DBusMethod("Search", DBusInput("query", NativeQuery.self), returns: [.init("items", "aa{sv}")]) {
+                        (object, _, query) throws(DBusError) in
+                        try native { () throws(KeychainError) in
+                            try object.checkCount(query.query.attributes)
+                            let items = try object.keychain.keychain.items(matching: query.query)
+                            return [.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))]
+                        }
+                    },
+                    DBusMethod(
+                        "Update", DBusInput("query", NativeQuery.self), DBusInput("attributes", NativeAttributes.self),
+                        DBusInput("secret", [UInt8].self), DBusInput("hasSecret", Bool.self),
+                        returns: [.init("count", UInt32.self)]
+                    ) { (object, _, query, attributes, secret, hasSecret) throws(DBusError) in
+                        try native { () throws(KeychainError) in
+                            let changes = ItemChanges(
+                                attributes: attributes.attributes, secret: try object.secret(secret, present: hasSecret))
+                            try object.checkCount(query.query.attributes)
+                            try object.checkCount(changes.attributes)
+                            let count = try object.keychain.keychain.update(matching: query.query, with: changes)
+                            object.changed()
+                            return [.uint32(UInt32(clamping: count))]
+                        }
+                    },
+                    DBusMethod("Delete", DBusInput("query", NativeQuery.self), returns: [.init("count", UInt32.self)]) {
+                        (object, _, query) throws(DBusError) in
+                        try native { () throws(KeychainError) in
+                            let count = try object.keychain.keychain.delete(matching: query.query)
+                            object.changed()
+                            return [.uint32(UInt32(clamping: count))]
+                        }
+                    },
+                    DBusMethod("Status", returns: [.init("status", "a{sv}")]) { object, _ in
+                        .reply([KeychainBus.encode(object.keychain.description)])
+                    },
+                    DBusMethod("Unlock", DBusInput("password", [UInt8].self)) {
+                        (object, call, password) throws(DBusError) in
+                        var password = password
+                        defer { wipeBytes(&password) }
+                        return try object.unlock(password: password, call: call)
+                    },
+                    DBusMethod("Lock") { object, _ in
+                        object.daemon.registry.lock(object.keychain)
+                        return .reply([])
+                    },
+                    DBusMethod("ChangePassword", DBusInput("old", [UInt8].self), DBusInput("new", [UInt8].self)) {
+                        (object, call, old, new) throws(DBusError) in
+                        var (old, new) = (old, new)
+                        defer {
+                            wipeBytes(&old)
+                            wipeBytes(&new)
+                        }
+                        return try object.changePassword(from: old, to: new, call: call)
+                    },
+                    DBusMethod("SetSettings", DBusInput("settings", NativeSettings.self)) {
+                        (object, _, settings) throws(DBusError) in
+                        try native { () throws(KeychainError) in
+                            try object.daemon.registry.setSettings(settings.settings, of: object.keychain)
+                            return []
+                        }
+                    },
+                ])
+        ]
+
+    private func secret(_ bytes: [UInt8], present: Bool) throws(KeychainError) -> Data? {
+        guard present else { return nil }
+        guard bytes.count <= daemon.limits.secretBytes else {
+            throw KeychainError(.dataTooLarge, "the secret is larger than \(daemon.limits.secretBytes) bytes")
+        }
+        return Data(bytes)
+    }
+
+    private func checkCount(_ attributes: ItemAttributes) throws(KeychainError) {
+        guard attributes.count <= daemon.limits.attributeCount else {
+            throw KeychainError.param("more than \(daemon.limits.attributeCount) attributes")
+        }
+    }
+
+    /// Tells Secret Service clients that the collection's items changed.
+    private func changed() {
+        keychain.touch()
+        daemon.invalidateItems(of: keychain)
+        daemon.emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(keychain.path)])
+    }
+
+    /// Unlocks: the login keychain with its password, derived on the worker (the reply comes then); the
+    /// others with the login keychain's key.
+    private func unlock(password: [UInt8], call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
+        guard keychain.isLocked else { return .reply([]) }
+        guard case .loginPassword = keychain.unlocking else {
+            guard daemon.registry.unlockWithoutPassword(keychain) else {
+                throw KeychainBus.dbusError(KeychainError(.interactionNotAllowed, "unlock the login keychain first"))
+            }
+            return .reply([])
+        }
+        daemon.registry.unlockLogin(password: password, offerRekey: false) { [daemon] outcome in
+            switch outcome {
+            case .created, .unlocked, .alreadyUnlocked: daemon.reply(to: call, .success([]))
+            case .notUnlocked(let why): daemon.reply(to: call, .failure(KeychainBus.dbusError(why.keychainError)))
+            }
+        }
+        return .deferred
+    }
+
+    private func changePassword(from old: [UInt8], to new: [UInt8], call: DBusMethodCall) throws(DBusError)
+        -> DBusMethodResult
+    {
+        guard case .loginPassword = keychain.unlocking else {
+            throw KeychainBus.dbusError(
+                KeychainError.param("'\(keychain.id)' has no password of its own: it opens with the login keychain"))
+        }
+        daemon.registry.changePassword(of: keychain, from: old, to: new) { [daemon] outcome in
+            switch outcome {
+            case .accepted: daemon.reply(to: call, .success([]))
+            default: daemon.reply(to: call, .failure(KeychainBus.dbusError(outcome.keychainError)))
+            }
+        }
+        return .deferred
+    }
+}
+
+/// Runs a `Keychain1` operation: store errors become their `OSStatus` error.
+private func native(_ body: () throws(KeychainError) -> [DBusValue]) throws(DBusError) -> DBusMethodResult {
+    do {
+        return .reply(try body())
+    } catch {
+        throw KeychainBus.dbusError(error)
+    }
+}
+
+extension LoginPasswordOutcome {
+    /// The store error a refused or failed attempt is reported as.
+    var keychainError: KeychainError {
+        switch self {
+        case .accepted: KeychainError(.success, "")
+        case .notTried(let wait): KeychainError(.authFailed, "too many wrong passwords; not tried (wait \(wait) s)")
+        case .failed(let error): error
+        }
+    }
+}
+
+extension HeldKeychain {
+    /// How the daemon holds it, as `org.latchkey.Keychain1` tells.
+    var description: KeychainDescription {
+        let protection: KeychainDescription.Protection
+        switch unlocking {
+        case .loginPassword: protection = .password
+        case .loginKey: protection = .loginKeychain
+        case .heldPassword: protection = .memory
+        }
+        return KeychainDescription(
+            id: id, file: protection == .memory ? "" : keychain.path, label: label, isLocked: isLocked,
+            protection: protection, settings: settings)
+    }
+}
+
+/// `SecItem` attributes as `Keychain1` carries them (`a{sv}`).
+struct NativeAttributes: DBusType {
+    let attributes: ItemAttributes
+    static var dbusSignature: String { "a{sv}" }
+    init(dbusValue value: DBusValue) throws(DBusError) {
+        do {
+            attributes = try KeychainBus.decodeAttributes(value)
+        } catch {
+            throw KeychainBus.dbusError(error)
+        }
+    }
+    var dbusValue: DBusValue { KeychainBus.encode(attributes) }
+}
+
+/// A `SecItem` query as `Keychain1` carries it (`a{sv}`).
+struct NativeQuery: DBusType {
+    let query: ItemQuery
+    static var dbusSignature: String { "a{sv}" }
+    init(dbusValue value: DBusValue) throws(DBusError) {
+        do {
+            query = try KeychainBus.decodeQuery(value)
+        } catch {
+            throw KeychainBus.dbusError(error)
+        }
+    }
+    var dbusValue: DBusValue { KeychainBus.encode(query) }
+}
+
+/// Keychain lock settings as `Keychain1` carries them (`a{sv}`).
+struct NativeSettings: DBusType {
+    let settings: KeychainSettings
+    static var dbusSignature: String { "a{sv}" }
+    init(dbusValue value: DBusValue) throws(DBusError) {
+        do {
+            settings = try KeychainBus.decodeSettings(value)
+        } catch {
+            throw KeychainBus.dbusError(error)
+        }
+    }
+    var dbusValue: DBusValue { KeychainBus.encode(settings) }
+}

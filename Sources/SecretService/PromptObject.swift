@@ -1,0 +1,102 @@
+import DBus
+import KeychainRegistry
+
+/// A pending unlock: which client asked, what it named, and the collections that need the login password.
+final class UnlockPrompt {
+    let path: String
+    let owner: String
+    let objects: [String]
+    let waiting: [HeldKeychain]
+    var started = false
+
+    init(path: String, owner: String, objects: [String], waiting: [HeldKeychain]) {
+        self.path = path
+        self.owner = owner
+        self.objects = objects
+        self.waiting = waiting
+    }
+}
+
+/// `/org/freedesktop/secrets/prompt/…`: `org.freedesktop.Secret.Prompt`.
+struct PromptObject: DBusObject {
+    let daemon: SecretServiceDaemon
+    let prompt: UnlockPrompt
+
+    static let interfaceName = "org.freedesktop.Secret.Prompt"
+
+    static let interfaces: [DBusInterface<PromptObject>] =
+        standardInterfaces() + [
+            DBusInterface(
+                interfaceName,
+                methods: [
+                    DBusMethod("Prompt", DBusInput("window-id", String.self)) { object, _, _ in
+                        object.daemon.start(object.prompt)
+                        return .reply([])
+                    },
+                    DBusMethod("Dismiss") { object, _ in
+                        object.daemon.prompts[object.prompt.path] = nil
+                        object.daemon.completed(object.prompt, unlocked: nil)
+                        return .reply([])
+                    },
+                ],
+                signals: [
+                    DBusSignalDeclaration(
+                        "Completed", [.init("dismissed", Bool.self), .init("result", DBusVariant.self)])
+                ])
+        ]
+}
+
+/// `/org/freedesktop/secrets/session/…`: `org.freedesktop.Secret.Session`.
+struct SessionObject: DBusObject {
+    let daemon: SecretServiceDaemon
+    let session: SecretSession
+
+    static let interfaces: [DBusInterface<SessionObject>] =
+        standardInterfaces() + [
+            DBusInterface(
+                "org.freedesktop.Secret.Session",
+                methods: [
+                    DBusMethod("Close") { object, _ in
+                        object.daemon.sessions[object.session.path] = nil
+                        return .reply([])
+                    }
+                ])
+        ]
+}
+
+extension SecretServiceDaemon {
+    /// Unlocks what can be unlocked at once (the session collection, and
+    /// collections under an unlocked login keychain) and makes a prompt for the rest.
+    func unlock(_ objects: [String], caller: String) throws(DBusError) -> [DBusValue] {
+        try limits.check(objects: objects)
+        var waiting: [HeldKeychain] = []
+        // Resolve each path once: an item path costs a store query.
+        let owned = objects.compactMap { path in owningCollection(path).map { (path: path, collection: $0) } }
+        for (_, held) in owned where held.isLocked && !waiting.contains(where: { $0 === held }) {
+            if !registry.unlockWithoutPassword(held) { waiting.append(held) }
+        }
+        let unlocked = owned.filter { !$0.collection.isLocked }.map(\.path)
+        guard !waiting.isEmpty else { return [.objectPaths(unlocked), .objectPath(ObjectPaths.none)] }
+        let path = ObjectPaths.promptPrefix + "p\(nextSerial())"
+        prompts[path] = UnlockPrompt(path: path, owner: caller, objects: owned.map(\.path), waiting: waiting)
+        return [.objectPaths(unlocked), .objectPath(path)]
+    }
+
+    /// Shows a prompt's pinentry (once); its `Completed` signal follows when the user answers.
+    func start(_ prompt: UnlockPrompt) {
+        guard !prompt.started else { return }
+        prompt.started = true
+        registry.promptForLoginPassword(unlocking: prompt.waiting) { [self] unlocked in
+            // A prompt dismissed or dropped meanwhile has already ended.
+            guard prompts.removeValue(forKey: prompt.path) != nil else { return }
+            completed(prompt, unlocked: unlocked ? prompt.objects.filter { owningCollection($0)?.isLocked == false } : nil)
+        }
+    }
+
+    /// Sends a prompt's `Completed`: with the paths unlocked, or dismissed (nil).
+    func completed(_ prompt: UnlockPrompt, unlocked: [String]?) {
+        emit(
+            prompt.path, PromptObject.interfaceName, "Completed",
+            [.bool(unlocked == nil), .variant(.objectPaths(unlocked ?? []))])
+    }
+}

@@ -1,0 +1,314 @@
+import DBus
+import FoundationEssentials
+import KeychainBus
+import KeychainCore
+import KeychainRegistry
+
+/// What the daemon serves and how it prompts.
+package struct SecretServiceConfiguration: Sendable {
+    /// The keychains and prompts.
+    package var registry: RegistryConfiguration
+    /// Bounds on client input.
+    package var limits: InputLimits
+
+    /// A configuration.
+    package init(registry: RegistryConfiguration, limits: InputLimits = InputLimits()) {
+        self.registry = registry
+        self.limits = limits
+    }
+}
+
+/// The bus face of the daemon: `org.freedesktop.secrets` (service, collections, items, sessions, prompts)
+/// and `org.latchkey.Keychain1`, over one ``KeychainRegistry``. It does no I/O: ``handle(_:)`` takes an
+/// incoming message and gives back what to send (the reply, signals), and ``deliverCompletions()`` gives
+/// the replies and signals of work that finished off the serving thread. Tests drive it in-process; the
+/// ``ServiceLoop`` moves its messages over a real connection.
+package final class SecretServiceDaemon {
+    /// The keychains.
+    package let registry: KeychainRegistry
+    let limits: InputLimits
+    /// Open sessions by path.
+    var sessions: [String: SecretSession] = [:]
+    /// Pending prompts by path.
+    var prompts: [String: UnlockPrompt] = [:]
+    /// Whether another process took `org.freedesktop.secrets` (with `--replace`).
+    package private(set) var hasLostName = false
+    private var serial: UInt64 = 0
+    /// What to send, gathered while a message is handled.
+    private var outbox: [DBusMessage] = []
+
+    /// Serves `registry`.
+    package init(registry: KeychainRegistry, limits: InputLimits = InputLimits()) {
+        self.registry = registry
+        self.limits = limits
+    }
+
+    /// Opens the keychains (with `loginPassword`, unlocking or creating the login keychain) and serves them.
+    package convenience init(configuration: SecretServiceConfiguration, loginPassword: [UInt8]?) throws(KeychainError) {
+        self.init(
+            registry: try KeychainRegistry(configuration: configuration.registry, loginPassword: loginPassword),
+            limits: configuration.limits)
+    }
+
+    func nextSerial() -> UInt64 {
+        serial += 1
+        return serial
+    }
+
+    // MARK: Messages in, messages out
+
+    /// Serves one incoming message: a method call gets its reply or error (now, or from
+    /// ``deliverCompletions()`` when its work finishes elsewhere); a departing client's sessions and prompts
+    /// are dropped. What to send, in order.
+    package func handle(_ message: DBusMessage) -> [DBusMessage] {
+        switch message.kind {
+        case .methodCall:
+            if let call = DBusMethodCall(message) {
+                if let reply = route(call) { outbox.append(reply) }
+            } else if !message.expectsNoReply,
+                let reply = message.errorReply(DBusError(.unknownMethod, "a method call needs a path and a member"))
+            {
+                outbox.append(reply)
+            }
+        case .signal:
+            busSignal(message)
+        default:
+            break
+        }
+        return takeOutgoing()
+    }
+
+    /// Applies what finished off the serving thread (key derivations, prompts): their replies and signals.
+    package func deliverCompletions() -> [DBusMessage] {
+        registry.deliverCompletions()
+        return takeOutgoing()
+    }
+
+    /// Locks what is due and starts due checkpoints: the signals, and the milliseconds to the next timer.
+    package func runTimers() -> (messages: [DBusMessage], nextMilliseconds: Int32?) {
+        let next = registry.runTimers()
+        return (takeOutgoing(), next)
+    }
+
+    /// Locks every keychain set to lock on sleep: the signals.
+    package func lockForSleep() -> [DBusMessage] {
+        registry.lockForSleep()
+        return takeOutgoing()
+    }
+
+    /// The registry's changes as signals, after everything queued.
+    private func takeOutgoing() -> [DBusMessage] {
+        for event in registry.takeEvents() { announce(event) }
+        defer { outbox.removeAll() }
+        return outbox
+    }
+
+    /// Queues a reply to a call answered later.
+    func reply(to call: DBusMethodCall, _ result: Result<[DBusValue], DBusError>) {
+        guard !call.message.expectsNoReply else { return }
+        let message: DBusMessage?
+        switch result {
+        case .success(let values): message = (try? call.message.reply(values)) ?? nil
+        case .failure(let error): message = call.message.errorReply(error)
+        }
+        if let message { outbox.append(message) }
+    }
+
+    private func busSignal(_ message: DBusMessage) {
+        // Only the bus itself may say who owns what; a client could send these to us directly.
+        guard message.sender == "org.freedesktop.DBus", message.interface == "org.freedesktop.DBus" else { return }
+        if message.member == "NameLost", case .string("org.freedesktop.secrets")? = try? message.arguments().first {
+            hasLostName = true
+        }
+        if message.member == "NameOwnerChanged", let arguments = try? message.arguments(), arguments.count == 3,
+            case .string(let name) = arguments[0], case .string(let newOwner) = arguments[2],
+            newOwner.isEmpty, name.hasPrefix(":")
+        {
+            sessions = sessions.filter { $0.value.owner != name }
+            prompts = prompts.filter { $0.value.owner != name }
+        }
+    }
+
+    // MARK: Objects
+
+    /// The object at `call`'s path answers it; unknown paths get `NoSuchObject`.
+    private func route(_ call: DBusMethodCall) -> DBusMessage? {
+        let path = call.path
+        if let children = nodeChildren(path) { return DBusNode(children: children).serve(call) }
+        if path == KeychainBus.rootPath { return KeychainListObject(daemon: self).serve(call) }
+        if path.hasPrefix(KeychainBus.pathPrefix) {
+            guard let held = registry.keychain(id: String(path.dropFirst(KeychainBus.pathPrefix.count))) else {
+                return noSuchObject(call)
+            }
+            held.markUsed()
+            return NativeKeychainObject(daemon: self, keychain: held).serve(call)
+        }
+        switch resolve(path) {
+        case .service: return ServiceObject(daemon: self).serve(call)
+        case .collection(let held): return CollectionObject(daemon: self, collection: held).serve(call)
+        case .item(let held, let reference):
+            return ItemObject(daemon: self, collection: held, reference: reference).serve(call)
+        case .session(let session): return SessionObject(daemon: self, session: session).serve(call)
+        case .prompt(let prompt): return PromptObject(daemon: self, prompt: prompt).serve(call)
+        case nil: return noSuchObject(call)
+        }
+    }
+
+    private func noSuchObject(_ call: DBusMethodCall) -> DBusMessage? {
+        guard !call.message.expectsNoReply else { return nil }
+        return call.message.errorReply(SecretServiceError.noSuchObject(call.path))
+    }
+
+    /// The children of a path that is only a node of the tree, nil for other paths.
+    private func nodeChildren(_ path: String) -> [String]? {
+        switch path {
+        case "/": ["org"]
+        case "/org": ["freedesktop", "latchkey"]
+        case "/org/freedesktop": ["secrets"]
+        case "/org/latchkey": ["keychain"]
+        case "/org/freedesktop/secrets/collection": registry.keychains.map(\.id)
+        case "/org/freedesktop/secrets/aliases": registry.aliases.keys.sorted()
+        case "/org/freedesktop/secrets/session":
+            sessions.keys.map { String($0.dropFirst(ObjectPaths.sessionPrefix.count)) }.sorted()
+        case "/org/freedesktop/secrets/prompt":
+            prompts.keys.map { String($0.dropFirst(ObjectPaths.promptPrefix.count)) }.sorted()
+        default: nil
+        }
+    }
+
+    /// A Secret Service object.
+    enum BusObject {
+        case service
+        case collection(HeldKeychain)
+        case item(HeldKeychain, ItemReference)
+        case session(SecretSession)
+        case prompt(UnlockPrompt)
+    }
+
+    /// The object at `path`; an alias path stands for its collection.
+    func resolve(_ path: String) -> BusObject? {
+        if path == ObjectPaths.service { return .service }
+        if let session = sessions[path] { return .session(session) }
+        if let prompt = prompts[path] { return .prompt(prompt) }
+        let collectionID: Substring
+        let rest: Substring
+        if path.hasPrefix(ObjectPaths.collectionPrefix) {
+            rest = path.dropFirst(ObjectPaths.collectionPrefix.count)
+            collectionID = rest.prefix { $0 != "/" }
+        } else if path.hasPrefix(ObjectPaths.aliasPrefix) {
+            rest = path.dropFirst(ObjectPaths.aliasPrefix.count)
+            guard let id = registry.aliases[String(rest.prefix { $0 != "/" })] else { return nil }
+            collectionID = Substring(id)
+        } else {
+            return nil
+        }
+        guard let held = registry.keychain(id: String(collectionID)) else { return nil }
+        held.markUsed()
+        let itemElement = rest.drop { $0 != "/" }.dropFirst()
+        if itemElement.isEmpty { return .collection(held) }
+        guard !itemElement.contains("/"), let reference = ObjectPaths.reference(fromElement: itemElement),
+            (try? held.item(reference, returning: [])) ?? nil != nil
+        else { return nil }
+        return .item(held, reference)
+    }
+
+    /// The collection at `path`, or `NoSuchObject`.
+    func collection(at path: String) throws(DBusError) -> HeldKeychain {
+        if case .collection(let held) = resolve(path) { return held }
+        throw SecretServiceError.noSuchObject(path)
+    }
+
+    /// The collection a collection or item path belongs to.
+    func owningCollection(_ path: String) -> HeldKeychain? {
+        switch resolve(path) {
+        case .collection(let held), .item(let held, _): held
+        default: nil
+        }
+    }
+
+    /// The session at `path`, which must belong to `caller`.
+    func session(_ path: String, of caller: String) throws(DBusError) -> SecretSession {
+        guard let session = sessions[path], session.owner == caller else {
+            throw SecretServiceError.noSession("\(path) is not a session of this client")
+        }
+        return session
+    }
+
+    // MARK: Signals
+
+    func emit(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue]) {
+        if let signal = try? DBusMessage.signal(path: path, interface: interface, member: member, arguments: arguments)
+        {
+            outbox.append(signal)
+        }
+    }
+
+    func emitPropertiesChanged(_ path: String, _ interface: String, _ changed: [String: DBusValue]) {
+        emit(
+            path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+            [.string(interface), .variantDictionary(changed), .array(elementSignature: "s", [])])
+    }
+
+    private func announce(_ event: RegistryEvent) {
+        switch event {
+        case .lockChanged(let held): announceLockChange(held)
+        case .created(let held): announceCollections("CollectionCreated", held)
+        case .deleted(let held): announceCollections("CollectionDeleted", held)
+        case .relabelled(let held):
+            emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Label": .string(held.label)])
+            announceCollections("CollectionChanged", held)
+        }
+    }
+
+    /// Announces a collection's new lock state, on it and on each of its items.
+    private func announceLockChange(_ held: HeldKeychain) {
+        held.markUsed()
+        let locked = DBusValue.bool(held.isLocked)
+        emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Locked": locked])
+        emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
+        for reference in (try? held.itemReferences()) ?? [] {
+            emitPropertiesChanged(ObjectPaths.item(reference, in: held.id), ItemObject.interfaceName, ["Locked": locked])
+        }
+    }
+
+    /// Announces a changed item list of a collection: the Secret Service
+    /// signal, and `Items` as invalidated (sending the whole list would cost
+    /// time in proportion to the collection at every change).
+    func announceItems(_ held: HeldKeychain, _ signal: String, _ reference: ItemReference) {
+        emit(held.path, CollectionObject.interfaceName, signal, [.objectPath(ObjectPaths.item(reference, in: held.id))])
+        if signal != "ItemChanged" { invalidateItems(of: held) }
+    }
+
+    /// Sends `PropertiesChanged` naming `Items` as invalidated.
+    func invalidateItems(of held: HeldKeychain) {
+        emit(
+            held.path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+            [
+                .string(CollectionObject.interfaceName), .variantDictionary([:]),
+                .array(elementSignature: "s", [.string("Items")]),
+            ])
+    }
+
+    private func announceCollections(_ signal: String, _ held: HeldKeychain) {
+        emit(ObjectPaths.service, ServiceObject.interfaceName, signal, [.objectPath(held.path)])
+        if signal != "CollectionChanged" {
+            emitPropertiesChanged(
+                ObjectPaths.service, ServiceObject.interfaceName,
+                ["Collections": .objectPaths(registry.keychains.map(\.path))])
+        }
+    }
+}
+
+/// The Secret Service's interfaces as one document: what `dbus/org.freedesktop.Secrets.xml` holds and
+/// `latchkeyd --print-introspection` prints, written from the declarations.
+package enum SecretServiceIntrospection {
+    /// The service, collection, item, session and prompt interfaces.
+    package static var document: String {
+        func own<Object>(_ interfaces: [DBusInterface<Object>]) -> [String] {
+            interfaces.filter { !DBusIntrospection.standardNames.contains($0.name) }.map(DBusIntrospection.xml)
+        }
+        return DBusIntrospection.document(
+            own(ServiceObject.interfaces) + own(CollectionObject.interfaces) + own(ItemObject.interfaces)
+                + own(SessionObject.interfaces) + own(PromptObject.interfaces))
+    }
+}

@@ -1,0 +1,172 @@
+import DBus
+import FoundationEssentials
+import KeychainCore
+import KeychainRegistry
+import KeychainStore
+
+/// `/org/freedesktop/secrets`: `org.freedesktop.Secret.Service`.
+struct ServiceObject: DBusObject {
+    let daemon: SecretServiceDaemon
+
+    static let interfaceName = "org.freedesktop.Secret.Service"
+
+    var childNodes: [String] { ["collection", "aliases", "session", "prompt"] }
+
+    static let interfaces: [DBusInterface<ServiceObject>] =
+        standardInterfaces() + [
+            DBusInterface(
+                interfaceName,
+                methods: [
+                    DBusMethod(
+                        "OpenSession", DBusInput("algorithm", String.self), DBusInput("input", DBusVariant.self),
+                        returns: [.init("output", DBusVariant.self), .init("result", ObjectPath.self)]
+                    ) { (object, call, algorithm, input) throws(DBusError) in
+                        .reply(try object.openSession(algorithm, input.value.unwrapped, caller: call.sender))
+                    },
+                    DBusMethod(
+                        "CreateCollection", DBusInput("properties", DBusPropertyList.self),
+                        DBusInput("alias", String.self),
+                        returns: [.init("collection", ObjectPath.self), .init("prompt", ObjectPath.self)]
+                    ) { (object, _, properties, alias) throws(DBusError) in
+                        .reply(try object.createCollection(properties.values, alias: alias))
+                    },
+                    DBusMethod(
+                        "SearchItems", DBusInput("attributes", [String: String].self),
+                        returns: [.init("unlocked", [ObjectPath].self), .init("locked", [ObjectPath].self)]
+                    ) { (object, _, attributes) throws(DBusError) in
+                        .reply(try object.searchItems(attributes))
+                    },
+                    DBusMethod(
+                        "Unlock", DBusInput("objects", [ObjectPath].self),
+                        returns: [.init("unlocked", [ObjectPath].self), .init("prompt", ObjectPath.self)]
+                    ) { (object, call, objects) throws(DBusError) in
+                        .reply(try object.daemon.unlock(objects.map(\.text), caller: call.sender))
+                    },
+                    DBusMethod(
+                        "Lock", DBusInput("objects", [ObjectPath].self),
+                        returns: [.init("locked", [ObjectPath].self), .init("Prompt", ObjectPath.self)]
+                    ) { (object, _, objects) throws(DBusError) in
+                        .reply(try object.lock(objects.map(\.text)))
+                    },
+                    DBusMethod(
+                        "GetSecrets", DBusInput("items", [ObjectPath].self), DBusInput("session", ObjectPath.self),
+                        returns: [.init("secrets", "a{o(oayays)}")]
+                    ) { (object, call, items, session) throws(DBusError) in
+                        .reply(try object.getSecrets(items.map(\.text), session: session.text, caller: call.sender))
+                    },
+                    DBusMethod(
+                        "ReadAlias", DBusInput("name", String.self), returns: [.init("collection", ObjectPath.self)]
+                    ) { object, _, name in
+                        .reply([.objectPath(object.daemon.registry.keychain(alias: name)?.path ?? ObjectPaths.none)])
+                    },
+                    DBusMethod("SetAlias", DBusInput("name", String.self), DBusInput("collection", ObjectPath.self)) {
+                        (object, _, name, collection) throws(DBusError) in
+                        try object.setAlias(name, to: collection.text)
+                        return .reply([])
+                    },
+                ],
+                properties: [
+                    DBusProperty("Collections", [ObjectPath].self) { object in
+                        object.daemon.registry.keychains.map { ObjectPath($0.path) }
+                    }
+                ],
+                signals: [
+                    DBusSignalDeclaration("CollectionCreated", [.init("collection", ObjectPath.self)]),
+                    DBusSignalDeclaration("CollectionDeleted", [.init("collection", ObjectPath.self)]),
+                    DBusSignalDeclaration("CollectionChanged", [.init("collection", ObjectPath.self)]),
+                ])
+        ]
+
+    private func openSession(_ algorithm: String, _ input: DBusValue, caller: String) throws(DBusError) -> [DBusValue] {
+        let path = ObjectPaths.sessionPrefix + "s\(daemon.nextSerial())"
+        switch algorithm {
+        case SecretSession.plainName:
+            daemon.sessions[path] = SecretSession(path: path, owner: caller, algorithm: .plain)
+            return [.variant(.string("")), .objectPath(path)]
+        case SecretSession.diffieHellmanName:
+            guard case .bytes(let clientKey) = input else {
+                throw SecretServiceError.invalidArgs("\(algorithm) takes the client's public key as ay")
+            }
+            let cipher: DHSessionCipher
+            do {
+                cipher = try DHSessionCipher(clientPublicKey: clientKey)
+            } catch {
+                throw SecretServiceError.invalidArgs("the client public key is not valid: \(error)")
+            }
+            daemon.sessions[path] = SecretSession(path: path, owner: caller, algorithm: .diffieHellman(cipher))
+            return [.variant(.bytes(cipher.serverPublicKey)), .objectPath(path)]
+        default:
+            throw DBusError(.notSupported, "session algorithm '\(algorithm)' is not supported")
+        }
+    }
+
+    private func createCollection(_ properties: [String: DBusValue], alias: String) throws(DBusError) -> [DBusValue] {
+        let registry = daemon.registry
+        if !alias.isEmpty, let existing = registry.keychain(alias: alias) {
+            return [.objectPath(existing.path), .objectPath(ObjectPaths.none)]
+        }
+        guard alias.isEmpty || DBusNames.pathElement(alias) == alias else {
+            throw SecretServiceError.invalidArgs("an alias is made of ASCII letters and digits")
+        }
+        var label = ""
+        if let value = properties["org.freedesktop.Secret.Collection.Label"] {
+            guard case .string(let text) = value else {
+                throw SecretServiceError.invalidArgs("org.freedesktop.Secret.Collection.Label is a string")
+            }
+            label = text
+        }
+        try daemon.limits.check(label: label)
+        let created: HeldKeychain
+        do {
+            created = try registry.createKeychain(label: label, pathElement: DBusNames.pathElement)
+        } catch where error.status == .noSuchKeychain {
+            throw DBusError(.notSupported, error.reason)
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+        if !alias.isEmpty { registry.setAlias(alias, to: created) }
+        return [.objectPath(created.path), .objectPath(ObjectPaths.none)]
+    }
+
+    private func searchItems(_ attributes: [String: String]) throws(DBusError) -> [DBusValue] {
+        try daemon.limits.check(attributes: attributes)
+        var unlocked: [String] = []
+        var locked: [String] = []
+        for held in daemon.registry.keychains {
+            let paths = try held.searchPaths(attributes)
+            if held.isLocked { locked += paths } else { unlocked += paths }
+        }
+        return [.objectPaths(unlocked), .objectPaths(locked)]
+    }
+
+    private func lock(_ objects: [String]) throws(DBusError) -> [DBusValue] {
+        try daemon.limits.check(objects: objects)
+        var locked: [String] = []
+        for path in objects {
+            guard let held = daemon.owningCollection(path) else { continue }
+            daemon.registry.lock(held)
+            locked.append(path)
+        }
+        return [.objectPaths(locked), .objectPath(ObjectPaths.none)]
+    }
+
+    private func getSecrets(_ items: [String], session path: String, caller: String) throws(DBusError) -> [DBusValue] {
+        try daemon.limits.check(objects: items)
+        let session = try daemon.session(path, of: caller)
+        var entries: [DBusDictEntry] = []
+        for path in items {
+            guard case .item(let held, let reference) = daemon.resolve(path), !held.isLocked,
+                let item = try? held.item(reference, returning: [.data, .attributes])
+            else { continue }
+            entries.append(DBusDictEntry(.objectPath(path), try session.encode(item)))
+        }
+        return [.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)]
+    }
+
+    private func setAlias(_ name: String, to target: String) throws(DBusError) {
+        guard !name.isEmpty, DBusNames.pathElement(name) == name else {
+            throw SecretServiceError.invalidArgs("an alias is made of ASCII letters and digits")
+        }
+        daemon.registry.setAlias(name, to: target == ObjectPaths.none ? nil : try daemon.collection(at: target))
+    }
+}
