@@ -137,6 +137,29 @@ import Testing
         #expect(try reopened.items(matching: genericQuery("a49", returning: .data)).first?.secret == Data("s49".utf8))
     }
 
+    /// The daemon's password change in its three steps: re-wrap (slow, anywhere), commit (short), then a
+    /// checkpoint that does not wait for a reader holding an older snapshot and completes once it is gone.
+    @Test func aCheckpointBehindAReaderFailsAtOnceAndCompletesLater() throws {
+        let keychain = try makeKeychain(password: "old")
+        try keychain.add(.genericPassword, attributes: [.account: .string("a")], secret: Data("s".utf8))
+        let reader = try RawFile(path)
+        try reader.run("BEGIN")
+        #expect(try reader.blobs("SELECT count(*) FROM items") == [Data("1".utf8)])
+        let change = try keychain.rewrap(from: Array("old".utf8), to: Array("new".utf8))
+        try keychain.commit(change)
+        #expect(statusOf { try keychain.commit(change) } == .authFailed, "a stale change is refused")
+        let started = Date()
+        #expect(!Keychain.checkpoint(at: path, waitMilliseconds: 0))
+        #expect(Date().timeIntervalSince(started) < 1)
+        #expect(allBytes(of: path + "-wal").count > 0)
+        try reader.run("COMMIT")
+        #expect(Keychain.checkpoint(at: path, waitMilliseconds: 0))
+        #expect(allBytes(of: path + "-wal").isEmpty)
+        let reopened = try Keychain(opening: path)
+        try reopened.unlock(password: "new")
+        #expect(statusOf { try keychain.unlock(password: Array("old".utf8)) } == .authFailed)
+    }
+
     @Test func killedWriterLosesNoAcknowledgedItem() throws {
         let password = "durable"
         _ = try makeKeychain(password: password)

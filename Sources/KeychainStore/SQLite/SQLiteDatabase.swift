@@ -34,6 +34,9 @@ final class SQLiteDatabase {
     /// Runs a `TRUNCATE` checkpoint, waiting at most `waitMilliseconds` for other connections; true when
     /// the whole log was copied into the file and emptied.
     func checkpoint(waitMilliseconds: Int32) throws(KeychainError) -> Bool {
+        // A connection that has read nothing yet does not know the file is in WAL mode, and its
+        // checkpoint would do nothing (and report -1 frames as if it had succeeded).
+        try execute("PRAGMA journal_mode = WAL")
         sqlite3_busy_timeout(handle, waitMilliseconds)
         defer { sqlite3_busy_timeout(handle, 5000) }
         var logFrames: Int32 = 0
@@ -41,7 +44,7 @@ final class SQLiteDatabase {
         let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_TRUNCATE, &logFrames, &copiedFrames)
         if rc & 0xff == SQLITE_BUSY || rc & 0xff == SQLITE_LOCKED { return false }
         guard rc == SQLITE_OK else { throw Self.error(rc, String(cString: sqlite3_errmsg(handle))) }
-        return logFrames == copiedFrames
+        return logFrames == 0 && copiedFrames == 0
     }
 
     /// Runs SQL text with no parameters and no rows wanted.

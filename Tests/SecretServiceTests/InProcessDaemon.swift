@@ -1,0 +1,145 @@
+import DBus
+import Foundation
+import Glibc
+import KeychainRegistry
+import KeychainStore
+import Pinentry
+import Testing
+
+@testable import SecretService
+
+/// The scripted pinentry of the integration tests (Tests/Support/scripted-pinentry).
+let scriptedPinentry = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("Support/scripted-pinentry").path
+
+/// A daemon driven in-process: no bus, no loop. Messages are built with libdbus, stamped as the bus would
+/// stamp them, handed to ``SecretServiceDaemon/handle(_:)``, and what it gives back is inspected.
+final class InProcessDaemon {
+    static let password = Array("in-process password".utf8)
+    let directory: String
+    let answers: String
+    let daemon: SecretServiceDaemon
+    private var serial: UInt32 = 0
+    /// Every signal the daemon sent, in order.
+    private(set) var signals: [DBusMessage] = []
+
+    /// A daemon over a new keychain directory whose login keychain is made with ``password`` (cheap KDF);
+    /// pinentry prompts answer from `answers` (scripted-pinentry lines).
+    init(answers lines: [String] = []) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("inproc-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        answers = directory + "/answers"
+        try (lines.joined(separator: "\n") + "\n").write(toFile: answers, atomically: true, encoding: .utf8)
+        let pinentry = Pinentry(
+            program: scriptedPinentry, environment: ["SCRIPTED_PINENTRY_ANSWERS": answers, "PATH": "/usr/bin:/bin"],
+            timeout: .seconds(30))
+        let configuration = SecretServiceConfiguration(
+            registry: RegistryConfiguration(
+                keychainDirectory: directory + "/keychains", pinentry: pinentry, kdf: .insecureForTesting))
+        daemon = try SecretServiceDaemon(configuration: configuration, loginPassword: Self.password)
+    }
+
+    deinit {
+        daemon.registry.shutDown()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A method call from `sender`, as the bus would deliver it.
+    func message(
+        _ path: String, _ interface: String?, _ member: String, _ arguments: [DBusValue] = [],
+        sender: String = ":1.7"
+    ) throws -> DBusMessage {
+        let call = try DBusMessage.methodCall(
+            destination: "org.freedesktop.secrets", path: path, interface: interface, member: member,
+            arguments: arguments)
+        serial += 1
+        call.stampAsDelivered(from: sender, serial: serial)
+        return call
+    }
+
+    /// Handles a call; everything sent back (the reply, if it came now, and signals).
+    func send(
+        _ path: String, _ interface: String?, _ member: String, _ arguments: [DBusValue] = [],
+        sender: String = ":1.7"
+    ) throws -> (reply: DBusMessage?, call: DBusMessage) {
+        let call = try message(path, interface, member, arguments, sender: sender)
+        return (record(daemon.handle(call), for: call), call)
+    }
+
+    /// The reply's arguments; fails the test on an error reply or no reply.
+    @discardableResult
+    func ok(
+        _ path: String, _ interface: String?, _ member: String, _ arguments: [DBusValue] = [],
+        sender: String = ":1.7", sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> [DBusValue] {
+        let reply = try #require(try send(path, interface, member, arguments, sender: sender).reply)
+        #expect(
+            reply.kind == .methodReturn, "\(member): \(reply.errorName ?? "") \((try? reply.arguments()) ?? [])",
+            sourceLocation: sourceLocation)
+        return try reply.arguments()
+    }
+
+    /// The error name of the reply to a call.
+    func errorName(
+        _ path: String, _ interface: String?, _ member: String, _ arguments: [DBusValue] = [], sender: String = ":1.7"
+    ) throws -> String? {
+        try send(path, interface, member, arguments, sender: sender).reply?.errorName
+    }
+
+    /// Waits (at most `seconds`) until work done off the serving thread comes back, and delivers it: the
+    /// reply to `call`, if it came.
+    func awaitCompletion(of call: DBusMessage, seconds: Int = 30) -> DBusMessage? {
+        let deadline = Date().addingTimeInterval(TimeInterval(seconds))
+        while Date() < deadline {
+            var entry = pollfd(fd: daemon.registry.inbox.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            _ = poll(&entry, 1, 100)
+            if let reply = record(daemon.deliverCompletions(), for: call) { return reply }
+        }
+        return nil
+    }
+
+    /// Waits until every piece of work handed off has come back, delivering it.
+    func settle(seconds: Int = 30) {
+        let deadline = Date().addingTimeInterval(TimeInterval(seconds))
+        while daemon.registry.hasWorkInProgress, Date() < deadline {
+            var entry = pollfd(fd: daemon.registry.inbox.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            _ = poll(&entry, 1, 100)
+            signals += daemon.deliverCompletions().filter { $0.kind == .signal }
+        }
+    }
+
+    /// Keeps the signals of `messages`; the reply to `call` among them.
+    private func record(_ messages: [DBusMessage], for call: DBusMessage) -> DBusMessage? {
+        signals += messages.filter { $0.kind == .signal }
+        return messages.first { $0.kind != .signal && $0.replySerial == call.serial }
+    }
+
+    /// Forgets the signals seen so far.
+    func clearSignals() { signals.removeAll() }
+
+    /// A plain session of `sender`.
+    func openPlainSession(sender: String = ":1.7") throws -> String {
+        let reply = try ok(
+            "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "OpenSession",
+            [.string("plain"), .variant(.string(""))], sender: sender)
+        return try #require(reply.last?.text)
+    }
+
+    /// Stores an item in the login collection through CreateItem; its path.
+    func createItem(
+        session: String, attributes: [String: String], secret: String, label: String = "item",
+        sender: String = ":1.7"
+    ) throws -> String {
+        let reply = try ok(
+            "/org/freedesktop/secrets/collection/login", "org.freedesktop.Secret.Collection", "CreateItem",
+            [
+                .variantDictionary([
+                    "org.freedesktop.Secret.Item.Label": .string(label),
+                    "org.freedesktop.Secret.Item.Attributes": .stringDictionary(attributes),
+                ]),
+                .structure([.objectPath(session), .bytes([]), .bytes(Array(secret.utf8)), .string("text/plain")]),
+                .bool(false),
+            ], sender: sender)
+        return try #require(reply.first?.text)
+    }
+}
