@@ -1,4 +1,5 @@
 import Glibc
+import Posix
 
 /// The final answer to an Assuan command.
 enum AssuanReply: Equatable {
@@ -17,7 +18,7 @@ final class AssuanSession {
     private let pid: pid_t
     private var socket: Int32
     private let timeout: Duration
-    private var deadline: ContinuousClock.Instant
+    private var deadline: Deadline
     /// Bytes read but not yet consumed as lines; zeroed as they are consumed.
     private var storage = [UInt8](repeating: 0, count: AssuanText.maxLineLength)
     private var filled = 0
@@ -26,7 +27,7 @@ final class AssuanSession {
     /// Starts `executable` with `environment` and no arguments.
     init(executable: String, environment: [String: String], timeout: Duration) throws(PinentryError) {
         self.timeout = timeout
-        deadline = ContinuousClock.now.advanced(by: timeout)
+        deadline = Deadline(millisecondsFromNow: Self.milliseconds(timeout))
         var pair: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
             throw PinentryError(reason: "cannot create a socket pair: \(Self.describe(errno))")
@@ -80,7 +81,13 @@ final class AssuanSession {
 
     /// Whole seconds until the deadline.
     var secondsLeft: Int {
-        Int(ContinuousClock.now.duration(to: deadline).components.seconds)
+        Int(deadline.remainingMilliseconds / 1000)
+    }
+
+    /// `duration` in whole milliseconds, rounded up.
+    private static func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
     }
 
     /// Reads the server's greeting, which must be `OK`.
@@ -136,11 +143,11 @@ final class AssuanSession {
 
     /// Ends the conversation politely: `BYE`, a short wait for the child to exit, then `SIGKILL` if it did not.
     func finish() {
-        deadline = min(deadline, ContinuousClock.now.advanced(by: .seconds(1)))
+        deadline = min(deadline, Deadline(millisecondsFromNow: 1000))
         var ignored: [UInt8] = []
         _ = try? transact(Array("BYE".utf8), data: &ignored)
         AssuanText.wipe(&ignored)
-        closeAndReap(grace: .seconds(1))
+        closeAndReap(graceMilliseconds: 1000)
     }
 
     /// Kills the child at once and reaps it.
@@ -148,10 +155,10 @@ final class AssuanSession {
         if !reaped {
             kill(pid, SIGKILL)
         }
-        closeAndReap(grace: .zero)
+        closeAndReap(graceMilliseconds: 0)
     }
 
-    private func closeAndReap(grace: Duration) {
+    private func closeAndReap(graceMilliseconds: Int) {
         storage.withUnsafeMutableBytes { bytes in
             if let base = bytes.baseAddress {
                 explicit_bzero(base, bytes.count)
@@ -164,22 +171,15 @@ final class AssuanSession {
         }
         guard !reaped else { return }
         reaped = true
-        let giveUp = ContinuousClock.now.advanced(by: grace)
-        var status: Int32 = 0
+        let giveUp = Deadline(millisecondsFromNow: graceMilliseconds)
         while true {
-            let result = waitpid(pid, &status, WNOHANG)
-            if result == pid || (result < 0 && errno != EINTR) {
-                return  // Reaped, or already reaped elsewhere (ECHILD).
-            }
-            if result == 0 {
-                if ContinuousClock.now >= giveUp {
-                    break
-                }
-                usleep(5_000)
-            }
+            // Reaped, or already reaped elsewhere (ECHILD): done.
+            guard let result = try? Posix.waitpid(pid, options: WNOHANG), result.pid == 0 else { return }
+            if giveUp.hasPassed { break }
+            usleep(5_000)
         }
         kill(pid, SIGKILL)
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        _ = try? Posix.waitpid(pid)
     }
 
     /// The next line, without its line ending.
@@ -195,16 +195,14 @@ final class AssuanSession {
                 throw PinentryError(reason: "the program sent a line longer than \(AssuanText.maxLineLength) bytes")
             }
             try waitUntilReady(Int16(POLLIN))
-            let count = storage.withUnsafeMutableBytes { bytes -> Int in
-                guard let base = bytes.baseAddress else { return 0 }
-                return read(socket, base + filled, bytes.count - filled)
+            let count = storage.withUnsafeMutableBytes { bytes in
+                Result { () throws(SystemError) in try Posix.read(socket, bytes.baseAddress.map { $0 + filled }, bytes.count - filled) }
             }
-            if count > 0 {
-                filled += count
-            } else if count == 0 {
-                throw PinentryError(reason: "the program closed the connection or exited")
-            } else if errno != EINTR && errno != EAGAIN {
-                throw PinentryError(reason: "cannot read from the program: \(Self.describe(errno))")
+            switch count {
+            case .success(0): throw PinentryError(reason: "the program closed the connection or exited")
+            case .success(let count): filled += count
+            case .failure(let error) where error.errno == EAGAIN: continue
+            case .failure(let error): throw PinentryError(reason: "cannot read from the program: \(Self.describe(error.errno))")
             }
         }
     }
@@ -223,34 +221,23 @@ final class AssuanSession {
         var offset = 0
         while offset < bytes.count {
             try waitUntilReady(Int16(POLLOUT))
-            let count = bytes.withUnsafeBytes { buffer -> Int in
-                guard let base = buffer.baseAddress else { return 0 }
-                return Glibc.send(socket, base + offset, buffer.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            let count = bytes.withUnsafeBytes { buffer in
+                Result { () throws(SystemError) in
+                    try Posix.send(socket, buffer.baseAddress.map { $0 + offset }, buffer.count - offset, Int32(MSG_DONTWAIT))
+                }
             }
-            if count >= 0 {
-                offset += count
-            } else if errno != EINTR && errno != EAGAIN {
-                throw PinentryError(reason: "cannot write to the program: \(Self.describe(errno))")
+            switch count {
+            case .success(let count): offset += count
+            case .failure(let error) where error.errno == EAGAIN: continue
+            case .failure(let error): throw PinentryError(reason: "cannot write to the program: \(Self.describe(error.errno))")
             }
         }
     }
 
     /// Waits until the socket is ready for `events`, or throws when the deadline passes.
     private func waitUntilReady(_ events: Int16) throws(PinentryError) {
-        while true {
-            let left = ContinuousClock.now.duration(to: deadline)
-            guard left > .zero else {
-                throw PinentryError(reason: "no answer within \(timeout)")
-            }
-            let (seconds, attoseconds) = left.components
-            let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
-            var entry = pollfd(fd: socket, events: events, revents: 0)
-            let ready = poll(&entry, 1, milliseconds)
-            if ready > 0 {
-                return
-            } else if ready < 0 && errno != EINTR {
-                throw PinentryError(reason: "cannot wait for the program: \(Self.describe(errno))")
-            }
+        guard deadline.waitUntil(socket, isReadyFor: events) else {
+            throw PinentryError(reason: "no answer within \(timeout)")
         }
     }
 

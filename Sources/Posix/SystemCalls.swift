@@ -62,9 +62,11 @@ package enum Posix {
         try retrying("recv") { Glibc.recv(fd, buffer, count, flags) }
     }
 
-    /// `send(2)` without `SIGPIPE`: the bytes sent.
-    package static func send(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) throws(SystemError) -> Int {
-        try retrying("send") { Glibc.send(fd, buffer, count, Int32(MSG_NOSIGNAL)) }
+    /// `send(2)` without `SIGPIPE` (and with `flags`): the bytes sent.
+    package static func send(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int, _ flags: Int32 = 0)
+        throws(SystemError) -> Int
+    {
+        try retrying("send") { Glibc.send(fd, buffer, count, Int32(MSG_NOSIGNAL) | flags) }
     }
 
     /// `poll(2)`: how many descriptors are ready. An interrupted wait returns 0 (nothing ready) rather than
