@@ -1,8 +1,12 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.2
 import PackageDescription
 
 /// The package's own directory, for linker inputs that must be given by path.
 let packageDirectory = String(#filePath.dropLast("/Package.swift".count))
+
+/// `scripts/test` sets LATCHKEY_WARNINGS_AS_ERRORS=1: every warning fails the build, except in the
+/// verbatim Apple samples (SecurityTests), which carry the warnings Apple's text has.
+let warningsAsErrors = Context.environment["LATCHKEY_WARNINGS_AS_ERRORS"] == "1"
 
 let package = Package(
     name: "Latchkey",
@@ -106,3 +110,7 @@ let package = Package(
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
     ]
 )
+
+for target in package.targets where warningsAsErrors && target.type != .system && target.name != "SecurityTests" {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.treatAllWarnings(as: .error)]
+}

@@ -7,14 +7,14 @@ import FoundationEssentials
 /// ``popMessage()`` hands over each incoming message, ``send(_:)`` queues
 /// one. ``call(_:timeoutMilliseconds:)`` is a blocking method call for clients.
 /// Use one connection from one thread at a time.
-public final class DBusConnection: @unchecked Sendable {
+package final class DBusConnection: @unchecked Sendable {
     private let pointer: OpaquePointer
 
     /// The unique name the bus gave this connection (`:1.42`).
-    public let uniqueName: String
+    package let uniqueName: String
 
     /// Connects to the bus at `address` and registers with it.
-    public init(address: String) throws(DBusError) {
+    package init(address: String) throws(DBusError) {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
         guard let connection = dbus_connection_open_private(address, &error) else {
@@ -36,7 +36,7 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// The session bus address: `DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus`.
-    public static func sessionBusAddress(environment: [String: String] = ProcessInfo.processInfo.environment)
+    package static func sessionBusAddress(environment: [String: String] = ProcessInfo.processInfo.environment)
         -> String?
     {
         if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty { return address }
@@ -48,7 +48,7 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// Connects to the session bus.
-    public static func session() throws(DBusError) -> DBusConnection {
+    package static func session() throws(DBusError) -> DBusConnection {
         guard let address = sessionBusAddress() else {
             throw DBusError(
                 .disconnected, "no session bus: DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus is missing")
@@ -57,19 +57,20 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// The system bus address: `DBUS_SYSTEM_BUS_ADDRESS`, else the standard socket.
-    public static func systemBusAddress(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func systemBusAddress(environment: [String: String] = ProcessInfo.processInfo.environment) -> String
+    {
         if let address = environment["DBUS_SYSTEM_BUS_ADDRESS"], !address.isEmpty { return address }
         return "unix:path=/run/dbus/system_bus_socket"
     }
 
     /// Connects to the system bus.
-    public static func system() throws(DBusError) -> DBusConnection {
+    package static func system() throws(DBusError) -> DBusConnection {
         try DBusConnection(address: systemBusAddress())
     }
 
     /// Asks the bus itself (`org.freedesktop.DBus`) `member` about `name`, as in `GetNameOwner` or
     /// `GetConnectionUnixProcessID`: the reply's first value, nil on an error or no answer in time.
-    public func askBus(_ member: String, about name: String, timeoutMilliseconds: Int32 = 2_000) -> DBusValue? {
+    package func askBus(_ member: String, about name: String, timeoutMilliseconds: Int32 = 2_000) -> DBusValue? {
         guard
             let question = try? DBusMessage.methodCall(
                 destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
@@ -80,50 +81,50 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// The unique name owning `name` on the bus, nil when nobody does (or the bus does not answer in time).
-    public func owner(of name: String, timeoutMilliseconds: Int32 = 2_000) -> String? {
+    package func owner(of name: String, timeoutMilliseconds: Int32 = 2_000) -> String? {
         guard case .string(let owner)? = askBus("GetNameOwner", about: name, timeoutMilliseconds: timeoutMilliseconds)
         else { return nil }
         return owner
     }
 
     /// Whether the connection is still open.
-    public var isConnected: Bool { dbus_connection_get_is_connected(pointer) != 0 }
+    package var isConnected: Bool { dbus_connection_get_is_connected(pointer) != 0 }
 
     /// The socket, for `poll`.
-    public var fileDescriptor: Int32? {
+    package var fileDescriptor: Int32? {
         var fd: Int32 = -1
         return dbus_connection_get_unix_fd(pointer, &fd) != 0 ? fd : nil
     }
 
     /// Whether outgoing messages are waiting to be written.
-    public var hasOutgoingMessages: Bool { dbus_connection_has_messages_to_send(pointer) != 0 }
+    package var hasOutgoingMessages: Bool { dbus_connection_has_messages_to_send(pointer) != 0 }
 
     /// Reads and writes what the socket allows, waiting at most `timeoutMilliseconds`
     /// (0: not at all). False once the connection is closed.
     @discardableResult
-    public func readWrite(timeoutMilliseconds: Int32) -> Bool {
+    package func readWrite(timeoutMilliseconds: Int32) -> Bool {
         dbus_connection_read_write(pointer, timeoutMilliseconds) != 0
     }
 
     /// The next incoming message, if one has been read.
-    public func popMessage() -> DBusMessage? {
+    package func popMessage() -> DBusMessage? {
         dbus_connection_pop_message(pointer).map { DBusMessage(owning: $0) }
     }
 
     /// Queues a message for sending.
-    public func send(_ message: DBusMessage) {
+    package func send(_ message: DBusMessage) {
         dbus_connection_send(pointer, message.pointer, nil)
     }
 
     /// Blocks until every queued message is written.
-    public func flush() {
+    package func flush() {
         dbus_connection_flush(pointer)
     }
 
     /// Sends a method call and waits for its reply.
     ///
     /// - Throws: the error reply as a ``DBusError``, or a timeout or disconnection.
-    public func call(_ message: DBusMessage, timeoutMilliseconds: Int32 = 25_000) throws(DBusError) -> DBusMessage {
+    package func call(_ message: DBusMessage, timeoutMilliseconds: Int32 = 25_000) throws(DBusError) -> DBusMessage {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
         guard
@@ -135,7 +136,7 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// Asks the bus for a well-known name.
-    public func requestName(_ name: String, flags: NameFlags) throws(DBusError) -> NameReply {
+    package func requestName(_ name: String, flags: NameFlags) throws(DBusError) -> NameReply {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
         let result = dbus_bus_request_name(pointer, name, flags.rawValue, &error)
@@ -144,7 +145,7 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// Tells the bus to route signals matching `rule` to this connection.
-    public func addMatch(_ rule: String) throws(DBusError) {
+    package func addMatch(_ rule: String) throws(DBusError) {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
         dbus_bus_add_match(pointer, rule, &error)
@@ -152,21 +153,21 @@ public final class DBusConnection: @unchecked Sendable {
     }
 
     /// Flags of ``requestName(_:flags:)``.
-    public struct NameFlags: OptionSet, Sendable {
+    package struct NameFlags: OptionSet, Sendable {
         /// The raw bits.
-        public let rawValue: UInt32
+        package let rawValue: UInt32
         /// Wraps raw bits.
-        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        package init(rawValue: UInt32) { self.rawValue = rawValue }
         /// Let a later `replaceExisting` request take the name.
-        public static let allowReplacement = NameFlags(rawValue: UInt32(DBUS_NAME_FLAG_ALLOW_REPLACEMENT))
+        package static let allowReplacement = NameFlags(rawValue: UInt32(DBUS_NAME_FLAG_ALLOW_REPLACEMENT))
         /// Take the name from an owner that allows it.
-        public static let replaceExisting = NameFlags(rawValue: UInt32(DBUS_NAME_FLAG_REPLACE_EXISTING))
+        package static let replaceExisting = NameFlags(rawValue: UInt32(DBUS_NAME_FLAG_REPLACE_EXISTING))
         /// Fail rather than wait in the queue.
-        public static let doNotQueue = NameFlags(rawValue: UInt32(DBUS_NAME_FLAG_DO_NOT_QUEUE))
+        package static let doNotQueue = NameFlags(rawValue: UInt32(DBUS_NAME_FLAG_DO_NOT_QUEUE))
     }
 
     /// What the bus answered a name request.
-    public enum NameReply: Int32, Sendable {
+    package enum NameReply: Int32, Sendable {
         /// This connection owns the name now.
         case primaryOwner = 1
         /// Queued behind the owner.

@@ -1,58 +1,58 @@
 import CDBus
 
 /// A D-Bus error: its name (e.g. `org.freedesktop.DBus.Error.InvalidArgs`) and a message.
-public struct DBusError: Error, Hashable, Sendable, CustomStringConvertible {
+package struct DBusError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The error name.
-    public let name: String
+    package let name: String
     /// A one-line explanation.
-    public let message: String
+    package let message: String
 
     /// An error with a well-known name.
-    public init(_ name: Name, _ message: String) {
+    package init(_ name: Name, _ message: String) {
         self.name = name.rawValue
         self.message = message
     }
 
     /// An error with any name.
-    public init(name: String, message: String) {
+    package init(name: String, message: String) {
         self.name = name
         self.message = message
     }
 
     /// `name: message`.
-    public var description: String { "\(name): \(message)" }
+    package var description: String { "\(name): \(message)" }
 
     /// Error names this project uses.
-    public struct Name: RawRepresentable, Hashable, Sendable {
+    package struct Name: RawRepresentable, Hashable, Sendable {
         /// The dotted name.
-        public let rawValue: String
+        package let rawValue: String
         /// Wraps a dotted name.
-        public init(rawValue: String) { self.rawValue = rawValue }
+        package init(rawValue: String) { self.rawValue = rawValue }
 
         /// Arguments of the wrong type or value.
-        public static let invalidArgs = Name(rawValue: "org.freedesktop.DBus.Error.InvalidArgs")
+        package static let invalidArgs = Name(rawValue: "org.freedesktop.DBus.Error.InvalidArgs")
         /// The call failed.
-        public static let failed = Name(rawValue: "org.freedesktop.DBus.Error.Failed")
+        package static let failed = Name(rawValue: "org.freedesktop.DBus.Error.Failed")
         /// Out of memory.
-        public static let noMemory = Name(rawValue: "org.freedesktop.DBus.Error.NoMemory")
+        package static let noMemory = Name(rawValue: "org.freedesktop.DBus.Error.NoMemory")
         /// The method does not exist.
-        public static let unknownMethod = Name(rawValue: "org.freedesktop.DBus.Error.UnknownMethod")
+        package static let unknownMethod = Name(rawValue: "org.freedesktop.DBus.Error.UnknownMethod")
         /// The object does not exist.
-        public static let unknownObject = Name(rawValue: "org.freedesktop.DBus.Error.UnknownObject")
+        package static let unknownObject = Name(rawValue: "org.freedesktop.DBus.Error.UnknownObject")
         /// The interface does not exist.
-        public static let unknownInterface = Name(rawValue: "org.freedesktop.DBus.Error.UnknownInterface")
+        package static let unknownInterface = Name(rawValue: "org.freedesktop.DBus.Error.UnknownInterface")
         /// The property does not exist.
-        public static let unknownProperty = Name(rawValue: "org.freedesktop.DBus.Error.UnknownProperty")
+        package static let unknownProperty = Name(rawValue: "org.freedesktop.DBus.Error.UnknownProperty")
         /// The property cannot be written.
-        public static let propertyReadOnly = Name(rawValue: "org.freedesktop.DBus.Error.PropertyReadOnly")
+        package static let propertyReadOnly = Name(rawValue: "org.freedesktop.DBus.Error.PropertyReadOnly")
         /// The operation is not supported.
-        public static let notSupported = Name(rawValue: "org.freedesktop.DBus.Error.NotSupported")
+        package static let notSupported = Name(rawValue: "org.freedesktop.DBus.Error.NotSupported")
         /// The caller may not do this.
-        public static let accessDenied = Name(rawValue: "org.freedesktop.DBus.Error.AccessDenied")
+        package static let accessDenied = Name(rawValue: "org.freedesktop.DBus.Error.AccessDenied")
         /// No reply came in time.
-        public static let noReply = Name(rawValue: "org.freedesktop.DBus.Error.NoReply")
+        package static let noReply = Name(rawValue: "org.freedesktop.DBus.Error.NoReply")
         /// The connection is closed.
-        public static let disconnected = Name(rawValue: "org.freedesktop.DBus.Error.Disconnected")
+        package static let disconnected = Name(rawValue: "org.freedesktop.DBus.Error.Disconnected")
     }
 
     /// Takes the error out of a libdbus `DBusError` and frees it.
@@ -66,21 +66,21 @@ public struct DBusError: Error, Hashable, Sendable, CustomStringConvertible {
 }
 
 /// Checks of names and paths, by libdbus's own rules.
-public enum DBusNames {
+package enum DBusNames {
     /// Whether `path` is a valid object path.
-    public static func isValidObjectPath(_ path: String) -> Bool {
+    package static func isValidObjectPath(_ path: String) -> Bool {
         dbus_validate_path(path, nil) != 0
     }
 
     /// Whether `name` is a valid bus name.
-    public static func isValidBusName(_ name: String) -> Bool {
+    package static func isValidBusName(_ name: String) -> Bool {
         dbus_validate_bus_name(name, nil) != 0
     }
 
     /// Turns any text into a valid object-path element: ASCII letters and
     /// digits stay, every other byte becomes `_` and two hex digits (`_` itself
     /// becomes `_5f`), and an empty text becomes `_`.
-    public static func pathElement(_ text: String) -> String {
+    package static func pathElement(_ text: String) -> String {
         guard !text.isEmpty else { return "_" }
         var out = ""
         for byte in text.utf8 {

@@ -1,7 +1,7 @@
 import CDBus
 
 /// A D-Bus message (a method call, reply, error or signal), reference-counted by libdbus.
-public final class DBusMessage: @unchecked Sendable {
+package final class DBusMessage: @unchecked Sendable {
     let pointer: OpaquePointer
 
     /// Takes ownership of one reference to `pointer`.
@@ -12,7 +12,7 @@ public final class DBusMessage: @unchecked Sendable {
     deinit { dbus_message_unref(pointer) }
 
     /// A method call to `destination` (nil on a peer-to-peer connection).
-    public static func methodCall(
+    package static func methodCall(
         destination: String?, path: String, interface: String?, member: String, arguments: [DBusValue] = []
     ) throws(DBusError) -> DBusMessage {
         guard DBusNames.isValidObjectPath(path) else { throw DBusError(.invalidArgs, "invalid object path \(path)") }
@@ -25,7 +25,7 @@ public final class DBusMessage: @unchecked Sendable {
     }
 
     /// A signal from `path`.
-    public static func signal(path: String, interface: String, member: String, arguments: [DBusValue] = [])
+    package static func signal(path: String, interface: String, member: String, arguments: [DBusValue] = [])
         throws(DBusError) -> DBusMessage
     {
         guard let raw = dbus_message_new_signal(path, interface, member) else {
@@ -37,7 +37,7 @@ public final class DBusMessage: @unchecked Sendable {
     }
 
     /// The successful reply to this method call, carrying `arguments`.
-    public func reply(_ arguments: [DBusValue] = []) throws(DBusError) -> DBusMessage {
+    package func reply(_ arguments: [DBusValue] = []) throws(DBusError) -> DBusMessage {
         guard let raw = dbus_message_new_method_return(pointer) else {
             throw DBusError(.noMemory, "cannot allocate a reply")
         }
@@ -47,17 +47,17 @@ public final class DBusMessage: @unchecked Sendable {
     }
 
     /// The error reply to this method call.
-    public func errorReply(_ error: DBusError) -> DBusMessage? {
+    package func errorReply(_ error: DBusError) -> DBusMessage? {
         dbus_message_new_error(pointer, error.name, error.message).map { DBusMessage(owning: $0) }
     }
 
     /// Whether this is a method call, reply, error or signal.
-    public var kind: Kind {
+    package var kind: Kind {
         Kind(rawValue: dbus_message_get_type(pointer)) ?? .invalid
     }
 
     /// The message types.
-    public enum Kind: Int32, Sendable {
+    package enum Kind: Int32, Sendable {
         /// Not a valid type.
         case invalid = 0
         /// A method call.
@@ -71,24 +71,24 @@ public final class DBusMessage: @unchecked Sendable {
     }
 
     /// The object path the message is addressed to or sent from.
-    public var path: String? { dbus_message_get_path(pointer).map { String(cString: $0) } }
+    package var path: String? { dbus_message_get_path(pointer).map { String(cString: $0) } }
     /// The interface, if given.
-    public var interface: String? { dbus_message_get_interface(pointer).map { String(cString: $0) } }
+    package var interface: String? { dbus_message_get_interface(pointer).map { String(cString: $0) } }
     /// The method or signal name.
-    public var member: String? { dbus_message_get_member(pointer).map { String(cString: $0) } }
+    package var member: String? { dbus_message_get_member(pointer).map { String(cString: $0) } }
     /// The unique bus name of the sender.
-    public var sender: String? { dbus_message_get_sender(pointer).map { String(cString: $0) } }
+    package var sender: String? { dbus_message_get_sender(pointer).map { String(cString: $0) } }
     /// The error name of an error reply.
-    public var errorName: String? { dbus_message_get_error_name(pointer).map { String(cString: $0) } }
+    package var errorName: String? { dbus_message_get_error_name(pointer).map { String(cString: $0) } }
     /// The signature of the arguments.
-    public var signature: String { dbus_message_get_signature(pointer).map { String(cString: $0) } ?? "" }
+    package var signature: String { dbus_message_get_signature(pointer).map { String(cString: $0) } ?? "" }
     /// Whether the sender expects no reply.
-    public var expectsNoReply: Bool { dbus_message_get_no_reply(pointer) != 0 }
+    package var expectsNoReply: Bool { dbus_message_get_no_reply(pointer) != 0 }
 
     /// The serial the sender gave this message (0 before it is sent).
-    public var serial: UInt32 { dbus_message_get_serial(pointer) }
+    package var serial: UInt32 { dbus_message_get_serial(pointer) }
     /// The serial of the call this message replies to (0 when it is not a reply).
-    public var replySerial: UInt32 { dbus_message_get_reply_serial(pointer) }
+    package var replySerial: UInt32 { dbus_message_get_reply_serial(pointer) }
 
     /// Stamps what a bus sets on a message it delivers (the sender's unique name and a serial), so that a
     /// handler can be driven in-process, without a bus.
@@ -98,7 +98,7 @@ public final class DBusMessage: @unchecked Sendable {
     }
 
     /// Reads every argument.
-    public func arguments() throws(DBusError) -> [DBusValue] {
+    package func arguments() throws(DBusError) -> [DBusValue] {
         var iterator = DBusMessageIter()
         guard dbus_message_iter_init(pointer, &iterator) != 0 else { return [] }
         var values: [DBusValue] = []
@@ -109,7 +109,7 @@ public final class DBusMessage: @unchecked Sendable {
     }
 
     /// Appends arguments after those already in the message.
-    public func append(_ arguments: [DBusValue]) throws(DBusError) {
+    package func append(_ arguments: [DBusValue]) throws(DBusError) {
         guard !arguments.isEmpty else { return }
         var iterator = DBusMessageIter()
         dbus_message_iter_init_append(pointer, &iterator)

@@ -2,7 +2,7 @@
 ///
 /// Byte arrays have a case of their own (`bytes`) so that secrets travel as
 /// one buffer rather than one enum value per byte.
-public indirect enum DBusValue: Hashable, Sendable {
+package indirect enum DBusValue: Hashable, Sendable {
     /// `y`
     case byte(UInt8)
     /// `b`
@@ -39,7 +39,7 @@ public indirect enum DBusValue: Hashable, Sendable {
     case variant(DBusValue)
 
     /// The value's type signature.
-    public var signature: String {
+    package var signature: String {
         switch self {
         case .byte: "y"
         case .bool: "b"
@@ -63,14 +63,14 @@ public indirect enum DBusValue: Hashable, Sendable {
 }
 
 /// One key-value pair of a D-Bus dictionary.
-public struct DBusDictEntry: Hashable, Sendable {
+package struct DBusDictEntry: Hashable, Sendable {
     /// The key (a basic type).
-    public var key: DBusValue
+    package var key: DBusValue
     /// The value.
-    public var value: DBusValue
+    package var value: DBusValue
 
     /// A pair.
-    public init(_ key: DBusValue, _ value: DBusValue) {
+    package init(_ key: DBusValue, _ value: DBusValue) {
         self.key = key
         self.value = value
     }
@@ -78,26 +78,26 @@ public struct DBusDictEntry: Hashable, Sendable {
 
 extension DBusValue {
     /// An `ao` array.
-    public static func objectPaths(_ paths: [String]) -> DBusValue {
+    package static func objectPaths(_ paths: [String]) -> DBusValue {
         .array(elementSignature: "o", paths.map { .objectPath($0) })
     }
 
     /// An `a{ss}` dictionary.
-    public static func stringDictionary(_ pairs: [String: String]) -> DBusValue {
+    package static func stringDictionary(_ pairs: [String: String]) -> DBusValue {
         .dictionary(
             keySignature: "s", valueSignature: "s",
             pairs.sorted { $0.key < $1.key }.map { DBusDictEntry(.string($0.key), .string($0.value)) })
     }
 
     /// An `a{sv}` dictionary.
-    public static func variantDictionary(_ pairs: [String: DBusValue]) -> DBusValue {
+    package static func variantDictionary(_ pairs: [String: DBusValue]) -> DBusValue {
         .dictionary(
             keySignature: "s", valueSignature: "v",
             pairs.sorted { $0.key < $1.key }.map { DBusDictEntry(.string($0.key), .variant($0.value)) })
     }
 
     /// The text of a `s`, `o` or `g` value.
-    public var text: String? {
+    package var text: String? {
         switch self {
         case .string(let text), .objectPath(let text), .signature(let text): text
         default: nil
@@ -105,13 +105,13 @@ extension DBusValue {
     }
 
     /// The paths of an `ao` value.
-    public var objectPathList: [String]? {
+    package var objectPathList: [String]? {
         guard case .array("o", let items) = self else { return nil }
         return items.compactMap { if case .objectPath(let path) = $0 { path } else { nil } }
     }
 
     /// The pairs of an `a{ss}` value.
-    public var stringPairs: [String: String]? {
+    package var stringPairs: [String: String]? {
         guard case .dictionary("s", "s", let entries) = self else { return nil }
         var pairs: [String: String] = [:]
         for entry in entries {
@@ -122,7 +122,7 @@ extension DBusValue {
     }
 
     /// The pairs of an `a{sv}` value, unwrapped from their variants.
-    public var variantPairs: [String: DBusValue]? {
+    package var variantPairs: [String: DBusValue]? {
         guard case .dictionary("s", "v", let entries) = self else { return nil }
         var pairs: [String: DBusValue] = [:]
         for entry in entries {
@@ -133,7 +133,7 @@ extension DBusValue {
     }
 
     /// The value inside a variant, or the value itself.
-    public var unwrapped: DBusValue {
+    package var unwrapped: DBusValue {
         if case .variant(let inner) = self { return inner.unwrapped }
         return self
     }

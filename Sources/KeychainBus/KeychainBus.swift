@@ -7,23 +7,23 @@ import KeychainCore
 /// Secret Service (text attributes only) it carries every `SecItem` attribute
 /// with its type. This enum holds its names and how ``KeychainCore`` values
 /// travel as D-Bus values. See docs/dbus-mapping.md.
-public enum KeychainBus {
+package enum KeychainBus {
     /// The bus name (the daemon's).
-    public static let busName = "org.freedesktop.secrets"
+    package static let busName = "org.freedesktop.secrets"
     /// The interface name.
-    public static let interface = "org.latchkey.Keychain1"
+    package static let interface = "org.latchkey.Keychain1"
     /// The error name that carries an `OSStatus`: the message starts with the number.
-    public static let statusError = "org.latchkey.Keychain1.Error.Status"
+    package static let statusError = "org.latchkey.Keychain1.Error.Status"
     /// Object paths of keychains start with this; the collection id follows.
-    public static let pathPrefix = "/org/latchkey/keychain/"
+    package static let pathPrefix = "/org/latchkey/keychain/"
 
     /// The path of a collection's keychain.
-    public static func path(collection id: String) -> String { pathPrefix + id }
+    package static func path(collection id: String) -> String { pathPrefix + id }
 
     // MARK: Values
 
     /// An attribute value as the content of a variant: `s`, `ay`, `x`, `d` (seconds since 2001) or `b`.
-    public static func encode(_ value: AttributeValue) -> DBusValue {
+    package static func encode(_ value: AttributeValue) -> DBusValue {
         switch value {
         case .string(let text): .string(text)
         case .data(let data): .bytes([UInt8](data))
@@ -34,7 +34,7 @@ public enum KeychainBus {
     }
 
     /// Reads an attribute value.
-    public static func decodeValue(_ value: DBusValue) throws(KeychainError) -> AttributeValue {
+    package static func decodeValue(_ value: DBusValue) throws(KeychainError) -> AttributeValue {
         switch value.unwrapped {
         case .string(let text): .string(text)
         case .bytes(let bytes): .data(Data(bytes))
@@ -46,12 +46,12 @@ public enum KeychainBus {
     }
 
     /// Attributes as `a{sv}`.
-    public static func encode(_ attributes: ItemAttributes) -> DBusValue {
+    package static func encode(_ attributes: ItemAttributes) -> DBusValue {
         .variantDictionary(Dictionary(uniqueKeysWithValues: attributes.map { ($0.key.rawValue, encode($0.value)) }))
     }
 
     /// Reads `a{sv}` attributes.
-    public static func decodeAttributes(_ value: DBusValue) throws(KeychainError) -> ItemAttributes {
+    package static func decodeAttributes(_ value: DBusValue) throws(KeychainError) -> ItemAttributes {
         guard let pairs = value.unwrapped.variantPairs else { throw KeychainError.param("attributes are a{sv}") }
         var attributes: ItemAttributes = [:]
         for (name, value) in pairs { attributes[AttributeKey(rawValue: name)] = try decodeValue(value) }
@@ -63,7 +63,7 @@ public enum KeychainBus {
     /// A query as `a{sv}`: `class` s, `attributes` a{sv}, `synchronizable` s
     /// (`no`, `yes`, `any`), `caseInsensitive` b, `limit` x (0 for all),
     /// `references` aay (persistent references), `returning` u (bits of ``ReturnOptions``).
-    public static func encode(_ query: ItemQuery) -> DBusValue {
+    package static func encode(_ query: ItemQuery) -> DBusValue {
         var pairs: [String: DBusValue] = [
             "class": .string(query.itemClass.rawValue), "attributes": encode(query.attributes),
             "synchronizable": .string(
@@ -80,7 +80,7 @@ public enum KeychainBus {
     }
 
     /// Reads a query.
-    public static func decodeQuery(_ value: DBusValue) throws(KeychainError) -> ItemQuery {
+    package static func decodeQuery(_ value: DBusValue) throws(KeychainError) -> ItemQuery {
         guard let pairs = value.unwrapped.variantPairs, case .string(let code)? = pairs["class"] else {
             throw KeychainError.param("a query is a{sv} with a class")
         }
@@ -113,7 +113,7 @@ public enum KeychainBus {
     }
 
     /// An item as `a{sv}`: `reference` ay, and `attributes` a{sv} and `secret` ay when present.
-    public static func encode(_ item: KeychainItem) -> DBusValue {
+    package static func encode(_ item: KeychainItem) -> DBusValue {
         var pairs: [String: DBusValue] = ["reference": .bytes([UInt8](item.reference.persistentData))]
         if let attributes = item.attributes { pairs["attributes"] = encode(attributes) }
         if let secret = item.secret { pairs["secret"] = .bytes([UInt8](secret)) }
@@ -121,7 +121,7 @@ public enum KeychainBus {
     }
 
     /// Reads an item.
-    public static func decodeItem(_ value: DBusValue) throws(KeychainError) -> KeychainItem {
+    package static func decodeItem(_ value: DBusValue) throws(KeychainError) -> KeychainItem {
         guard let pairs = value.unwrapped.variantPairs, case .bytes(let bytes)? = pairs["reference"],
             let reference = ItemReference(persistentData: Data(bytes))
         else { throw KeychainError(.decode, "an item from the daemon has no reference") }
@@ -137,12 +137,12 @@ public enum KeychainBus {
     // MARK: Errors
 
     /// The D-Bus error for a keychain error: ``statusError`` with "STATUS reason".
-    public static func dbusError(_ error: KeychainError) -> DBusError {
+    package static func dbusError(_ error: KeychainError) -> DBusError {
         DBusError(name: statusError, message: "\(error.status.rawValue) \(error.reason)")
     }
 
     /// The keychain error a D-Bus error stands for (a failure to reach the daemon is `errSecNotAvailable`).
-    public static func keychainError(_ error: DBusError) -> KeychainError {
+    package static func keychainError(_ error: DBusError) -> KeychainError {
         if error.name == statusError {
             let parts = error.message.split(separator: " ", maxSplits: 1).map(String.init)
             if let number = parts.first.flatMap({ Int32($0) }) {

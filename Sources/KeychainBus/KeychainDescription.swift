@@ -2,9 +2,9 @@ import DBus
 import KeychainCore
 
 /// What the daemon tells of one keychain it holds (`Status`, `List`).
-public struct KeychainDescription: Hashable, Sendable {
+package struct KeychainDescription: Hashable, Sendable {
     /// How the keychain is unlocked.
-    public enum Protection: String, Hashable, Sendable {
+    package enum Protection: String, Hashable, Sendable {
         /// With its own password (the login keychain: the login password).
         case password
         /// With the login keychain's key, whenever the login keychain is unlocked.
@@ -14,20 +14,20 @@ public struct KeychainDescription: Hashable, Sendable {
     }
 
     /// The collection id (`login`, `session`, …).
-    public var id: String
+    package var id: String
     /// The keychain file; empty for a keychain in memory.
-    public var file: String
+    package var file: String
     /// The collection's label.
-    public var label: String
+    package var label: String
     /// Whether it is locked.
-    public var isLocked: Bool
+    package var isLocked: Bool
     /// How it is unlocked.
-    public var protection: Protection
+    package var protection: Protection
     /// When it locks by itself.
-    public var settings: KeychainSettings
+    package var settings: KeychainSettings
 
     /// A description.
-    public init(
+    package init(
         id: String, file: String, label: String, isLocked: Bool, protection: Protection, settings: KeychainSettings
     ) {
         self.id = id
@@ -41,11 +41,11 @@ public struct KeychainDescription: Hashable, Sendable {
 
 extension KeychainBus {
     /// The path of the object that lists the keychains (`List`).
-    public static let rootPath = "/org/latchkey/keychain"
+    package static let rootPath = "/org/latchkey/keychain"
 
     /// A description as `a{sv}`: `Id` s, `File` s, `Label` s, `Locked` b,
     /// `Protection` s, `LockTimeout` u (0 for never), `LockOnSleep` b.
-    public static func encode(_ description: KeychainDescription) -> DBusValue {
+    package static func encode(_ description: KeychainDescription) -> DBusValue {
         let pairs: [String: DBusValue] = [
             "Id": .string(description.id), "File": .string(description.file), "Label": .string(description.label),
             "Locked": .bool(description.isLocked), "Protection": .string(description.protection.rawValue),
@@ -54,7 +54,7 @@ extension KeychainBus {
     }
 
     /// Reads a description.
-    public static func decodeDescription(_ value: DBusValue) throws(KeychainError) -> KeychainDescription {
+    package static func decodeDescription(_ value: DBusValue) throws(KeychainError) -> KeychainDescription {
         guard let pairs = value.unwrapped.variantPairs, case .string(let id)? = pairs["Id"],
             case .bool(let locked)? = pairs["Locked"]
         else { throw KeychainError(.decode, "a keychain description from the daemon lacks its id or lock state") }
@@ -68,7 +68,7 @@ extension KeychainBus {
     }
 
     /// Settings as `a{sv}` (`LockTimeout` u, `LockOnSleep` b), for `SetSettings`.
-    public static func encode(_ settings: KeychainSettings) -> DBusValue {
+    package static func encode(_ settings: KeychainSettings) -> DBusValue {
         .variantDictionary(settingsPairs(settings))
     }
 
@@ -77,7 +77,7 @@ extension KeychainBus {
     }
 
     /// Reads settings from `a{sv}`; absent entries keep the default.
-    public static func decodeSettings(_ value: DBusValue) throws(KeychainError) -> KeychainSettings {
+    package static func decodeSettings(_ value: DBusValue) throws(KeychainError) -> KeychainSettings {
         guard let pairs = value.unwrapped.variantPairs else { throw KeychainError.param("settings are a{sv}") }
         return decodeSettings(pairs)
     }

@@ -7,7 +7,7 @@ import Synchronization
 /// A keychain the user's daemon holds, reached over the session bus through
 /// `org.latchkey.Keychain1`. Every call is a blocking D-Bus call; a broken
 /// connection is reopened once.
-public final class DaemonKeychain: KeychainBackend {
+package final class DaemonKeychain: KeychainBackend {
     private let connection: Mutex<DBusConnection?>
     private let path: String
 
@@ -18,7 +18,7 @@ public final class DaemonKeychain: KeychainBackend {
 
     /// The daemon's keychain `collection` (the login keychain by default), or
     /// nil when there is no session bus or no Latchkey daemon answers on it.
-    public static func connect(collection: String = "login") -> DaemonKeychain? {
+    package static func connect(collection: String = "login") -> DaemonKeychain? {
         guard let connection = try? DBusConnection.session() else { return nil }
         let keychain = DaemonKeychain(connection: connection, collection: collection)
         guard (try? keychain.call("Status", [], timeout: 5_000)) != nil else { return nil }
@@ -26,7 +26,7 @@ public final class DaemonKeychain: KeychainBackend {
     }
 
     /// The keychains the daemon holds, or nil when no Latchkey daemon answers on the session bus.
-    public static func list() -> [KeychainDescription]? {
+    package static func list() -> [KeychainDescription]? {
         guard let connection = try? DBusConnection.session(),
             let reply = try? call(connection, path: KeychainBus.rootPath, "List", [], timeout: 5_000),
             case .array(_, let entries)? = reply.first
@@ -66,7 +66,7 @@ public final class DaemonKeychain: KeychainBackend {
     /// Deletes the keychain and its file through the Secret Service
     /// (`Collection.Delete`), as any client may; the daemon refuses for the
     /// login and session keychains.
-    public func deleteKeychain() throws(KeychainError) {
+    package func deleteKeychain() throws(KeychainError) {
         let id = try describe().id
         _ = try call(
             "Delete", [], path: "/org/freedesktop/secrets/collection/" + id,
@@ -74,16 +74,16 @@ public final class DaemonKeychain: KeychainBackend {
     }
 
     /// How the daemon holds this keychain.
-    public func describe() throws(KeychainError) -> KeychainDescription {
+    package func describe() throws(KeychainError) -> KeychainDescription {
         guard let first = try call("Status", []).first else { throw KeychainError(.decode, "no status") }
         return try KeychainBus.decodeDescription(first)
     }
 
     /// Whether attributes and secrets are out of reach until an unlock (true when the daemon is gone).
-    public var isLocked: Bool { (try? describe().isLocked) ?? true }
+    package var isLocked: Bool { (try? describe().isLocked) ?? true }
 
     /// Adds an item.
-    public func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?) throws(KeychainError)
+    package func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?) throws(KeychainError)
         -> KeychainItem
     {
         let reply = try call(
@@ -97,7 +97,7 @@ public final class DaemonKeychain: KeychainBackend {
     }
 
     /// The items matching a query.
-    public func items(matching query: ItemQuery) throws(KeychainError) -> [KeychainItem] {
+    package func items(matching query: ItemQuery) throws(KeychainError) -> [KeychainItem] {
         let reply = try call("Search", [KeychainBus.encode(query)])
         guard case .array(_, let items)? = reply.first else {
             throw KeychainError(.decode, "the daemon returned no list")
@@ -106,7 +106,7 @@ public final class DaemonKeychain: KeychainBackend {
     }
 
     /// Changes every match; the number changed.
-    public func update(matching query: ItemQuery, with changes: ItemChanges) throws(KeychainError) -> Int {
+    package func update(matching query: ItemQuery, with changes: ItemChanges) throws(KeychainError) -> Int {
         guard changes.removedAttributes.isEmpty else {
             throw KeychainError.param("removing attributes is not offered through the daemon")
         }
@@ -121,33 +121,33 @@ public final class DaemonKeychain: KeychainBackend {
     }
 
     /// Deletes every match; the number deleted.
-    public func delete(matching query: ItemQuery) throws(KeychainError) -> Int {
+    package func delete(matching query: ItemQuery) throws(KeychainError) -> Int {
         let reply = try call("Delete", [KeychainBus.encode(query)])
         guard case .uint32(let count)? = reply.first else { throw KeychainError(.decode, "no count") }
         return Int(count)
     }
 
     /// Unlocks with the keychain password.
-    public func unlock(withPassword password: [UInt8]) throws(KeychainError) {
+    package func unlock(withPassword password: [UInt8]) throws(KeychainError) {
         _ = try call("Unlock", [.bytes(password)])
     }
 
     /// Locks.
-    public func lock() {
+    package func lock() {
         _ = try? call("Lock", [])
     }
 
     /// Re-wraps the keychain key under a new password (the login keychain only:
     /// the others open with its key).
-    public func changePassword(from old: [UInt8], to new: [UInt8]) throws(KeychainError) {
+    package func changePassword(from old: [UInt8], to new: [UInt8]) throws(KeychainError) {
         _ = try call("ChangePassword", [.bytes(old), .bytes(new)])
     }
 
     /// When the keychain locks by itself.
-    public func settings() throws(KeychainError) -> KeychainSettings { try describe().settings }
+    package func settings() throws(KeychainError) -> KeychainSettings { try describe().settings }
 
     /// Changes when the keychain locks by itself; the daemon applies it at once.
-    public func setSettings(_ settings: KeychainSettings) throws(KeychainError) {
+    package func setSettings(_ settings: KeychainSettings) throws(KeychainError) {
         _ = try call("SetSettings", [KeychainBus.encode(settings)])
     }
 }

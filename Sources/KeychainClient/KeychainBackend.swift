@@ -5,7 +5,7 @@ import KeychainStore
 /// A keychain a client works on: a keychain file opened in this process, or
 /// one the user's daemon holds (``DaemonKeychain``). `SecItem*` and the
 /// `latchkey` command both go through it.
-public protocol KeychainBackend: Sendable {
+package protocol KeychainBackend: Sendable {
     /// Whether attributes and secrets are out of reach until an unlock.
     var isLocked: Bool { get }
     /// Adds an item.
@@ -30,12 +30,12 @@ public protocol KeychainBackend: Sendable {
 
 extension Keychain: KeychainBackend {
     /// Unlocks with the keychain password.
-    public func unlock(withPassword password: [UInt8]) throws(KeychainError) {
+    package func unlock(withPassword password: [UInt8]) throws(KeychainError) {
         try unlock(password: password)
     }
 
     /// Re-wraps the keychain key under a new password.
-    public func changePassword(from old: [UInt8], to new: [UInt8]) throws(KeychainError) {
+    package func changePassword(from old: [UInt8], to new: [UInt8]) throws(KeychainError) {
         try changePassword(from: old, to: new, kdf: nil)
     }
 }

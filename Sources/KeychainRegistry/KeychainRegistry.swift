@@ -98,13 +98,15 @@ package final class KeychainRegistry {
             if let loginPassword { try keychain.unlock(password: loginPassword) }
             try addLogin(keychain)
         } else if let loginPassword {
-            try addLogin(try Self.createLoginKeychain(at: loginKeychainPath, password: loginPassword, configuration.kdf))
+            try addLogin(
+                try Self.createLoginKeychain(at: loginKeychainPath, password: loginPassword, configuration.kdf))
         }
         let login = login?.keychain
         var held = [UInt8](repeating: 0, count: 32)
         for index in held.indices { held[index] = UInt8.random(in: 0...255) }
         let session = try Keychain.createInMemory(password: held)
-        keychains.append(HeldKeychain(id: Self.sessionID, keychain: session, unlocking: .heldPassword(held), label: "Session"))
+        keychains.append(
+            HeldKeychain(id: Self.sessionID, keychain: session, unlocking: .heldPassword(held), label: "Session"))
         aliases["session"] = Self.sessionID
 
         let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
@@ -133,14 +135,17 @@ package final class KeychainRegistry {
     /// Serves `keychain` as `login`, alias `default`.
     func addLogin(_ keychain: Keychain) throws(KeychainError) {
         try keychain.limitMemory(to: .lean)
-        keychains.insert(HeldKeychain(id: Self.loginID, keychain: keychain, unlocking: .loginPassword, label: "Login"), at: 0)
+        keychains.insert(
+            HeldKeychain(id: Self.loginID, keychain: keychain, unlocking: .loginPassword, label: "Login"), at: 0)
         if aliases["default"] == nil { aliases["default"] = Self.loginID }
     }
 
     /// Whether `text` is already a valid object-path element (ASCII letters, digits, `_`).
     static func isPathElement(_ text: String) -> Bool {
         !text.isEmpty
-            && text.unicodeScalars.allSatisfy { $0 == "_" || ($0.isASCII && $0.properties.isAlphabetic) || ("0"..."9").contains($0) }
+            && text.unicodeScalars.allSatisfy {
+                $0 == "_" || ($0.isASCII && $0.properties.isAlphabetic) || ("0"..."9").contains($0)
+            }
     }
 
     // MARK: Events
@@ -353,14 +358,18 @@ package final class KeychainRegistry {
         guard let (path, state) = pendingCheckpoints.min(by: { $0.value.due < $1.value.due }) else { return nil }
         guard state.due <= now else { return state.due - now }
         checkpointRunning = true
-        offLoop({ Keychain.checkpoint(at: path, waitMilliseconds: 0) }) { [self] completed in
-            checkpointRunning = false
-            if completed || state.tries >= Self.checkpointTries {
-                pendingCheckpoints[path] = nil
-            } else {
-                pendingCheckpoints[path] = (due: MonotonicClock.nanoseconds() / 1_000_000 + 250, tries: state.tries + 1)
-            }
-        }
+        offLoop(
+            { Keychain.checkpoint(at: path, waitMilliseconds: 0) },
+            then: { [self] completed in
+                checkpointRunning = false
+                if completed || state.tries >= Self.checkpointTries {
+                    pendingCheckpoints[path] = nil
+                } else {
+                    pendingCheckpoints[path] = (
+                        due: MonotonicClock.nanoseconds() / 1_000_000 + 250, tries: state.tries + 1
+                    )
+                }
+            })
         return 250
     }
 

@@ -69,42 +69,44 @@ extension KeychainRegistry {
         let existing = login?.keychain
         let path = loginKeychainPath
         let kdf = configuration.kdf
-        offLoop({ () -> Result<LoginKeyDerivation, KeychainError> in
-            do throws(KeychainError) {
-                if let existing { return .success(.unwrapped(try existing.unwrapKey(password: secret.bytes))) }
-                return .success(.created(try Self.createLoginKeychain(at: path, password: secret.bytes, kdf)))
-            } catch {
-                return .failure(error)
-            }
-        }) { [self] result in
-            switch result {
-            case .success(.created(let keychain)) where login == nil:
+        offLoop(
+            { () -> Result<LoginKeyDerivation, KeychainError> in
                 do throws(KeychainError) {
-                    try addLogin(keychain)
+                    if let existing { return .success(.unwrapped(try existing.unwrapKey(password: secret.bytes))) }
+                    return .success(.created(try Self.createLoginKeychain(at: path, password: secret.bytes, kdf)))
                 } catch {
-                    return completion(.notUnlocked(.failed(error)))
+                    return .failure(error)
                 }
-                limiter.succeeded()
-                if let created = login { announce(.created(created)) }
-                completion(.created)
-            case .success(.created):
-                // Another request created it first; this one's file cannot exist.
-                completion(.unlocked)
-            case .success(.unwrapped(let key)):
-                limiter.succeeded()
-                if let login, login.isLocked {
-                    login.keychain.unlock(with: key)
-                    announceLoginUnlocked()
+            },
+            then: { [self] result in
+                switch result {
+                case .success(.created(let keychain)) where login == nil:
+                    do throws(KeychainError) {
+                        try addLogin(keychain)
+                    } catch {
+                        return completion(.notUnlocked(.failed(error)))
+                    }
+                    limiter.succeeded()
+                    if let created = login { announce(.created(created)) }
+                    completion(.created)
+                case .success(.created):
+                    // Another request created it first; this one's file cannot exist.
+                    completion(.unlocked)
+                case .success(.unwrapped(let key)):
+                    limiter.succeeded()
+                    if let login, login.isLocked {
+                        login.keychain.unlock(with: key)
+                        announceLoginUnlocked()
+                    }
+                    completion(.unlocked)
+                case .failure(let error):
+                    if error.status == .authFailed {
+                        limiter.failed()
+                        if offerRekey, let login = login?.keychain { askToRekey(login, to: secret) }
+                    }
+                    completion(.notUnlocked(.failed(error)))
                 }
-                completion(.unlocked)
-            case .failure(let error):
-                if error.status == .authFailed {
-                    limiter.failed()
-                    if offerRekey, let login = login?.keychain { askToRekey(login, to: secret) }
-                }
-                completion(.notUnlocked(.failed(error)))
-            }
-        }
+            })
     }
 
     /// What the worker derived for a login unlock.
@@ -124,23 +126,25 @@ extension KeychainRegistry {
         guard wait == 0 else { return completion(.notTried(waitSeconds: wait)) }
         let (oldSecret, newSecret) = (SecretBytes(old), SecretBytes(new))
         let keychain = held.keychain
-        offLoop({ () -> Result<PasswordChange, KeychainError> in
-            do throws(KeychainError) {
-                return .success(try keychain.rewrap(from: oldSecret.bytes, to: newSecret.bytes))
-            } catch {
-                return .failure(error)
-            }
-        }) { [self] result in
-            do throws(KeychainError) {
-                try keychain.commit(try result.get())
-            } catch {
-                if error.status == .authFailed { limiter.failed() }
-                return completion(.failed(error))
-            }
-            limiter.succeeded()
-            scheduleCheckpoint(keychain.path)
-            completion(.accepted)
-        }
+        offLoop(
+            { () -> Result<PasswordChange, KeychainError> in
+                do throws(KeychainError) {
+                    return .success(try keychain.rewrap(from: oldSecret.bytes, to: newSecret.bytes))
+                } catch {
+                    return .failure(error)
+                }
+            },
+            then: { [self] result in
+                do throws(KeychainError) {
+                    try keychain.commit(try result.get())
+                } catch {
+                    if error.status == .authFailed { limiter.failed() }
+                    return completion(.failed(error))
+                }
+                limiter.succeeded()
+                scheduleCheckpoint(keychain.path)
+                completion(.accepted)
+            })
     }
 
     /// Tells the faces the login keychain unlocked, and unlocks the collections its key wraps.
@@ -158,16 +162,18 @@ extension KeychainRegistry {
     package func promptForLoginPassword(unlocking waiting: [HeldKeychain], completion: @escaping (Bool) -> Void) {
         guard let login = login?.keychain else { return completion(false) }
         let pinentry = configuration.pinentry
-        offLoop(onOwnThread: true, { Self.askLoginPassword(login, pinentry) }) { [self] key in
-            if let key, let held = self.login, held.isLocked {
-                limiter.succeeded()
-                held.keychain.unlock(with: key)
-                announce(.lockChanged(held))
-            }
-            guard let held = self.login, !held.isLocked else { return completion(false) }
-            unlockUnderLogin(among: waiting)
-            completion(true)
-        }
+        offLoop(
+            onOwnThread: true, { Self.askLoginPassword(login, pinentry) },
+            then: { [self] key in
+                if let key, let held = self.login, held.isLocked {
+                    limiter.succeeded()
+                    held.keychain.unlock(with: key)
+                    announce(.lockChanged(held))
+                }
+                guard let held = self.login, !held.isLocked else { return completion(false) }
+                unlockUnderLogin(among: waiting)
+                completion(true)
+            })
     }
 
     /// Asks for the login password until it opens the login keychain (its key), or the user cancels, the
@@ -190,22 +196,24 @@ extension KeychainRegistry {
         guard !rekeyPromptShowing else { return }
         rekeyPromptShowing = true
         let pinentry = configuration.pinentry
-        offLoop(onOwnThread: true, { Self.askOldPassword(login, rekeyingTo: loginPassword, pinentry) }) {
-            [self] rekeyed in
-            rekeyPromptShowing = false
-            guard let (change, key) = rekeyed, let held = self.login, held.keychain === login else { return }
-            do throws(KeychainError) {
-                try login.commit(change)
-            } catch {
-                return
-            }
-            scheduleCheckpoint(login.path)
-            limiter.succeeded()
-            if held.isLocked {
-                login.unlock(with: key)
-                announceLoginUnlocked()
-            }
-        }
+        offLoop(
+            onOwnThread: true, { Self.askOldPassword(login, rekeyingTo: loginPassword, pinentry) },
+            then: {
+                [self] rekeyed in
+                rekeyPromptShowing = false
+                guard let (change, key) = rekeyed, let held = self.login, held.keychain === login else { return }
+                do throws(KeychainError) {
+                    try login.commit(change)
+                } catch {
+                    return
+                }
+                scheduleCheckpoint(login.path)
+                limiter.succeeded()
+                if held.isLocked {
+                    login.unlock(with: key)
+                    announceLoginUnlocked()
+                }
+            })
     }
 
     private static func askOldPassword(

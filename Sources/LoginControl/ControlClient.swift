@@ -122,15 +122,14 @@ private struct PeerCredentials {
 func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline) -> ControlClientError? {
     var sent = 0
     while sent < bytes.count {
-        let count = bytes.withUnsafeBytes {
-            send(fd, $0.baseAddress.map { $0 + sent }, $0.count - sent, Int32(MSG_NOSIGNAL))
+        let count = bytes.withUnsafeBytes { raw in
+            Result { () throws(SystemError) in try Posix.send(fd, raw.baseAddress.map { $0 + sent }, raw.count - sent) }
         }
-        if count > 0 {
-            sent += count
-        } else if count < 0, errno == EAGAIN || errno == EINTR {
+        switch count {
+        case .success(let count): sent += count
+        case .failure(let error) where error.errno == EAGAIN:
             guard deadline.waitUntil(fd, isReadyFor: Int16(POLLOUT)) else { return .timedOut }
-        } else {
-            return .failed("send: \(errorText())")
+        case .failure(let error): return .failed(error.description)
         }
     }
     return nil
@@ -150,15 +149,15 @@ func readFrame(_ fd: Int32, maximum: Int, deadline: Deadline) -> Result<[UInt8],
 private func readExactly(_ fd: Int32, _ buffer: inout [UInt8], deadline: Deadline) -> ControlClientError? {
     var got = 0
     while got < buffer.count {
-        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress.map { $0 + got }, $0.count - got, 0) }
-        if count > 0 {
-            got += count
-        } else if count == 0 {
-            return .failed("the daemon closed the connection")
-        } else if errno == EAGAIN || errno == EINTR {
+        let count = buffer.withUnsafeMutableBytes { raw in
+            Result { () throws(SystemError) in try Posix.recv(fd, raw.baseAddress.map { $0 + got }, raw.count - got) }
+        }
+        switch count {
+        case .success(0): return .failed("the daemon closed the connection")
+        case .success(let count): got += count
+        case .failure(let error) where error.errno == EAGAIN:
             guard deadline.waitUntil(fd, isReadyFor: Int16(POLLIN)) else { return .timedOut }
-        } else {
-            return .failed("recv: \(errorText())")
+        case .failure(let error): return .failed(error.description)
         }
     }
     return nil

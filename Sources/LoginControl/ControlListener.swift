@@ -119,7 +119,9 @@ package final class ControlListener {
 
     /// What to `poll`: the listening socket (while there is room) and each open connection.
     package var pollDescriptors: [pollfd] {
-        var fds = connections.filter { $0.responder == nil }.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+        var fds = connections.filter { $0.responder == nil }.map {
+            pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0)
+        }
         if connections.count < Self.maximumConnections {
             fds.append(pollfd(fd: listening, events: Int16(POLLIN), revents: 0))
         }

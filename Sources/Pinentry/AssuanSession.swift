@@ -196,13 +196,16 @@ final class AssuanSession {
             }
             try waitUntilReady(Int16(POLLIN))
             let count = storage.withUnsafeMutableBytes { bytes in
-                Result { () throws(SystemError) in try Posix.read(socket, bytes.baseAddress.map { $0 + filled }, bytes.count - filled) }
+                Result { () throws(SystemError) in
+                    try Posix.read(socket, bytes.baseAddress.map { $0 + filled }, bytes.count - filled)
+                }
             }
             switch count {
             case .success(0): throw PinentryError(reason: "the program closed the connection or exited")
             case .success(let count): filled += count
             case .failure(let error) where error.errno == EAGAIN: continue
-            case .failure(let error): throw PinentryError(reason: "cannot read from the program: \(Self.describe(error.errno))")
+            case .failure(let error):
+                throw PinentryError(reason: "cannot read from the program: \(Self.describe(error.errno))")
             }
         }
     }
@@ -223,13 +226,15 @@ final class AssuanSession {
             try waitUntilReady(Int16(POLLOUT))
             let count = bytes.withUnsafeBytes { buffer in
                 Result { () throws(SystemError) in
-                    try Posix.send(socket, buffer.baseAddress.map { $0 + offset }, buffer.count - offset, Int32(MSG_DONTWAIT))
+                    try Posix.send(
+                        socket, buffer.baseAddress.map { $0 + offset }, buffer.count - offset, Int32(MSG_DONTWAIT))
                 }
             }
             switch count {
             case .success(let count): offset += count
             case .failure(let error) where error.errno == EAGAIN: continue
-            case .failure(let error): throw PinentryError(reason: "cannot write to the program: \(Self.describe(error.errno))")
+            case .failure(let error):
+                throw PinentryError(reason: "cannot write to the program: \(Self.describe(error.errno))")
             }
         }
     }

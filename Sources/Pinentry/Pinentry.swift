@@ -2,22 +2,22 @@ import FoundationEssentials
 import Glibc
 
 /// What the prompt shows.
-public struct PinentryRequest: Sendable, Hashable {
+package struct PinentryRequest: Sendable, Hashable {
     /// The window title (`SETTITLE`); not sent when empty.
-    public var title: String
+    package var title: String
     /// The explanation of what is asked and why (`SETDESC`); may span several lines.
-    public var description: String
+    package var description: String
     /// The label next to the entry field (`SETPROMPT`).
-    public var prompt: String
+    package var prompt: String
     /// An error shown above the entry field (`SETERROR`), e.g. after a wrong password.
-    public var error: String?
+    package var error: String?
     /// The text of the OK button (`SETOK`); the program's default when nil.
-    public var okLabel: String?
+    package var okLabel: String?
     /// The text of the Cancel button (`SETCANCEL`); the program's default when nil.
-    public var cancelLabel: String?
+    package var cancelLabel: String?
 
     /// Describes a prompt.
-    public init(
+    package init(
         title: String, description: String, prompt: String = "Password:", error: String? = nil,
         okLabel: String? = nil, cancelLabel: String? = nil
     ) {
@@ -31,7 +31,7 @@ public struct PinentryRequest: Sendable, Hashable {
 }
 
 /// How a prompt ended.
-public enum PinentryOutcome: Sendable, Equatable {
+package enum PinentryOutcome: Sendable, Equatable {
     /// The user entered this password: the UTF-8 bytes the program sent. The caller should zero them after use.
     case password([UInt8])
     /// The user dismissed the prompt.
@@ -39,35 +39,35 @@ public enum PinentryOutcome: Sendable, Equatable {
 }
 
 /// A failure to run the prompt at all (program missing, protocol error, timeout).
-public struct PinentryError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct PinentryError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong, in words.
-    public let reason: String
+    package let reason: String
 
     /// Wraps a reason.
-    public init(reason: String) {
+    package init(reason: String) {
         self.reason = reason
     }
 
     /// The reason, prefixed so that it reads well in a log.
-    public var description: String { "pinentry: \(reason)" }
+    package var description: String { "pinentry: \(reason)" }
 }
 
 /// Runs a pinentry program.
 ///
 /// Each call starts a fresh child process, talks Assuan to it over a socket that is the child's stdin and stdout,
 /// says `BYE`, and reaps it. Calls block and may run on several threads at once.
-public struct Pinentry: Sendable {
+package struct Pinentry: Sendable {
     /// The program: a path, or a name searched in the `PATH` of `environment`.
-    public let program: String
+    package let program: String
     /// The environment the child runs with.
-    public let environment: [String: String]
+    package let environment: [String: String]
     /// How long a whole exchange may take before the child is killed.
-    public let timeout: Duration
+    package let timeout: Duration
 
     /// `program` is a path or a name searched in PATH; `environment` is passed to the child (DISPLAY,
     /// WAYLAND_DISPLAY, GPG_TTY, DBUS_SESSION_BUS_ADDRESS … matter to real pinentries); `timeout` bounds the whole
     /// exchange (the child is killed after it).
-    public init(
+    package init(
         program: String = "pinentry", environment: [String: String] = ProcessInfo.processInfo.environment,
         timeout: Duration = .seconds(120)
     ) {
@@ -77,13 +77,13 @@ public struct Pinentry: Sendable {
     }
 
     /// The program chosen the way the daemon should: `PINENTRY` from `environment` if set, else "pinentry".
-    public static func fromEnvironment(_ environment: [String: String]) -> Pinentry {
+    package static func fromEnvironment(_ environment: [String: String]) -> Pinentry {
         let chosen = environment["PINENTRY"].flatMap { $0.isEmpty ? nil : $0 } ?? "pinentry"
         return Pinentry(program: chosen, environment: environment)
     }
 
     /// Asks for a password (GETPIN). Blocking.
-    public func askPassword(_ request: PinentryRequest) throws(PinentryError) -> PinentryOutcome {
+    package func askPassword(_ request: PinentryRequest) throws(PinentryError) -> PinentryOutcome {
         var pin: [UInt8] = []
         let reply: AssuanReply
         do throws(PinentryError) {
@@ -107,7 +107,7 @@ public struct Pinentry: Sendable {
     }
 
     /// Asks for a yes/no confirmation (CONFIRM): true for OK, false for cancel. Blocking.
-    public func confirm(_ request: PinentryRequest) throws(PinentryError) -> Bool {
+    package func confirm(_ request: PinentryRequest) throws(PinentryError) -> Bool {
         var ignored: [UInt8] = []
         defer { AssuanText.wipe(&ignored) }
         let reply = try converse(request) { session throws(PinentryError) in

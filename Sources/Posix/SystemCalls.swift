@@ -48,7 +48,9 @@ package enum Posix {
         var written = 0
         while written < bytes.count {
             let count = bytes.withUnsafeBytes { raw in
-                Result { () throws(SystemError) in try write(fd, raw.baseAddress.map { $0 + written }, raw.count - written) }
+                Result { () throws(SystemError) in
+                    try write(fd, raw.baseAddress.map { $0 + written }, raw.count - written)
+                }
             }
             guard try count.get() > 0 else { throw SystemError("write", errno: EIO) }
             written += (try? count.get()) ?? 0

@@ -19,11 +19,15 @@ extension SecretServiceDaemon {
                 case .unlocked: reply(ControlReply(.ok, "login keychain unlocked"))
                 case .alreadyUnlocked: reply(ControlReply(.ok, "login keychain already unlocked"))
                 case .notUnlocked(let why):
-                    let failing = self.registry.login == nil ? "cannot create the login keychain" : "cannot unlock the login keychain"
+                    let failing =
+                        self.registry.login == nil
+                        ? "cannot create the login keychain" : "cannot unlock the login keychain"
                     reply(
                         Self.refusal(
                             why, failing: failing,
-                            wrong: "the login password does not unlock the login keychain; the user is offered to re-key it"))
+                            wrong:
+                                "the login password does not unlock the login keychain; the user is offered to re-key it"
+                        ))
                 }
             }
         case .closeSession(let lockIfLast):

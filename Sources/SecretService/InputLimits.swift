@@ -2,22 +2,22 @@ import DBus
 
 /// Bounds on what a client may send, so that no request can make the daemon
 /// hold or index unbounded data. Going past one gives `InvalidArgs`.
-public struct InputLimits: Sendable {
+package struct InputLimits: Sendable {
     /// Attributes in one item or search.
-    public var attributeCount = 512
+    package var attributeCount = 512
     /// Bytes in an attribute name.
-    public var attributeNameBytes = 256
+    package var attributeNameBytes = 256
     /// Bytes in an attribute value.
-    public var attributeValueBytes = 16 * 1024
+    package var attributeValueBytes = 16 * 1024
     /// Bytes in a label.
-    public var labelBytes = 4 * 1024
+    package var labelBytes = 4 * 1024
     /// Bytes in a secret.
-    public var secretBytes = 1024 * 1024
+    package var secretBytes = 1024 * 1024
     /// Objects named in one Lock, Unlock or GetSecrets call.
-    public var objectCount = 100_000
+    package var objectCount = 100_000
 
     /// The defaults above.
-    public init() {}
+    package init() {}
 
     func check(attributes: [String: String]) throws(DBusError) {
         guard attributes.count <= attributeCount else {

@@ -71,7 +71,8 @@ struct NativeKeychainObject: DBusObject {
                     ) { (object, _, query, attributes, secret, hasSecret) throws(DBusError) in
                         try native { () throws(KeychainError) in
                             let changes = ItemChanges(
-                                attributes: attributes.attributes, secret: try object.secret(secret, present: hasSecret))
+                                attributes: attributes.attributes, secret: try object.secret(secret, present: hasSecret)
+                            )
                             try object.checkCount(query.query.attributes)
                             try object.checkCount(changes.attributes)
                             let count = try object.keychain.keychain.update(matching: query.query, with: changes)

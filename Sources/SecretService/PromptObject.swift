@@ -89,7 +89,8 @@ extension SecretServiceDaemon {
         registry.promptForLoginPassword(unlocking: prompt.waiting) { [self] unlocked in
             // A prompt dismissed or dropped meanwhile has already ended.
             guard prompts.removeValue(forKey: prompt.path) != nil else { return }
-            completed(prompt, unlocked: unlocked ? prompt.objects.filter { owningCollection($0)?.isLocked == false } : nil)
+            completed(
+                prompt, unlocked: unlocked ? prompt.objects.filter { owningCollection($0)?.isLocked == false } : nil)
         }
     }
 

@@ -267,7 +267,8 @@ package final class SecretServiceDaemon {
         emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Locked": locked])
         emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
         for reference in (try? held.itemReferences()) ?? [] {
-            emitPropertiesChanged(ObjectPaths.item(reference, in: held.id), ItemObject.interfaceName, ["Locked": locked])
+            emitPropertiesChanged(
+                ObjectPaths.item(reference, in: held.id), ItemObject.interfaceName, ["Locked": locked])
         }
     }
 

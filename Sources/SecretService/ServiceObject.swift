@@ -85,13 +85,13 @@ struct ServiceObject: DBusObject {
             return [.variant(.string("")), .objectPath(path)]
         case SecretSession.diffieHellmanName:
             guard case .bytes(let clientKey) = input else {
-                throw SecretServiceError.invalidArgs("\(algorithm) takes the client's public key as ay")
+                throw SecretServiceError.invalidArgs("\(algorithm) takes the client's package key as ay")
             }
             let cipher: DHSessionCipher
             do {
                 cipher = try DHSessionCipher(clientPublicKey: clientKey)
             } catch {
-                throw SecretServiceError.invalidArgs("the client public key is not valid: \(error)")
+                throw SecretServiceError.invalidArgs("the client package key is not valid: \(error)")
             }
             daemon.sessions[path] = SecretSession(path: path, owner: caller, algorithm: .diffieHellman(cipher))
             return [.variant(.bytes(cipher.serverPublicKey)), .objectPath(path)]
@@ -119,7 +119,7 @@ struct ServiceObject: DBusObject {
         let created: HeldKeychain
         do {
             created = try registry.createKeychain(label: label, pathElement: DBusNames.pathElement)
-        } catch where error.status == .noSuchKeychain {
+        } catch  where error.status == .noSuchKeychain {
             throw DBusError(.notSupported, error.reason)
         } catch {
             throw SecretServiceError.from(error)

@@ -6,7 +6,7 @@ import DBus
 ///
 /// Only a signal sent by the current owner of `org.freedesktop.login1` counts: any client may send a signal
 /// straight to this connection, and the bus's match rule does not filter those.
-public final class SleepWatch {
+package final class SleepWatch {
     private let connection: DBusConnection
 
     /// The match rule: logind's sleep announcement, and nothing else.
@@ -15,7 +15,7 @@ public final class SleepWatch {
         + "interface='org.freedesktop.login1.Manager',member='PrepareForSleep'"
 
     /// Subscribes `connection`, a connection to the system bus, to logind's sleep announcements.
-    public init(systemBus connection: DBusConnection) throws(DBusError) {
+    package init(systemBus connection: DBusConnection) throws(DBusError) {
         try connection.addMatch(Self.matchRule)
         self.connection = connection
     }

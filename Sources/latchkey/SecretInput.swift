@@ -1,8 +1,8 @@
 import FoundationEssentials
 import Glibc
 import KeychainCore
-import Posix
 import Pinentry
+import Posix
 
 /// Where the command gets secrets: the terminal with echo off, standard
 /// input (`--stdin`), or pinentry when there is no terminal.

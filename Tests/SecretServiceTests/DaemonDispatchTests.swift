@@ -64,11 +64,21 @@ private struct DeclaredInterface {
     @Test func unknownMembersInterfacesAndObjects() throws {
         let daemon = try InProcessDaemon()
         let service = "/org/freedesktop/secrets"
-        #expect(try daemon.errorName(service, "org.freedesktop.Secret.Service", "Nope") == "org.freedesktop.DBus.Error.UnknownMethod")
-        #expect(try daemon.errorName(service, "org.example.Other", "SearchItems", [.stringDictionary([:])]) == "org.freedesktop.DBus.Error.UnknownMethod")
-        #expect(try daemon.errorName("/org/freedesktop/secrets/collection/none", nil, "Delete") == "org.freedesktop.Secret.Error.NoSuchObject")
-        #expect(try daemon.errorName("/elsewhere", "org.freedesktop.DBus.Properties", "GetAll", [.string("")]) == "org.freedesktop.Secret.Error.NoSuchObject")
-        #expect(try daemon.errorName(KeychainBus.path(collection: "none"), KeychainBus.interface, "Status") == "org.freedesktop.Secret.Error.NoSuchObject")
+        #expect(
+            try daemon.errorName(service, "org.freedesktop.Secret.Service", "Nope")
+                == "org.freedesktop.DBus.Error.UnknownMethod")
+        #expect(
+            try daemon.errorName(service, "org.example.Other", "SearchItems", [.stringDictionary([:])])
+                == "org.freedesktop.DBus.Error.UnknownMethod")
+        #expect(
+            try daemon.errorName("/org/freedesktop/secrets/collection/none", nil, "Delete")
+                == "org.freedesktop.Secret.Error.NoSuchObject")
+        #expect(
+            try daemon.errorName("/elsewhere", "org.freedesktop.DBus.Properties", "GetAll", [.string("")])
+                == "org.freedesktop.Secret.Error.NoSuchObject")
+        #expect(
+            try daemon.errorName(KeychainBus.path(collection: "none"), KeychainBus.interface, "Status")
+                == "org.freedesktop.Secret.Error.NoSuchObject")
         // Without an interface, the member is looked up in every interface of the object.
         let reply = try daemon.ok(service, nil, "SearchItems", [.stringDictionary([:])])
         #expect(reply.map(\.signature) == ["ao", "ao"])
@@ -116,11 +126,15 @@ private struct DeclaredInterface {
         let properties = "org.freedesktop.DBus.Properties"
         let collection = "org.freedesktop.Secret.Collection"
         #expect(
-            try daemon.errorName(login, properties, "Set", [.string(collection), .string("Label"), .variant(.uint32(3))])
+            try daemon.errorName(
+                login, properties, "Set", [.string(collection), .string("Label"), .variant(.uint32(3))])
                 == "org.freedesktop.DBus.Error.InvalidArgs")
         daemon.clearSignals()
         try daemon.ok(login, properties, "Set", [.string(collection), .string("Label"), .variant(.string("Mine"))])
-        #expect(try daemon.ok(login, properties, "Get", [.string(collection), .string("Label")]) == [.variant(.string("Mine"))])
+        #expect(
+            try daemon.ok(login, properties, "Get", [.string(collection), .string("Label")]) == [
+                .variant(.string("Mine"))
+            ])
         #expect(daemon.signals.contains { $0.member == "PropertiesChanged" && $0.path == login })
         #expect(daemon.signals.contains { $0.member == "CollectionChanged" && $0.path == "/org/freedesktop/secrets" })
     }
@@ -136,7 +150,8 @@ private struct DeclaredInterface {
                 for property in interface.properties { #expect(xml.contains("<property name=\"\(property.name)\"")) }
             }
         }
-        let nodes = try daemon.ok("/org/freedesktop/secrets/collection", "org.freedesktop.DBus.Introspectable", "Introspect")
+        let nodes = try daemon.ok(
+            "/org/freedesktop/secrets/collection", "org.freedesktop.DBus.Introspectable", "Introspect")
         #expect(nodes.first?.text?.contains("<node name=\"login\"/>") == true)
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("dbus/org.freedesktop.Secrets.xml")
@@ -150,22 +165,29 @@ private struct DeclaredInterface {
         try daemon.ok(
             "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "CreateCollection",
             [.variantDictionary(["org.freedesktop.Secret.Collection.Label": .string("Work")]), .string("")])
-        try daemon.ok(item, "org.freedesktop.Secret.Item", "SetSecret", [
-            .structure([.objectPath(session), .bytes([]), .bytes(Array("two".utf8)), .string("text/plain")])
-        ])
+        try daemon.ok(
+            item, "org.freedesktop.Secret.Item", "SetSecret",
+            [
+                .structure([.objectPath(session), .bytes([]), .bytes(Array("two".utf8)), .string("text/plain")])
+            ])
         try daemon.ok(item, "org.freedesktop.Secret.Item", "Delete")
         try daemon.ok(
             "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock",
             [.objectPaths(["/org/freedesktop/secrets/collection/login"])])
         let declared = [
-            ServiceObject.interfaces.map(DeclaredInterface.init), CollectionObject.interfaces.map(DeclaredInterface.init),
+            ServiceObject.interfaces.map(DeclaredInterface.init),
+            CollectionObject.interfaces.map(DeclaredInterface.init),
             ItemObject.interfaces.map(DeclaredInterface.init), PromptObject.interfaces.map(DeclaredInterface.init),
         ].flatMap { $0 }
         let members = Set(daemon.signals.compactMap(\.member))
-        #expect(members.isSuperset(of: ["ItemCreated", "ItemChanged", "CollectionCreated", "CollectionChanged", "PropertiesChanged"]))
+        #expect(
+            members.isSuperset(of: [
+                "ItemCreated", "ItemChanged", "CollectionCreated", "CollectionChanged", "PropertiesChanged",
+            ]))
         for signal in daemon.signals {
             let interface = try #require(declared.first { $0.name == signal.interface }, "\(signal.interface ?? "")")
-            let declaration = try #require(interface.signals.first { $0.name == signal.member }, "\(signal.member ?? "")")
+            let declaration = try #require(
+                interface.signals.first { $0.name == signal.member }, "\(signal.member ?? "")")
             #expect(signal.signature == declaration.signature, "\(signal.member ?? "")")
         }
     }
@@ -174,8 +196,12 @@ private struct DeclaredInterface {
         let daemon = try InProcessDaemon()
         let session = try daemon.openPlainSession(sender: ":1.20")
         let item = try daemon.createItem(session: session, attributes: ["who": "me"], secret: "mine", sender: ":1.20")
-        #expect(try daemon.errorName(item, "org.freedesktop.Secret.Item", "GetSecret", [.objectPath(session)], sender: ":1.21") == "org.freedesktop.Secret.Error.NoSession")
-        let secret = try daemon.ok(item, "org.freedesktop.Secret.Item", "GetSecret", [.objectPath(session)], sender: ":1.20")
+        #expect(
+            try daemon.errorName(
+                item, "org.freedesktop.Secret.Item", "GetSecret", [.objectPath(session)], sender: ":1.21")
+                == "org.freedesktop.Secret.Error.NoSession")
+        let secret = try daemon.ok(
+            item, "org.freedesktop.Secret.Item", "GetSecret", [.objectPath(session)], sender: ":1.20")
         guard case .structure(let members)? = secret.first, case .bytes(let bytes) = members[2] else {
             Issue.record("GetSecret gave \(secret)")
             return
@@ -186,7 +212,9 @@ private struct DeclaredInterface {
             arguments: [.string(":1.20"), .string(":1.20"), .string("")])
         left.stampAsDelivered(from: "org.freedesktop.DBus", serial: 99)
         _ = daemon.daemon.handle(left)
-        #expect(try daemon.errorName(session, "org.freedesktop.Secret.Session", "Close", sender: ":1.20") == "org.freedesktop.Secret.Error.NoSuchObject")
+        #expect(
+            try daemon.errorName(session, "org.freedesktop.Secret.Session", "Close", sender: ":1.20")
+                == "org.freedesktop.Secret.Error.NoSuchObject")
         // The same signal from a client is not believed.
         let other = try daemon.openPlainSession(sender: ":1.30")
         let forged = try DBusMessage.signal(
@@ -201,7 +229,8 @@ private struct DeclaredInterface {
         let daemon = try InProcessDaemon(answers: ["password wrong", "password in-process password"])
         let login = "/org/freedesktop/secrets/collection/login"
         try daemon.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", [.objectPaths([login])])
-        let unlock = try daemon.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Unlock", [.objectPaths([login])])
+        let unlock = try daemon.ok(
+            "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Unlock", [.objectPaths([login])])
         #expect(unlock.first == .objectPaths([]))
         let prompt = try #require(unlock.last?.text)
         #expect(prompt.hasPrefix("/org/freedesktop/secrets/prompt/"))
@@ -212,7 +241,10 @@ private struct DeclaredInterface {
         let completed = try #require(daemon.signals.first { $0.member == "Completed" })
         #expect(completed.path == prompt)
         #expect(try completed.arguments() == [.bool(false), .variant(.objectPaths([login]))])
-        #expect(try daemon.ok(login, "org.freedesktop.DBus.Properties", "Get", [.string("org.freedesktop.Secret.Collection"), .string("Locked")]) == [.variant(.bool(false))])
+        #expect(
+            try daemon.ok(
+                login, "org.freedesktop.DBus.Properties", "Get",
+                [.string("org.freedesktop.Secret.Collection"), .string("Locked")]) == [.variant(.bool(false))])
         #expect(daemon.signals.contains { $0.member == "PropertiesChanged" && $0.path == login })
     }
 
@@ -221,12 +253,19 @@ private struct DeclaredInterface {
         let login = "/org/freedesktop/secrets/collection/login"
         try daemon.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", [.objectPaths([login])])
         let prompt = try #require(
-            try daemon.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Unlock", [.objectPaths([login])])
-                .last?.text)
+            try daemon.ok(
+                "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Unlock", [.objectPaths([login])]
+            )
+            .last?.text)
         daemon.clearSignals()
         try daemon.ok(prompt, "org.freedesktop.Secret.Prompt", "Dismiss")
-        #expect(try daemon.signals.first { $0.member == "Completed" }?.arguments() == [.bool(true), .variant(.objectPaths([]))])
-        #expect(try daemon.errorName(prompt, "org.freedesktop.Secret.Prompt", "Prompt", [.string("")]) == "org.freedesktop.Secret.Error.NoSuchObject")
+        #expect(
+            try daemon.signals.first { $0.member == "Completed" }?.arguments() == [
+                .bool(true), .variant(.objectPaths([])),
+            ])
+        #expect(
+            try daemon.errorName(prompt, "org.freedesktop.Secret.Prompt", "Prompt", [.string("")])
+                == "org.freedesktop.Secret.Error.NoSuchObject")
         #expect(daemon.daemon.registry.login?.isLocked == true)
     }
 
@@ -236,7 +275,8 @@ private struct DeclaredInterface {
         let daemon = try InProcessDaemon()
         let native = KeychainBus.path(collection: "login")
         try daemon.ok(native, KeychainBus.interface, "Lock")
-        let (immediate, call) = try daemon.send(native, KeychainBus.interface, "Unlock", [.bytes(InProcessDaemon.password)])
+        let (immediate, call) = try daemon.send(
+            native, KeychainBus.interface, "Unlock", [.bytes(InProcessDaemon.password)])
         #expect(immediate == nil)
         try daemon.ok("/org/freedesktop/secrets", "org.freedesktop.DBus.Properties", "GetAll", [.string("")])
         let reply = try #require(daemon.awaitCompletion(of: call))
@@ -254,7 +294,8 @@ private struct DeclaredInterface {
         let daemon = try InProcessDaemon()
         let native = KeychainBus.path(collection: "login")
         let new = Array("changed".utf8)
-        let (_, call) = try daemon.send(native, KeychainBus.interface, "ChangePassword", [.bytes(InProcessDaemon.password), .bytes(new)])
+        let (_, call) = try daemon.send(
+            native, KeychainBus.interface, "ChangePassword", [.bytes(InProcessDaemon.password), .bytes(new)])
         #expect(try #require(daemon.awaitCompletion(of: call)).kind == .methodReturn)
         daemon.settle()
         #expect(!daemon.daemon.registry.hasPendingCheckpoints)
@@ -285,7 +326,8 @@ private struct DeclaredInterface {
 
     private func searchAll(_ daemon: InProcessDaemon, _ attributes: [String: String]) throws -> ([String], [String]) {
         let reply = try daemon.ok(
-            "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "SearchItems", [.stringDictionary(attributes)])
+            "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "SearchItems", [.stringDictionary(attributes)]
+        )
         return (reply.first?.objectPathList ?? [], reply.last?.objectPathList ?? [])
     }
 

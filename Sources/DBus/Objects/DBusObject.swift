@@ -104,7 +104,9 @@ extension DBusObject {
                         DBusInput("value", DBusVariant.self)
                     ) { (object, call, interface, name, value) throws(DBusError) in
                         let property = try object.property(name, of: interface)
-                        guard let set = property.setter else { throw DBusError(.propertyReadOnly, "\(name) cannot be set") }
+                        guard let set = property.setter else {
+                            throw DBusError(.propertyReadOnly, "\(name) cannot be set")
+                        }
                         try set(object, call, value.value)
                         return .reply([])
                     },
@@ -163,7 +165,8 @@ package enum DBusIntrospection {
         var text = "  <interface name=\"\(interface.name)\">\n"
         for method in interface.methods {
             let arguments =
-                method.inputs.map { argument($0, direction: "in") } + method.outputs.map { argument($0, direction: "out") }
+                method.inputs.map { argument($0, direction: "in") }
+                + method.outputs.map { argument($0, direction: "out") }
             text += element("method", method.name, arguments)
         }
         for property in interface.properties {

@@ -3,7 +3,7 @@ import FoundationEssentials
 
 /// Errors of the transport encryption (the daemon maps them to D-Bus errors).
 enum SessionCryptoError: Error, Equatable {
-    /// The client's Diffie-Hellman public key is malformed or not an acceptable group element.
+    /// The client's Diffie-Hellman package key is malformed or not an acceptable group element.
     case invalidPublicKey(String)
     /// A secret sent by the client is malformed or does not decrypt (wrong IV or ciphertext length, bad padding).
     case invalidSecret(String)
@@ -22,7 +22,7 @@ enum SessionCryptoError: Error, Equatable {
 /// The key is immutable after initialisation and every operation uses its own OpenSSL context, so one
 /// instance may be used from several threads. The key is wiped when the instance is released.
 final class DHSessionCipher: @unchecked Sendable {
-    /// Length in bytes of the group's prime, of the server public key and of the padded shared secret.
+    /// Length in bytes of the group's prime, of the server package key and of the padded shared secret.
     static let primeLength = 128
     /// Length in bytes of the AES-128 key.
     static let keyLength = 16
@@ -34,21 +34,21 @@ final class DHSessionCipher: @unchecked Sendable {
     /// exponent (docs/benchmarks.md).
     static let privateKeyBits = 256
 
-    /// The server public key to send back: exactly 128 bytes.
+    /// The server package key to send back: exactly 128 bytes.
     let serverPublicKey: [UInt8]
     /// The AES key, owned by this object (kept out of Swift arrays so that no copy of it is left behind).
     private let key: UnsafeMutablePointer<UInt8>
     /// The fetched AES-128-CBC implementation.
     private let cipher: OpaquePointer
 
-    /// Does the exchange for a client public key; fresh server key pair each time.
+    /// Does the exchange for a client package key; fresh server key pair each time.
     convenience init(clientPublicKey: [UInt8]) throws(SessionCryptoError) {
         try self.init(clientPublicKey: clientPublicKey, chosenPrivateKey: nil)
     }
 
     /// Does the exchange with a given server private key (big-endian, in [2, p-2]) instead of a random one.
     ///
-    /// Only for tests: it makes edge cases reproducible, such as a server public key or a shared secret
+    /// Only for tests: it makes edge cases reproducible, such as a server package key or a shared secret
     /// whose big-endian encoding has a leading zero byte. Never use it for a real session.
     convenience init(clientPublicKey: [UInt8], serverPrivateKey: [UInt8]) throws(SessionCryptoError) {
         try self.init(clientPublicKey: clientPublicKey, chosenPrivateKey: serverPrivateKey)
@@ -159,15 +159,15 @@ final class DHSessionCipher: @unchecked Sendable {
         return output
     }
 
-    /// Validates the client public key, picks the server private key, and derives the AES key into `key`.
+    /// Validates the client package key, picks the server private key, and derives the AES key into `key`.
     ///
-    /// Returns the server public key, left-padded to 128 bytes.
+    /// Returns the server package key, left-padded to 128 bytes.
     private static func agree(
         clientPublicKey: [UInt8], chosenPrivateKey: [UInt8]?, key: UnsafeMutablePointer<UInt8>
     ) throws(SessionCryptoError) -> [UInt8] {
         guard (1...primeLength).contains(clientPublicKey.count) else {
             throw .invalidPublicKey(
-                "the client public key is \(clientPublicKey.count) bytes long, expected 1 to \(primeLength)")
+                "the client package key is \(clientPublicKey.count) bytes long, expected 1 to \(primeLength)")
         }
         guard let context = BN_CTX_secure_new() else {
             throw openSSLFailure("cannot allocate a BIGNUM context")
@@ -176,7 +176,7 @@ final class DHSessionCipher: @unchecked Sendable {
         let prime = try OwnedNumber(BN_get_rfc2409_prime_1024(nil))
         let peer = try OwnedNumber(BN_bin2bn(clientPublicKey, Int32(clientPublicKey.count), nil))
         guard try isGroupElement(peer, prime: prime) else {
-            throw .invalidPublicKey("the client public key is not in [2, p-2]")
+            throw .invalidPublicKey("the client package key is not in [2, p-2]")
         }
 
         let privateKey = try OwnedNumber.secure()
@@ -200,12 +200,12 @@ final class DHSessionCipher: @unchecked Sendable {
             BN_mod_exp(shared.pointer, peer.pointer, privateKey.pointer, prime.pointer, context) == 1
         else { throw openSSLFailure("modular exponentiation failed") }
         guard BN_is_one(shared.pointer) == 0 else {
-            throw .invalidPublicKey("the client public key yields a degenerate shared secret")
+            throw .invalidPublicKey("the client package key yields a degenerate shared secret")
         }
 
         var publicBytes = [UInt8](repeating: 0, count: primeLength)
         guard BN_bn2binpad(publicKey.pointer, &publicBytes, Int32(primeLength)) == Int32(primeLength) else {
-            throw openSSLFailure("cannot encode the server public key")
+            throw openSSLFailure("cannot encode the server package key")
         }
         let secret = UnsafeMutablePointer<UInt8>.allocate(capacity: primeLength)
         secret.initialize(repeating: 0, count: primeLength)
