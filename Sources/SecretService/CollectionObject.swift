@@ -116,6 +116,13 @@ struct ItemObject: DBusObject {
     let daemon: SecretServiceDaemon
     let collection: HeldKeychain
     let reference: ItemReference
+    /// The item's attributes, read once per call (`GetAll` asks for four properties made from them).
+    private let read = ReadAttributes()
+
+    /// What one call has read of the item.
+    private final class ReadAttributes {
+        var attributes: ItemAttributes?
+    }
 
     static let interfaceName = "org.freedesktop.Secret.Item"
 
@@ -186,8 +193,11 @@ struct ItemObject: DBusObject {
     /// The item's attributes; a locked item's label, attributes and dates are sealed: they read as empty.
     private func attributes() throws(DBusError) -> ItemAttributes {
         guard !collection.isLocked else { return [:] }
+        if let attributes = read.attributes { return attributes }
         do {
-            return try collection.item(reference, returning: .attributes)?.attributes ?? [:]
+            let attributes = try collection.item(reference, returning: .attributes)?.attributes ?? [:]
+            read.attributes = attributes
+            return attributes
         } catch {
             throw SecretServiceError.from(error)
         }
