@@ -56,6 +56,14 @@ package final class KeychainRegistry {
     var limiter = WrongPasswordLimiter()
     /// Whether a "your login password changed" prompt is showing.
     var rekeyPromptShowing = false
+    /// How many times the login keychain was locked: an unlock whose key was derived across a lock is dropped.
+    var locksOfLogin = 0
+    /// Unlocks handed over by a login that are still deriving their key.
+    var unlocksAtLogin = 0
+
+    /// Whether a login's unlock is under way: clients' requests wait for it rather than find the login
+    /// keychain locked only because they came early.
+    package var isUnlockingAtLogin: Bool { unlocksAtLogin > 0 }
     private var continuations: [UInt64: (any Sendable) -> Void] = [:]
     private var continuationNumber: UInt64 = 0
     private var events: [RegistryEvent] = []
@@ -254,6 +262,7 @@ package final class KeychainRegistry {
 
     /// Locks a keychain (its key is wiped) and announces it, if it was unlocked.
     package func lock(_ held: HeldKeychain) {
+        if held.id == Self.loginID { locksOfLogin += 1 }
         guard !held.isLocked else { return }
         held.keychain.lock()
         announce(.lockChanged(held))

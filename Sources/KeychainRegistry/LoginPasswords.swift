@@ -36,6 +36,25 @@ package enum LoginPasswordOutcome {
     case failed(KeychainError)
 }
 
+/// Whose password a login unlock tries, which decides what it may do.
+package enum LoginPasswordSource: Sendable {
+    /// The password PAM verified, handed over by a login: it may create and re-key the login keychain, and
+    /// earlier wrong passwords never make it wait.
+    case verifiedByPAM
+    /// A password from root (pam_latchkey's older request, or an administrator): it may create and re-key,
+    /// under the wrong-password limit.
+    case root
+    /// A password from another process of the user: it only unlocks, under the limit.
+    case userProcess
+
+    var mayCreateOrRekey: Bool {
+        switch self {
+        case .verifiedByPAM, .root: true
+        case .userProcess: false
+        }
+    }
+}
+
 /// How a login unlock ended.
 package enum LoginUnlockOutcome {
     /// The login keychain was created with the password (first login).
@@ -58,13 +77,26 @@ final class SecretBytes: @unchecked Sendable {
 extension KeychainRegistry {
     /// Unlocks the login keychain with the login password, or creates it when there is none, deriving the
     /// key on the worker; `completion` runs on the serving thread. A wrong password means the login password
-    /// changed without the keychain: with `offerRekey`, the user is asked for the old one to re-key.
+    /// changed without the keychain: for a login's password, the user is asked for the old one to re-key.
+    ///
+    /// Only a login's password may create the login keychain or offer to re-key it (see
+    /// ``LoginPasswordSource``): a password from any other process of the user only unlocks. A lock made
+    /// while the key is derived wins: the derived key is dropped. `holdingClients` marks an unlock at login, during
+    /// which the faces hold their clients' requests (``isUnlockingAtLogin``).
     package func unlockLogin(
-        password: [UInt8], offerRekey: Bool, completion: @escaping (LoginUnlockOutcome) -> Void
+        password: [UInt8], from source: LoginPasswordSource, holdingClients: Bool = false,
+        completion: @escaping (LoginUnlockOutcome) -> Void
     ) {
         if let login, !login.isLocked { return completion(.alreadyUnlocked) }
-        let wait = limiter.secondsToWait()
+        guard login != nil || source.mayCreateOrRekey else {
+            return completion(
+                .notUnlocked(.failed(KeychainError(.noSuchKeychain, "there is no login keychain; a login creates it"))))
+        }
+        // A password PAM verified is never refused for earlier wrong ones.
+        let wait = source == .verifiedByPAM ? 0 : limiter.secondsToWait()
         guard wait == 0 else { return completion(.notUnlocked(.notTried(waitSeconds: wait))) }
+        if holdingClients { unlocksAtLogin += 1 }
+        let locksBefore = locksOfLogin
         let secret = SecretBytes(password)
         let existing = login?.keychain
         let path = loginKeychainPath
@@ -79,6 +111,7 @@ extension KeychainRegistry {
                 }
             },
             then: { [self] result in
+                if holdingClients { unlocksAtLogin -= 1 }
                 switch result {
                 case .success(.created(let keychain)) where login == nil:
                     do throws(KeychainError) {
@@ -87,14 +120,18 @@ extension KeychainRegistry {
                         return completion(.notUnlocked(.failed(error)))
                     }
                     limiter.succeeded()
-                    if let created = login { announce(.created(created)) }
+                    if let created = login {
+                        announce(.created(created))
+                        // Locked meanwhile (the last session closed): it stays locked.
+                        if locksOfLogin != locksBefore { created.keychain.lock() }
+                    }
                     completion(.created)
                 case .success(.created):
                     // Another request created it first; this one's file cannot exist.
                     completion(.unlocked)
                 case .success(.unwrapped(let key)):
                     limiter.succeeded()
-                    if let login, login.isLocked {
+                    if let login, login.isLocked, locksOfLogin == locksBefore {
                         login.keychain.unlock(with: key)
                         announceLoginUnlocked()
                     }
@@ -102,7 +139,7 @@ extension KeychainRegistry {
                 case .failure(let error):
                     if error.status == .authFailed {
                         limiter.failed()
-                        if offerRekey, let login = login?.keychain { askToRekey(login, to: secret) }
+                        if source.mayCreateOrRekey, let login = login?.keychain { askToRekey(login, to: secret) }
                     }
                     completion(.notUnlocked(.failed(error)))
                 }

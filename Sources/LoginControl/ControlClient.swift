@@ -46,22 +46,15 @@ package enum ControlClient {
         case let code:
             return .failure(.failed("connect: \(String(cString: strerror(code)))"))
         }
-        if let peer = peerUID(fd), peer != uid {
+        // Nothing is sent before the peer is known to run as the user: fail closed when it cannot be told.
+        guard let peer = peerUID(fd) else {
+            return .failure(.unsafe("cannot tell which user the process on \(path) runs as"))
+        }
+        guard peer == uid else {
             return .failure(.unsafe("the process on \(path) runs as uid \(peer), not \(uid)"))
         }
-        var bytes = request.encoded()
-        defer { wipeBytes(&bytes) }
-        if let error = writeAll(fd, bytes, deadline: deadline) { return .failure(error) }
-        switch readFrame(fd, maximum: ControlReply.maximumBodyLength, deadline: deadline) {
-        case .success(let body):
-            do {
-                return .success(try ControlReply(body: body))
-            } catch {
-                return .failure(.failed(error.reason))
-            }
-        case .failure(let error):
-            return .failure(error)
-        }
+        if let error = ControlFrames.send(request, on: fd, deadline: deadline) { return .failure(error) }
+        return ControlFrames.receiveReply(on: fd, deadline: deadline)
     }
 
     /// Why the socket at `path` must not be used, "missing" if it does not exist, nil if it is fine.
@@ -122,8 +115,16 @@ private struct PeerCredentials {
 func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline) -> ControlClientError? {
     var sent = 0
     while sent < bytes.count {
-        let count = bytes.withUnsafeBytes { raw in
+        var count = bytes.withUnsafeBytes { raw in
             Result { () throws(SystemError) in try Posix.send(fd, raw.baseAddress.map { $0 + sent }, raw.count - sent) }
+        }
+        if case .failure(let error) = count, error.errno == ENOTSOCK {
+            // A pipe (a test, or a person, driving the daemon's standard input and output).
+            count = bytes.withUnsafeBytes { raw in
+                Result { () throws(SystemError) in
+                    try Posix.write(fd, raw.baseAddress.map { $0 + sent }, raw.count - sent)
+                }
+            }
         }
         switch count {
         case .success(let count): sent += count
@@ -133,6 +134,51 @@ func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline) -> ControlClien
         }
     }
     return nil
+}
+
+/// One request or reply on a socket that is not the control socket: the standard input and output of a
+/// daemon pam_latchkey starts (a socket pair, so no write raises `SIGPIPE`). The same frames as the socket.
+package enum ControlFrames {
+    /// Sends `request` on `fd`, giving up at `deadline`.
+    package static func send(_ request: ControlRequest, on fd: Int32, deadline: Deadline) -> ControlClientError? {
+        var bytes = request.encoded()
+        defer { wipeBytes(&bytes) }
+        return writeAll(fd, bytes, deadline: deadline)
+    }
+
+    /// Reads one request from `fd`, giving up at `deadline`.
+    package static func receiveRequest(on fd: Int32, deadline: Deadline) -> Result<ControlRequest, ControlClientError> {
+        switch readFrame(fd, maximum: ControlRequest.maximumBodyLength, deadline: deadline) {
+        case .success(var body):
+            defer { wipeBytes(&body) }
+            do {
+                return .success(try ControlRequest(body: body))
+            } catch {
+                return .failure(.failed(error.reason))
+            }
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    /// Sends `reply` on `fd`, giving up at `deadline`.
+    package static func send(_ reply: ControlReply, on fd: Int32, deadline: Deadline) -> ControlClientError? {
+        writeAll(fd, reply.encoded(), deadline: deadline)
+    }
+
+    /// Reads one reply from `fd`, giving up at `deadline`.
+    package static func receiveReply(on fd: Int32, deadline: Deadline) -> Result<ControlReply, ControlClientError> {
+        switch readFrame(fd, maximum: ControlReply.maximumBodyLength, deadline: deadline) {
+        case .success(let body):
+            do {
+                return .success(try ControlReply(body: body))
+            } catch {
+                return .failure(.failed(error.reason))
+            }
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
 }
 
 /// Reads one length-prefixed frame of at most `maximum` body bytes.
@@ -150,7 +196,7 @@ private func readExactly(_ fd: Int32, _ buffer: inout [UInt8], deadline: Deadlin
     var got = 0
     while got < buffer.count {
         let count = buffer.withUnsafeMutableBytes { raw in
-            Result { () throws(SystemError) in try Posix.recv(fd, raw.baseAddress.map { $0 + got }, raw.count - got) }
+            Result { () throws(SystemError) in try Posix.read(fd, raw.baseAddress.map { $0 + got }, raw.count - got) }
         }
         switch count {
         case .success(0): return .failed("the daemon closed the connection")

@@ -14,6 +14,10 @@ package enum ControlRequest: Equatable, Sendable {
     case changePassword(old: [UInt8], new: [UInt8])
     /// Whether the login keychain exists and is locked.
     case status
+    /// A login hands over the password PAM verified (or none), and does not wait: the daemon counts the
+    /// session, answers at once and unlocks (or creates) the login keychain in the background, holding its
+    /// clients' requests until then. Accepted only from root or from the process that started the daemon.
+    case handOver(password: [UInt8]?)
 
     /// Largest request body accepted: two passwords of ``maximumPasswordLength`` and framing.
     package static let maximumBodyLength = 2 * maximumPasswordLength + 64
@@ -26,6 +30,7 @@ package enum ControlRequest: Equatable, Sendable {
         case closeSession = 2
         case changePassword = 3
         case status = 4
+        case handOver = 5
     }
 
     /// The framed bytes: a 4-byte big-endian body length, then the body.
@@ -48,6 +53,9 @@ package enum ControlRequest: Equatable, Sendable {
             appendField(new, to: &body)
         case .status:
             body.append(Opcode.status.rawValue)
+        case .handOver(let password):
+            body.append(Opcode.handOver.rawValue)
+            if let password { appendField(password, to: &body) }
         }
         let length = body.count - 4
         body.replaceSubrange(0..<4, with: lengthPrefix(length))
@@ -81,8 +89,23 @@ package enum ControlRequest: Equatable, Sendable {
             self = .changePassword(old: try Self.password(fields[0]), new: try Self.password(fields[1]))
         case (.status, 0):
             self = .status
+        case (.handOver, 0):
+            self = .handOver(password: nil)
+        case (.handOver, 1):
+            self = .handOver(password: try Self.password(fields[0]))
         default:
             throw ControlProtocolError("malformed \(opcode) request")
+        }
+    }
+
+    /// The request's name, for messages (never its passwords).
+    package var name: String {
+        switch self {
+        case .openSession: "open-session"
+        case .closeSession: "close-session"
+        case .changePassword: "change-password"
+        case .status: "status"
+        case .handOver: "hand-over"
         }
     }
 
@@ -92,6 +115,9 @@ package enum ControlRequest: Equatable, Sendable {
         case .openSession(var password?):
             wipeBytes(&password)
             self = .openSession(password: password)
+        case .handOver(var password?):
+            wipeBytes(&password)
+            self = .handOver(password: password)
         case .changePassword(var old, var new):
             wipeBytes(&old)
             wipeBytes(&new)

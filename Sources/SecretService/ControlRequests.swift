@@ -2,18 +2,52 @@ import KeychainCore
 import KeychainRegistry
 import LoginControl
 
+/// Who sent a control request, as the daemon can tell it.
+package enum ControlOrigin: Sendable {
+    /// A login: pam_latchkey as root (the peer's credentials say uid 0), or the process that started this
+    /// daemon and passed the request on its standard input. Its password is the one PAM verified: it may
+    /// create the login keychain and re-key it.
+    case login
+    /// Another process of the user: its password only unlocks.
+    case userProcess
+
+    /// The origin of a request that came on the control socket from a peer running as `uid`.
+    package init(peerUID uid: UInt32) {
+        self = uid == 0 ? .login : .userProcess
+    }
+}
+
 /// The control socket's requests (from pam_latchkey) answered over the registry.
 extension SecretServiceDaemon {
-    /// Answers one control socket request; `reply` runs on the serving thread, at once or when the key
-    /// derivation it needs is done.
-    package func answer(_ request: ControlRequest, reply: @escaping (ControlReply) -> Void) {
+    /// Answers one control socket request from `origin`; `reply` runs on the serving thread, at once or
+    /// when the key derivation it needs is done.
+    package func answer(
+        _ request: ControlRequest, from origin: ControlOrigin, reply: @escaping (ControlReply) -> Void
+    ) {
         switch request {
+        case .handOver(let password):
+            guard case .login = origin else {
+                return reply(ControlReply(.badRequest, "only a login (pam_latchkey as root) hands over a password"))
+            }
+            registry.openLoginSessions += 1
+            guard let password else {
+                return reply(ControlReply(.ok, "session counted; no password given: \(loginState)"))
+            }
+            let creating = registry.login == nil
+            registry.unlockLogin(password: password, from: .verifiedByPAM, holdingClients: true) { _ in }
+            // When it is unlocked already, nothing is left to do; otherwise the key is being derived.
+            reply(
+                ControlReply(
+                    .ok,
+                    registry.isUnlockingAtLogin
+                        ? (creating ? "creating the login keychain" : "unlocking the login keychain")
+                        : "login keychain \(loginState)"))
         case .openSession(let password):
             registry.openLoginSessions += 1
             guard let password else {
                 return reply(ControlReply(.ok, "session counted; no password given: \(loginState)"))
             }
-            registry.unlockLogin(password: password, offerRekey: true) { outcome in
+            registry.unlockLogin(password: password, from: origin == .login ? .root : .userProcess) { outcome in
                 switch outcome {
                 case .created: reply(ControlReply(.ok, "login keychain created and unlocked"))
                 case .unlocked: reply(ControlReply(.ok, "login keychain unlocked"))

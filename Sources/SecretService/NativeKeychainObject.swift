@@ -151,7 +151,7 @@ struct NativeKeychainObject: DBusObject {
             }
             return .reply([])
         }
-        daemon.registry.unlockLogin(password: password, offerRekey: false) { [daemon] outcome in
+        daemon.registry.unlockLogin(password: password, from: .userProcess) { [daemon] outcome in
             switch outcome {
             case .created, .unlocked, .alreadyUnlocked: daemon.reply(to: call, .success([]))
             case .notUnlocked(let why): daemon.reply(to: call, .failure(KeychainBus.dbusError(why.keychainError)))

@@ -36,6 +36,8 @@ package final class SecretServiceDaemon {
     private var serial: UInt64 = 0
     /// What to send, gathered while a message is handled.
     private var outbox: [DBusMessage] = []
+    /// Calls that came while a login's unlock was under way, in order: served when it is done.
+    private var heldCalls: [DBusMessage] = []
 
     /// Serves `registry`.
     package init(registry: KeychainRegistry, limits: InputLimits = InputLimits()) {
@@ -62,6 +64,8 @@ package final class SecretServiceDaemon {
     /// are dropped. What to send, in order.
     package func handle(_ message: DBusMessage) -> [DBusMessage] {
         switch message.kind {
+        case .methodCall where registry.isUnlockingAtLogin:
+            heldCalls.append(message)
         case .methodCall:
             if let call = DBusMethodCall(message) {
                 if let reply = route(call) { outbox.append(reply) }
@@ -81,7 +85,11 @@ package final class SecretServiceDaemon {
     /// Applies what finished off the serving thread (key derivations, prompts): their replies and signals.
     package func deliverCompletions() -> [DBusMessage] {
         registry.deliverCompletions()
-        return takeOutgoing()
+        var sent = takeOutgoing()
+        while !heldCalls.isEmpty, !registry.isUnlockingAtLogin {
+            sent += handle(heldCalls.removeFirst())
+        }
+        return sent
     }
 
     /// Locks what is due and starts due checkpoints: the signals, and the milliseconds to the next timer.

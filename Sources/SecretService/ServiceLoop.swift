@@ -145,8 +145,8 @@ package struct ServiceLoop {
                 if !connection.readWrite(timeoutMilliseconds: 0) { return .busGone }
             }
             if let control, ready == 0 || fds[controlStart...].contains(where: { $0.revents != 0 }) {
-                control.serve { request, _, responder in
-                    daemon.answer(request) { reply in control.respond(responder, reply) }
+                control.serve { request, uid, responder in
+                    daemon.answer(request, from: ControlOrigin(peerUID: uid)) { reply in control.respond(responder, reply) }
                 }
                 send(daemon.deliverCompletions())
             }

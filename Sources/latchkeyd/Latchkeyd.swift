@@ -49,28 +49,39 @@ struct Latchkeyd: ParsableCommand {
 
     @Flag(
         help: ArgumentHelp(
-            "Started by pam_latchkey: standard input holds the login password, or nothing.",
+            "Started by pam_latchkey: standard input holds one hand-over request (docs/control-socket.md).",
             discussion: """
-                A wrong password leaves the keychain locked and offers to re-key it; one line on standard \
-                output says what happened ("ok ..." or the reason), then standard output is closed.
+                The reply goes to standard output at once, as on the control socket, and standard output is \
+                closed; the login keychain is unlocked (or created) in the background.
                 """))
     var login = false
 
     @Flag(
         help: ArgumentHelp(
-            "Re-key the login keychain file and exit: standard input holds the old password, NUL, the new one.",
-            discussion: "Used by pam_latchkey when no daemon runs. Prints one line, \"ok ...\" or the reason."))
+            "Re-key the login keychain file and exit: standard input holds one change-password request.",
+            discussion: "Used by pam_latchkey when no daemon runs. The reply goes to standard output."))
     var changeLoginPassword = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Started as root by pam_latchkey: become this user (its groups, gid and uid) before anything else.",
+            valueName: "uid"))
+    var user: UInt32?
+
     mutating func run() throws {
+        if let user, let problem = UserSwitch.become(uid: user) { throw fail(problem) }
+        // A reader of our standard output that went away must not end the daemon.
+        signal(SIGPIPE, SIG_IGN)
         let signalMask = ServiceLoop.blockTerminationSignals()
         if printIntrospection {
             print(SecretServiceIntrospection.document, terminator: "")
             return
         }
         if changeLoginPassword { throw rekeyLoginFile() }
-        var password = (unlock || login ? try readPassword(required: unlock) : nil) ?? []
+        var password = (unlock ? try readPassword() : nil) ?? []
         defer { wipeBytes(&password) }
+        var handOver = login ? try readHandOver() : nil
+        defer { handOver?.wipe() }
 
         let connection = try? DBusConnection.session()
         if let connection, let refusal = claimName(connection) { throw fail(refusal) }
@@ -86,11 +97,9 @@ struct Latchkeyd: ParsableCommand {
         } catch {
             throw fail("cannot open the login keychain: \(error.reason)")
         }
-        if login {
-            // The outcome is reported when the key derivation is done, from the serving loop.
-            daemon.answer(.openSession(password: password.isEmpty ? nil : password)) { reply in
-                Self.reportLogin(reply)
-            }
+        if let handOver {
+            // The process that started the daemon passed the request: a login's.
+            daemon.answer(handOver, from: .login) { reply in Self.reportLogin(reply) }
         }
         let loop: ServiceLoop
         do {
@@ -150,11 +159,9 @@ struct Latchkeyd: ParsableCommand {
         return .connected(connection)
     }
 
-    /// Writes the outcome of a login unlock as one line on standard output, then closes it.
+    /// Writes the reply to the request on standard input to standard output, then closes it.
     private static func reportLogin(_ reply: ControlReply) {
-        let word = reply.status == .ok ? "ok" : "\(reply.status)"
-        let line = Array("\(word) \(reply.message)\n".utf8)
-        _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+        _ = ControlFrames.send(reply, on: 1, deadline: Deadline(millisecondsFromNow: 2_000))
         let null = open("/dev/null", O_WRONLY)
         if null >= 0 {
             dup2(null, 1)
@@ -162,49 +169,64 @@ struct Latchkeyd: ParsableCommand {
         }
     }
 
-    /// `--change-login-password`: re-wraps the login keychain file's key; the exit status to throw.
-    private func rekeyLoginFile() -> ExitCode {
-        func outcome(_ line: String, _ code: ExitCode) -> ExitCode {
-            print(line)
-            return code
+    /// The one request on standard input (`--login`): a hand-over from pam_latchkey.
+    private func readHandOver() throws -> ControlRequest {
+        switch ControlFrames.receiveRequest(on: 0, deadline: Deadline(millisecondsFromNow: 2_000)) {
+        case .success(let request):
+            guard case .handOver = request else {
+                throw fail("--login takes a hand-over request on standard input, not \(request.name)")
+            }
+            return request
+        case .failure(let error):
+            throw fail("--login: no hand-over request on standard input: \(error)")
         }
-        guard var input = try? readPassword(required: true, limit: 2 * 4096 + 1),
-            let separator = input.firstIndex(of: 0)
-        else { return outcome("error standard input must hold the old password, NUL, the new password", .failure) }
-        defer { wipeBytes(&input) }
-        let old = input[..<separator]
-        let new = input[(separator + 1)...]
-        guard !old.isEmpty, !new.isEmpty else { return outcome("error a password is empty", .failure) }
+    }
+
+    /// `--change-login-password`: re-wraps the login keychain file's key as the request on standard input
+    /// asks, and answers on standard output; the exit status to throw.
+    private func rekeyLoginFile() -> ExitCode {
+        let reply = rekeyLoginFile(ControlFrames.receiveRequest(on: 0, deadline: Deadline(millisecondsFromNow: 2_000)))
+        _ = ControlFrames.send(reply, on: 1, deadline: Deadline(millisecondsFromNow: 2_000))
+        return reply.status == .ok ? .success : .failure
+    }
+
+    private func rekeyLoginFile(_ received: Result<ControlRequest, ControlClientError>) -> ControlReply {
+        guard case .success(var request) = received, case .changePassword(let old, let new) = request else {
+            return ControlReply(.badRequest, "standard input must hold one change-password request")
+        }
+        defer { request.wipe() }
         let path = KeychainLocation.loginKeychainPath(inDirectory: keychainDirectory)
         guard FileManager.default.fileExists(atPath: path) else {
-            return outcome("ok no login keychain; nothing to re-key", .success)
+            return ControlReply(.ok, "no login keychain; nothing to re-key")
         }
         do {
             try Keychain(opening: path).changePassword(from: old, to: new)
         } catch {
-            let word = error.status == .authFailed ? "wrongPassword" : "failed"
-            return outcome("\(word) \(error.reason)", .failure)
+            return ControlReply(error.status == .authFailed ? .wrongPassword : .failed, error.reason)
         }
-        return outcome("ok login keychain re-keyed to the new password", .success)
+        return ControlReply(.ok, "login keychain re-keyed to the new password")
     }
 
-    /// Standard input up to `limit` bytes, without a final newline. Empty is
-    /// an error when `required`, else no password (nil).
-    private func readPassword(required: Bool, limit: Int = 4096) throws -> [UInt8]? {
-        var bytes = [UInt8](repeating: 0, count: limit)
+    /// Standard input up to the longest password accepted, without one final newline; longer input is
+    /// refused, never cut.
+    private func readPassword() throws -> [UInt8] {
+        let limit = ControlRequest.maximumPasswordLength
+        var bytes = [UInt8](repeating: 0, count: limit + 2)
         var count = 0
         while count < bytes.count {
-            let got = read(0, &bytes[count], bytes.count - count)
+            let got = bytes.withUnsafeMutableBytes { raw in
+                (try? Posix.read(0, raw.baseAddress.map { $0 + count }, raw.count - count)) ?? 0
+            }
             guard got > 0 else { break }
             count += got
         }
         bytes.removeSubrange(count...)
         if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
-        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
-        guard !bytes.isEmpty else {
-            if required { throw fail("--unlock needs the password on standard input") }
-            return nil
+        guard bytes.count <= limit else {
+            wipeBytes(&bytes)
+            throw fail("the password on standard input is longer than \(limit) bytes")
         }
+        guard !bytes.isEmpty else { throw fail("--unlock needs the password on standard input") }
         return bytes
     }
 

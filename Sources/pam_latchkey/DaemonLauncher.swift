@@ -1,10 +1,22 @@
+import CPAM
 import Glibc
 import LoginControl
 import Posix
 
-/// Starts the user's `latchkeyd` from the session step (option `auto_start`)
-/// or runs it once to re-key the login keychain file (password step, no daemon).
-/// Runs in the child that already dropped to the user.
+/// What the module did, for the log.
+struct StepReport {
+    var succeeded: Bool
+    var message: String
+
+    static func success(_ message: String) -> StepReport { StepReport(succeeded: true, message: message) }
+    static func failure(_ message: String) -> StepReport { StepReport(succeeded: false, message: message) }
+}
+
+/// Starts the user's `latchkeyd` from the session step (option `auto_start`) or runs it once to re-key the
+/// login keychain file (password step, no daemon). The module runs as root: between fork and exec the child
+/// does only what is safe in a child of a threaded process (reset signals, move descriptors, close the rest,
+/// exec). The daemon becomes the user itself (`--user`) and reads its one request on standard input, a
+/// socket pair, so that nothing the module writes can raise `SIGPIPE` in the host process.
 struct DaemonLauncher {
     /// The executable (option `daemon=`).
     let path: String
@@ -12,111 +24,124 @@ struct DaemonLauncher {
     let environment: [String]
     /// The user's home, the daemon's working directory.
     let home: String
+    /// The user the daemon becomes.
+    let uid: uid_t
 
-    /// Starts `latchkeyd --foreground --login` in a session of its own, with
-    /// `password` (nil: none) on its standard input, and returns the line it
-    /// writes once the login keychain is open (or why it is not).
-    func startDaemon(password: UnsafePointer<CChar>?, deadline: Deadline) -> ChildReport {
-        run(["--foreground", "--login"], input: password.map { [$0] } ?? [], deadline: deadline, detach: true)
+    /// Starts `latchkeyd --foreground --login` in a session of its own, detached from the host process (it
+    /// is not the host's child), hands it `request` and returns its reply.
+    func startDaemon(_ request: ControlRequest, deadline: Deadline) -> StepReport {
+        run(["--foreground", "--login"], request, deadline: deadline, detach: true)
     }
 
-    /// Runs `latchkeyd --change-login-password` with the old and new passwords
-    /// on its standard input and returns its one-line outcome.
-    func changePassword(old: UnsafePointer<CChar>, new: UnsafePointer<CChar>, deadline: Deadline) -> ChildReport {
-        run(["--change-login-password"], input: [old, new], deadline: deadline, detach: false)
+    /// Runs `latchkeyd --change-login-password` with `request` and returns its reply.
+    func changePassword(_ request: ControlRequest, deadline: Deadline) -> StepReport {
+        run(["--change-login-password"], request, deadline: deadline, detach: false)
     }
 
-    /// Executes the daemon with `arguments`, writes `input` (NUL-separated C
-    /// strings) to its standard input and reads the first line of its
-    /// standard output. With `detach` it gets a session of its own and keeps running.
-    private func run(_ arguments: [String], input: [UnsafePointer<CChar>], deadline: Deadline, detach: Bool)
-        -> ChildReport
+    private func run(_ arguments: [String], _ request: ControlRequest, deadline: Deadline, detach: Bool)
+        -> StepReport
     {
         guard access(path, X_OK) == 0 else {
             return .failure("cannot start \(path): \(String(cString: strerror(errno)))")
         }
-        var toDaemon: [Int32] = [-1, -1]
-        var fromDaemon: [Int32] = [-1, -1]
-        guard pipe(&toDaemon) == 0, pipe(&fromDaemon) == 0 else {
-            return .failure("pipe: \(String(cString: strerror(errno)))")
+        var ends: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            return .failure("socketpair: \(String(cString: strerror(errno)))")
         }
-        for fd in toDaemon + fromDaemon { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        // Everything exec needs is made before the fork.
-        let argv = CStringArray([path] + arguments)
+        // Everything the child needs is made before the fork: after it, no allocation, no lock.
+        let argv = CStringArray([path, "--user", String(uid)] + arguments)
         let envp = CStringArray(environment)
+        let directory = CStringArray([home])
+        let failure = Array("cannot execute \(path)".utf8)
+        var defaultAction = sigaction()
+        defaultAction.__sigaction_handler.sa_handler = SIG_DFL
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+
         let pid = fork()
+        defer {
+            if pid != 0 {
+                for array in [argv, envp, directory] { array.release() }
+            }
+        }
         if pid == 0 {
-            if detach { setsid() }
-            // The host process may block signals; the daemon starts with none blocked.
-            var none = sigset_t()
-            sigemptyset(&none)
-            sigprocmask(SIG_SETMASK, &none, nil)
-            dup2(toDaemon[0], 0)
-            dup2(fromDaemon[1], 1)
+            if detach {
+                // The daemon is the grandchild: the host never gets it as a child to reap.
+                let grandchild = fork()
+                if grandchild != 0 { _exit(grandchild < 0 ? 1 : 0) }
+                setsid()
+            }
+            // The host may ignore or block signals; the daemon starts with every default and none blocked.
+            var number: Int32 = 1
+            while number < 65 {
+                sigaction(number, &defaultAction, nil)
+                number += 1
+            }
+            sigprocmask(SIG_SETMASK, &noSignals, nil)
+            dup2(ends[1], 0)
+            dup2(ends[1], 1)
             let null = open("/dev/null", O_WRONLY)
             if null >= 0 { dup2(null, 2) }
-            closeDescriptors(from: 3)
-            if chdir(home) != 0 { _ = chdir("/") }
+            if latchkey_close_from(3) != 0 {
+                var fd: Int32 = 3
+                while fd < 65_536 {
+                    close(fd)
+                    fd += 1
+                }
+            }
+            if let home = directory.pointers[0], chdir(home) == 0 {} else { _ = chdir("/") }
             umask(0o077)
             execve(path, argv.pointers, envp.pointers)
-            let message = Array("error cannot execute \(path): \(String(cString: strerror(errno)))\n".utf8)
-            _ = message.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+            _ = failure.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
             _exit(127)
         }
-        close(toDaemon[0])
-        close(fromDaemon[1])
-        defer { close(fromDaemon[0]) }
-        guard pid > 0 else {
-            close(toDaemon[1])
-            return .failure("fork: \(String(cString: strerror(errno)))")
+        close(ends[1])
+        defer { close(ends[0]) }
+        guard pid > 0 else { return .failure("fork: \(String(cString: strerror(errno)))") }
+        if detach { _ = try? Posix.waitpid(pid) }  // the intermediate child exits at once
+        let reply: Result<ControlReply, ControlClientError>
+        if let error = ControlFrames.send(request, on: ends[0], deadline: deadline) {
+            reply = .failure(error)
+        } else {
+            reply = ControlFrames.receiveReply(on: ends[0], deadline: deadline)
         }
-        for (index, secret) in input.enumerated() {
-            if index > 0 { _ = write(toDaemon[1], "\0", 1) }
-            _ = write(toDaemon[1], secret, strlen(secret))
+        if !detach { reap(pid, killFirst: !((try? reply.get()) != nil)) }
+        switch reply {
+        case .success(let reply):
+            return StepReport(succeeded: reply.status == .ok, message: "\(path): \(reply.message)")
+        case .failure(.timedOut):
+            return .failure("\(path) did not answer in time")
+        case .failure(let error):
+            return .failure("\(path) exited without an answer (\(error))")
         }
-        close(toDaemon[1])
-        let line = readLine(fromDaemon[0], deadline: deadline)
-        if !detach {
-            var status: Int32 = 0
-            _ = waitpid(pid, &status, WNOHANG)
-        }
-        guard let line else { return .failure("\(path) (pid \(pid)) did not report in time") }
-        guard !line.isEmpty else { return .failure("\(path) (pid \(pid)) exited without a word") }
-        return line.hasPrefix("ok") ? .success("\(path): \(line)") : .failure("\(path): \(line)")
     }
 
-    /// The first line written to `fd`, without its newline; nil on timeout.
-    private func readLine(_ fd: Int32, deadline: Deadline) -> String? {
-        var collected: [UInt8] = []
-        var byte: UInt8 = 0
-        while collected.count < 512 {
-            guard deadline.waitUntil(fd, isReadyFor: Int16(POLLIN)) else { return nil }
-            guard let count = try? Posix.read(fd, &byte, 1), count > 0, byte != UInt8(ascii: "\n") else { break }
-            collected.append(byte)
+    /// Collects the child's exit status, killing it first when it overran; waits 100 ms at most.
+    private func reap(_ pid: pid_t, killFirst: Bool) {
+        if killFirst { kill(pid, SIGKILL) }
+        for _ in 0..<100 {
+            // Reaped, or not ours to reap (ECHILD when the host ignores SIGCHLD): done.
+            guard let result = try? Posix.waitpid(pid, options: WNOHANG), result.pid == 0 else { return }
+            usleep(1_000)
         }
-        return String(decoding: collected, as: UTF8.self)
     }
 }
 
-/// Closes every descriptor from `first` up (the host process may hold
-/// descriptors without close-on-exec; the daemon inherits none of them).
-private func closeDescriptors(from first: Int32) {
-    let limit = min(Int32(clamping: sysconf(Int32(_SC_OPEN_MAX))), 65_536)
-    var fd = first
-    while fd < limit {
-        close(fd)
-        fd += 1
-    }
-}
-
-/// A NULL-terminated array of C strings for `execve`, made before forking.
-/// Its memory is never freed: the process either executes or exits.
+/// A NULL-terminated array of C strings for `execve`, made before forking. The parent releases it; the
+/// child never does (it executes or exits).
 private struct CStringArray {
     let pointers: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>
+    let count: Int
 
     init(_ strings: [String]) {
+        count = strings.count
         pointers = .allocate(capacity: strings.count + 1)
         for (index, string) in strings.enumerated() { pointers[index] = strdup(string) }
         pointers[strings.count] = nil
+    }
+
+    func release() {
+        for index in 0..<count { free(pointers[index]) }
+        pointers.deallocate()
     }
 }

@@ -1,6 +1,9 @@
 // pam_latchkey: the PAM entry points. Each one returns quickly and never
-// fails a login: the work that talks to the user's daemon runs in a child
-// process that has dropped to the user, and every wait is bounded (2 s in all).
+// fails a login: the module talks to the user's daemon on its control socket
+// (checked to be the user's, and its peer to run as the user, before anything
+// is sent), or starts the daemon with an exec straight after fork; every wait
+// is bounded (2 s in all), and the session step does not wait for the key
+// derivation.
 
 import CPAM
 import Glibc
@@ -14,7 +17,9 @@ public typealias ModuleArguments = UnsafeMutablePointer<UnsafePointer<CChar>?>?
 private let callBudgetMilliseconds = 2_000
 
 /// Auth: stashes the password the module before it obtained (pam_unix and
-/// the like), for the session step. Never prompts.
+/// the like), for the session step. Never prompts, and always answers
+/// `PAM_IGNORE`: it authenticates nobody, even on a line an administrator
+/// wrote as `sufficient`.
 @_cdecl("pam_sm_authenticate")
 public func authenticate(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32, _ argv: ModuleArguments)
     -> Int32
@@ -24,12 +29,18 @@ public func authenticate(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int3
         if options.debug { handle.log(LOG_DEBUG, "no password to keep for the session") }
         return PAM_IGNORE
     }
+    guard strlen(password) <= ControlRequest.maximumPasswordLength else {
+        handle.log(
+            LOG_WARNING,
+            "the password is longer than \(ControlRequest.maximumPasswordLength) bytes: not kept for the keychain")
+        return PAM_IGNORE
+    }
     guard handle.stashPassword(password) else {
         handle.log(LOG_WARNING, "cannot keep the password for the session step")
         return PAM_IGNORE
     }
     if options.debug { handle.log(LOG_DEBUG, "kept the password for the session step") }
-    return PAM_SUCCESS
+    return PAM_IGNORE
 }
 
 /// Credentials: nothing to do.
@@ -50,22 +61,21 @@ public func openSession(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32
         return PAM_IGNORE
     }
     let deadline = Deadline(millisecondsFromNow: callBudgetMilliseconds)
-    let password = handle.stashedPassword
+    var password = handle.stashedPassword.map(bytes(of:)) ?? []
+    // The stash has served its one use.
+    handle.clearStashedPassword()
+    var request = ControlRequest.handOver(password: password.isEmpty ? nil : password)
+    defer {
+        request.wipe()
+        wipeBytes(&password)
+    }
     let socket = ControlSocketPath.socket(inRuntimeDirectory: account.runtimeDirectory(handle))
-    let launcher = DaemonLauncher(
-        path: options.daemonPath, environment: daemonEnvironment(handle, account), home: account.home)
-    let report = UserChild.run(as: account, until: deadline) { deadline in
-        var passwordBytes = password.map(bytes(of:)) ?? []
-        defer { wipeBytes(&passwordBytes) }
-        switch ControlClient.exchange(
-            .openSession(password: passwordBytes.isEmpty ? nil : passwordBytes), socketPath: socket, owner: account.uid,
-            deadline: deadline)
-        {
-        case .failure(.noDaemon) where options.autoStart:
-            return launcher.startDaemon(password: password, deadline: deadline)
-        case let result:
-            return ChildReport(result, socket: socket)
-        }
+    let report: StepReport
+    switch ControlClient.exchange(request, socketPath: socket, owner: account.uid, deadline: deadline) {
+    case .failure(.noDaemon) where options.autoStart:
+        report = launcher(handle, options, account).startDaemon(request, deadline: deadline)
+    case let result:
+        report = StepReport(result, socket: socket)
     }
     return finish(handle, options, step: "session", report)
 }
@@ -80,13 +90,9 @@ public func closeSession(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int3
     else { return PAM_IGNORE }
     let deadline = Deadline(millisecondsFromNow: callBudgetMilliseconds)
     let socket = ControlSocketPath.socket(inRuntimeDirectory: account.runtimeDirectory(handle))
-    let report = UserChild.run(as: account, until: deadline) { deadline in
-        ChildReport(
-            ControlClient.exchange(
-                .closeSession(lockIfLast: true), socketPath: socket, owner: account.uid, deadline: deadline),
-            socket: socket)
-    }
-    return finish(handle, options, step: "session close", report)
+    let result = ControlClient.exchange(
+        .closeSession(lockIfLast: true), socketPath: socket, owner: account.uid, deadline: deadline)
+    return finish(handle, options, step: "session close", StepReport(result, socket: socket))
 }
 
 /// Password change: on the update pass, re-wraps the login keychain from the
@@ -110,25 +116,29 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
     }
     let deadline = Deadline(millisecondsFromNow: callBudgetMilliseconds)
     let socket = ControlSocketPath.socket(inRuntimeDirectory: account.runtimeDirectory(handle))
-    let launcher = DaemonLauncher(
-        path: options.daemonPath, environment: daemonEnvironment(handle, account), home: account.home)
-    let report = UserChild.run(as: account, until: deadline) { deadline in
-        var oldBytes = bytes(of: old)
-        var newBytes = bytes(of: new)
-        defer {
-            wipeBytes(&oldBytes)
-            wipeBytes(&newBytes)
-        }
-        switch ControlClient.exchange(
-            .changePassword(old: oldBytes, new: newBytes), socketPath: socket, owner: account.uid, deadline: deadline)
-        {
-        case .failure(.noDaemon):
-            return launcher.changePassword(old: old, new: new, deadline: deadline)
-        case let result:
-            return ChildReport(result, socket: socket)
-        }
+    var request = ControlRequest.changePassword(old: bytes(of: old), new: bytes(of: new))
+    defer { request.wipe() }
+    guard strlen(old) <= ControlRequest.maximumPasswordLength, strlen(new) <= ControlRequest.maximumPasswordLength
+    else {
+        handle.log(
+            LOG_WARNING,
+            "a password is longer than \(ControlRequest.maximumPasswordLength) bytes: the login keychain is not re-keyed")
+        return PAM_IGNORE
+    }
+    let report: StepReport
+    switch ControlClient.exchange(request, socketPath: socket, owner: account.uid, deadline: deadline) {
+    case .failure(.noDaemon):
+        report = launcher(handle, options, account).changePassword(request, deadline: deadline)
+    case let result:
+        report = StepReport(result, socket: socket)
     }
     return finish(handle, options, step: "password change", report)
+}
+
+/// The launcher of the user's daemon.
+private func launcher(_ handle: PAMHandle, _ options: ModuleOptions, _ account: UserAccount) -> DaemonLauncher {
+    DaemonLauncher(
+        path: options.daemonPath, environment: daemonEnvironment(handle, account), home: account.home, uid: account.uid)
 }
 
 /// The bytes of a C string, without its NUL (the caller wipes them).
@@ -173,7 +183,7 @@ private func daemonEnvironment(_ handle: PAMHandle, _ account: UserAccount) -> [
     return entries
 }
 
-extension ChildReport {
+extension StepReport {
     /// The report of one exchange on the control socket at `socket`.
     init(_ result: Result<ControlReply, ControlClientError>, socket: String) {
         switch result {
@@ -193,7 +203,7 @@ extension ChildReport {
 
 /// Logs the outcome (failures always, successes with `debug`); the result
 /// for an `optional` line: success when done, ignore otherwise.
-private func finish(_ handle: PAMHandle, _ options: ModuleOptions, step: String, _ report: ChildReport) -> Int32 {
+private func finish(_ handle: PAMHandle, _ options: ModuleOptions, step: String, _ report: StepReport) -> Int32 {
     if !report.succeeded {
         handle.log(LOG_WARNING, "\(step): \(report.message)")
         return PAM_IGNORE

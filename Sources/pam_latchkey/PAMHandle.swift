@@ -72,6 +72,11 @@ struct PAMHandle {
         return data.assumingMemoryBound(to: CChar.self)
     }
 
+    /// Drops the stashed password (zeroed by its cleanup) once the step that needed it is done.
+    func clearStashedPassword() {
+        _ = pam_set_data(pointer, Self.passwordDataName, nil, nil)
+    }
+
     /// Logs one line through `pam_syslog` (which names the service and the module).
     func log(_ priority: Int32, _ message: String) {
         latchkey_pam_log(pointer, priority, message)

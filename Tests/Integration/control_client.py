@@ -5,7 +5,7 @@ import socket
 import struct
 
 VERSION = 1
-OPEN_SESSION, CLOSE_SESSION, CHANGE_PASSWORD, STATUS = 1, 2, 3, 4
+OPEN_SESSION, CLOSE_SESSION, CHANGE_PASSWORD, STATUS, HAND_OVER = 1, 2, 3, 4, 5
 STATUS_NAMES = {0: "ok", 1: "wrongPassword", 2: "tooManyAttempts", 3: "failed", 4: "badRequest"}
 
 
@@ -53,5 +53,17 @@ def change_password(path, old, new):
     return exchange(path, request(CHANGE_PASSWORD, old.encode(), new.encode()))
 
 
+def hand_over(path, password=None):
+    return exchange(path, request(HAND_OVER, *([password.encode()] if password is not None else [])))
+
+
 def status(path):
     return exchange(path, request(STATUS))
+
+
+def parse_reply(data: bytes):
+    """(status name, message) of one framed reply, as a daemon writes it on standard output."""
+    assert len(data) >= 5, f"reply of {len(data)} bytes"
+    (length,) = struct.unpack(">I", data[:4])
+    body = data[4:4 + length]
+    return STATUS_NAMES[body[0]], body[1:].decode()

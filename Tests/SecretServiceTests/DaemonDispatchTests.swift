@@ -310,18 +310,65 @@ private struct DeclaredInterface {
     @Test func controlRequestsAreAnsweredThroughTheRegistry() throws {
         let daemon = try InProcessDaemon()
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.closeSession(lockIfLast: true)) { replies.append($0) }
+        daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
         #expect(replies.last?.status == .ok)
         #expect(daemon.daemon.registry.login?.isLocked == true)
-        daemon.daemon.answer(.openSession(password: Array("wrong".utf8))) { replies.append($0) }
+        daemon.daemon.answer(.openSession(password: Array("wrong".utf8)), from: .login) { replies.append($0) }
         daemon.settle()
         #expect(replies.last?.status == .wrongPassword)
-        daemon.daemon.answer(.openSession(password: InProcessDaemon.password)) { replies.append($0) }
+        daemon.daemon.answer(.openSession(password: InProcessDaemon.password), from: .login) { replies.append($0) }
         #expect(replies.count == 2)  // not answered before the key is derived
         daemon.settle()
         #expect(replies.last == ControlReply(.ok, "login keychain unlocked"))
-        daemon.daemon.answer(.status) { replies.append($0) }
+        daemon.daemon.answer(.status, from: .userProcess) { replies.append($0) }
         #expect(replies.last == ControlReply(.ok, "unlocked; 2 sessions"))
+    }
+
+    /// A hand-over is answered at once; the unlock goes on in the background and the bus clients that come
+    /// meanwhile are answered after it, finding the keychain unlocked.
+    @Test func aLoginsHandOverIsAnsweredAtOnceAndHoldsClientsUntilUnlocked() throws {
+        let daemon = try InProcessDaemon()
+        let login = "/org/freedesktop/secrets/collection/login"
+        try daemon.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", [.objectPaths([login])])
+        var replies: [ControlReply] = []
+        daemon.daemon.answer(.handOver(password: InProcessDaemon.password), from: .login) { replies.append($0) }
+        #expect(replies == [ControlReply(.ok, "unlocking the login keychain")])
+        let (early, call) = try daemon.send(
+            login, "org.freedesktop.DBus.Properties", "Get",
+            [.string("org.freedesktop.Secret.Collection"), .string("Locked")])
+        #expect(early == nil, "held until the unlock is done")
+        let reply = try #require(daemon.awaitCompletion(of: call))
+        #expect(try reply.arguments() == [.variant(.bool(false))])
+        // Only a login may hand over.
+        daemon.daemon.answer(.handOver(password: nil), from: .userProcess) { replies.append($0) }
+        #expect(replies.last?.status == .badRequest)
+    }
+
+    /// Another process of the user cannot create the login keychain, nor trigger the re-key prompt with a
+    /// password of its own choosing.
+    @Test func aUserProcessPasswordOnlyUnlocks() throws {
+        let daemon = try InProcessDaemon(answers: ["password in-process password"])
+        var replies: [ControlReply] = []
+        daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
+        daemon.daemon.answer(.openSession(password: Array("attacker".utf8)), from: .userProcess) {
+            replies.append($0)
+        }
+        daemon.settle()
+        #expect(replies.last?.status == .wrongPassword)
+        #expect(!daemon.daemon.registry.hasWorkInProgress, "no re-key prompt was started")
+        let file = try #require(daemon.daemon.registry.login?.keychain.path)
+        #expect(throws: KeychainError.self) { try Keychain(opening: file).unlock(password: Array("attacker".utf8)) }
+
+        let empty = try InProcessDaemon()
+        let path = try #require(empty.daemon.registry.login?.keychain.path)
+        try FileManager.default.removeItem(atPath: path)
+        let fresh = SecretServiceDaemon(
+            registry: try KeychainRegistry(configuration: empty.daemon.registry.configuration, loginPassword: nil))
+        fresh.answer(.openSession(password: Array("attacker".utf8)), from: .userProcess) { replies.append($0) }
+        fresh.registry.deliverCompletions()
+        #expect(replies.last?.status == .failed)
+        #expect(fresh.registry.login == nil)
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 
     private func searchAll(_ daemon: InProcessDaemon, _ attributes: [String: String]) throws -> ([String], [String]) {
