@@ -122,7 +122,8 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
     else {
         handle.log(
             LOG_WARNING,
-            "a password is longer than \(ControlRequest.maximumPasswordLength) bytes: the login keychain is not re-keyed")
+            "a password is longer than \(ControlRequest.maximumPasswordLength) bytes: the login keychain is not re-keyed"
+        )
         return PAM_IGNORE
     }
     let report: StepReport

@@ -6,6 +6,7 @@ secret-tool run as the user to see the result. Needs root (CI runs as root)."""
 import os
 import pathlib
 import pwd
+import resource
 import secrets
 import shutil
 import signal
@@ -372,6 +373,79 @@ def test_root_reset_leaves_the_keychain_and_the_next_login_offers_to_rekey(servi
     assert user.secret_tool("lookup", "service", "mail").stdout == "s3cret"
     user.stop_daemon()
     assert user.password_opens_keychain(NEW_PASSWORD)
+
+
+def send_as_user(user, opcode, *fields):
+    """Sends one control request from a process of the user (not root): (status name, message)."""
+    frame = control.request(opcode, *fields)
+    probe = (
+        "import socket, struct, sys\n"
+        "s = socket.socket(socket.AF_UNIX); s.settimeout(20); s.connect(sys.argv[1])\n"
+        "s.sendall(bytes.fromhex(sys.argv[2]))\n"
+        "data = b''\n"
+        "while True:\n"
+        "    chunk = s.recv(4096)\n"
+        "    if not chunk: break\n"
+        "    data += chunk\n"
+        "sys.stdout.write(data.hex())\n")
+    out = user.run(["/usr/bin/python3", "-c", probe, str(user.runtime / "latchkey" / "control"), frame.hex()])
+    assert out.returncode == 0, out.stderr
+    return control.parse_reply(bytes.fromhex(out.stdout))
+
+
+def test_another_process_of_the_user_cannot_set_the_login_password(service, user):
+    """The reported hijack: a wrong password sent over the control socket used to bring up the genuine
+    re-key prompt, and the old password typed there re-keyed the keychain to the sender's password."""
+    login(service, user)
+    user.wait_for_name()
+    user.lock()
+    # Were the prompt shown, this answer (the real password) would complete the attack.
+    user.set_pinentry_answers(["password " + PASSWORD])
+    assert send_as_user(user, control.OPEN_SESSION, b"attacker-chosen") == (
+        "wrongPassword", "the login password does not unlock the login keychain; the user is offered to re-key it"
+    ) or send_as_user(user, control.STATUS)[0] == "ok"
+    assert send_as_user(user, control.HAND_OVER, b"attacker-chosen")[0] == "badRequest"
+    time.sleep(1)
+    assert not user.pinentry_log.exists() or "no longer unlocks" not in user.pinentry_log.read_text()
+    user.stop_daemon()
+    assert user.password_opens_keychain(PASSWORD)
+    assert not user.password_opens_keychain("attacker-chosen")
+
+
+def test_another_process_of_the_user_cannot_create_the_login_keychain(user):
+    user.start_daemon()
+    status, message = send_as_user(user, control.OPEN_SESSION, b"attacker-chosen")
+    assert status == "failed" and "a login creates it" in message
+    assert not user.keychain.exists()
+
+
+def test_the_daemon_starts_with_default_signals_and_no_inherited_descriptor(service, user):
+    """A host that ignores SIGTERM and SIGHUP, blocks SIGUSR1 and holds a descriptor as high as it may
+    (70,000 where the hard limit allows, past the 65,536 the module once closed up to; this machine's
+    container caps it lower): the daemon the module starts has none of that."""
+    high = min(70000, resource.getrlimit(resource.RLIMIT_NOFILE)[1] - 1)
+    host = (
+        "import os, resource, signal, sys\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))\n"
+        f"fd = os.open('/dev/null', os.O_RDONLY); os.dup2(fd, {high}, inheritable=True)\n"
+        "os.execvp('pamtester', sys.argv[1:])\n")
+    result = subprocess.run(["/usr/bin/python3", "-c", host, "pamtester", service.name, user.name, "authenticate",
+                             "open_session"], input=PASSWORD + "\n", capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    user.wait_for_name()
+    (pid,) = user.daemon_pids()
+    status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    ignored = int(fields["SigIgn"], 16)
+    assert not ignored & (1 << (signal.SIGTERM - 1)) and not ignored & (1 << (signal.SIGHUP - 1)), fields["SigIgn"]
+    # The daemon blocks SIGTERM and SIGINT itself (it takes them through sigwait); the host's SIGUSR1 is gone.
+    assert not int(fields["SigBlk"], 16) & (1 << (signal.SIGUSR1 - 1)), fields["SigBlk"]
+    descriptors = sorted(int(name) for name in os.listdir(f"/proc/{pid}/fd"))
+    assert high not in descriptors and max(descriptors) < 100, descriptors
+    user.stop_daemon()
 
 
 def test_a_stopped_daemon_does_not_hold_up_the_login(service, user, syslog):
