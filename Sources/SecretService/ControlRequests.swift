@@ -59,9 +59,9 @@ extension SecretServiceDaemon {
                     reply(
                         Self.refusal(
                             why, failing: failing,
-                            wrong:
-                                "the login password does not unlock the login keychain; the user is offered to re-key it"
-                        ))
+                            wrong: origin == .login
+                                ? "the login password does not unlock the login keychain; the user is offered to re-key it"
+                                : "the password does not unlock the login keychain"))
                 }
             }
         case .closeSession(let lockIfLast):
