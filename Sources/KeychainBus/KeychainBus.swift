@@ -14,6 +14,8 @@ package enum KeychainBus {
     package static let interface = "org.latchkey.Keychain1"
     /// The error name that carries an `OSStatus`: the message starts with the number.
     package static let statusError = "org.latchkey.Keychain1.Error.Status"
+    /// The error name of a password refused without being tried, after too many wrong ones.
+    package static let tooManyAttemptsError = "org.latchkey.Keychain1.Error.TooManyAttempts"
     /// Object paths of keychains start with this; the collection id follows.
     package static let pathPrefix = "/org/latchkey/keychain/"
 
@@ -136,13 +138,21 @@ package enum KeychainBus {
 
     // MARK: Errors
 
-    /// The D-Bus error for a keychain error: ``statusError`` with "STATUS reason".
+    /// The D-Bus error for a keychain error: ``statusError`` with "STATUS reason", or for a password refused
+    /// after too many wrong ones ``tooManyAttemptsError`` with "SECONDS reason".
     package static func dbusError(_ error: KeychainError) -> DBusError {
-        DBusError(name: statusError, message: "\(error.status.rawValue) \(error.reason)")
+        if let wait = error.retryAfterSeconds {
+            return DBusError(name: tooManyAttemptsError, message: "\(wait) \(error.reason)")
+        }
+        return DBusError(name: statusError, message: "\(error.status.rawValue) \(error.reason)")
     }
 
     /// The keychain error a D-Bus error stands for (a failure to reach the daemon is `errSecNotAvailable`).
     package static func keychainError(_ error: DBusError) -> KeychainError {
+        if error.name == tooManyAttemptsError {
+            let wait = error.message.split(separator: " ", maxSplits: 1).first.flatMap { Int64($0) } ?? 0
+            return .tooManyAttempts(waitSeconds: wait)
+        }
         if error.name == statusError {
             let parts = error.message.split(separator: " ", maxSplits: 1).map(String.init)
             if let number = parts.first.flatMap({ Int32($0) }) {

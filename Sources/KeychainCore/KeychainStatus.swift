@@ -125,11 +125,20 @@ public struct KeychainError: Error, Hashable, Sendable, CustomStringConvertible 
     public let status: KeychainStatus
     /// A one-line explanation naming the offending key or value.
     public let reason: String
+    /// Set when a password was refused without being tried, after too many wrong ones: the seconds to wait.
+    public private(set) var retryAfterSeconds: Int64?
 
     /// An error with a status and a specific reason.
     public init(_ status: KeychainStatus, _ reason: String) {
         self.status = status
         self.reason = reason
+    }
+
+    /// `errSecAuthFailed` for a password not tried because too many wrong ones came lately.
+    public static func tooManyAttempts(waitSeconds: Int64) -> KeychainError {
+        var error = KeychainError(.authFailed, "too many wrong passwords; not tried (wait \(waitSeconds) s)")
+        error.retryAfterSeconds = waitSeconds
+        return error
     }
 
     /// `errSecParam` with a reason.

@@ -191,7 +191,7 @@ extension LoginPasswordOutcome {
     var keychainError: KeychainError {
         switch self {
         case .accepted: KeychainError(.success, "")
-        case .notTried(let wait): KeychainError(.authFailed, "too many wrong passwords; not tried (wait \(wait) s)")
+        case .notTried(let wait): .tooManyAttempts(waitSeconds: wait)
         case .failed(let error): error
         }
     }

@@ -42,7 +42,8 @@ struct Latchkey: ParsableCommand {
 }
 
 /// Runs a verb's work; a keychain error is printed on one line and becomes
-/// the exit status: 44 for `errSecItemNotFound` (as `security(1)`), else 1.
+/// the exit status: 44 for `errSecItemNotFound` (as `security(1)`), 45 for a
+/// password not tried after too many wrong ones, else 1.
 func reportingFailures(_ work: () throws(KeychainError) -> Void) throws {
     do {
         try work()
@@ -50,6 +51,6 @@ func reportingFailures(_ work: () throws(KeychainError) -> Void) throws {
         // A duplicate is told in Apple's words (the store's reason is terser); otherwise the specific reason.
         let reason = error.reason.isEmpty || error.status == .duplicateItem ? error.status.message : error.reason
         StandardError.write("latchkey: \(reason)")
-        throw ExitCode(error.status == .itemNotFound ? 44 : 1)
+        throw ExitCode(error.status == .itemNotFound ? 44 : error.retryAfterSeconds != nil ? 45 : 1)
     }
 }

@@ -295,6 +295,18 @@ def test_daemon_keychain_verbs(tmp_path, bus, make_daemon):
     assert (cli.keychains / "login.keychain-db").exists()
 
 
+def test_a_password_refused_for_too_many_wrong_ones_has_its_own_exit_status(tmp_path, bus, make_daemon):
+    cli = Cli(tmp_path, bus)
+    make_daemon(keychains=cli.keychains).start()
+    cli.ok("lock-keychain")
+    for _ in range(3):
+        assert cli.run("unlock-keychain", "--stdin", input="not it\n").returncode == 1
+    refused = cli.run("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n")
+    assert refused.returncode == 45 and "too many wrong passwords" in refused.stderr, refused.stderr
+    assert cli.json("show-keychain-info")["locked"] is True
+    assert wait_until(lambda: cli.run("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n").returncode == 0)
+
+
 def test_delete_a_collection_the_daemon_holds(tmp_path, bus, make_daemon, session_env):
     import secretstorage
     cli = Cli(tmp_path, bus)

@@ -290,6 +290,22 @@ private struct DeclaredInterface {
         #expect(daemon.daemon.registry.login?.isLocked == true)
     }
 
+    @Test func aPasswordRefusedForTooManyWrongOnesHasItsOwnErrorName() throws {
+        let daemon = try InProcessDaemon()
+        let native = KeychainBus.path(collection: "login")
+        try daemon.ok(native, KeychainBus.interface, "Lock")
+        for _ in 0..<3 {
+            let (_, call) = try daemon.send(native, KeychainBus.interface, "Unlock", [.bytes(Array("nope".utf8))])
+            #expect(daemon.awaitCompletion(of: call)?.errorName == KeychainBus.statusError)
+        }
+        let refused = try daemon.errorName(native, KeychainBus.interface, "Unlock", [.bytes(InProcessDaemon.password)])
+        #expect(refused == KeychainBus.tooManyAttemptsError)
+        let error = KeychainBus.keychainError(
+            DBusError(
+                name: KeychainBus.tooManyAttemptsError, message: "2 too many wrong passwords; not tried (wait 2 s)"))
+        #expect(error.status == .authFailed && error.retryAfterSeconds == 2)
+    }
+
     @Test func aPasswordChangeThroughKeychain1IsSavedAndTheLogEmptied() throws {
         let daemon = try InProcessDaemon()
         let native = KeychainBus.path(collection: "login")
