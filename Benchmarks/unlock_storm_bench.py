@@ -58,6 +58,18 @@ SECTION = "## Serving while keys are derived (unlock storm)"
 BEGIN, END = "<!-- unlock-storm-benchmark:begin -->", "<!-- unlock-storm-benchmark:end -->"
 
 
+def process_cpu(pid):
+    """A process's user and system CPU time so far, in seconds (its waited-for children excluded)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy():
+    """The CPU time all processes used so far (user, nice, system, interrupts), in seconds."""
+    fields = [int(field) for field in pathlib.Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values, q):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
@@ -113,9 +125,9 @@ class Server:
         return value[1]
 
     def cpu_seconds(self):
-        """The daemon's user and system CPU time so far."""
-        fields = pathlib.Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """The daemon's CPU time so far, and that of the daemon, its bus and this process together."""
+        daemon = process_cpu(self.process.pid)
+        return daemon, daemon + process_cpu(self.bus_pid) + process_cpu(os.getpid())
 
     def stop(self):
         self.client.close()
@@ -213,7 +225,9 @@ def wrong_password_storm(address, seconds, ready):
 def run_storm(storm, address, seconds, ready, done, results):
     """The storm's child process: its counts go to `results`; `done` is set when it ends, however it ends."""
     try:
-        results.put(storm(address, seconds, ready))
+        counts = storm(address, seconds, ready)
+        times = os.times()
+        results.put(dict(counts, cpu=times.user + times.system))
     except Exception as error:
         results.put({"error": repr(error)})
         raise
@@ -233,16 +247,18 @@ def scenario(server, name, seconds, storm=None):
         child.start()
         if not ready.wait(30):
             raise RuntimeError(f"{name}: the storm did not start")
-    cpu = server.cpu_seconds()
+    (daemon, ours), busy = server.cpu_seconds(), machine_busy()
     measured = bystander(server.address, seconds, done if child else None)
-    cpu = server.cpu_seconds() - cpu
+    (daemon_after, ours_after), busy_after = server.cpu_seconds(), machine_busy()
     counts = {}
     if child:
         counts = results.get(timeout=180)
         child.join()
         if "error" in counts:
             raise RuntimeError(f"{name}: the storm failed: {counts['error']}")
-    measured.update(name=name, counts=counts, cpu=cpu)
+    # CPU time that neither the daemon, its bus, the bystander nor the storm used: other work on the machine.
+    other = (busy_after - busy) - (ours_after - ours) - counts.pop("cpu", 0)
+    measured.update(name=name, counts=counts, cpu=daemon_after - daemon, other=other)
     return measured
 
 
@@ -350,6 +366,10 @@ def main():
     rows = run(args.latchkeyd, args.scale)
     print(f"load average after the run: {os.getloadavg()[0]:.2f}", file=sys.stderr)
     print(table(rows), flush=True)
+    for row in rows:
+        if row["other"] > 0.05 * row["seconds"] * os.cpu_count():
+            print(f"warning: {row['name']}: other processes used {row['other']:.1f} CPU s of "
+                  f"{row['seconds'] * os.cpu_count():.0f}: the figures are skewed", file=sys.stderr)
     for row in rows[1:]:
         for key, name in (("get_all", "GetAll"), ("lookup", "lookup")):
             p99 = percentile(row[key], 0.99) * 1e3

@@ -53,7 +53,6 @@ package final class KeychainRegistry {
     /// Where results of work done elsewhere arrive; poll its descriptor.
     package let inbox: LoopInbox
     let worker: Worker
-    var limiter = WrongPasswordLimiter()
     /// Whether a "your login password changed" prompt is showing.
     var rekeyPromptShowing = false
     /// How many times the login keychain was locked: an unlock whose key was derived across a lock is dropped.

@@ -3,29 +3,6 @@ import KeychainStore
 import Pinentry
 import Posix
 
-/// Counts wrong login passwords and makes the caller wait after the third:
-/// 2 s after the fourth, doubling up to a minute. A right password resets it.
-/// A refused attempt is not tried at all, so nothing blocks.
-struct WrongPasswordLimiter {
-    private var failures = 0
-    private var lastFailure: Int64 = 0
-    static let freeAttempts = 3
-
-    /// Seconds still to wait before the next try, 0 if it may be tried now.
-    func secondsToWait(now: Int64 = MonotonicClock.seconds()) -> Int64 {
-        guard failures >= Self.freeAttempts else { return 0 }
-        let delay = Int64(1) << min(failures - Self.freeAttempts + 1, 6)
-        return max(0, lastFailure + min(delay, 60) - now)
-    }
-
-    mutating func failed(now: Int64 = MonotonicClock.seconds()) {
-        failures += 1
-        lastFailure = now
-    }
-
-    mutating func succeeded() { failures = 0 }
-}
-
 /// How a try of a login password under the wrong-password limit ended.
 package enum LoginPasswordOutcome {
     /// The password was right.
@@ -93,7 +70,8 @@ extension KeychainRegistry {
                 .notUnlocked(.failed(KeychainError(.noSuchKeychain, "there is no login keychain; a login creates it"))))
         }
         // A password PAM verified is never refused for earlier wrong ones.
-        let wait = source == .verifiedByPAM ? 0 : limiter.secondsToWait()
+        let limited = source != .verifiedByPAM
+        let wait = limited ? (login?.keychain.passwordRetryWait() ?? 0) : 0
         guard wait == 0 else { return completion(.notUnlocked(.notTried(waitSeconds: wait))) }
         if holdingClients { unlocksAtLogin += 1 }
         let locksBefore = locksOfLogin
@@ -104,7 +82,9 @@ extension KeychainRegistry {
         offLoop(
             { () -> Result<LoginKeyDerivation, KeychainError> in
                 do throws(KeychainError) {
-                    if let existing { return .success(.unwrapped(try existing.unwrapKey(password: secret.bytes))) }
+                    if let existing {
+                        return .success(.unwrapped(try existing.unwrapKey(password: secret.bytes, limited: limited)))
+                    }
                     return .success(.created(try Self.createLoginKeychain(at: path, password: secret.bytes, kdf)))
                 } catch {
                     return .failure(error)
@@ -119,7 +99,6 @@ extension KeychainRegistry {
                     } catch {
                         return completion(.notUnlocked(.failed(error)))
                     }
-                    limiter.succeeded()
                     if let created = login {
                         announce(.created(created))
                         // Locked meanwhile (the last session closed): it stays locked.
@@ -130,15 +109,15 @@ extension KeychainRegistry {
                     // Another request created it first; this one's file cannot exist.
                     completion(.unlocked)
                 case .success(.unwrapped(let key)):
-                    limiter.succeeded()
                     if let login, login.isLocked, locksOfLogin == locksBefore {
                         login.keychain.unlock(with: key)
                         announceLoginUnlocked()
                     }
                     completion(.unlocked)
+                case .failure(let error) where error.retryAfterSeconds != nil:
+                    completion(.notUnlocked(.notTried(waitSeconds: error.retryAfterSeconds ?? 0)))
                 case .failure(let error):
                     if error.status == .authFailed {
-                        limiter.failed()
                         if source.mayCreateOrRekey, let login = login?.keychain { askToRekey(login, to: secret) }
                     }
                     completion(.notUnlocked(.failed(error)))
@@ -155,18 +134,21 @@ extension KeychainRegistry {
     /// Changes the password of `held` (which must open with a password) from `old` to `new`, under the
     /// wrong-password limit; the key is re-wrapped on the worker, saved on the serving thread, and the
     /// write-ahead log emptied of the old wrapped key on the worker, retried until it can be.
+    ///
+    /// A change a login asked for (`passwd` through pam_latchkey: PAM verified the old password) is never
+    /// refused for earlier wrong passwords (`limited` false).
     package func changePassword(
-        of held: HeldKeychain, from old: [UInt8], to new: [UInt8],
+        of held: HeldKeychain, from old: [UInt8], to new: [UInt8], limited: Bool = true,
         completion: @escaping (LoginPasswordOutcome) -> Void
     ) {
-        let wait = limiter.secondsToWait()
+        let wait = limited ? held.keychain.passwordRetryWait() : 0
         guard wait == 0 else { return completion(.notTried(waitSeconds: wait)) }
         let (oldSecret, newSecret) = (SecretBytes(old), SecretBytes(new))
         let keychain = held.keychain
         offLoop(
             { () -> Result<PasswordChange, KeychainError> in
                 do throws(KeychainError) {
-                    return .success(try keychain.rewrap(from: oldSecret.bytes, to: newSecret.bytes))
+                    return .success(try keychain.rewrap(from: oldSecret.bytes, to: newSecret.bytes, limited: limited))
                 } catch {
                     return .failure(error)
                 }
@@ -175,10 +157,9 @@ extension KeychainRegistry {
                 do throws(KeychainError) {
                     try keychain.commit(try result.get())
                 } catch {
-                    if error.status == .authFailed { limiter.failed() }
+                    if let wait = error.retryAfterSeconds { return completion(.notTried(waitSeconds: wait)) }
                     return completion(.failed(error))
                 }
-                limiter.succeeded()
                 scheduleCheckpoint(keychain.path)
                 completion(.accepted)
             })
@@ -203,7 +184,6 @@ extension KeychainRegistry {
             onOwnThread: true, { Self.askLoginPassword(login, pinentry) },
             then: { [self] key in
                 if let key, let held = self.login, held.isLocked {
-                    limiter.succeeded()
                     held.keychain.unlock(with: key)
                     announce(.lockChanged(held))
                 }
@@ -245,7 +225,6 @@ extension KeychainRegistry {
                     return
                 }
                 scheduleCheckpoint(login.path)
-                limiter.succeeded()
                 if held.isLocked {
                     login.unlock(with: key)
                     announceLoginUnlocked()
@@ -287,7 +266,8 @@ extension KeychainRegistry {
                 try accept(password)
                 return true
             } catch {
-                guard error.status == .authFailed else { return false }
+                // Another failure, or too many wrong passwords lately: asking again would not help.
+                guard error.status == .authFailed, error.retryAfterSeconds == nil else { return false }
             }
             request.error = retryMessage
         }

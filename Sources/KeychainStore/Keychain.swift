@@ -151,9 +151,61 @@ public final class Keychain: Sendable {
     /// which a daemon runs off its serving thread before applying the result with ``unlock(with:)``.
     ///
     /// - Throws: `errSecAuthFailed` if the password is wrong.
-    public func unwrapKey(password: some Collection<UInt8>) throws(KeychainError) -> UnwrappedKeychainKey {
+    public func unwrapKey(password: some Collection<UInt8>, limited: Bool = true) throws(KeychainError)
+        -> UnwrappedKeychainKey
+    {
         let header = state.withLock { $0.header }
-        return UnwrappedKeychainKey(key: try header.unwrap(password: password), keychain: identifier)
+        let key = try countingAttempt(limited: limited) { () throws(KeychainError) in
+            try header.unwrap(password: password)
+        }
+        return UnwrappedKeychainKey(key: key, keychain: identifier)
+    }
+
+    /// Seconds before a password may be tried again after too many wrong ones, 0 when it may be now.
+    public func passwordRetryWait() -> Int64 {
+        (try? storedAttempts().secondsToWait()) ?? 0
+    }
+
+    /// Tries a password with `attempt` under the wrong-password count kept in the file (see
+    /// `PasswordAttempts`): refused without trying while too many wrong ones came lately (unless
+    /// `limited` is false: a password a login verified), counted when wrong, resetting the count when right.
+    private func countingAttempt<Result>(limited: Bool, _ attempt: () throws(KeychainError) -> Result)
+        throws(KeychainError) -> Result
+    {
+        let attempts = (try? storedAttempts()) ?? PasswordAttempts()
+        let wait = attempts.secondsToWait()
+        if limited, wait > 0 { throw .tooManyAttempts(waitSeconds: wait) }
+        do {
+            let result = try attempt()
+            if attempts.failures > 0 { try? storeAttempts(PasswordAttempts()) }
+            return result
+        } catch  where error.status == .authFailed {
+            var counted = attempts
+            counted.failures = counted.failures == .max ? .max : counted.failures + 1
+            counted.lastFailure = Int64(time(nil))
+            try? storeAttempts(counted)
+            throw error
+        }
+    }
+
+    private func storedAttempts() throws(KeychainError) -> PasswordAttempts {
+        try state.withLock { (state) throws(KeychainError) in
+            try state.db.withStatement("SELECT value FROM meta WHERE name = ?1") { (select) throws(KeychainError) in
+                select.bind(1, PasswordAttempts.rowName)
+                return try select.step() ? PasswordAttempts(stored: select.data(0) ?? Data()) : PasswordAttempts()
+            }
+        }
+    }
+
+    private func storeAttempts(_ attempts: PasswordAttempts) throws(KeychainError) {
+        try state.withLock { (state) throws(KeychainError) in
+            try state.db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
+                (insert) throws(KeychainError) in
+                insert.bind(1, PasswordAttempts.rowName)
+                insert.bind(2, attempts.encoded)
+                try insert.run()
+            }
+        }
     }
 
     /// Unlocks with a key ``unwrapKey(password:)`` derived from this keychain's password.
@@ -193,9 +245,9 @@ public final class Keychain: Sendable {
     /// - Throws: `errSecAuthFailed` if `oldPassword` is wrong; nothing changes.
     public func changePassword(
         from oldPassword: some Collection<UInt8>, to newPassword: some Collection<UInt8>,
-        kdf: KDFParameters? = nil
+        kdf: KDFParameters? = nil, limited: Bool = true
     ) throws(KeychainError) {
-        let change = try rewrap(from: oldPassword, to: newPassword, kdf: kdf)
+        let change = try rewrap(from: oldPassword, to: newPassword, kdf: kdf, limited: limited)
         try commit(change)
         _ = Self.checkpoint(at: path, waitMilliseconds: 5_000)
     }
@@ -205,11 +257,14 @@ public final class Keychain: Sendable {
     ///
     /// - Throws: `errSecAuthFailed` if `oldPassword` is wrong.
     public func rewrap(
-        from oldPassword: some Collection<UInt8>, to newPassword: some Collection<UInt8>, kdf: KDFParameters? = nil
+        from oldPassword: some Collection<UInt8>, to newPassword: some Collection<UInt8>, kdf: KDFParameters? = nil,
+        limited: Bool = true
     ) throws(KeychainError) -> PasswordChange {
         let current = state.withLock { $0.header }
         var header = current
-        let key = try header.unwrap(password: oldPassword)
+        let key = try countingAttempt(limited: limited) { () throws(KeychainError) in
+            try header.unwrap(password: oldPassword)
+        }
         try header.wrap(key, password: newPassword, kdf: kdf ?? header.kdf ?? .production)
         return PasswordChange(header: header, replacing: current.wrappedKey)
     }

@@ -75,7 +75,7 @@ extension SecretServiceDaemon {
             guard let login = registry.login else {
                 return reply(ControlReply(.ok, "no login keychain; nothing to re-key"))
             }
-            registry.changePassword(of: login, from: old, to: new) { outcome in
+            registry.changePassword(of: login, from: old, to: new, limited: origin != .login) { outcome in
                 guard case .accepted = outcome else {
                     return reply(
                         Self.refusal(

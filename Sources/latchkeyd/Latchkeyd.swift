@@ -69,6 +69,8 @@ struct Latchkeyd: ParsableCommand {
     var user: UInt32?
 
     mutating func run() throws {
+        // Only root starts the daemon for a login: what it passes on standard input is a login's.
+        let startedByRoot = getuid() == 0
         if let user, let problem = UserSwitch.become(uid: user) { throw fail(problem) }
         // A reader of our standard output that went away must not end the daemon.
         signal(SIGPIPE, SIG_IGN)
@@ -77,7 +79,7 @@ struct Latchkeyd: ParsableCommand {
             print(SecretServiceIntrospection.document, terminator: "")
             return
         }
-        if changeLoginPassword { throw rekeyLoginFile() }
+        if changeLoginPassword { throw rekeyLoginFile(verifiedByLogin: startedByRoot) }
         var password = (unlock ? try readPassword() : nil) ?? []
         defer { wipeBytes(&password) }
         var handOver = login ? try readHandOver() : nil
@@ -184,13 +186,14 @@ struct Latchkeyd: ParsableCommand {
 
     /// `--change-login-password`: re-wraps the login keychain file's key as the request on standard input
     /// asks, and answers on standard output; the exit status to throw.
-    private func rekeyLoginFile() -> ExitCode {
-        let reply = rekeyLoginFile(ControlFrames.receiveRequest(on: 0, deadline: Deadline(millisecondsFromNow: 2_000)))
+    private func rekeyLoginFile(verifiedByLogin: Bool) -> ExitCode {
+        let request = ControlFrames.receiveRequest(on: 0, deadline: Deadline(millisecondsFromNow: 2_000))
+        let reply = rekeyLoginFile(request, limited: !verifiedByLogin)
         _ = ControlFrames.send(reply, on: 1, deadline: Deadline(millisecondsFromNow: 2_000))
         return reply.status == .ok ? .success : .failure
     }
 
-    private func rekeyLoginFile(_ received: Result<ControlRequest, ControlClientError>) -> ControlReply {
+    private func rekeyLoginFile(_ received: Result<ControlRequest, ControlClientError>, limited: Bool) -> ControlReply {
         guard case .success(var request) = received, case .changePassword(let old, let new) = request else {
             return ControlReply(.badRequest, "standard input must hold one change-password request")
         }
@@ -200,8 +203,10 @@ struct Latchkeyd: ParsableCommand {
             return ControlReply(.ok, "no login keychain; nothing to re-key")
         }
         do {
-            try Keychain(opening: path).changePassword(from: old, to: new)
+            // pam_latchkey runs this as root for `passwd`, whose PAM stack verified the old password.
+            try Keychain(opening: path).changePassword(from: old, to: new, limited: limited)
         } catch {
+            if error.retryAfterSeconds != nil { return ControlReply(.tooManyAttempts, error.reason) }
             return ControlReply(error.status == .authFailed ? .wrongPassword : .failed, error.reason)
         }
         return ControlReply(.ok, "login keychain re-keyed to the new password")

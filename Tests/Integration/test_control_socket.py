@@ -91,6 +91,22 @@ def test_wrong_passwords_are_refused_then_rate_limited(daemon, bus):
     assert not is_locked(bus)
 
 
+def test_the_wrong_password_count_survives_a_restart_and_never_refuses_a_login(make_daemon, bus):
+    daemon = make_daemon().start()
+    path = control_path(daemon)
+    lock_login(bus)
+    for _ in range(3):
+        assert control.open_session(path, "wrong")[0] == "wrongPassword"
+    daemon.stop()
+    daemon.start(unlock=False)
+    status, message = control.open_session(path, LOGIN_PASSWORD)
+    assert status == "tooManyAttempts" and "wait" in message
+    assert is_locked(bus)
+    # A login's hand-over (PAM verified it) is tried all the same.
+    assert control.hand_over(path, LOGIN_PASSWORD) == ("ok", "unlocking the login keychain")
+    assert not is_locked(bus)  # held until the unlock was done
+
+
 def test_change_password_rewraps_and_keeps_items(daemon, bus):
     path = control_path(daemon)
     secret_tool(bus, "store", "--label=x", "k", "v", input=b"kept")

@@ -160,6 +160,29 @@ import Testing
         #expect(statusOf { try keychain.unlock(password: Array("old".utf8)) } == .authFailed)
     }
 
+    /// The wrong-password count lives in the file: a new process (a restarted daemon, the command on the
+    /// file) sees it; a password a login verified is tried anyway and resets it.
+    @Test func wrongPasswordsAreCountedInTheFileAcrossOpens() throws {
+        _ = try makeKeychain(password: "right")
+        for _ in 0..<3 {
+            #expect(statusOf { try Keychain(opening: path).unlock(password: Array("wrong".utf8)) } == .authFailed)
+        }
+        let reopened = try Keychain(opening: path)
+        #expect(reopened.passwordRetryWait() > 0)
+        do {
+            try reopened.unlock(password: Array("right".utf8))
+            Issue.record("the fourth try was not refused")
+        } catch {
+            #expect(error.status == .authFailed && error.retryAfterSeconds != nil)
+        }
+        #expect(reopened.isLocked)
+        #expect(statusOf { try reopened.changePassword(from: "right", to: "other") } == .authFailed)
+        let key = try reopened.unwrapKey(password: Array("right".utf8), limited: false)
+        reopened.unlock(with: key)
+        #expect(!reopened.isLocked)
+        #expect(try Keychain(opening: path).passwordRetryWait() == 0, "a right password resets the count")
+    }
+
     @Test func killedWriterLosesNoAcknowledgedItem() throws {
         let password = "durable"
         _ = try makeKeychain(password: password)
