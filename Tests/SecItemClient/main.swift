@@ -27,9 +27,10 @@ case ("add-generic", 4):
             ] as CFDictionary, nil))
 case ("find-generic", 2), ("find-generic", 3):
     var query: [String: Any] = [
-        kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecReturnData: true,
+        kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: arguments[1],
+        kSecReturnData as String: true,
     ]
-    if arguments.count == 3 { query[kSecAttrAccount] = arguments[2] }
+    if arguments.count == 3 { query[kSecAttrAccount as String] = arguments[2] }
     var result: CFTypeRef?
     let status = SecItemCopyMatching(query as CFDictionary, &result)
     if let data = result as? Data { print(String(decoding: data, as: UTF8.self)) }
@@ -50,8 +51,9 @@ case ("find-internet", 2):
             kSecReturnData: true,
         ] as CFDictionary, &result)
     if let item = result as? [String: Any] {
-        let secret = (item[kSecValueData] as? Data).map { String(decoding: $0, as: UTF8.self) } ?? ""
-        print("\(item[kSecAttrAccount] as? String ?? "") \(item[kSecAttrPort] as? Int ?? -1) \(secret)")
+        let secret = (item[kSecValueData as String] as? Data).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let account = item[kSecAttrAccount as String] as? String ?? ""
+        print("\(account) \(item[kSecAttrPort as String] as? Int ?? -1) \(secret)")
     }
     finish(status)
 case ("delete-generic", 2):
