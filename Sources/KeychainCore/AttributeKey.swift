@@ -41,6 +41,19 @@ public struct AttributeKey: RawRepresentable, Hashable, Comparable, Sendable,
     /// The kind of value Apple's API gives this attribute, or nil for a name it does not define.
     public var kind: AttributeKind? { Self.kinds[self] ?? (isExtension ? .string : nil) }
 
+    /// Whether Apple's database keeps this text attribute as bytes, so that a
+    /// value may be given as `Data` as well as text: the account, service,
+    /// description, comment, label, security domain, server, authentication
+    /// type and path. Such a value is stored as given, returned as given, and
+    /// matched (and compared for `errSecDuplicateItem`) by its bytes, so the
+    /// text `"a"` and the bytes `61` are the same value.
+    public var storesTextAsBytes: Bool { Self.textAsBytes.contains(self) }
+
+    private static let textAsBytes: Set<AttributeKey> = [
+        .account, .service, .itemDescription, .comment, .label, .securityDomain, .server,
+        .authenticationType, .path,
+    ]
+
     /// Whether this is an extension attribute: a Secret Service attribute
     /// (`ss:` followed by its name) or one Latchkey keeps for itself (`lk:`).
     /// Password items accept any of them, with text values.

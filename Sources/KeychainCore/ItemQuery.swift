@@ -83,11 +83,11 @@ public struct ItemQuery: Hashable, Sendable {
     /// Checks the query against the class schema and Apple's rules for a search.
     ///
     /// - Throws: `errSecNoSuchAttr` or `errSecParam` as ``ItemSchema/validate(_:)``
-    ///   does; `errSecParam` for a zero match limit, for asking the secrets
-    ///   of every password item at once (`kSecReturnData` with
-    ///   `kSecMatchLimitAll`, which Apple refuses for password classes), and
-    ///   for `kSecAttrSynchronizable` among the attributes (it is the
-    ///   ``synchronizable`` field).
+    ///   does; `errSecParam` for a zero match limit and for
+    ///   `kSecAttrSynchronizable` among the attributes (it is the
+    ///   ``synchronizable`` field). Asking for the data of every match
+    ///   (`kSecReturnData` with `kSecMatchLimitAll`) is allowed for every
+    ///   class, as in Apple's data-protection keychain.
     public func validate() throws(KeychainError) {
         try ItemSchema.of(itemClass).validate(attributes)
         if attributes[.synchronizable] != nil {
@@ -95,13 +95,6 @@ public struct ItemQuery: Hashable, Sendable {
         }
         if case .count(let n) = limit, n < 1 {
             throw .param("kSecMatchLimit must be kSecMatchLimitOne, kSecMatchLimitAll or a number above 0")
-        }
-        if limit == .all, returning.contains(.data),
-            itemClass == .genericPassword || itemClass == .internetPassword
-        {
-            throw .param(
-                "kSecReturnData with kSecMatchLimitAll is refused for password items: "
-                    + "ask for references, then the data of the items you need")
         }
     }
 }

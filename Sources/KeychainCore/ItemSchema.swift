@@ -78,7 +78,9 @@ public struct ItemSchema: Sendable {
             .synchronizable,
         ])
 
-    /// Checks that every attribute belongs to the class and holds a value of its kind.
+    /// Checks that every attribute belongs to the class and holds a value of
+    /// its kind (or bytes, for the text attributes Apple keeps as bytes:
+    /// ``AttributeKey/storesTextAsBytes``).
     ///
     /// - Throws: `errSecNoSuchAttr` for an attribute of another class,
     ///   `errSecParam` for a value of the wrong kind or an `kSecAttrAccessible`
@@ -91,7 +93,7 @@ public struct ItemSchema: Sendable {
                     .noSuchAttribute,
                     "attribute '\(key)' does not exist for class '\(itemClass.rawValue)'")
             }
-            guard value.kind == kind else {
+            guard value.kind == kind || (value.kind == .data && key.storesTextAsBytes) else {
                 throw .param("attribute '\(key)' takes a \(kind) value, not a \(value.kind)")
             }
             if key == .accessible, case .string(let level) = value,

@@ -69,6 +69,9 @@ public struct KeychainStatus: RawRepresentable, Hashable, Sendable, CustomString
         Self.messages[rawValue] ?? "Unknown keychain status \(rawValue)."
     }
 
+    /// Whether this is one of the statuses above, which the keychain returns.
+    public var isKnown: Bool { Self.messages[rawValue] != nil }
+
     /// The status name and number, e.g. `errSecParam (-50)`.
     public var description: String {
         "\(Self.names[rawValue] ?? "OSStatus") (\(rawValue))"

@@ -47,6 +47,8 @@ enum AttributeMapping {
             switch attributes[key] {
             case .string(let text): result[name] = text
             case .number(let number): result[name] = String(number)
+            // Text given to SecItem as bytes (an account as Data): shown when it is UTF-8.
+            case .data(let bytes): if let text = String(validating: bytes, as: UTF8.self) { result[name] = text }
             default: break
             }
         }

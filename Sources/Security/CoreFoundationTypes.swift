@@ -2,13 +2,17 @@ import Foundation
 
 // The Core Foundation names Apple's keychain API is written in, mapped to
 // what swift-corelibs-foundation offers on Linux, so that code such as
-// `query as CFDictionary`, `var item: CFTypeRef?` and `kSecClass as String`
-// compiles unchanged.
+// `query as CFDictionary`, `var item: CFTypeRef?`, `kSecClass as String` and
+// `[kSecClass: kSecClassGenericPassword] as CFDictionary` compiles unchanged.
+//
+// On Apple systems the CF types are toll-free bridged to their Foundation
+// classes; here they are those classes, so the same `as` conversions hold.
 
 /// A result code (`OSStatus` in Apple's headers).
 public typealias OSStatus = Int32
-/// A string constant: `String` here, so `kSecClass as String` is the identity.
-public typealias CFString = String
+/// A string object (Apple's `CFString`, toll-free bridged to `NSString`): a
+/// class, so `kSec*` constants are `AnyObject`s, and `as String` bridges it.
+public typealias CFString = NSString
 /// A dictionary passed to or returned from the keychain API.
 public typealias CFDictionary = NSDictionary
 /// An array returned from the keychain API.
@@ -23,8 +27,62 @@ public typealias CFBoolean = NSNumber
 public typealias CFDate = NSDate
 /// Any object the keychain API returns.
 public typealias CFTypeRef = AnyObject
+/// A signed count or index (`long` on Apple's 64-bit systems).
+public typealias CFIndex = Int
+/// Option bits (`unsigned long` on Apple's 64-bit systems).
+public typealias CFOptionFlags = UInt
+/// An error object (Apple's `CFError`, toll-free bridged to `NSError`).
+public typealias CFError = NSError
+/// The domain of a `CFError`.
+public typealias CFErrorDomain = CFString
 
-/// The boolean true, as Apple's `kCFBooleanTrue`.
-public var kCFBooleanTrue: CFBoolean { NSNumber(value: true) }
+/// The boolean true, as Apple's `kCFBooleanTrue` (an implicitly unwrapped
+/// optional there too, so code writes `kCFBooleanTrue!` or stores it in `Any`).
+public let kCFBooleanTrue: CFBoolean! = NSNumber(value: true)
 /// The boolean false, as Apple's `kCFBooleanFalse`.
-public var kCFBooleanFalse: CFBoolean { NSNumber(value: false) }
+public let kCFBooleanFalse: CFBoolean! = NSNumber(value: false)
+
+/// A memory allocator (Apple's `CFAllocatorRef`). Swift manages memory here;
+/// the type exists so that calls which pass an allocator compile.
+public final class CFAllocator: Sendable {
+    private init() {}
+}
+
+/// The default allocator: nil, as Apple's `kCFAllocatorDefault` (`NULL`) is.
+public let kCFAllocatorDefault: CFAllocator! = nil
+
+/// The domain of an error, as Apple's `CFErrorGetDomain`.
+public func CFErrorGetDomain(_ err: CFError!) -> CFErrorDomain! {
+    err.map { NSString(string: $0.domain) }
+}
+
+/// The code of an error, as Apple's `CFErrorGetCode`.
+public func CFErrorGetCode(_ err: CFError!) -> CFIndex {
+    err?.code ?? 0
+}
+
+/// A copy of an error's user-info dictionary, as Apple's `CFErrorCopyUserInfo`
+/// (an empty dictionary when the error has none).
+public func CFErrorCopyUserInfo(_ err: CFError!) -> CFDictionary! {
+    NSDictionary(dictionary: err?.userInfo ?? [:])
+}
+
+/// The error domain of `OSStatus` codes (Foundation's `NSOSStatusErrorDomain`).
+let osStatusErrorDomain = "NSOSStatusErrorDomain"
+
+/// Stores an error for an Apple-style `CFError` out parameter, retained as a
+/// `Create`-rule function hands it over (the caller takes it with
+/// `takeRetainedValue()`; `takeUnretainedValue()` only leaks it).
+func report(_ status: OSStatus, _ reason: String, to error: UnsafeMutablePointer<Unmanaged<CFError>?>?) {
+    guard let error else { return }
+    let object = NSError(
+        domain: osStatusErrorDomain, code: Int(status), userInfo: [NSLocalizedDescriptionKey: reason])
+    error.pointee = Unmanaged.passRetained(object)
+}
+
+extension NSString {
+    /// Lets a `switch` over a `String` name `kSec*` constants in its cases.
+    static func ~= (pattern: NSString, value: String) -> Bool {
+        pattern.isEqual(to: value)
+    }
+}

@@ -9,8 +9,15 @@ enum DictionaryRole {
 /// A `SecItem*` dictionary read into typed values and checked against the
 /// rules of its role. Unknown keys give `errSecNoSuchAttr`, keys of the
 /// wrong role `errSecParam`, values of the wrong type `errSecParam`.
+///
+/// Keys and values may be `String`s or `CFString`s (`NSString`s) alike.
 struct QueryDictionary {
     var itemClass: ItemClass?
+    /// The class of the item `kSecValuePersistentRef` or `kSecValueRef`
+    /// names, which stands for `kSecClass` when that is absent.
+    var referencedClass: ItemClass?
+    /// The `kSecAttrAccessControl` object given, if any.
+    var accessControl: SecAccessControl?
     var attributes: ItemAttributes = [:]
     var synchronizable: SynchronizableMatch = .no
     var caseInsensitive = false
@@ -31,8 +38,17 @@ struct QueryDictionary {
         for (name, value) in entries {
             try read(name, value, role: role)
         }
+        if role != .changes, role != .add, itemClass == nil { itemClass = referencedClass }
         if role != .changes, itemClass == nil {
             throw .param("kSecClass is missing")
+        }
+        if let accessControl, role == .add || role == .changes {
+            // The protection of an access control is the item's accessibility.
+            let protection = AttributeValue.string(accessControl.protection)
+            if let given = attributes[.accessible], given != protection {
+                throw .param("kSecAttrAccessible differs from the protection of kSecAttrAccessControl")
+            }
+            attributes[.accessible] = protection
         }
         if role == .changes, attributes.isEmpty, data == nil {
             throw .param("the attributes to update are empty")
@@ -57,7 +73,7 @@ struct QueryDictionary {
             }
             self.itemClass = itemClass
         case kSecAttrSynchronizable:
-            if let text = value as? String, text == kSecAttrSynchronizableAny {
+            if let text = value as? String, kSecAttrSynchronizableAny.isEqual(to: text) {
                 guard searching else { throw .param("kSecAttrSynchronizableAny is for searches only") }
                 synchronizable = .any
             } else {
@@ -100,31 +116,45 @@ struct QueryDictionary {
             data = bytes
         case kSecValueRef:
             try require(searching, name)
-            items = (items ?? []) + [value as AnyObject]
+            let object = value as AnyObject
+            if let item = object as? SecKeychainItem { referencedClass = item.reference.itemClass }
+            items = (items ?? []) + [object]
         case kSecValuePersistentRef:
             try require(searching, name)
             guard let bytes = value as? Data, let reference = ItemReference(persistentData: bytes) else {
                 throw KeychainError(.invalidItemReference, "kSecValuePersistentRef is not a persistent reference")
             }
             persistentReference = reference
+            referencedClass = reference.itemClass
         case kSecUseAuthenticationUI:
             try require(role != .changes, name)
             guard let choice = value as? String,
                 [kSecUseAuthenticationUIAllow, kSecUseAuthenticationUIFail, kSecUseAuthenticationUISkip]
-                    .contains(choice)
+                    .contains(where: { $0.isEqual(to: choice) })
             else { throw .param("kSecUseAuthenticationUI takes Allow, Fail or Skip") }
-            skipsItemsNeedingAuthentication = choice == kSecUseAuthenticationUISkip
+            skipsItemsNeedingAuthentication = kSecUseAuthenticationUISkip.isEqual(to: choice)
         case kSecUseNoAuthenticationUI, kSecUseDataProtectionKeychain:
             try require(role != .changes, name)
             _ = try Self.bool(value, name)
         case kSecUseOperationPrompt, kSecUseAuthenticationContext:
             try require(role != .changes, name)
+        case kSecAttrAccessControl:
+            let control: SecAccessControl
+            if let object = value as? SecAccessControl {
+                control = object
+            } else if let bytes = value as? Data, let stored = SecAccessControl(storedForm: bytes) {
+                control = stored
+            } else {
+                throw .param("kSecAttrAccessControl takes a SecAccessControl (from SecAccessControlCreateWithFlags)")
+            }
+            accessControl = control
+            attributes[.accessControl] = .data(control.storedForm)
         default:
             let key = AttributeKey(rawValue: name)
             guard let kind = key.kind else {
                 throw KeychainError(.noSuchAttribute, "'\(name)' is not a keychain attribute")
             }
-            attributes[key] = try Self.value(value, kind: kind, name)
+            attributes[key] = try Self.value(value, kind: kind, bytesAllowed: key.storesTextAsBytes, name)
         }
     }
 
@@ -133,8 +163,8 @@ struct QueryDictionary {
     }
 
     private static let returnOptions: [String: ReturnOptions] = [
-        kSecReturnData: .data, kSecReturnAttributes: .attributes, kSecReturnRef: .reference,
-        kSecReturnPersistentRef: .persistentReference,
+        kSecReturnData as String: .data, kSecReturnAttributes as String: .attributes,
+        kSecReturnRef as String: .reference, kSecReturnPersistentRef as String: .persistentReference,
     ]
 
     static func limit(_ value: Any) throws(KeychainError) -> MatchLimit {
@@ -176,11 +206,16 @@ struct QueryDictionary {
     }
 
     /// Reads a value of an attribute of the given kind. Text is also taken
-    /// for data attributes (as UTF-8) and decimal text for numbers, as Apple does.
-    static func value(_ value: Any, kind: AttributeKind, _ name: String) throws(KeychainError) -> AttributeValue {
+    /// for data attributes (as UTF-8) and decimal text for numbers, as Apple
+    /// does; bytes are taken, and kept as bytes, for the text attributes Apple
+    /// stores as bytes (`bytesAllowed`).
+    static func value(
+        _ value: Any, kind: AttributeKind, bytesAllowed: Bool = false, _ name: String
+    ) throws(KeychainError) -> AttributeValue {
         switch kind {
         case .string:
             if let text = value as? String { return .string(text) }
+            if bytesAllowed, let bytes = value as? Data { return .data(bytes) }
         case .data:
             if let bytes = value as? Data { return .data(bytes) }
             if let text = value as? String { return .data(Data(text.utf8)) }

@@ -18,20 +18,26 @@ struct ResultShape {
             return NSData(data: item.reference.persistentData)
         }
         var dictionary: [String: Any] = returning.contains(.attributes) ? attributes(of: item) : [:]
-        if returning.contains(.data) { dictionary[kSecValueData] = item.secret ?? Data() }
+        if returning.contains(.data) { dictionary[kSecValueData as String] = item.secret ?? Data() }
         if returning.contains(.reference) {
-            dictionary[kSecValueRef] = SecKeychainItem(keychain: keychain, reference: item.reference)
+            dictionary[kSecValueRef as String] = SecKeychainItem(keychain: keychain, reference: item.reference)
         }
         if returning.contains(.persistentReference) {
-            dictionary[kSecValuePersistentRef] = item.reference.persistentData
+            dictionary[kSecValuePersistentRef as String] = item.reference.persistentData
         }
         return NSDictionary(dictionary: dictionary)
     }
 
     /// The item's attributes under their `kSecAttr*` names, plus `kSecClass`.
+    /// Values come back as they were given (text or bytes); an access control
+    /// comes back as a `SecAccessControl`.
     private func attributes(of item: KeychainItem) -> [String: Any] {
-        var dictionary: [String: Any] = [kSecClass: item.itemClass.rawValue]
+        var dictionary: [String: Any] = [kSecClass as String: item.itemClass.rawValue]
         for (key, value) in item.attributes ?? [:] {
+            if key == .accessControl, case .data(let bytes) = value, let control = SecAccessControl(storedForm: bytes) {
+                dictionary[key.rawValue] = control
+                continue
+            }
             switch value {
             case .string(let text): dictionary[key.rawValue] = text
             case .data(let bytes): dictionary[key.rawValue] = bytes

@@ -51,3 +51,17 @@ def test_secitem_on_a_locked_daemon_gets_interaction_not_allowed(daemon, bus):
                     "array:objpath:/org/freedesktop/secrets/collection/login"], env=bus.env(), check=True,
                    capture_output=True)
     assert secitem(bus, "find-generic", "locked.example.com").stdout == "status -25308\n"
+
+
+def test_secitem_semantics_of_issue_16_through_the_daemon(daemon, bus):
+    # Every match's data at once, an account given as bytes, an access control,
+    # and a persistent reference without kSecClass, all through org.latchkey.Keychain1.
+    run = secitem(bus, "apple-semantics", "apple.example.com")
+    assert run.returncode == 0, run.stdout
+    lines = run.stdout.splitlines()
+    assert lines[0] == "all-data one,two"
+    assert "bytes-account binary" in lines
+    assert "access-control aku 16402 aku equal=true" in lines
+    assert lines[-1] == "by-reference one"
+    # The Secret Service face sees the account given as bytes as its text.
+    assert secret_tool(bus, "lookup", "service", "apple.example.com", "account", "binary").stdout == b"one"

@@ -44,9 +44,24 @@ import Testing
         #expect(throws: Never.self) { try schema.validate([.accessible: .string("aku"), .account: .string("a")]) }
     }
 
-    @Test func queryValidationFollowsTheSearchingArticle() {
-        #expect(throws: KeychainError.self) {
+    @Test func textAttributesAppleKeepsAsBytesAcceptBytes() {
+        let schema = ItemSchema.of(.internetPassword)
+        for key: AttributeKey in [.account, .server, .securityDomain, .path, .label, .comment, .itemDescription] {
+            #expect(key.storesTextAsBytes)
+            #expect(throws: Never.self) { try schema.validate([key: .data(Data([0xff, 0x00]))]) }
+        }
+        #expect(!AttributeKey.accessGroup.storesTextAsBytes)
+        #expect(throws: KeychainError.self) { try schema.validate([.accessGroup: .data(Data("g".utf8))]) }
+        #expect(throws: KeychainError.self) { try schema.validate([.protocol: .data(Data("htps".utf8))]) }
+    }
+
+    @Test func queryValidationFollowsTheDataProtectionKeychain() {
+        // Every match's data may be asked for at once, password classes included.
+        #expect(throws: Never.self) {
             try ItemQuery(.genericPassword, limit: .all, returning: .data).validate()
+        }
+        #expect(throws: Never.self) {
+            try ItemQuery(.internetPassword, limit: .all, returning: .data).validate()
         }
         #expect(throws: Never.self) {
             try ItemQuery(.genericPassword, limit: .all, returning: [.persistentReference, .attributes]).validate()

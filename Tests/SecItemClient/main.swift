@@ -5,6 +5,7 @@
 //   secitem-client add-internet SERVER ACCOUNT SECRET PORT
 //   secitem-client find-internet SERVER                prints account, port, secret
 //   secitem-client delete-generic SERVICE
+//   secitem-client apple-semantics SERVICE             issue 16's four points, one line each
 // Exits 0 on errSecSuccess, else prints "status N" and exits 1.
 import Foundation
 import Security
@@ -27,9 +28,10 @@ case ("add-generic", 4):
             ] as CFDictionary, nil))
 case ("find-generic", 2), ("find-generic", 3):
     var query: [String: Any] = [
-        kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecReturnData: true,
+        kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: arguments[1],
+        kSecReturnData as String: true,
     ]
-    if arguments.count == 3 { query[kSecAttrAccount] = arguments[2] }
+    if arguments.count == 3 { query[kSecAttrAccount as String] = arguments[2] }
     var result: CFTypeRef?
     let status = SecItemCopyMatching(query as CFDictionary, &result)
     if let data = result as? Data { print(String(decoding: data, as: UTF8.self)) }
@@ -50,10 +52,59 @@ case ("find-internet", 2):
             kSecReturnData: true,
         ] as CFDictionary, &result)
     if let item = result as? [String: Any] {
-        let secret = (item[kSecValueData] as? Data).map { String(decoding: $0, as: UTF8.self) } ?? ""
-        print("\(item[kSecAttrAccount] as? String ?? "") \(item[kSecAttrPort] as? Int ?? -1) \(secret)")
+        let secret = (item[kSecValueData as String] as? Data).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let account = item[kSecAttrAccount as String] as? String ?? ""
+        print("\(account) \(item[kSecAttrPort as String] as? Int ?? -1) \(secret)")
     }
     finish(status)
+case ("apple-semantics", 2):
+    // Two items in SERVICE: account "binary" given as bytes, and account
+    // "guarded" with an access control; then every secret at once, one item by
+    // its persistent reference alone, and the stored access control.
+    let service = arguments[1]
+    guard
+        let control = SecAccessControlCreateWithFlags(
+            kCFAllocatorDefault, kSecAttrAccessibleWhenUnlockedThisDeviceOnly, [.biometryAny, .or, .devicePasscode], nil
+        )
+    else { finish(errSecParam) }
+    var reference: CFTypeRef?
+    let first: [CFString: Any] = [
+        kSecClass: kSecClassGenericPassword, kSecAttrService: service, kSecAttrAccount: Data("binary".utf8),
+        kSecValueData: Data("one".utf8), kSecReturnPersistentRef: kCFBooleanTrue!,
+    ]
+    var status = SecItemAdd(first as CFDictionary, &reference)
+    guard status == errSecSuccess, let persistent = reference as? Data else { finish(status) }
+    let second: [CFString: Any] = [
+        kSecClass: kSecClassGenericPassword, kSecAttrService: service, kSecAttrAccount: "guarded",
+        kSecAttrAccessControl: control, kSecValueData: Data("two".utf8),
+    ]
+    status = SecItemAdd(second as CFDictionary, nil)
+    guard status == errSecSuccess else { finish(status) }
+
+    var result: CFTypeRef?
+    status = SecItemCopyMatching(
+        [
+            kSecClass: kSecClassGenericPassword, kSecAttrService: service, kSecReturnData: true,
+            kSecReturnAttributes: true, kSecMatchLimit: kSecMatchLimitAll,
+        ] as CFDictionary, &result)
+    guard status == errSecSuccess, let items = result as? [[String: Any]] else { finish(status) }
+    let secrets = items.compactMap { $0[kSecValueData as String] as? Data }.map { String(decoding: $0, as: UTF8.self) }
+    print("all-data \(secrets.joined(separator: ","))")
+    for item in items {
+        if let bytes = item[kSecAttrAccount as String] as? Data {
+            print("bytes-account \(String(decoding: bytes, as: UTF8.self))")
+        }
+        if let stored = item[kSecAttrAccessControl as String] as? SecAccessControl {
+            let accessible = item[kSecAttrAccessible as String] as? String ?? "-"
+            print(
+                "access-control \(stored.protection) \(stored.flags.rawValue) \(accessible) equal=\(stored == control)")
+        }
+    }
+    status = SecItemCopyMatching(
+        [kSecValuePersistentRef: persistent, kSecReturnData: true] as CFDictionary, &result)
+    guard status == errSecSuccess, let secret = result as? Data else { finish(status) }
+    print("by-reference \(String(decoding: secret, as: UTF8.self))")
+    finish(errSecSuccess)
 case ("delete-generic", 2):
     finish(SecItemDelete([kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1]] as CFDictionary))
 default:

@@ -62,14 +62,15 @@ final class AttributeIndexer: @unchecked Sendable {
     func tag(_ itemClass: ItemClass, _ key: AttributeKey, _ value: AttributeValue) -> Data {
         var message: [UInt8] = [0x65]  // "e": exact
         append(itemClass, key, &message)
-        message.append(value.kind.rawValue)
+        message.append(key.indexedKind(of: value).rawValue)
         value.appendCanonicalBytes(to: &message)
         return mac(message)
     }
 
-    /// The case-insensitive tag of a string value, nil for other kinds.
+    /// The case-insensitive tag of a string value (or of UTF-8 bytes given
+    /// for a text attribute Apple keeps as bytes), nil for other values.
     func foldedTag(_ itemClass: ItemClass, _ key: AttributeKey, _ value: AttributeValue) -> Data? {
-        guard case .string(let text) = value else { return nil }
+        guard let text = key.text(of: value) else { return nil }
         var message: [UInt8] = [0x66]  // "f": folded
         append(itemClass, key, &message)
         message.append(contentsOf: text.lowercased().utf8)
@@ -98,7 +99,7 @@ final class AttributeIndexer: @unchecked Sendable {
             message.append(0)
             message.append(contentsOf: key.rawValue.utf8)
             let value = attributes[key] ?? key.emptyValue
-            message.append(value.kind.rawValue)
+            message.append(key.indexedKind(of: value).rawValue)
             var bytes: [UInt8] = []
             value.appendCanonicalBytes(to: &bytes)
             withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { message.append(contentsOf: $0) }
@@ -116,6 +117,23 @@ final class AttributeIndexer: @unchecked Sendable {
 }
 
 extension AttributeKey {
+    /// The kind a value is indexed and compared as: bytes given for a text
+    /// attribute Apple keeps as bytes count as text, so `"a"` and `Data("a".utf8)`
+    /// find each other and collide as primary keys; other values keep their kind.
+    func indexedKind(of value: AttributeValue) -> AttributeKind {
+        value.kind == .data && storesTextAsBytes ? .string : value.kind
+    }
+
+    /// The text a value stands for in case-insensitive matching: the string,
+    /// or the bytes of a text attribute Apple keeps as bytes when they are UTF-8.
+    func text(of value: AttributeValue) -> String? {
+        switch value {
+        case .string(let text): text
+        case .data(let bytes) where storesTextAsBytes: String(validating: bytes, as: UTF8.self)
+        default: nil
+        }
+    }
+
     /// Whether the attribute has tags in the index. The dates change on every
     /// update and are rarely searched (queries on them are filtered after
     /// decryption); the synchronizable flag is a column of its own.
