@@ -67,4 +67,18 @@ package enum AttributeMapping {
     package static func isSecretServiceAttribute(_ key: AttributeKey, of itemClass: ItemClass) -> Bool {
         key.rawValue.hasPrefix(AttributeKey.secretServicePrefix) || names(itemClass).values.contains(key)
     }
+
+    /// The store attributes of an item made through the Secret Service (`CreateItem`), a generic
+    /// password: its attributes as ``storeAttributes(_:for:)`` maps them, its label, its
+    /// secret's content type and the `lk:ss-item` mark (such items have no primary key, so two
+    /// with equal attributes stay apart).
+    package static func secretServiceItem(label: String, attributes: [String: String], contentType: String)
+        -> ItemAttributes
+    {
+        var stored = storeAttributes(attributes, for: .genericPassword) ?? [:]
+        stored[.label] = .string(label)
+        stored[.contentType] = .string(contentType)
+        stored[.secretServiceItem] = .string("1")
+        return stored
+    }
 }
