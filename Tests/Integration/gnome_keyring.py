@@ -59,26 +59,28 @@ ITEMS = [
 class GnomeKeyring:
     """gnome-keyring-daemon with only its secrets component, on the bus at `address`, under `home`."""
 
-    def __init__(self, address, home):
+    def __init__(self, address, home, data=None):
         self.address = address
         self.home = pathlib.Path(home)
+        self.data = pathlib.Path(data) if data else self.home / ".local" / "share"
         self.process = None
 
     def env(self):
         env = dict(os.environ)
-        env.update(DBUS_SESSION_BUS_ADDRESS=self.address, HOME=str(self.home),
-                   XDG_DATA_HOME=str(self.home / ".local" / "share"), XDG_RUNTIME_DIR=str(self.home / "run"),
-                   XDG_CONFIG_HOME=str(self.home / ".config"))
+        env.update(DBUS_SESSION_BUS_ADDRESS=self.address, HOME=str(self.home), XDG_DATA_HOME=str(self.data),
+                   XDG_RUNTIME_DIR=str(self.home / "run"), XDG_CONFIG_HOME=str(self.home / ".config"))
         env.pop("DISPLAY", None)
         env.pop("WAYLAND_DISPLAY", None)
         return env
 
     @property
     def keyrings(self):
-        return self.home / ".local" / "share" / "keyrings"
+        return self.data / "keyrings"
 
     def start(self, login_password=LOGIN_PASSWORD):
         (self.home / "run").mkdir(parents=True, exist_ok=True, mode=0o700)
+        # gnome-keyring makes the keyrings directory but not a missing XDG_DATA_HOME above it.
+        self.data.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             ["gnome-keyring-daemon", "--foreground", "--components=secrets", "--unlock"],
             env=self.env(), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -90,7 +92,13 @@ class GnomeKeyring:
                 raise RuntimeError(f"gnome-keyring-daemon exited: {self.process.stderr.read().decode()}")
             connection = self.connect()
             try:
-                if secretstorage.check_service_availability(connection):
+                # Not secretstorage.check_service_availability, which also counts an activatable name: a call
+                # before this daemon owns the name would make the bus start another gnome-keyring-daemon
+                # (its activation file), which would win the name without the login password.
+                # The name comes first; the login keyring once the password on stdin has been read.
+                owned = connection.send_and_get_reply(jeepney.bus_messages.message_bus.NameHasOwner(SERVICE)).body[0]
+                if owned and any(c.collection_path.endswith("/login")
+                                 for c in secretstorage.get_all_collections(connection)):
                     return self
             finally:
                 connection.close()
@@ -106,20 +114,50 @@ class GnomeKeyring:
             self.process.wait(timeout=10)
 
 
-def create_collection(connection, label, password):
-    """A new keyring with `password` through CreateWithMasterPassword (no prompt); its object path."""
+def internal_call(connection, method, signature, arguments):
+    """Calls gnome-keyring's private interface with the password as a plain-session Secret (the
+    session is opened first and stands at `arguments`' "SESSION" placeholder)."""
     service = jeepney.DBusAddress("/org/freedesktop/secrets", bus_name=SERVICE,
                                   interface="org.freedesktop.Secret.Service")
     reply = connection.send_and_get_reply(jeepney.new_method_call(service, "OpenSession", "sv", ("plain", ("s", ""))))
     session_path = reply.body[1]
+    arguments = tuple((session_path, *a[1:]) if isinstance(a, tuple) and a and a[0] == "SESSION" else a
+                      for a in arguments)
     internal = jeepney.DBusAddress("/org/freedesktop/secrets", bus_name=SERVICE, interface=INTERNAL)
-    properties = {"org.freedesktop.Secret.Collection.Label": ("s", label)}
-    reply = connection.send_and_get_reply(jeepney.new_method_call(
-        internal, "CreateWithMasterPassword", "a{sv}(oayays)",
-        (properties, (session_path, b"", password.encode(), "text/plain"))))
+    reply = connection.send_and_get_reply(jeepney.new_method_call(internal, method, signature, arguments))
     if reply.header.message_type != jeepney.MessageType.method_return:
-        raise RuntimeError(f"CreateWithMasterPassword failed: {reply.body}")
-    return reply.body[0]
+        raise RuntimeError(f"{method} failed: {reply.body}")
+    return reply.body
+
+
+def create_collection(connection, label, password):
+    """A new keyring with `password` through CreateWithMasterPassword (no prompt); its object path."""
+    properties = {"org.freedesktop.Secret.Collection.Label": ("s", label)}
+    return internal_call(connection, "CreateWithMasterPassword", "a{sv}(oayays)",
+                         (properties, ("SESSION", b"", password.encode(), "text/plain")))[0]
+
+
+def unlock_collection(connection, path, password):
+    """Unlocks a keyring with its password through UnlockWithMasterPassword (no prompt)."""
+    internal_call(connection, "UnlockWithMasterPassword", "o(oayays)",
+                  (path, ("SESSION", b"", password.encode(), "text/plain")))
+
+
+def served(keyring):
+    """Every keyring as gnome-keyring serves it from its files (the second one unlocked with its
+    password): {label: [item dict]}."""
+    connection = keyring.connect()
+    try:
+        result = {}
+        for collection in secretstorage.get_all_collections(connection):
+            if collection.collection_path.endswith("/session"):
+                continue
+            if collection.is_locked():
+                unlock_collection(connection, collection.collection_path, SECOND_PASSWORD)
+            result[collection.get_label()] = read_items(collection)
+        return result
+    finally:
+        connection.close()
 
 
 def populate(keyring):
