@@ -12,7 +12,7 @@ import secretstorage
 from jeepney.io.blocking import open_dbus_connection
 
 import gnome_keyring
-from conftest import LOGIN_PASSWORD, Bus, binary
+from conftest import LOGIN_PASSWORD, SCRIPTED_PINENTRY, Bus, binary
 
 pytestmark = pytest.mark.skipif(shutil.which("gnome-keyring-daemon") is None,
                                 reason="gnome-keyring is not installed (.ci/packages lists it)")
@@ -73,8 +73,12 @@ def start_daemon(make_daemon, home, bus):
 
 
 def latchkey(bus, tmp_path, *args, input=None):
+    answers = tmp_path / "pinentry-answers"
+    if not answers.exists():
+        answers.write_text("password file password\n" * 5)
     env = bus.env(HOME=str(tmp_path / "home"), XDG_DATA_HOME=str(tmp_path / "data"),
-                  XDG_CONFIG_HOME=str(tmp_path / "config"))
+                  XDG_CONFIG_HOME=str(tmp_path / "config"), PINENTRY=str(SCRIPTED_PINENTRY),
+                  SCRIPTED_PINENTRY_ANSWERS=str(answers), SCRIPTED_PINENTRY_LOG=str(tmp_path / "pinentry-log"))
     return subprocess.run([binary("latchkey"), *args], env=env, input=input, capture_output=True, text=True,
                           timeout=120, start_new_session=True)
 
@@ -160,3 +164,19 @@ def test_a_damaged_keyring_is_named_and_the_others_are_imported(bus, make_daemon
     assert result.returncode == 1
     assert f"{login}: the file is truncated" in result.stderr
     assert len(login_items(bus)) == 5
+
+
+def test_import_into_a_keychain_file_with_no_daemon(tmp_path, home, made):
+    nobody = Bus.__new__(Bus)
+    nobody.address = f"unix:path={tmp_path}/no-bus"
+    created = latchkey(nobody, tmp_path, "create-keychain", "--stdin", "login", input="file password\n")
+    assert created.returncode == 0, created.stderr
+    result = latchkey(nobody, tmp_path, "import-gnome-keyring", "--stdin",
+                      input=passwords(gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD, "file password"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("imported ") == 3
+    # The keychain's password for find-generic-password comes through the scripted pinentry.
+    found = latchkey(nobody, tmp_path, "find-generic-password", "-s", "backup.example", "-w")
+    assert found.returncode == 0 and found.stdout == "s3cret\n", found.stderr
+    status = latchkey(nobody, tmp_path, "migration-status")
+    assert status.stdout.count("imported ") == 3 and "left" not in status.stdout
