@@ -60,6 +60,8 @@ let package = Package(
                 ])
             ]),
         .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL"]),
+        // Reads gnome-keyring's keyring files and writes them into a keychain.
+        .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         .target(name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient"]),
         .target(name: "DBus", dependencies: ["CDBus"]),
@@ -83,6 +85,7 @@ let package = Package(
             name: "latchkey",
             dependencies: [
                 "KeychainClient", "KeychainBus", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
+                "GnomeKeyringImport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -108,6 +111,10 @@ let package = Package(
             name: "SecretServiceTests",
             dependencies: ["SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry"]),
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
+        .testTarget(
+            name: "GnomeKeyringImportTests",
+            dependencies: ["GnomeKeyringImport", "KeychainStore", "KeychainCore"],
+            exclude: ["Fixtures"]),
     ]
 )
 

@@ -308,39 +308,72 @@ public final class Keychain: Sendable {
     public func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?)
         throws(KeychainError) -> KeychainItem
     {
-        let schema = ItemSchema.of(itemClass)
-        var stored = attributes.filter { !$0.key.isSetByStore }
-        try schema.validate(stored)
+        let added = try add([NewItem(itemClass, attributes: attributes, secret: secret)])
+        guard let item = added.first else { throw KeychainError(.internalComponent, "an add returned no item") }
+        return item
+    }
+
+    /// Adds several items, and sets metadata rows (see ``setMetadata(_:_:)``), in one transaction:
+    /// either every item is added and every row set, or, when one fails, nothing changes. An item
+    /// keeps the creation and modification dates it carries (an import keeps the dates the item had
+    /// elsewhere); an item without them gets the time of the call, as ``add(_:attributes:secret:)``.
+    ///
+    /// - Throws: as ``add(_:attributes:secret:)``, for the first item that cannot be added (then none is).
+    @discardableResult
+    public func add(_ items: [NewItem], metadata: [String: Data] = [:]) throws(KeychainError) -> [KeychainItem] {
         let now = Date()
-        stored[.creationDate] = .date(now)
-        stored[.modificationDate] = .date(now)
-        if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
-        let reference = ItemReference(itemClass: itemClass, identifier: try SecureRandom.data(count: 16))
+        var prepared: [(reference: ItemReference, attributes: ItemAttributes, secret: Data?)] = []
+        prepared.reserveCapacity(items.count)
+        for item in items {
+            var stored = item.attributes.filter { !$0.key.isSetByStore }
+            try ItemSchema.of(item.itemClass).validate(stored)
+            stored[.creationDate] = .date(item.creationDate ?? now)
+            stored[.modificationDate] = .date(item.modificationDate ?? item.creationDate ?? now)
+            if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
+            let reference = ItemReference(itemClass: item.itemClass, identifier: try SecureRandom.data(count: 16))
+            prepared.append((reference, stored, item.secret))
+        }
         try state.withLock { (state) throws(KeychainError) in
             let key = try state.unlockedKey()
-            let sealedAttributes = try AuthenticatedCipher.seal(
-                AttributeCodec.encode(stored), key: key, context: context(reference, .attributes))
-            let sealedSecret = try secret.map { (secret) throws(KeychainError) in
-                try AuthenticatedCipher.seal(secret, key: key, context: context(reference, .secret))
+            var sealed: [(attributes: Data, secret: Data?)] = []
+            sealed.reserveCapacity(prepared.count)
+            for item in prepared {
+                let attributes = try AuthenticatedCipher.seal(
+                    AttributeCodec.encode(item.attributes), key: key, context: context(item.reference, .attributes))
+                let secret = try item.secret.map { (secret) throws(KeychainError) in
+                    try AuthenticatedCipher.seal(secret, key: key, context: context(item.reference, .secret))
+                }
+                sealed.append((attributes, secret))
             }
             let db = state.db
             let indexer = state.indexer
             try db.transaction { () throws(KeychainError) in
-                try db.withStatement(
-                    "INSERT INTO items (uuid, class, pk, attributes, secret, sync) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-                ) { (insert) throws(KeychainError) in
-                    insert.bind(6, stored.isSynchronizable ? 1 : 0)
-                    insert.bind(1, reference.identifier)
-                    insert.bind(2, itemClass.rawValue)
-                    insert.bind(3, indexer.primaryKeyHash(itemClass, stored))
-                    insert.bind(4, sealedAttributes)
-                    insert.bind(5, sealedSecret)
-                    try insert.run()
+                for (item, seal) in zip(prepared, sealed) {
+                    let itemClass = item.reference.itemClass
+                    try db.withStatement(
+                        "INSERT INTO items (uuid, class, pk, attributes, secret, sync) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+                    ) { (insert) throws(KeychainError) in
+                        insert.bind(6, item.attributes.isSynchronizable ? 1 : 0)
+                        insert.bind(1, item.reference.identifier)
+                        insert.bind(2, itemClass.rawValue)
+                        insert.bind(3, indexer.primaryKeyHash(itemClass, item.attributes))
+                        insert.bind(4, seal.attributes)
+                        insert.bind(5, seal.secret)
+                        try insert.run()
+                    }
+                    try Self.insertTags(indexer.tags(itemClass, item.attributes), item: db.lastInsertRowID, db)
                 }
-                try Self.insertTags(indexer.tags(itemClass, stored), item: db.lastInsertRowID, db)
+                for (name, value) in metadata.sorted(by: { $0.key < $1.key }) {
+                    try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
+                        (insert) throws(KeychainError) in
+                        insert.bind(1, "x-" + name)
+                        insert.bind(2, value)
+                        try insert.run()
+                    }
+                }
             }
         }
-        return KeychainItem(reference: reference, attributes: stored, secret: secret)
+        return prepared.map { KeychainItem(reference: $0.reference, attributes: $0.attributes, secret: $0.secret) }
     }
 
     /// The items that match `query`, oldest first, up to its limit, with what
@@ -674,6 +707,32 @@ extension AttributeKey {
 extension ItemAttributes {
     /// Whether `kSecAttrSynchronizable` is set and true.
     fileprivate var isSynchronizable: Bool { self[.synchronizable] == .bool(true) }
+}
+
+/// An item to add with ``Keychain/add(_:metadata:)``.
+public struct NewItem: Sendable {
+    /// Its class.
+    public var itemClass: ItemClass
+    /// Its attributes; the dates among them are ignored (see ``creationDate``).
+    public var attributes: ItemAttributes
+    /// Its secret, if it has one.
+    public var secret: Data?
+    /// When it was made; nil: now.
+    public var creationDate: Date?
+    /// When it last changed; nil: its creation date.
+    public var modificationDate: Date?
+
+    /// An item of `itemClass`, with dates to keep or nil for the time it is added.
+    public init(
+        _ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?, creationDate: Date? = nil,
+        modificationDate: Date? = nil
+    ) {
+        self.itemClass = itemClass
+        self.attributes = attributes
+        self.secret = secret
+        self.creationDate = creationDate
+        self.modificationDate = modificationDate
+    }
 }
 
 /// A keychain key derived from a password, not yet installed: see ``Keychain/unwrapKey(password:)``. Its

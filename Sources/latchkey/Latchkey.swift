@@ -21,7 +21,8 @@ struct Latchkey: ParsableCommand {
             FindPassword<InternetPasswordOptions>.self, DeletePassword<InternetPasswordOptions>.self,
             DumpKeychain.self, ListKeychains.self, DefaultKeychain.self, LoginKeychain.self,
             CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self,
-            SetKeychainPassword.self, SetKeychainSettings.self, ShowKeychainInfo.self,
+            SetKeychainPassword.self, SetKeychainSettings.self, ShowKeychainInfo.self, ImportGnomeKeyring.self,
+            MigrationStatus.self,
         ])
 
     /// Parses the command line (a trailing `-w` of an add verb means "ask me") and runs the verb. A

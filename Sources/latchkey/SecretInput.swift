@@ -81,6 +81,25 @@ enum SecretInput {
         return Array(secrets.prefix(count))
     }
 
+    /// Every line of standard input (without its line end), for verbs that take several passwords;
+    /// a final empty line is dropped.
+    static func linesFromStandardInput() throws(KeychainError) -> [[UInt8]] {
+        var input: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            guard let got = try? Posix.read(STDIN_FILENO, &buffer, buffer.count), got > 0 else { break }
+            input += buffer[0..<got]
+            guard input.count <= 1 << 20 else { throw KeychainError(.dataTooLarge, "standard input holds over 1 MiB") }
+        }
+        wipeBytes(&buffer)
+        defer { wipeBytes(&input) }
+        var lines = input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+            Array($0.last == UInt8(ascii: "\r") ? $0.dropLast() : $0)
+        }
+        if lines.last?.isEmpty == true { lines.removeLast() }
+        return lines
+    }
+
     /// Asks for a keychain password: on the terminal when there is one, else
     /// through pinentry (`PINENTRY`, default `pinentry`), with `error` shown
     /// after a wrong try.

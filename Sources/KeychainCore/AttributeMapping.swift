@@ -1,5 +1,4 @@
 import FoundationEssentials
-import KeychainCore
 
 /// How Secret Service attributes (text names and values) and store attributes map onto each other.
 ///
@@ -8,7 +7,10 @@ import KeychainCore
 /// `server`, `account`, `protocol`, `port`, `path`, `domain` and `authtype` on
 /// Internet passwords. Every other name is kept as an extension attribute
 /// (`ss:` + name). See docs/dbus-mapping.md.
-enum AttributeMapping {
+///
+/// It lives here, below the daemon, so that the Secret Service face and the
+/// gnome-keyring importer store items the same way.
+package enum AttributeMapping {
     private static let genericNames: [String: AttributeKey] = ["service": .service, "account": .account]
     private static let internetNames: [String: AttributeKey] = [
         "server": .server, "account": .account, "protocol": .protocol, "port": .port, "path": .path,
@@ -22,7 +24,7 @@ enum AttributeMapping {
     /// The store attributes for Secret Service attributes on an item of
     /// `itemClass`; nil when a value cannot be held there (a port that is not a
     /// number), so no item of that class can match.
-    static func storeAttributes(_ attributes: [String: String], for itemClass: ItemClass) -> ItemAttributes? {
+    package static func storeAttributes(_ attributes: [String: String], for itemClass: ItemClass) -> ItemAttributes? {
         let mapped = names(itemClass)
         var result: ItemAttributes = [:]
         for (name, value) in attributes {
@@ -41,7 +43,9 @@ enum AttributeMapping {
     }
 
     /// The Secret Service attributes of a stored item.
-    static func secretServiceAttributes(_ attributes: ItemAttributes, of itemClass: ItemClass) -> [String: String] {
+    package static func secretServiceAttributes(
+        _ attributes: ItemAttributes, of itemClass: ItemClass
+    ) -> [String: String] {
         var result: [String: String] = [:]
         for (name, key) in names(itemClass) {
             switch attributes[key] {
@@ -62,7 +66,21 @@ enum AttributeMapping {
 
     /// The store attributes an item's Secret Service attributes replace when
     /// they are set: the mapped names and every extension attribute.
-    static func isSecretServiceAttribute(_ key: AttributeKey, of itemClass: ItemClass) -> Bool {
+    package static func isSecretServiceAttribute(_ key: AttributeKey, of itemClass: ItemClass) -> Bool {
         key.rawValue.hasPrefix(AttributeKey.secretServicePrefix) || names(itemClass).values.contains(key)
+    }
+
+    /// The store attributes of an item made through the Secret Service (`CreateItem`), a generic
+    /// password: its attributes as ``storeAttributes(_:for:)`` maps them, its label, its
+    /// secret's content type and the `lk:ss-item` mark (such items have no primary key, so two
+    /// with equal attributes stay apart).
+    package static func secretServiceItem(label: String, attributes: [String: String], contentType: String)
+        -> ItemAttributes
+    {
+        var stored = storeAttributes(attributes, for: .genericPassword) ?? [:]
+        stored[.label] = .string(label)
+        stored[.contentType] = .string(contentType)
+        stored[.secretServiceItem] = .string("1")
+        return stored
     }
 }

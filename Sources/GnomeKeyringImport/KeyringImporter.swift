@@ -1,0 +1,118 @@
+import FoundationEssentials
+import KeychainCore
+import KeychainStore
+
+/// What one import of a keyring file left in the keychain, so that the same file is never
+/// imported twice and `latchkey migration-status` can list it.
+package struct ImportRecord: Codable, Sendable, Equatable {
+    /// The keyring file, as given to the import.
+    package var path: String
+    /// The SHA-256 of the file's contents then (lower-case hex).
+    package var digest: String
+    /// The file's modification time then, as Unix seconds.
+    package var fileModified: UInt64
+    /// The keyring's name.
+    package var keyring: String
+    /// How many items the import added.
+    package var added: Int
+    /// How many of its items were in the keychain already.
+    package var alreadyPresent: Int
+    /// When it was imported, as Unix seconds.
+    package var imported: UInt64
+}
+
+/// What ``GnomeKeyringImporter/importKeyring(_:from:into:)`` did.
+package enum ImportOutcome: Sendable, Equatable {
+    /// The items were added (those not already in the keychain) and the import recorded.
+    case imported(ImportRecord)
+    /// This file, with these contents, was imported before: nothing was added.
+    case alreadyImported(ImportRecord)
+}
+
+/// Writes gnome-keyring keyrings into a Latchkey keychain.
+///
+/// Every item becomes a generic password stored exactly as the Secret Service face's `CreateItem`
+/// stores one (``AttributeMapping/secretServiceItem(label:attributes:contentType:)``), with the
+/// item's own creation and modification dates. One keyring is one transaction, together with its
+/// import record: a failure half way leaves the keychain as it was.
+package enum GnomeKeyringImporter {
+    /// The keychain metadata row (see `Keychain.metadata`) that holds the import records, as JSON.
+    package static let recordsName = "gnome-keyring-imports"
+
+    /// The content type gnome-keyring serves every secret with (its files keep none).
+    package static let defaultContentType = "text/plain"
+
+    /// The import records kept in `keychain` (readable while it is locked).
+    package static func records(in keychain: Keychain) throws(KeychainError) -> [ImportRecord] {
+        guard let data = try keychain.metadata(recordsName) else { return [] }
+        do {
+            return try JSONDecoder().decode([ImportRecord].self, from: data)
+        } catch {
+            throw KeychainError(.decode, "the keychain's gnome-keyring import records are damaged: \(error)")
+        }
+    }
+
+    /// The record of an earlier import of this very file (same path, same contents), if any.
+    package static func earlierImport(of file: KeyringFile, in records: [ImportRecord]) -> ImportRecord? {
+        records.last { $0.path == file.path && $0.digest == file.digest }
+    }
+
+    /// The item `item` becomes in a keychain.
+    package static func newItem(_ item: GnomeKeyringItem) -> NewItem {
+        NewItem(
+            .genericPassword,
+            attributes: AttributeMapping.secretServiceItem(
+                label: item.label, attributes: item.attributes, contentType: item.contentType ?? defaultContentType),
+            secret: Data(item.secret),
+            creationDate: Date(timeIntervalSince1970: TimeInterval(item.created)),
+            modificationDate: Date(timeIntervalSince1970: TimeInterval(item.modified)))
+    }
+
+    /// Imports `keyring`, read from `file`, into `keychain` (unlocked), in one transaction with its
+    /// record. An item already in the keychain (the same label, attributes and creation date, as an
+    /// earlier import of a previous version of the file left it) is not added again; a file
+    /// imported before with the same contents adds nothing.
+    package static func importKeyring(
+        _ keyring: GnomeKeyring, from file: KeyringFile, into keychain: Keychain, now: Date = Date()
+    ) throws(KeychainError) -> ImportOutcome {
+        var records = try records(in: keychain)
+        if let earlier = earlierImport(of: file, in: records) { return .alreadyImported(earlier) }
+        var added: [NewItem] = []
+        var present = 0
+        for item in keyring.items {
+            if try isPresent(item, in: keychain) {
+                present += 1
+            } else {
+                added.append(newItem(item))
+            }
+        }
+        let record = ImportRecord(
+            path: file.path, digest: file.digest, fileModified: file.modified, keyring: keyring.name,
+            added: added.count, alreadyPresent: present, imported: UInt64(max(0, now.timeIntervalSince1970)))
+        records.append(record)
+        let encoded: Data
+        do {
+            encoded = try JSONEncoder().encode(records)
+        } catch {
+            throw KeychainError(.internalComponent, "cannot encode the import records: \(error)")
+        }
+        try keychain.add(added, metadata: [recordsName: encoded])
+        return .imported(record)
+    }
+
+    /// Whether the keychain holds an item with `item`'s label, Secret Service attributes and creation date.
+    static func isPresent(_ item: GnomeKeyringItem, in keychain: Keychain) throws(KeychainError) -> Bool {
+        let stored = newItem(item)
+        var query = stored.attributes.filter { $0.key != .contentType }
+        query[.secretServiceItem] = .string("1")
+        let candidates = try keychain.items(
+            matching: ItemQuery(
+                .genericPassword, attributes: query, synchronizable: .any, limit: .all, returning: .attributes))
+        let created = stored.creationDate.map { AttributeValue.date($0) }
+        return candidates.contains { candidate in
+            guard let attributes = candidate.attributes else { return false }
+            return attributes[.label] == .string(item.label) && attributes[.creationDate] == created
+                && AttributeMapping.secretServiceAttributes(attributes, of: .genericPassword) == item.attributes
+        }
+    }
+}

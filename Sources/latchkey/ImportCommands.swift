@@ -1,0 +1,272 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import GnomeKeyringImport
+import KeychainCore
+import KeychainStore
+import Posix
+
+struct ImportGnomeKeyring: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import-gnome-keyring",
+        abstract: "Copy gnome-keyring's keyrings into a keychain; the keyring files are never changed.",
+        discussion: """
+            Reads gnome-keyring's binary keyrings (asking each one's password) and its plain-text keyrings
+            (empty password), by default every $XDG_DATA_HOME/keyrings/*.keyring, and adds their items to the
+            default keychain (or --keychain) as Secret Service items: label, attributes (xdg:schema included),
+            secret and dates kept. One keyring is one transaction. A keyring imported before (same path, same
+            contents) is skipped, and an item already in the keychain is not added twice. The keychain file
+            is written by this process, also when latchkeyd holds it (its clients see the items at their
+            next call), so its password is asked too. With --stdin, standard input holds passwords, one per
+            line: each keyring and the keychain are opened with the first line that fits.
+            Exit status: 0 when every keyring was imported or had been, 1 when one could not be read or opened.
+            Examples:
+              latchkey import-gnome-keyring --dry-run
+              latchkey import-gnome-keyring
+              printf '%s\\n' "$LOGIN_PASSWORD" "$OTHER_PASSWORD" | latchkey import-gnome-keyring --stdin
+            """)
+
+    @Flag(help: "List what would be imported and change nothing (keyring passwords are still needed).")
+    var dryRun = false
+
+    @Flag(help: "Read passwords from standard input, one per line, instead of asking.")
+    var stdin = false
+
+    @Option(help: ArgumentHelp("The keychain to import into (default: the default keychain).", valueName: "keychain"))
+    var keychain: String?
+
+    @Argument(help: "Keyring files (default: every *.keyring in $XDG_DATA_HOME/keyrings).")
+    var paths: [String] = []
+
+    func run() throws {
+        var failed = false
+        try reportingFailures { () throws(KeychainError) in
+            var passwords = PasswordPool(lines: stdin ? try SecretInput.linesFromStandardInput() : nil)
+            defer { passwords.wipe() }
+            let files = ImportPaths.resolve(paths)
+            guard !files.isEmpty else {
+                print("no gnome-keyring keyrings in \(ImportPaths.directory)")
+                return
+            }
+            let keychainPath = KeychainPaths.resolve(keychain)
+            let target = try ImportPaths.openKeychain(keychainPath)
+            let records = try GnomeKeyringImporter.records(in: target)
+
+            var ready: [(file: KeyringFile, keyring: GnomeKeyring)] = []
+            for path in files {
+                do throws(GnomeKeyringError) {
+                    let file = try KeyringFile(path: path)
+                    if let earlier = GnomeKeyringImporter.earlierImport(of: file, in: records) {
+                        print("\(path): already imported \(ImportPaths.date(earlier.imported)); nothing to do")
+                        continue
+                    }
+                    ready.append((file, try passwords.open(file)))
+                } catch {
+                    StandardError.write("latchkey: \(error); nothing imported from it")
+                    failed = true
+                }
+            }
+            if dryRun {
+                for (file, keyring) in ready {
+                    print("would import \(keyring.items.count) items of keyring \"\(keyring.name)\" from \(file.path)")
+                    for item in keyring.items {
+                        print("    \"\(item.label)\" \(item.attributes["xdg:schema"] ?? "(no schema)")")
+                    }
+                }
+                return
+            }
+            guard !ready.isEmpty else { return }
+            try passwords.unlock(target)
+            defer { target.lock() }
+            for (file, keyring) in ready {
+                switch try GnomeKeyringImporter.importKeyring(keyring, from: file, into: target) {
+                case .imported(let record):
+                    let present = record.alreadyPresent > 0 ? " (\(record.alreadyPresent) were there already)" : ""
+                    print(
+                        "imported \(record.added) items of keyring \"\(keyring.name)\" from \(file.path) into "
+                            + "\(keychainPath)\(present)")
+                case .alreadyImported(let earlier):
+                    print("\(file.path): already imported \(ImportPaths.date(earlier.imported)); nothing to do")
+                }
+            }
+        }
+        if failed { throw ExitCode.failure }
+    }
+}
+
+struct MigrationStatus: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migration-status",
+        abstract: "Show which gnome-keyring keyrings were imported into a keychain and which are left.",
+        discussion: """
+            Lists the imports recorded in the default keychain (or --keychain), which needs no password, then
+            every keyring file (by default $XDG_DATA_HOME/keyrings/*.keyring) that is left: never imported,
+            changed since its import, or unreadable.
+            Example:
+              latchkey migration-status
+            """)
+
+    @Option(
+        help: ArgumentHelp("The keychain holding the records (default: the default keychain).", valueName: "keychain"))
+    var keychain: String?
+
+    @Flag(help: "Print {\"imported\": [...], \"left\": [...]} as JSON.")
+    var json = false
+
+    @Argument(help: "Keyring files to check (default: every *.keyring in $XDG_DATA_HOME/keyrings).")
+    var paths: [String] = []
+
+    func run() throws {
+        try reportingFailures { () throws(KeychainError) in
+            let keychainPath = KeychainPaths.resolve(keychain)
+            let records: [ImportRecord]
+            do throws(KeychainError) {
+                records = try GnomeKeyringImporter.records(in: try Keychain(opening: keychainPath))
+            } catch  where error.status == .noSuchKeychain {
+                records = []
+            }
+            var left: [(path: String, reason: String)] = []
+            for path in ImportPaths.resolve(paths) {
+                do throws(GnomeKeyringError) {
+                    let file = try KeyringFile(path: path)
+                    if GnomeKeyringImporter.earlierImport(of: file, in: records) != nil { continue }
+                    if let earlier = records.last(where: { $0.path == path }) {
+                        left.append((path, "changed since it was imported \(ImportPaths.date(earlier.imported))"))
+                    } else {
+                        left.append((path, "not imported"))
+                    }
+                } catch {
+                    left.append((path, "cannot be read: \(error)"))
+                }
+            }
+            if json {
+                let imported = records.map { record -> JSONValue in
+                    .object([
+                        "path": .string(record.path), "keyring": .string(record.keyring),
+                        "added": .number(Int64(record.added)), "alreadyPresent": .number(Int64(record.alreadyPresent)),
+                        "imported": .string(ImportPaths.date(record.imported)), "sha256": .string(record.digest),
+                    ])
+                }
+                let remaining = left.map { JSONValue.object(["path": .string($0.path), "reason": .string($0.reason)]) }
+                print(JSONValue.object(["imported": .array(imported), "left": .array(remaining)]).text)
+                return
+            }
+            for record in records {
+                print(
+                    "imported \(record.path) (keyring \"\(record.keyring)\", \(record.added) items added) "
+                        + ImportPaths.date(record.imported))
+            }
+            for entry in left { print("left \(entry.path): \(entry.reason)") }
+            if records.isEmpty && left.isEmpty { print("no gnome-keyring keyrings in \(ImportPaths.directory)") }
+        }
+    }
+}
+
+/// Where the import verbs find keyrings and the keychain.
+enum ImportPaths {
+    /// gnome-keyring's directory for this user.
+    static var directory: String { KeyringFile.keyringDirectory(environment: ProcessInfo.processInfo.environment) }
+
+    /// The given paths made absolute, or the user's keyring files.
+    static func resolve(_ paths: [String]) -> [String] {
+        guard !paths.isEmpty else { return KeyringFile.defaultPaths(environment: ProcessInfo.processInfo.environment) }
+        return paths.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 }
+    }
+
+    /// The keychain file, opened in this process (locked).
+    static func openKeychain(_ path: String) throws(KeychainError) -> Keychain {
+        do {
+            return try Keychain(opening: path)
+        } catch  where error.status == .noSuchKeychain {
+            throw KeychainError(.noSuchKeychain, "no keychain at \(path)")
+        }
+    }
+
+    /// Unix seconds as an ISO 8601 UTC time.
+    static func date(_ seconds: UInt64) -> String {
+        ItemListing.isoTimestamp(Date(timeIntervalSince1970: TimeInterval(seconds))) ?? String(seconds)
+    }
+}
+
+/// The passwords an import tries: the lines of standard input with `--stdin`, else those typed so
+/// far (a keyring's password is often the keychain's too) and, when none fits, a prompt.
+struct PasswordPool {
+    private var known: [[UInt8]]
+    private let fromStandardInput: Bool
+
+    /// A pool of `lines` (from `--stdin`), or an empty one that asks when `lines` is nil.
+    init(lines: [[UInt8]]?) {
+        known = lines ?? []
+        fromStandardInput = lines != nil
+    }
+
+    /// Wipes every password.
+    mutating func wipe() {
+        for index in known.indices { wipeBytes(&known[index]) }
+        known = []
+    }
+
+    /// The keyring in `file`, opened with the first password that fits.
+    mutating func open(_ file: KeyringFile) throws(GnomeKeyringError) -> GnomeKeyring {
+        guard file.needsPassword else { return try file.keyring(password: []) }
+        for password in known {
+            do {
+                return try file.keyring(password: password)
+            } catch  where error.kind == .wrongPassword {
+                continue
+            }
+        }
+        if fromStandardInput {
+            // Named as a wrong password: none of the lines opened it (or the encrypted part is damaged).
+            throw GnomeKeyringError(file.path, .wrongPassword)
+        }
+        var complaint: String?
+        for _ in 0..<3 {
+            var password: [UInt8]
+            do {
+                password = try SecretInput.keychainPassword(for: file.path, error: complaint)
+            } catch {
+                throw GnomeKeyringError(file.path, .unreadable("no password: \(error.reason)"))
+            }
+            do {
+                let keyring = try file.keyring(password: password)
+                known.append(password)
+                return keyring
+            } catch  where error.kind == .wrongPassword {
+                wipeBytes(&password)
+                complaint = "wrong password; try again"
+            }
+        }
+        throw GnomeKeyringError(file.path, .wrongPassword)
+    }
+
+    /// Unlocks the keychain file `keychain` (through the login keychain beside it when it opens with
+    /// that one's key), trying the known passwords first.
+    mutating func unlock(_ keychain: Keychain) throws(KeychainError) {
+        if let parent = keychain.parentIdentifier {
+            let directory = String(keychain.path[..<(keychain.path.lastIndex(of: "/") ?? keychain.path.startIndex)])
+            let loginPath = KeychainLocation.loginKeychainPath(inDirectory: directory)
+            guard let login = try? Keychain(opening: loginPath), login.identifier == parent else {
+                throw KeychainError(.noSuchKeychain, "\(keychain.path) opens with the login keychain beside it")
+            }
+            try unlock(login)
+            try keychain.unlock(using: login)
+            login.lock()
+            return
+        }
+        for password in known {
+            do {
+                try keychain.unlock(password: password)
+                return
+            } catch  where error.status == .authFailed {
+                continue
+            }
+        }
+        if fromStandardInput {
+            throw KeychainError(.authFailed, "no line of standard input is the password of \(keychain.path)")
+        }
+        try KeychainTarget.askUntilUnlocked(keychain.path) { (password) throws(KeychainError) in
+            try keychain.unlock(password: password)
+        }
+    }
+}

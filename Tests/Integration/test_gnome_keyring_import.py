@@ -1,0 +1,182 @@
+"""latchkey import-gnome-keyring and migration-status on keyrings that Debian's real
+gnome-keyring-daemon made (gnome_keyring.py): every field of every item compared through the
+Secret Service, served by gnome-keyring before and by latchkeyd after; a second import adds
+nothing; a wrong password imports nothing and says so; --dry-run changes nothing."""
+
+import shutil
+import subprocess
+import time
+
+import pytest
+import secretstorage
+from jeepney.io.blocking import open_dbus_connection
+
+import gnome_keyring
+from conftest import LOGIN_PASSWORD, SCRIPTED_PINENTRY, Bus, binary
+
+pytestmark = pytest.mark.skipif(shutil.which("gnome-keyring-daemon") is None,
+                                reason="gnome-keyring is not installed (.ci/packages lists it)")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """Keyring files made once by gnome-keyring-daemon, and its items as it served them."""
+    root = tmp_path_factory.mktemp("gnome-keyring")
+    bus = Bus()
+    keyring = gnome_keyring.GnomeKeyring(bus.address, root / "home", data=root / "data")
+    try:
+        keyring.start()
+        items = gnome_keyring.populate(keyring)
+        keyring.stop()
+        # Started again, gnome-keyring serves what its files hold: that is what clients saw before the
+        # switch (an item made without xdg:schema shows the schema of its item type from then on).
+        keyring.start()
+        served = gnome_keyring.served(keyring)
+    finally:
+        keyring.stop()
+        bus.stop()
+    assert sorted(items) == ["login", "open", "second"]
+    # gnome-keyring writes a plain-text keyring's secret unescaped, so a multi-line secret makes
+    # open.keyring unreadable to gnome-keyring itself: after its restart that keyring is gone. The
+    # import reads it; its items are compared with what gnome-keyring served before the restart.
+    assert "Login" in served and "second" in served
+    served.setdefault("open", items["open"])
+    files = sorted(p.name for p in keyring.keyrings.glob("*.keyring"))
+    assert files == ["login.keyring", "open.keyring", "second.keyring"]
+    return {"keyrings": keyring.keyrings, "items": served}
+
+
+@pytest.fixture
+def home(tmp_path, made):
+    """A user's data directory holding a copy of gnome-keyring's files."""
+    data = tmp_path / "data"
+    shutil.copytree(made["keyrings"], data / "keyrings")
+    return data
+
+
+def start_daemon(make_daemon, home, bus):
+    """latchkeyd holding the login keychain under `home`, once it has made and unlocked it (the
+    keychain is created on the daemon's worker after the bus name is claimed)."""
+    make_daemon(keychains=home / "latchkey" / "keychains").start()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        connection = open_dbus_connection(bus=bus.address)
+        try:
+            if not secretstorage.get_default_collection(connection).is_locked():
+                return
+        except secretstorage.exceptions.SecretStorageException:
+            pass
+        finally:
+            connection.close()
+        time.sleep(0.05)
+    raise AssertionError("latchkeyd did not unlock its login keychain")
+
+
+def latchkey(bus, tmp_path, *args, input=None):
+    answers = tmp_path / "pinentry-answers"
+    if not answers.exists():
+        answers.write_text("password file password\n" * 5)
+    env = bus.env(HOME=str(tmp_path / "home"), XDG_DATA_HOME=str(tmp_path / "data"),
+                  XDG_CONFIG_HOME=str(tmp_path / "config"), PINENTRY=str(SCRIPTED_PINENTRY),
+                  SCRIPTED_PINENTRY_ANSWERS=str(answers), SCRIPTED_PINENTRY_LOG=str(tmp_path / "pinentry-log"))
+    return subprocess.run([binary("latchkey"), *args], env=env, input=input, capture_output=True, text=True,
+                          timeout=120, start_new_session=True)
+
+
+def passwords(*lines):
+    return "".join(line + "\n" for line in lines)
+
+
+def login_items(bus):
+    connection = open_dbus_connection(bus=bus.address)
+    try:
+        return gnome_keyring.read_items(secretstorage.get_default_collection(connection))
+    finally:
+        connection.close()
+
+
+def file_bytes(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.glob("*"))}
+
+
+def test_import_keeps_every_field_and_a_second_import_adds_nothing(bus, make_daemon, tmp_path, home, made):
+    start_daemon(make_daemon, home, bus)
+    before = file_bytes(home / "keyrings")
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin",
+                      input=passwords(LOGIN_PASSWORD, gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3, result.stdout
+    assert lines[0].startswith('imported 8 items of keyring "Login" from ') and "login.keyring" in lines[0]
+    assert any(line.startswith('imported 3 items of keyring "open"') for line in lines)
+    assert any(line.startswith('imported 2 items of keyring "second"') for line in lines)
+
+    # Every keyring went into the login keychain: every field of every item, as gnome-keyring served it.
+    expected = sorted((item for items in made["items"].values() for item in items),
+                      key=lambda i: (i["label"], i["secret"]))
+    imported = login_items(bus)
+    assert len(imported) == len(expected) == 13
+    for mine, theirs in zip(imported, expected):
+        assert mine == theirs
+
+    # The files are untouched; a second import adds nothing.
+    assert file_bytes(home / "keyrings") == before
+    again = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin", input=passwords(LOGIN_PASSWORD))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("already imported") == 3
+    assert len(login_items(bus)) == 13
+
+    status = latchkey(bus, tmp_path, "migration-status")
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.count("imported ") == 3 and "left" not in status.stdout
+
+
+def test_wrong_password_imports_nothing_and_says_so(bus, make_daemon, tmp_path, home):
+    start_daemon(make_daemon, home, bus)
+    second = str(home / "keyrings" / "second.keyring")
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin", second,
+                      input=passwords(LOGIN_PASSWORD, "not the password"))
+    assert result.returncode == 1
+    assert f"{second}: wrong password; nothing imported from it" in result.stderr
+    assert login_items(bus) == []
+    status = latchkey(bus, tmp_path, "migration-status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert '"reason" : "not imported"' in status.stdout or '"reason": "not imported"' in status.stdout
+    assert status.stdout.count("not imported") == 3
+
+
+def test_dry_run_lists_and_changes_nothing(bus, make_daemon, tmp_path, home):
+    start_daemon(make_daemon, home, bus)
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--dry-run", "--stdin",
+                      input=passwords(gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD))
+    assert result.returncode == 0, result.stderr
+    assert 'would import 8 items of keyring "Login"' in result.stdout
+    assert '"Chrome Safe Storage" chrome_libsecret_os_crypt_password_v2' in result.stdout
+    assert login_items(bus) == []
+
+
+def test_a_damaged_keyring_is_named_and_the_others_are_imported(bus, make_daemon, tmp_path, home):
+    start_daemon(make_daemon, home, bus)
+    login = home / "keyrings" / "login.keyring"
+    login.write_bytes(login.read_bytes()[:200])
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin",
+                      input=passwords(LOGIN_PASSWORD, gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD))
+    assert result.returncode == 1
+    assert f"{login}: the file is truncated" in result.stderr
+    assert len(login_items(bus)) == 5
+
+
+def test_import_into_a_keychain_file_with_no_daemon(tmp_path, home, made):
+    nobody = Bus.__new__(Bus)
+    nobody.address = f"unix:path={tmp_path}/no-bus"
+    created = latchkey(nobody, tmp_path, "create-keychain", "--stdin", "login", input="file password\n")
+    assert created.returncode == 0, created.stderr
+    result = latchkey(nobody, tmp_path, "import-gnome-keyring", "--stdin",
+                      input=passwords(gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD, "file password"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("imported ") == 3
+    # The keychain's password for find-generic-password comes through the scripted pinentry.
+    found = latchkey(nobody, tmp_path, "find-generic-password", "-s", "backup.example", "-w")
+    assert found.returncode == 0 and found.stdout == "s3cret\n", found.stderr
+    status = latchkey(nobody, tmp_path, "migration-status")
+    assert status.stdout.count("imported ") == 3 and "left" not in status.stdout
