@@ -37,7 +37,9 @@ let package = Package(
             providers: [.apt(["libpam0g-dev"])]),
         .target(name: "KeychainCore"),
         // Glibc only: deadlines, EINTR-safe calls, errno-carrying errors, wiping, threads.
-        .target(name: "Posix"),
+        // prctl for Posix (variadic in C); no library to link.
+        .systemLibrary(name: "CLinux"),
+        .target(name: "Posix", dependencies: ["CLinux"]),
         .target(name: "LoginControl", dependencies: ["Posix"]),
         // The PAM module: Glibc and libpam only, the Swift stdlib linked in,
         // only pam_sm_* exported, never unloaded (libpam dlcloses modules).

@@ -154,11 +154,25 @@ public final class Keychain: Sendable {
     public func unwrapKey(password: some Collection<UInt8>, limited: Bool = true) throws(KeychainError)
         -> UnwrappedKeychainKey
     {
-        let header = state.withLock { $0.header }
+        let header = try currentHeader()
         let key = try countingAttempt(limited: limited) { () throws(KeychainError) in
             try header.unwrap(password: password)
         }
         return UnwrappedKeychainKey(key: key, keychain: identifier)
+    }
+
+    /// The header as the file holds it now, read again: another process (pam_latchkey re-keying the file
+    /// while no daemon ran, the command) may have changed the password since this keychain was opened.
+    private func currentHeader() throws(KeychainError) -> KeychainHeader {
+        guard path != ":memory:" else { return state.withLock { $0.header } }
+        return try state.withLock { (state) throws(KeychainError) in
+            let stored = try KeychainHeader.load(from: state.db)
+            guard stored.identifier == state.header.identifier else {
+                throw KeychainError(.invalidKeychain, "\(path) was replaced by another keychain")
+            }
+            state.header = stored
+            return stored
+        }
     }
 
     /// Seconds before a password may be tried again after too many wrong ones, 0 when it may be now.
@@ -260,12 +274,12 @@ public final class Keychain: Sendable {
         from oldPassword: some Collection<UInt8>, to newPassword: some Collection<UInt8>, kdf: KDFParameters? = nil,
         limited: Bool = true
     ) throws(KeychainError) -> PasswordChange {
-        let current = state.withLock { $0.header }
+        let current = try currentHeader()
         var header = current
         let key = try countingAttempt(limited: limited) { () throws(KeychainError) in
             try header.unwrap(password: oldPassword)
         }
-        try header.wrap(key, password: newPassword, kdf: kdf ?? header.kdf ?? .production)
+        try header.wrap(key, password: newPassword, kdf: kdf ?? header.kdf?.raisedToProduction ?? .production)
         return PasswordChange(header: header, replacing: current.wrappedKey)
     }
 
@@ -275,7 +289,9 @@ public final class Keychain: Sendable {
     /// - Throws: `errSecAuthFailed` if the password changed meanwhile; nothing changes.
     public func commit(_ change: PasswordChange) throws(KeychainError) {
         try state.withLock { (state) throws(KeychainError) in
-            guard state.header.wrappedKey == change.replacing, state.header.identifier == change.header.identifier
+            // Compared with the file, not with what this process last read: another process may have changed it.
+            let stored = path == ":memory:" ? state.header : try KeychainHeader.load(from: state.db)
+            guard stored.wrappedKey == change.replacing, stored.identifier == change.header.identifier
             else { throw KeychainError(.authFailed, "the keychain's password changed meanwhile; nothing changed") }
             let db = state.db
             try db.transaction { () throws(KeychainError) in try change.header.save(to: db) }

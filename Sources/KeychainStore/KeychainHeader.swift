@@ -127,7 +127,7 @@ struct KeychainHeader: Sendable {
         case (1, 10):
             let kdf = KDFParameters(
                 logN: bytes[1], r: UInt32(bigEndian: bytes[2..<6]), p: UInt32(bigEndian: bytes[6..<10]))
-            guard kdf.isAcceptable else {
+            guard kdf.isAcceptableInFile else {
                 throw KeychainError(.invalidKeychain, "the keychain's KDF parameters \(kdf) are out of range")
             }
             wrapping = .password(kdf)

@@ -49,7 +49,7 @@ struct NativeKeychainObject: DBusObject {
                                 throw KeychainError(.noSuchClass, "not a keychain item class")
                             }
                             let secret = try object.secret(secret, present: hasSecret)
-                            try object.checkCount(attributes.attributes)
+                            try object.checkBounds(attributes.attributes)
                             let item = try object.keychain.keychain.add(
                                 itemClass, attributes: attributes.attributes, secret: secret)
                             object.changed()
@@ -59,7 +59,7 @@ struct NativeKeychainObject: DBusObject {
                     DBusMethod("Search", DBusInput("query", NativeQuery.self), returns: [.init("items", "aa{sv}")]) {
                         (object, _, query) throws(DBusError) in
                         try native { () throws(KeychainError) in
-                            try object.checkCount(query.query.attributes)
+                            try object.checkBounds(query.query.attributes)
                             let items = try object.keychain.keychain.items(matching: query.query)
                             return [.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))]
                         }
@@ -73,8 +73,8 @@ struct NativeKeychainObject: DBusObject {
                             let changes = ItemChanges(
                                 attributes: attributes.attributes, secret: try object.secret(secret, present: hasSecret)
                             )
-                            try object.checkCount(query.query.attributes)
-                            try object.checkCount(changes.attributes)
+                            try object.checkBounds(query.query.attributes)
+                            try object.checkBounds(changes.attributes)
                             let count = try object.keychain.keychain.update(matching: query.query, with: changes)
                             object.changed()
                             return [.uint32(UInt32(clamping: count))]
@@ -83,6 +83,7 @@ struct NativeKeychainObject: DBusObject {
                     DBusMethod("Delete", DBusInput("query", NativeQuery.self), returns: [.init("count", UInt32.self)]) {
                         (object, _, query) throws(DBusError) in
                         try native { () throws(KeychainError) in
+                            try object.checkBounds(query.query.attributes)
                             let count = try object.keychain.keychain.delete(matching: query.query)
                             object.changed()
                             return [.uint32(UInt32(clamping: count))]
@@ -128,9 +129,26 @@ struct NativeKeychainObject: DBusObject {
         return Data(bytes)
     }
 
-    private func checkCount(_ attributes: ItemAttributes) throws(KeychainError) {
-        guard attributes.count <= daemon.limits.attributeCount else {
-            throw KeychainError.param("more than \(daemon.limits.attributeCount) attributes")
+    /// The same bounds as the Secret Service face: how many attributes, and how long each name and value.
+    private func checkBounds(_ attributes: ItemAttributes) throws(KeychainError) {
+        let limits = daemon.limits
+        guard attributes.count <= limits.attributeCount else {
+            throw KeychainError.param("more than \(limits.attributeCount) attributes")
+        }
+        for (key, value) in attributes {
+            guard key.rawValue.utf8.count <= limits.attributeNameBytes else {
+                throw KeychainError.param("an attribute name is longer than \(limits.attributeNameBytes) bytes")
+            }
+            let length: Int
+            switch value {
+            case .string(let text): length = text.utf8.count
+            case .data(let bytes): length = bytes.count
+            default: length = 0
+            }
+            let most = key == .label ? limits.labelBytes : limits.attributeValueBytes
+            guard length <= most else {
+                throw KeychainError(.dataTooLarge, "attribute '\(key.rawValue)' is longer than \(most) bytes")
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import KeychainCore
+import Posix
 
 /// `latchkey`: the keychain command, in the shape of macOS `security(1)`.
 @main
@@ -28,6 +29,11 @@ struct Latchkey: ParsableCommand {
     /// Parses the command line (a trailing `-w` of an add verb means "ask me") and runs the verb. A
     /// command line that does not parse gets one line on standard error and exit status 1.
     static func main() {
+        // The command handles passwords and secrets: none of them may land in a core file.
+        if let problem = ProcessHardening.forbidCoreDumps() {
+            StandardError.write("latchkey: \(problem)")
+            exit(withError: ExitCode.failure)
+        }
         let arguments = PasswordSourceOptions.rewritingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
         do {
             var command = try parseAsRoot(arguments)

@@ -72,6 +72,8 @@ struct Latchkeyd: ParsableCommand {
         // Only root starts the daemon for a login: what it passes on standard input is a login's.
         let startedByRoot = getuid() == 0
         if let user, let problem = UserSwitch.become(uid: user) { throw fail(problem) }
+        // After the switch: changing uid makes a process dumpable again.
+        if let problem = ProcessHardening.forbidCoreDumps() { throw fail(problem) }
         // A reader of our standard output that went away must not end the daemon.
         signal(SIGPIPE, SIG_IGN)
         let signalMask = ServiceLoop.blockTerminationSignals()

@@ -35,7 +35,7 @@ final class InProcessDaemon {
             timeout: .seconds(30))
         let configuration = SecretServiceConfiguration(
             registry: RegistryConfiguration(
-                keychainDirectory: directory + "/keychains", pinentry: pinentry, kdf: .insecureForTesting))
+                keychainDirectory: directory + "/keychains", pinentry: pinentry))
         daemon = try SecretServiceDaemon(configuration: configuration, loginPassword: Self.password)
     }
 

@@ -34,9 +34,26 @@ public struct KDFParameters: Hashable, Sendable, CustomStringConvertible {
     /// `scrypt(N=2^logN, r, p)`.
     public var description: String { "scrypt(N=2^\(logN), r=\(r), p=\(p))" }
 
-    /// Whether the values are within what this implementation accepts when
-    /// reading a file (bounds keep a forged file from exhausting memory).
-    var isAcceptable: Bool { (10...22).contains(logN) && (1...32).contains(r) && (1...16).contains(p) }
+    /// The most memory a keychain file may make scrypt use: 1 GiB.
+    public static let maximumMemoryBytes: UInt64 = 1 << 30
+
+    /// Whether scrypt may run with these at all: within the bounds and at most ``maximumMemoryBytes``.
+    var isAcceptable: Bool {
+        (10...22).contains(logN) && (1...32).contains(r) && (1...16).contains(p)
+            && memoryBytes <= Self.maximumMemoryBytes
+    }
+
+    /// N · r · p: what a guess costs.
+    var work: UInt64 { (UInt64(1) << UInt64(logN)) * UInt64(r) * UInt64(p) }
+
+    /// Whether a keychain file may carry these: no cheaper than ``production`` (a cheaper file was forged or
+    /// made by another tool, and its password would be cheap to guess; a forged one could also be a trap
+    /// to make the next password change keep the weak cost) and within ``maximumMemoryBytes`` (a forged
+    /// one could make the reader map gigabytes). Checked before anything is allocated.
+    public var isAcceptableInFile: Bool { isAcceptable && work >= Self.production.work }
+
+    /// These, or ``production`` where production costs more: what a password change wraps with.
+    public var raisedToProduction: KDFParameters { work >= Self.production.work ? self : .production }
 
     /// Derives a 256-bit key from `password` and `salt`.
     func deriveKey(password: some DataProtocol, salt: Data) throws(KeychainError) -> SecretKey {

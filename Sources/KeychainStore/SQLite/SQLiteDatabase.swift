@@ -24,6 +24,19 @@ final class SQLiteDatabase {
         }
         handle = db
         sqlite3_busy_timeout(db, 5000)
+        // The file may come from anyone (the command opens files it is given): no SQL through the file's
+        // schema (triggers, views, functions in it) runs with this connection's trust, and the schema
+        // cannot be written through SQL.
+        guard latchkey_sqlite_defensive(db) == SQLITE_OK else {
+            sqlite3_close_v2(db)
+            throw KeychainError(.io, "cannot open keychain file \(path) defensively")
+        }
+        do {
+            try execute("PRAGMA trusted_schema = OFF")
+        } catch {
+            sqlite3_close_v2(db)
+            throw error
+        }
     }
 
     deinit {

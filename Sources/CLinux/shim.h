@@ -1,0 +1,14 @@
+#include <sys/prctl.h>
+
+/* prctl is variadic, which Swift cannot call. */
+
+/* Makes the process not dumpable: no core file, no ptrace attach by its own user, /proc/PID files owned by
+   root. 0 on success. */
+static inline int latchkey_set_not_dumpable(void) {
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+/* 1 when the process is dumpable, 0 when not. */
+static inline int latchkey_is_dumpable(void) {
+    return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+}
