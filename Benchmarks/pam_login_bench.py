@@ -29,9 +29,9 @@ runs, owns org.freedesktop.secrets on the user's bus, and the login collection r
 latchkeyd, polled until the background key derivation ends; for gnome-keyring, after running
 `gnome-keyring-daemon --start --components=secrets` as the user, as a desktop session does: a daemon
 pam_gnome_keyring starts with --login only unlocks the keyring when that initialisation comes). The
-"unlocked after" column is the time from the start of the login to the first poll (about every 20 ms)
-that saw the collection unlocked. Logins of the three stacks are interleaved round by round, so that
-the machine's background load falls on all of them alike.
+"unlocked after" column is the time from the start of the login to the first poll (a dbus-send about every
+10 ms) that saw the collection unlocked. Logins of the three stacks are interleaved round by round, so
+that the machine's background load falls on all of them alike.
 """
 
 import argparse
@@ -110,8 +110,14 @@ def processes(user, command):
     return [int(r[0]) for r in rows if len(r) == 3 and r[2] == command and not r[1].startswith("Z")]
 
 
+def as_user(user, argv, check=False, timeout=30):
+    """Runs argv as the user with the user's environment, without runuser's own PAM session (cheaper to poll)."""
+    return subprocess.run(argv, user=user.uid, group=user.gid, extra_groups=[], env=user.env(), cwd=user.home,
+                          capture_output=True, text=True, check=check, timeout=timeout)
+
+
 def collection_unlocked(user):
-    out = user.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
+    out = as_user(user, ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
                     "/org/freedesktop/secrets/collection/login", "org.freedesktop.DBus.Properties.Get",
                     "string:org.freedesktop.Secret.Collection", "string:Locked"])
     return out.returncode == 0 and "boolean false" in out.stdout
@@ -123,14 +129,14 @@ def wait_unlocked(user, start, timeout=15):
     while time.monotonic() < deadline:
         if collection_unlocked(user):
             return time.monotonic() - start
-        time.sleep(0.01)
+        time.sleep(0.005)
     raise Failure(f"the login collection of {user.name} is still locked (or absent) {timeout} s after the login")
 
 
 def lock(user):
-    user.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
-              "/org/freedesktop/secrets", "org.freedesktop.Secret.Service.Lock",
-              "array:objpath:/org/freedesktop/secrets/collection/login"], check=True)
+    as_user(user, ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
+                   "/org/freedesktop/secrets", "org.freedesktop.Secret.Service.Lock",
+                   "array:objpath:/org/freedesktop/secrets/collection/login"], check=True)
     if collection_unlocked(user):
         raise Failure(f"Lock left the login collection of {user.name} unlocked")
 
@@ -147,7 +153,7 @@ def stop(user, command):
     # Wait until the bus has dropped the name too, so that the next check sees the new daemon.
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        out = user.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+        out = as_user(user, ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
                         "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
                         "string:org.freedesktop.secrets"]).stdout
         if "boolean false" in out:
@@ -178,7 +184,7 @@ def round_gnome_keyring(stack, user, results):
 
     def start_components_and_wait(start):
         # What the desktop session does once it starts: initialise the --login daemon's components.
-        out = user.run([GNOME_KEYRING_DAEMON, "--start", "--components=secrets"])
+        out = as_user(user, [GNOME_KEYRING_DAEMON, "--start", "--components=secrets"])
         if out.returncode != 0:
             raise Failure(f"gnome-keyring-daemon --start failed: {out.stderr}")
         return wait_unlocked(user, start)
@@ -320,7 +326,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--module", required=True, help="the pam_latchkey module (libpam_latchkey.so)")
     parser.add_argument("--latchkeyd", required=True)
-    parser.add_argument("--rounds", type=int, default=20, help="fresh users per stack (one run of each case each)")
+    parser.add_argument("--rounds", type=int, default=25, help="fresh users per stack (one run of each case each)")
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--command", default=os.environ.get("BENCH_PAM_LOGIN_COMMAND", "./scripts/bench-pam-login"))
@@ -378,9 +384,10 @@ def main():
     text = table(results)
     print(text)
     stopped = results.times.get(("pam_latchkey", STOPPED), [])
-    if stopped and max(stopped) > STOP_BOUND_S:
-        print(f"warning: a login with a stopped latchkeyd took {max(stopped):.2f} s (bound {STOP_BOUND_S} s)",
-              file=sys.stderr)
+    base = statistics.median(results.times[("pam_unix", LOGIN)])
+    if stopped and max(stopped) - base > STOP_BOUND_S:
+        print(f"warning: a login with a stopped latchkeyd took {max(stopped):.2f} s, {max(stopped) - base:.2f} s "
+              f"over pam_unix's p50 (the module's bound: {STOP_BOUND_S} s)", file=sys.stderr)
     if args.write_docs:
         doc = (f"Measured {datetime.date.today()} on {machine()} (Debian 12; {versions()}; load average "
                f"{load_before:.1f} at the start, so other work shared the machine) with `{args.command}`, "

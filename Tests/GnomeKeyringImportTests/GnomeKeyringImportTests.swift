@@ -29,7 +29,7 @@ private final class ScratchKeychain {
             FileManager.default.temporaryDirectory.appendingPathComponent("latchkey-gk-\(UUID().uuidString)")
             .path
         keychain = try Keychain.create(
-            at: directory + "/login.keychain-db", password: Array("pw".utf8), kdf: .insecureForTesting)
+            at: directory + "/login.keychain-db", password: Array("pw".utf8))
     }
 
     deinit { try? FileManager.default.removeItem(atPath: directory) }

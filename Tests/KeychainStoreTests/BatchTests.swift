@@ -11,7 +11,7 @@ import Testing
     init() throws {
         directory = try TemporaryDirectory()
         keychain = try Keychain.create(
-            at: directory.file("batch.keychain-db"), password: "pw", kdf: .insecureForTesting)
+            at: directory.file("batch.keychain-db"), password: "pw")
     }
 
     private func password(_ account: String, created: Date? = nil, modified: Date? = nil) -> NewItem {

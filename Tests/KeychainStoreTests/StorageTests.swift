@@ -13,7 +13,7 @@ import Testing
     }
 
     func makeKeychain(password: String = "pw") throws -> Keychain {
-        try Keychain.create(at: path, password: password, kdf: .insecureForTesting)
+        try Keychain.create(at: path, password: password)
     }
 
     @Test func fileIs0600InA0700Directory() throws {
@@ -258,7 +258,7 @@ import Testing
     @Test func keychainsSideBySideAreIndependent() throws {
         let first = try makeKeychain(password: "one")
         let second = try Keychain.create(
-            at: directory.file("second.keychain-db"), password: "two", kdf: .insecureForTesting)
+            at: directory.file("second.keychain-db"), password: "two")
         try first.add(.genericPassword, attributes: [.account: .string("shared")], secret: Data("from first".utf8))
         try second.add(.genericPassword, attributes: [.account: .string("shared")], secret: Data("from second".utf8))
         #expect(

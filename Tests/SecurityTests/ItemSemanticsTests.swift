@@ -732,7 +732,7 @@ extension SecuritySuite {
         @Test func keychainsSideBySideAreAddressedBySearchListAndUseKeychain() throws {
             let first = try TestKeychain(name: "first")
             let second = try SecKeychain.create(
-                atPath: first.directory + "/second.keychain-db", password: "pw2", kdf: .insecureForTesting)
+                atPath: first.directory + "/second.keychain-db", password: "pw2")
             #expect(add(genericPassword("in-first")) == errSecSuccess)
             #expect(add(genericPassword("in-second", [kSecUseKeychain as String: second])) == errSecSuccess)
             #expect(

@@ -13,9 +13,32 @@ final class TestKeychain {
         directory =
             FileManager.default.temporaryDirectory
             .appendingPathComponent("latchkey-tests-\(UUID().uuidString)").path
-        keychain = try SecKeychain.create(
-            atPath: directory + "/\(name).keychain-db", password: "correct horse", kdf: .insecureForTesting)
+        // A copy of one keychain made at the production cost, unlocked with the key derived for it once:
+        // a file of its own per test without a scrypt run per test.
+        let template = try Template.shared.get()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/\(name).keychain-db"
+        try FileManager.default.copyItem(atPath: template.path, toPath: path)
+        let file = try Keychain(opening: path)
+        file.unlock(with: template.key)
+        keychain = SecKeychain(file)
         #expect(SecKeychainSetDefault(keychain) == errSecSuccess)
+    }
+
+    /// The keychain every test copies (password "correct horse"), and its key.
+    private struct Template: Sendable {
+        let path: String
+        let key: UnwrappedKeychainKey
+
+        static let shared = Result { () throws -> Template in
+            let directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("latchkey-template-\(UUID().uuidString)").path
+            let path = directory + "/template.keychain-db"
+            let keychain = try Keychain.create(at: path, password: "correct horse")
+            let key = try keychain.unwrapKey(password: Array("correct horse".utf8))
+            keychain.lock()
+            return Template(path: path, key: key)
+        }
     }
 
     deinit {
