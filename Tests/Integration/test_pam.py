@@ -293,6 +293,20 @@ def test_first_login_creates_the_keychain_unlocked_and_a_later_login_unlocks_it(
     assert PASSWORD not in syslog.text()
 
 
+def test_the_daemon_cannot_be_dumped(service, user):
+    """No core file and no dump: the daemon sets RLIMIT_CORE to 0 and is not dumpable, so its /proc
+    files belong to root and its own user cannot attach a debugger or read its memory."""
+    login(service, user)
+    user.wait_for_name()
+    (pid,) = user.daemon_pids()
+    assert os.stat(f"/proc/{pid}/environ").st_uid == 0
+    limits = pathlib.Path(f"/proc/{pid}/limits").read_text()
+    core = next(line for line in limits.splitlines() if line.startswith("Max core file size"))
+    assert core.split()[4:6] == ["0", "0"], core
+    attach = user.run(["/usr/bin/python3", "-c", f"open('/proc/{pid}/mem', 'rb')"])
+    assert attach.returncode != 0 and "Permission denied" in attach.stderr
+
+
 def test_wrong_password_fails_and_the_keychain_stays_locked(service, user):
     login(service, user)
     user.wait_for_name()

@@ -40,3 +40,17 @@ import Testing
         }
     }
 }
+
+/// Keychain files may come from anyone: their connections run defensively.
+@Suite struct DefensiveConnectionTests {
+    @Test func theSchemaCannotBeWrittenThroughSQL() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("defensive.keychain-db")
+        _ = try Keychain.create(at: path, password: "pw")
+        let db = try SQLiteDatabase(path: path, create: false)
+        #expect(throws: KeychainError.self) {
+            try db.execute("PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = 'x' WHERE name = 'items'")
+        }
+        try Keychain(opening: path).unlock(password: "pw")
+    }
+}

@@ -183,6 +183,39 @@ import Testing
         #expect(try Keychain(opening: path).passwordRetryWait() == 0, "a right password resets the count")
     }
 
+    /// pam_latchkey re-keys the file itself when no daemon runs: a keychain already open sees the change
+    /// (the old password no longer opens it) and its own next change starts from the new one.
+    @Test func aPasswordChangeMadeByAnotherProcessIsSeen() throws {
+        let first = try makeKeychain(password: "one")
+        first.lock()
+        try Keychain(opening: path).changePassword(from: "one", to: "two")
+        #expect(statusOf { try first.unlock(password: "one") } == .authFailed)
+        try first.unlock(password: "two")
+        try first.changePassword(from: "two", to: "three")
+        let reopened = try Keychain(opening: path)
+        #expect(statusOf { try reopened.unlock(password: "two") } == .authFailed)
+        try reopened.unlock(password: "three")
+    }
+
+    /// KDF parameters a forger wrote: too costly (16 GiB of scrypt) or too cheap are refused when the file
+    /// is opened, before anything is derived or allocated.
+    @Test func kdfParametersInTheFileAreBounded() throws {
+        _ = try makeKeychain()
+        let raw = try RawFile(path)
+        for row in [
+            [1, 22, 0, 0, 0, 32, 0, 0, 0, 16], [1, 10, 0, 0, 0, 8, 0, 0, 0, 1], [1, 21, 0, 0, 0, 8, 0, 0, 0, 2],
+        ]
+            as [[UInt8]]
+        {
+            try raw.run("UPDATE meta SET value = ?1 WHERE name = 'kdf'", [Data(row)])
+            #expect(statusOf { _ = try Keychain(opening: path) } == .invalidKeychain, "\(row)")
+        }
+        try raw.run("UPDATE meta SET value = ?1 WHERE name = 'kdf'", [Data([1, 16, 0, 0, 0, 8, 0, 0, 0, 2])])
+        try Keychain(opening: path).unlock(password: "pw")
+        #expect(KDFParameters(logN: 10, r: 8, p: 1).raisedToProduction == .production)
+        #expect(KDFParameters(logN: 17, r: 8, p: 2).raisedToProduction == KDFParameters(logN: 17, r: 8, p: 2))
+    }
+
     @Test func killedWriterLosesNoAcknowledgedItem() throws {
         let password = "durable"
         _ = try makeKeychain(password: password)

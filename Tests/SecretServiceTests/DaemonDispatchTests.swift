@@ -306,6 +306,30 @@ private struct DeclaredInterface {
         #expect(error.status == .authFailed && error.retryAfterSeconds == 2)
     }
 
+    /// Keychain1 takes no more than the Secret Service face does: a huge attribute is refused, not stored.
+    @Test func keychain1BoundsAttributesAsTheSecretServiceDoes() throws {
+        let daemon = try InProcessDaemon()
+        let native = KeychainBus.path(collection: "login")
+        let huge = String(repeating: "a", count: 64 * 1024)
+        let reply = try #require(
+            try daemon.send(
+                native, KeychainBus.interface, "Add",
+                [
+                    .string(ItemClass.genericPassword.rawValue),
+                    KeychainBus.encode([.account: .string(huge), .service: .string("s")]), .bytes([1]), .bool(true),
+                ]
+            ).reply)
+        #expect(reply.errorName == KeychainBus.statusError)
+        #expect(
+            KeychainBus.keychainError(
+                DBusError(name: reply.errorName ?? "", message: (try? reply.arguments().first?.text) ?? "")
+            ).status == .dataTooLarge)
+        let search = try daemon.ok(
+            native, KeychainBus.interface, "Search",
+            [KeychainBus.encode(ItemQuery(.genericPassword, limit: .all, returning: .attributes))])
+        #expect(search == [.array(elementSignature: "a{sv}", [])])
+    }
+
     @Test func aPasswordChangeThroughKeychain1IsSavedAndTheLogEmptied() throws {
         let daemon = try InProcessDaemon()
         let native = KeychainBus.path(collection: "login")
