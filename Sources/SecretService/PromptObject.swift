@@ -29,11 +29,13 @@ struct PromptObject: DBusObject {
             DBusInterface(
                 interfaceName,
                 methods: [
-                    DBusMethod("Prompt", DBusInput("window-id", String.self)) { object, _, _ in
+                    DBusMethod("Prompt", DBusInput("window-id", String.self)) { (object, call, _) throws(DBusError) in
+                        try object.requireOwner(call)
                         object.daemon.start(object.prompt)
                         return .reply([])
                     },
-                    DBusMethod("Dismiss") { object, _ in
+                    DBusMethod("Dismiss") { (object, call) throws(DBusError) in
+                        try object.requireOwner(call)
                         object.daemon.prompts[object.prompt.path] = nil
                         object.daemon.completed(object.prompt, unlocked: nil)
                         return .reply([])
@@ -44,6 +46,16 @@ struct PromptObject: DBusObject {
                         "Completed", [.init("dismissed", Bool.self), .init("result", DBusVariant.self)])
                 ])
         ]
+}
+
+extension PromptObject {
+    /// A prompt belongs to the connection that caused it: another client may neither show nor dismiss it
+    /// (`AccessDenied`, as gnome-keyring answers).
+    func requireOwner(_ call: DBusMethodCall) throws(DBusError) {
+        guard call.sender == prompt.owner else {
+            throw DBusError(.accessDenied, "\(prompt.path) belongs to another client")
+        }
+    }
 }
 
 /// `/org/freedesktop/secrets/session/…`: `org.freedesktop.Secret.Session`.

@@ -257,6 +257,13 @@ private struct DeclaredInterface {
                 "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Unlock", [.objectPaths([login])]
             )
             .last?.text)
+        // Another client can neither dismiss nor show it.
+        for member in ["Dismiss", "Prompt"] {
+            let error = try daemon.errorName(
+                prompt, "org.freedesktop.Secret.Prompt", member, member == "Prompt" ? [.string("")] : [],
+                sender: ":1.99")
+            #expect(error == "org.freedesktop.DBus.Error.AccessDenied")
+        }
         daemon.clearSignals()
         try daemon.ok(prompt, "org.freedesktop.Secret.Prompt", "Dismiss")
         #expect(
