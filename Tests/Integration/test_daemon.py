@@ -92,3 +92,13 @@ def test_two_clients_at_once_and_a_hundred_in_a_row(daemon, bus, session_env):
         assert secret_tool(bus, "lookup", "worker", "a" if i % 2 else "b", "n", str(i % 25)).stdout == \
             (f"{'a' if i % 2 else 'b'}{i % 25}").encode()
     assert daemon.alive()
+
+
+def test_a_password_longer_than_the_limit_is_refused_not_cut(tmp_path, bus):
+    """A password is never cut short (a keychain made with a cut one would not open with the real one)."""
+    result = subprocess.run(
+        [binary("latchkeyd"), "--foreground", "--unlock", "--keychain-directory", str(tmp_path / "keychains")],
+        input=b"L" * 5000, env=bus.env(), capture_output=True, timeout=30)
+    assert result.returncode != 0
+    assert b"longer than 4096 bytes" in result.stderr
+    assert not (tmp_path / "keychains" / "login.keychain-db").exists()

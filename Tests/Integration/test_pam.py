@@ -293,6 +293,20 @@ def test_first_login_creates_the_keychain_unlocked_and_a_later_login_unlocks_it(
     assert PASSWORD not in syslog.text()
 
 
+def test_the_auth_step_authenticates_nobody_even_as_sufficient(installed, user, tmp_path):
+    """auth answers PAM_IGNORE: on a `sufficient` line before pam_deny, a login still fails."""
+    name = "latchkey-test-" + secrets.token_hex(4)
+    path = pathlib.Path("/etc/pam.d") / name
+    path.write_text(f"auth sufficient {installed / 'pam_latchkey.so'} daemon={installed / 'latchkeyd'}\n"
+                    "auth required pam_deny.so\n")
+    try:
+        result = subprocess.run(["pamtester", name, user.name, "authenticate"], input=PASSWORD + "\n",
+                                capture_output=True, text=True, timeout=30)
+        assert result.returncode != 0, result.stdout
+    finally:
+        path.unlink()
+
+
 def test_the_daemon_cannot_be_dumped(service, user):
     """No core file and no dump: the daemon sets RLIMIT_CORE to 0 and is not dumpable, so its /proc
     files belong to root and its own user cannot attach a debugger or read its memory."""
