@@ -307,6 +307,21 @@ def test_the_auth_step_authenticates_nobody_even_as_sufficient(installed, user, 
         path.unlink()
 
 
+def test_the_stash_is_dropped_after_the_session_step(service, user, syslog):
+    """The password kept by auth serves one session step: a second open_session in the same PAM
+    transaction hands over no password."""
+    login(service, user)
+    user.wait_for_name()
+    assert not user.login_locked()
+    user.lock()
+    result = pamtester(service, user, "authenticate", "open_session", "open_session")
+    assert result.returncode == 0, result.stderr
+    sessions = [line for line in syslog.text().splitlines() if ":session): session:" in line]
+    # The first login's step, then the two of this transaction: the password once, then none.
+    assert "unlocking the login keychain" in sessions[-2], sessions
+    assert "session counted; no password given" in sessions[-1], sessions
+
+
 def test_the_daemon_cannot_be_dumped(service, user):
     """No core file and no dump: the daemon sets RLIMIT_CORE to 0 and is not dumpable, so its /proc
     files belong to root and its own user cannot attach a debugger or read its memory."""
