@@ -55,14 +55,7 @@ enum SecretInput {
     /// Reads `count` secrets from standard input: with one, all of it but a
     /// final newline (so a secret may span lines); with more, one per line.
     static func fromStandardInput(count: Int) throws(KeychainError) -> [[UInt8]] {
-        var input: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            guard let got = try? Posix.read(STDIN_FILENO, &buffer, buffer.count), got > 0 else { break }
-            input += buffer[0..<got]
-            guard input.count <= 1 << 20 else { throw KeychainError(.dataTooLarge, "standard input holds over 1 MiB") }
-        }
-        wipeBytes(&buffer)
+        var input = try allOfStandardInput()
         defer { wipeBytes(&input) }
         var secrets: [[UInt8]]
         if count == 1 {
@@ -81,17 +74,26 @@ enum SecretInput {
         return Array(secrets.prefix(count))
     }
 
-    /// Every line of standard input (without its line end), for verbs that take several passwords;
-    /// a final empty line is dropped.
-    static func linesFromStandardInput() throws(KeychainError) -> [[UInt8]] {
+    /// All of standard input, up to 1 MiB (the caller wipes it); the read buffer is wiped.
+    private static func allOfStandardInput() throws(KeychainError) -> [UInt8] {
         var input: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
+        defer { wipeBytes(&buffer) }
         while true {
             guard let got = try? Posix.read(STDIN_FILENO, &buffer, buffer.count), got > 0 else { break }
             input += buffer[0..<got]
-            guard input.count <= 1 << 20 else { throw KeychainError(.dataTooLarge, "standard input holds over 1 MiB") }
+            guard input.count <= 1 << 20 else {
+                wipeBytes(&input)
+                throw KeychainError(.dataTooLarge, "standard input holds over 1 MiB")
+            }
         }
-        wipeBytes(&buffer)
+        return input
+    }
+
+    /// Every line of standard input (without its line end), for verbs that take several passwords;
+    /// a final empty line is dropped.
+    static func linesFromStandardInput() throws(KeychainError) -> [[UInt8]] {
+        var input = try allOfStandardInput()
         defer { wipeBytes(&input) }
         var lines = input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
             Array($0.last == UInt8(ascii: "\r") ? $0.dropLast() : $0)
