@@ -624,9 +624,12 @@ extension Keychain.State {
     fileprivate func find(
         _ query: ItemQuery, in keychain: Keychain, limit: Int?, returning: ReturnOptions
     ) throws(KeychainError) -> [Match] {
-        // Attributes outside the index (the dates) are compared after decryption.
+        // Attributes outside the index (the dates) are compared after decryption. While the keychain is
+        // unlocked, every match the index gives is also confirmed against its decrypted attributes: the
+        // index is not authenticated, and a repointed row must not hand out another item.
         let unindexed = query.attributes.filter { !$0.key.isIndexed }
-        let wantsAttributes = returning.contains(.attributes) || !unindexed.isEmpty
+        let confirming = self.key != nil && (!query.attributes.isEmpty || query.synchronizable != .any)
+        let wantsAttributes = returning.contains(.attributes) || !unindexed.isEmpty || confirming
         let wantsSecret = returning.contains(.data)
         let key: SecretKey? = (wantsAttributes || wantsSecret) ? try unlockedKey() : nil
 
@@ -675,7 +678,7 @@ extension Keychain.State {
             for (offset, reference) in (references ?? []).enumerated() {
                 statement.bind(parameter + Int32(offset), reference.identifier)
             }
-            statement.bind(limitParameter, unindexed.isEmpty ? Int64(limit ?? -1) : -1)
+            statement.bind(limitParameter, unindexed.isEmpty && !confirming ? Int64(limit ?? -1) : -1)
             var matches: [Match] = []
             while try statement.step() {
                 guard let uuid = statement.data(1), uuid.count == 16 else {
@@ -689,7 +692,9 @@ extension Keychain.State {
                     let opened = try AttributeCodec.decode(
                         try AuthenticatedCipher.open(
                             sealed, key: key, context: keychain.context(reference, .attributes)))
-                    guard unindexed.allSatisfy({ opened[$0.key] == $0.value }) else { continue }
+                    guard unindexed.allSatisfy({ opened[$0.key] == $0.value }), Self.confirms(opened, query) else {
+                        continue
+                    }
                     attributes = returning.contains(.attributes) ? opened : nil
                 }
                 if let key, wantsSecret, let sealed = statement.data(3) {
@@ -703,6 +708,27 @@ extension Keychain.State {
                 if let limit, matches.count >= limit { break }
             }
             return matches
+        }
+    }
+}
+
+extension Keychain.State {
+    /// Whether decrypted `attributes` hold what `query` asks: each attribute equal (text and its UTF-8
+    /// bytes count as equal, as the index counts them; without regard to case when the query says so),
+    /// and the synchronizable flag as asked.
+    fileprivate static func confirms(_ attributes: ItemAttributes, _ query: ItemQuery) -> Bool {
+        for (name, wanted) in query.attributes where attributes[name] != wanted {
+            guard let stored = attributes[name], let storedText = name.text(of: stored),
+                let wantedText = name.text(of: wanted)
+            else { return false }
+            if storedText == wantedText { continue }
+            guard query.caseInsensitive, storedText.lowercased() == wantedText.lowercased() else { return false }
+        }
+        let synchronizable = attributes[.synchronizable] == .bool(true)
+        switch query.synchronizable {
+        case .no: return !synchronizable
+        case .yes: return synchronizable
+        case .any: return true
         }
     }
 }

@@ -216,6 +216,29 @@ import Testing
         #expect(KDFParameters(logN: 17, r: 8, p: 2).raisedToProduction == KDFParameters(logN: 17, r: 8, p: 2))
     }
 
+    /// The attribute index is not authenticated: a row repointed at another item must not make a search by
+    /// one service hand out another service's password.
+    @Test func aTamperedIndexRowDoesNotHandOutAnotherItem() throws {
+        let keychain = try makeKeychain()
+        try keychain.add(
+            .genericPassword, attributes: [.service: .string("bank.example"), .account: .string("me")],
+            secret: Data("bank password".utf8))
+        try keychain.add(
+            .genericPassword, attributes: [.service: .string("evil.example"), .account: .string("other")],
+            secret: Data("evil password".utf8))
+        let raw = try RawFile(path)
+        // Every tag that points at the evil item now points at the bank's.
+        try raw.run(
+            "UPDATE OR IGNORE attribute_index SET item = (SELECT MIN(id) FROM items)"
+                + " WHERE item = (SELECT MAX(id) FROM items)")
+        let query = ItemQuery(
+            .genericPassword, attributes: [.service: .string("evil.example")], limit: .all, returning: .data)
+        #expect(try keychain.items(matching: query).isEmpty)
+        let bank = ItemQuery(
+            .genericPassword, attributes: [.service: .string("bank.example")], limit: .all, returning: .data)
+        #expect(try keychain.items(matching: bank).map(\.secret) == [Data("bank password".utf8)])
+    }
+
     @Test func killedWriterLosesNoAcknowledgedItem() throws {
         let password = "durable"
         _ = try makeKeychain(password: password)
