@@ -68,7 +68,9 @@ let package = Package(
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient"]),
         .target(name: "DBus", dependencies: ["CDBus"]),
         // The daemon's keychains with no bus in them: the Secret Service and the control socket are adapters over it.
-        .target(name: "KeychainRegistry", dependencies: ["KeychainCore", "KeychainStore", "Pinentry", "Posix"]),
+        .target(
+            name: "KeychainRegistry",
+            dependencies: ["KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix"]),
         .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus"]),
         .target(name: "Pinentry", dependencies: ["Posix"]),
         .target(
@@ -80,7 +82,8 @@ let package = Package(
         .executableTarget(
             name: "latchkeyd",
             dependencies: [
-                "SecretService", "KeychainRegistry", "KeychainStore", "LoginControl", "Pinentry", "Posix", "DBus",
+                "SecretService", "KeychainRegistry", "KeychainStore", "GnomeKeyringImport", "LoginControl", "Pinentry",
+                "Posix", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

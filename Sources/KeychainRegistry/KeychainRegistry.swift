@@ -12,12 +12,18 @@ package struct RegistryConfiguration: Sendable {
     package var pinentry: Pinentry
     /// The scrypt cost of a login keychain the daemon creates.
     package var kdf: KDFParameters
+    /// gnome-keyring's directory, whose keyrings are imported at login; nil: none.
+    package var gnomeKeyringDirectory: String?
 
     /// A configuration; `kdf` stays `.production` outside tests.
-    package init(keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production) {
+    package init(
+        keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production,
+        gnomeKeyringDirectory: String? = nil
+    ) {
         self.keychainDirectory = keychainDirectory
         self.pinentry = pinentry
         self.kdf = kdf
+        self.gnomeKeyringDirectory = gnomeKeyringDirectory
     }
 }
 
@@ -31,6 +37,8 @@ package enum RegistryEvent {
     case deleted(HeldKeychain)
     /// A keychain's label changed.
     case relabelled(HeldKeychain)
+    /// Items were added to a keychain other than through a face (an import at login).
+    case itemsAdded(HeldKeychain)
 }
 
 /// The keychains one user's daemon holds, with no bus in it: the login keychain, the in-memory session

@@ -1,3 +1,4 @@
+import GnomeKeyringImport
 import KeychainCore
 import KeychainStore
 import Pinentry
@@ -92,6 +93,8 @@ extension KeychainRegistry {
             },
             then: { [self] result in
                 if holdingClients { unlocksAtLogin -= 1 }
+                // After the unlock is applied: a login's password also opens gnome-keyring's files.
+                defer { if source == .verifiedByPAM, case .success = result { importGnomeKeyrings(password: secret) } }
                 switch result {
                 case .success(.created(let keychain)) where login == nil:
                     do throws(KeychainError) {
@@ -162,6 +165,19 @@ extension KeychainRegistry {
                 }
                 scheduleCheckpoint(keychain.path)
                 completion(.accepted)
+            })
+    }
+
+    /// Imports, on the worker, gnome-keyring's keyrings not imported before, with the login password a
+    /// login handed over (see `GnomeKeyringLoginImport`); the faces hear of the items it added.
+    func importGnomeKeyrings(password: SecretBytes) {
+        guard let directory = configuration.gnomeKeyringDirectory, let keychain = login?.keychain else { return }
+        offLoop(
+            { GnomeKeyringLoginImport.run(directory: directory, password: password.bytes, into: keychain) },
+            then: { [self] added in
+                guard added > 0, let held = login, held.keychain === keychain else { return }
+                held.touch()
+                announce(.itemsAdded(held))
             })
     }
 

@@ -262,6 +262,9 @@ package final class SecretServiceDaemon {
         case .lockChanged(let held): announceLockChange(held)
         case .created(let held): announceCollections("CollectionCreated", held)
         case .deleted(let held): announceCollections("CollectionDeleted", held)
+        case .itemsAdded(let held):
+            invalidateItems(of: held)
+            emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
         case .relabelled(let held):
             emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Label": .string(held.label)])
             announceCollections("CollectionChanged", held)

@@ -2,6 +2,7 @@ import ArgumentParser
 import DBus
 import FoundationEssentials
 import Glibc
+import GnomeKeyringImport
 import KeychainRegistry
 import KeychainStore
 import LoginControl
@@ -96,7 +97,10 @@ struct Latchkeyd: ParsableCommand {
         do {
             daemon = try SecretServiceDaemon(
                 configuration: SecretServiceConfiguration(
-                    registry: RegistryConfiguration(keychainDirectory: keychainDirectory, pinentry: prompt)),
+                    registry: RegistryConfiguration(
+                        keychainDirectory: keychainDirectory, pinentry: prompt,
+                        gnomeKeyringDirectory: KeyringFile.keyringDirectory(
+                            environment: ProcessInfo.processInfo.environment))),
                 loginPassword: unlock ? password : nil)
         } catch {
             throw fail("cannot open the login keychain: \(error.reason)")

@@ -57,7 +57,7 @@ class Daemon:
     """latchkeyd on a bus, with its keychain directory and pinentry script."""
 
     def __init__(self, bus, directory, password=LOGIN_PASSWORD, answers=(), extra_args=(), keychains=None,
-                 system_bus=None):
+                 system_bus=None, extra_env=None):
         self.bus = bus
         # A private bus standing in for the system bus (logind's signals), else an address where nothing
         # listens, so that no test depends on the machine's own system bus.
@@ -69,6 +69,7 @@ class Daemon:
         self.set_pinentry_answers(answers)
         self.password = password
         self.extra_args = list(extra_args)
+        self.extra_env = dict(extra_env or {})
         self.process = None
         self.stderr = directory / "latchkeyd.stderr"
         # Its own runtime directory: the control socket lives there.
@@ -87,7 +88,8 @@ class Daemon:
             args.append("--unlock")
         self.runtime.mkdir(mode=0o700, exist_ok=True)
         env = self.bus.env(SCRIPTED_PINENTRY_ANSWERS=str(self.answers), SCRIPTED_PINENTRY_LOG=str(self.log),
-                           XDG_RUNTIME_DIR=str(self.runtime), DBUS_SYSTEM_BUS_ADDRESS=self.system_bus_address)
+                           XDG_RUNTIME_DIR=str(self.runtime), DBUS_SYSTEM_BUS_ADDRESS=self.system_bus_address,
+                           **self.extra_env)
         self.process = subprocess.Popen(
             args, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(self.stderr, "wb"))
         self.process.stdin.write(self.password.encode() if unlock else b"")

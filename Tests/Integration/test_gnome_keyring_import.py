@@ -11,6 +11,7 @@ import pytest
 import secretstorage
 from jeepney.io.blocking import open_dbus_connection
 
+import control_client as control
 import gnome_keyring
 from conftest import LOGIN_PASSWORD, SCRIPTED_PINENTRY, Bus, binary
 
@@ -180,3 +181,47 @@ def test_import_into_a_keychain_file_with_no_daemon(tmp_path, home, made):
     assert found.returncode == 0 and found.stdout == "s3cret\n", found.stderr
     status = latchkey(nobody, tmp_path, "migration-status")
     assert status.stdout.count("imported ") == 3 and "left" not in status.stdout
+
+
+def test_a_logins_hand_over_imports_the_keyrings_gnome_keyring_unlocked(bus, make_daemon, tmp_path, home, made):
+    """At the first login the daemon imports login.keyring with the login password, then the keyrings
+    whose passwords gnome-keyring kept in it, and those without one; a later login adds nothing."""
+    # gnome-keyring keeps a keyring's password in the login keyring when the user asks it to unlock it
+    # automatically: make that item for "second" with gnome-keyring itself.
+    other = Bus()
+    keyring = gnome_keyring.GnomeKeyring(other.address, tmp_path / "gk-home", data=home)
+    try:
+        keyring.start()
+        connection = keyring.connect()
+        login = next(c for c in secretstorage.get_all_collections(connection) if c.collection_path.endswith("/login"))
+        login.create_item("Unlock password for: second", {"keyring": "LOCAL:/keyrings/second.keyring"},
+                          gnome_keyring.SECOND_PASSWORD.encode())
+        connection.close()
+    finally:
+        keyring.stop()
+        other.stop()
+    before = file_bytes(home / "keyrings")
+
+    daemon = make_daemon(keychains=home / "latchkey" / "keychains", extra_env={"XDG_DATA_HOME": str(home)})
+    daemon.start(unlock=False)
+    path = daemon.runtime / "latchkey" / "control"
+    assert control.hand_over(path, gnome_keyring.LOGIN_PASSWORD) == ("ok", "creating the login keychain")
+    expected = sorted((item for items in made["items"].values() for item in items),
+                      key=lambda i: (i["label"], i["secret"]))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(login_items(bus)) < len(expected) + 1:
+        time.sleep(0.2)
+    imported = [i for i in login_items(bus) if i["label"] != "Unlock password for: second"]
+    assert len(imported) == len(expected) == 13
+    for mine, theirs in zip(imported, expected):
+        assert mine == theirs
+    assert file_bytes(home / "keyrings") == before
+
+    # A later login finds everything imported already.
+    daemon.stop()
+    daemon.start(unlock=False)
+    assert control.hand_over(path, gnome_keyring.LOGIN_PASSWORD)[0] == "ok"
+    time.sleep(1)
+    assert len(login_items(bus)) == 14
+    status = latchkey(bus, tmp_path, "migration-status")
+    assert status.stdout.count("imported ") == 3 and "left" not in status.stdout, status.stdout
