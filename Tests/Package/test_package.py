@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -60,12 +61,24 @@ def test_file_list():
                      "/usr/lib/systemd/user/latchkeyd.service", "/usr/lib/systemd/user/latchkeyd.socket",
                      "/usr/share/pam-configs/latchkey", "/usr/share/man/man1/latchkey.1.gz",
                      "/usr/share/man/man8/latchkeyd.8.gz", "/usr/share/man/man8/pam_latchkey.8.gz",
-                     "/usr/share/doc/latchkey/README.md", "/usr/share/doc/latchkey/copyright"]:
+                     "/usr/share/doc/latchkey/README.md", "/usr/share/doc/latchkey/copyright",
+                     "/usr/lib/systemd/user/gnome-keyring-daemon.service.d/latchkey.conf"]:
         assert expected in paths, f"{expected} not in the package"
     control = subprocess.run(["dpkg-deb", "-f", deb_path(), "Depends", "Conflicts"], capture_output=True,
                              text=True, check=True).stdout
-    assert "libdbus-1-3" in control and "libsqlite3-0" in control and "Conflicts: gnome-keyring" in control
+    assert "libdbus-1-3" in control and "libsqlite3-0" in control and "Conflicts" not in control
     assert "swift" not in control.lower()
+
+
+def test_installs_beside_gnome_keyring_and_seahorse_without_removing_anything():
+    """GNOME depends on gnome-keyring: installing latchkey beside it, libpam-gnome-keyring and seahorse
+    must remove nothing (apt-get's simulation, which needs only the package lists)."""
+    result = subprocess.run(["apt-get", "install", "-s", "-q", deb_path(), "gnome-keyring", "libpam-gnome-keyring",
+                             "seahorse"], capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not [line for line in result.stdout.splitlines() if line.startswith("Remv ")], result.stdout
+    assert any(line.startswith("Inst latchkey ") for line in result.stdout.splitlines()), result.stdout
 
 
 def test_lintian_reports_no_error():
@@ -107,6 +120,17 @@ def test_install_login_and_remove(package, pinentry_directory):
     assert "optional\tpam_latchkey.so" in stacks["common-password"]
     assert os.path.islink("/etc/systemd/user/sockets.target.wants/latchkeyd.socket")
 
+    # Beside gnome-keyring (installed in CI): its activation file for org.freedesktop.secrets and its
+    # secrets autostart entry are diverted out of the way; its other parts stay.
+    services = pathlib.Path("/usr/share/dbus-1/services")
+    assert "Exec=/usr/bin/latchkeyd" in (services / "org.freedesktop.secrets.service").read_text()
+    diversions = subprocess.run(["dpkg-divert", "--list", "latchkey"], capture_output=True, text=True).stdout
+    assert "org.freedesktop.secrets.service" in diversions and "gnome-keyring-secrets.desktop" in diversions
+    if installed_packages("gnome-keyring"):
+        assert "gnome-keyring-daemon" in (services / "org.freedesktop.secrets.service.gnome-keyring").read_text()
+        assert not os.path.exists("/etc/xdg/autostart/gnome-keyring-secrets.desktop")
+        assert os.path.exists("/etc/xdg/autostart/gnome-keyring-pkcs11.desktop")
+
     user = User(pinentry_directory)
     service = pathlib.Path("/etc/pam.d") / ("latchkey-package-" + secrets.token_hex(4))
     service.write_text("@include common-auth\n@include common-account\n@include common-session\n"
@@ -132,6 +156,68 @@ def test_install_login_and_remove(package, pinentry_directory):
         assert user.keychain.exists()
         apt("purge", "latchkey")
         assert user.keychain.exists() and user.keychain.stat().st_size > 0
+        # gnome-keyring has its files back, and with them the name.
+        assert "latchkey" not in subprocess.run(["dpkg-divert", "--list"], capture_output=True, text=True).stdout
+        if installed_packages("gnome-keyring"):
+            assert "gnome-keyring-daemon" in (services / "org.freedesktop.secrets.service").read_text()
+            assert os.path.exists("/etc/xdg/autostart/gnome-keyring-secrets.desktop")
     finally:
         service.unlink()
         user.remove()
+
+
+def bus_owner_executable(user):
+    """The executable of the process owning org.freedesktop.secrets on the user's bus, or None."""
+    out = user.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus.GetConnectionUnixProcessID", "string:org.freedesktop.secrets"])
+    if out.returncode != 0:
+        return None
+    pid = int(out.stdout.split()[-1])
+    return os.readlink(f"/proc/{pid}/exe")
+
+
+def autostart_commands():
+    """The Exec lines of gnome-keyring's autostart entries still in place (its secrets one is diverted)."""
+    commands = []
+    for entry in sorted(glob.glob("/etc/xdg/autostart/gnome-keyring-*.desktop")):
+        for line in pathlib.Path(entry).read_text().splitlines():
+            if line.startswith("Exec="):
+                commands.append(line[len("Exec="):].split())
+    return commands
+
+
+@pytest.mark.skipif(not shutil.which("gnome-keyring-daemon") or not os.path.exists(
+    "/usr/lib/x86_64-linux-gnu/security/pam_gnome_keyring.so"), reason="gnome-keyring and its PAM module are needed")
+def test_latchkeyd_owns_the_name_beside_gnome_keyring_every_time(package, pinentry_directory, tmp_path):
+    """A login through a stack with both pam_gnome_keyring (auto_start) and pam_latchkey, then gnome-keyring's
+    autostart commands as a session runs them: org.freedesktop.secrets is latchkeyd's, every time."""
+    assert not any("--components=secrets" in " ".join(c) for c in autostart_commands())
+    for attempt in range(3):
+        user = User(pinentry_directory)
+        env_file = tmp_path / f"env-{attempt}"
+        env_file.write_text(f"XDG_RUNTIME_DIR={user.runtime}\nDBUS_SESSION_BUS_ADDRESS={user.bus_address}\n")
+        service = pathlib.Path("/etc/pam.d") / ("latchkey-race-" + secrets.token_hex(4))
+        service.write_text("auth optional pam_gnome_keyring.so\n@include common-auth\n@include common-account\n"
+                           f"session required pam_env.so readenv=1 envfile={env_file}\n"
+                           "@include common-session\nsession optional pam_gnome_keyring.so auto_start\n")
+        try:
+            login = subprocess.run(["pamtester", service.name, user.name, "authenticate", "open_session"],
+                                   input=PASSWORD + "\n", capture_output=True, text=True, timeout=30)
+            assert login.returncode == 0, login.stdout + login.stderr
+            # gnome-keyring really runs for this user: the test means something.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and subprocess.run(
+                    ["pgrep", "-u", str(user.uid), "gnome-keyring-d"], capture_output=True).returncode != 0:
+                time.sleep(0.1)
+            assert subprocess.run(["pgrep", "-u", str(user.uid), "gnome-keyring-d"]).returncode == 0
+            for command in autostart_commands():
+                user.run(command, timeout=30)
+            user.wait_for_name()
+            time.sleep(0.5)
+            assert bus_owner_executable(user) == "/usr/bin/latchkeyd", attempt
+            # A client activates nothing else either: the name stays latchkeyd's across a call.
+            assert user.secret_tool("store", "--label=race", "attempt", str(attempt), input="x").returncode == 0
+            assert bus_owner_executable(user) == "/usr/bin/latchkeyd", attempt
+        finally:
+            service.unlink()
+            user.remove()
