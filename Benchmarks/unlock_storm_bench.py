@@ -214,10 +214,14 @@ def wrong_password_storm(address, seconds, ready):
         while time.monotonic() < deadline:
             reply = client.call(KEYCHAIN, KEYCHAIN1, "Unlock", "ay", (password,), timeout=120)
             message = reply.body[0] if reply.is_error and reply.body else ""
-            if not message.startswith(WRONG_PASSWORD):
-                kind = "other"
+            # Refused without trying: org.latchkey.Keychain1.Error.TooManyAttempts (the seconds to wait
+            # first); builds before that error name said it in an errSecAuthFailed status error.
+            if (reply.error_name or "").endswith(".TooManyAttempts") or "not tried" in message:
+                kind = "refused"
+            elif message.startswith(WRONG_PASSWORD):
+                kind = "derived"
             else:
-                kind = "refused" if "not tried" in message else "derived"
+                kind = "other"
             with guard:
                 counts[kind] += 1
 
