@@ -34,6 +34,7 @@ import os
 import pathlib
 import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -298,7 +299,7 @@ def unlock_column(counts):
         return f"{counts['unlocks']} unlocked"
     if "derived" in counts:
         text = f"{counts['derived']} derived, {counts['refused']:,} refused"
-        return text + (f", {counts['other']} other" if counts["other"] else "")
+        return text + (f", {counts['other']:,} other" if counts["other"] else "")
     return "–"
 
 
@@ -393,9 +394,10 @@ def main():
             verdict = "under" if p99 < TARGET_MS else "OVER"
             print(f"{row['name']}: {name} p99 {p99:.2f} ms, {verdict} the {TARGET_MS} ms target")
     if args.write_docs:
-        # scripts/bench-unlock-storm says how it was called; else this script's own command line.
-        command = os.environ.get("BENCH_UNLOCK_STORM_COMMAND") or " ".join(
-            ["/usr/bin/python3", os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
+        # Run by scripts/bench-unlock-storm, which names itself here and puts --latchkeyd PATH first.
+        script = os.environ.get("BENCH_UNLOCK_STORM_SCRIPT")
+        command = shlex.join([script] + sys.argv[3:] if script else
+                             ["/usr/bin/python3", os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
         write_docs(pathlib.Path(args.output), args.label, command, rows)
         print(f"wrote {args.output}")
 

@@ -147,12 +147,14 @@ package final class KeychainRegistry {
         return keychain
     }
 
-    /// Serves `keychain` as `login`, alias `default`.
+    /// Serves `keychain` as `login`, aliases `default` and `login`.
     func addLogin(_ keychain: Keychain) throws(KeychainError) {
         try keychain.limitMemory(to: .lean)
         keychains.insert(
             HeldKeychain(id: Self.loginID, keychain: keychain, unlocking: .loginPassword, label: "Login"), at: 0)
         if aliases["default"] == nil { aliases["default"] = Self.loginID }
+        // As gnome-keyring: the login collection is also the alias "login".
+        if aliases["login"] == nil { aliases["login"] = Self.loginID }
     }
 
     /// Whether `text` is already a valid object-path element (ASCII letters, digits, `_`).

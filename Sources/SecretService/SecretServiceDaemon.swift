@@ -271,15 +271,26 @@ package final class SecretServiceDaemon {
         }
     }
 
-    /// Announces a collection's new lock state, on it and on each of its items.
+    /// Announces a collection's new lock state, on it and on each of its items. On unlock, each item's
+    /// label and attributes (read as empty while locked) come with it, and `ItemChanged`, so that clients
+    /// that cache item properties (libsecret) show them again.
     private func announceLockChange(_ held: HeldKeychain) {
         held.markUsed()
         let locked = DBusValue.bool(held.isLocked)
         emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Locked": locked])
         emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
         for reference in (try? held.itemReferences()) ?? [] {
-            emitPropertiesChanged(
-                ObjectPaths.item(reference, in: held.id), ItemObject.interfaceName, ["Locked": locked])
+            let path = ObjectPaths.item(reference, in: held.id)
+            var changed: [String: DBusValue] = ["Locked": locked]
+            if !held.isLocked, let attributes = (try? held.item(reference, returning: .attributes))??.attributes {
+                var label = ""
+                if case .string(let text) = attributes[.label] { label = text }
+                changed["Label"] = .string(label)
+                changed["Attributes"] = .stringDictionary(
+                    AttributeMapping.secretServiceAttributes(attributes, of: reference.itemClass))
+            }
+            emitPropertiesChanged(path, ItemObject.interfaceName, changed)
+            if !held.isLocked { emit(held.path, CollectionObject.interfaceName, "ItemChanged", [.objectPath(path)]) }
         }
     }
 
