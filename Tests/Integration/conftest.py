@@ -96,6 +96,11 @@ class Daemon:
         self.process.stdin.close()
         if wait:
             self.wait_for_name()
+            # The bus name comes first, the control socket just after: wait for both.
+            socket_path = self.runtime / "latchkey" / "control"
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not socket_path.exists():
+                time.sleep(0.02)
         return self
 
     def wait_for_name(self, timeout=15):
