@@ -337,6 +337,31 @@ class Logind:
             message.header.fields[HeaderFields.destination] = destination
         (connection or self.connection).send(message)
 
+    def lock_session(self, path, destination=None, connection=None):
+        """Session.Lock on `path`, as `loginctl lock-session` makes logind send."""
+        from jeepney import DBusAddress, new_signal
+        from jeepney.low_level import HeaderFields
+        message = new_signal(DBusAddress(path, interface="org.freedesktop.login1.Session"), "Lock")
+        if destination:
+            message.header.fields[HeaderFields.destination] = destination
+        (connection or self.connection).send(message)
+
+    def answer_session_user(self, sessions, timeout=10):
+        """Answers the next Properties.Get(Session, User) as logind does: `sessions` maps a session path to its
+        uid. Returns the path asked about."""
+        from jeepney import new_method_return
+        from jeepney.low_level import HeaderFields, MessageType
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self.connection.receive(timeout=max(0.1, deadline - time.monotonic()))
+            fields = message.header.fields
+            if message.header.message_type == MessageType.method_call and fields.get(HeaderFields.member) == "Get":
+                path = fields[HeaderFields.path]
+                assert message.body == ("org.freedesktop.login1.Session", "User")
+                self.connection.send(new_method_return(
+                    message, "v", (("(uo)", (sessions[path], f"/org/freedesktop/login1/user/_{sessions[path]}")),)))
+                return path
+
     @staticmethod
     def ping(connection, destination):
         """A call to the daemon's system bus connection: its reply comes after everything this connection sent
@@ -390,9 +415,92 @@ def test_lock_on_sleep(tmp_path, bus, make_daemon, session_env):
         system_bus.stop()
 
 
+class ScreenSaver:
+    """Stands in for GNOME Shell's screen shield on the session bus: owns org.gnome.ScreenSaver and sends
+    ActiveChanged as gnome-shell does when the screen locks."""
+
+    def __init__(self, bus, name="org.gnome.ScreenSaver"):
+        from jeepney.io.blocking import open_dbus_connection
+        from jeepney.bus_messages import message_bus
+        self.name = name
+        self.connection = open_dbus_connection(bus=bus.address)
+        reply = self.connection.send_and_get_reply(message_bus.RequestName(name))
+        assert reply.body == (1,)  # primary owner
+
+    def active_changed(self, active, connection=None):
+        from jeepney import DBusAddress, new_signal
+        message = new_signal(DBusAddress("/org/gnome/ScreenSaver", interface=self.name), "ActiveChanged", "b",
+                             (active,))
+        (connection or self.connection).send(message)
+
+
+def test_lock_on_screen_lock(tmp_path, bus, make_daemon, session_env):
+    """set-keychain-settings -s: the screen saver's ActiveChanged(true) on the session bus, and logind's Lock
+    for one of the user's sessions on the system bus, lock that keychain and no other; the same signals from
+    a process that does not own the name, a deactivation, and a Lock for another user's session change
+    nothing."""
+    import secretstorage
+    from jeepney import DBusAddress, new_method_call
+    from jeepney.io.blocking import open_dbus_connection
+    from jeepney.bus_messages import message_bus
+    system_bus = Bus()
+    try:
+        cli = Cli(tmp_path, bus)
+        screen_saver = ScreenSaver(bus)  # owns the name before the daemon starts: told by GetNameOwner
+        make_daemon(keychains=cli.keychains, system_bus=system_bus).start()
+        cli.ok("set-keychain-settings", "-s")
+        info = cli.json("show-keychain-info")
+        assert info["lockOnScreenLock"] is True and info["lockOnSleep"] is False
+        assert "lock-on-screen-lock" in cli.ok("show-keychain-info").stdout
+        work = secretstorage.create_collection(secretstorage.dbus_init(), "Work")
+        stranger = open_dbus_connection(bus=bus.address)
+
+        def daemon_name(connection, *others):
+            (names,) = connection.send_and_get_reply(message_bus.ListNames()).body
+            [name] = [n for n in names if n.startswith(":") and n not in others]
+            return name
+
+        # The screen saver's activation, forged by a client that does not own the name; then its deactivation.
+        screen_saver.active_changed(True, connection=stranger)
+        screen_saver.active_changed(False)
+        for connection in (stranger, screen_saver.connection):  # read by the daemon before it answers these
+            connection.send_and_get_reply(new_method_call(
+                DBusAddress("/", bus_name="org.freedesktop.secrets", interface="org.freedesktop.DBus.Peer"), "Ping"))
+        assert cli.json("show-keychain-info")["locked"] is False
+        # The screen locks: the login keychain (-s) locks, the Work keychain (no -s) stays open.
+        screen_saver.active_changed(True)
+        assert wait_until(lambda: cli.json("show-keychain-info")["locked"] is True)
+        assert work.is_locked() is False
+
+        cli.ok("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n")
+        assert cli.json("show-keychain-info")["locked"] is False
+
+        # logind on the system bus: a Lock forged by a stranger, and a Lock for another user's session.
+        logind = Logind(system_bus)
+        system_stranger = open_dbus_connection(bus=system_bus.address)
+        daemon_on_system = daemon_name(logind.connection, logind.connection.unique_name,
+                                       system_stranger.unique_name)
+        mine, theirs = "/org/freedesktop/login1/session/_31", "/org/freedesktop/login1/session/_32"
+        sessions = {mine: os.getuid(), theirs: os.getuid() + 4242}
+        logind.lock_session(mine, destination=daemon_on_system, connection=system_stranger)
+        logind.lock_session(theirs)
+        assert logind.answer_session_user(sessions) == theirs
+        Logind.ping(logind.connection, daemon_on_system)
+        assert cli.json("show-keychain-info")["locked"] is False
+        # `loginctl lock-session` for the user's own session.
+        logind.lock_session(mine)
+        assert logind.answer_session_user(sessions) == mine
+        assert wait_until(lambda: cli.json("show-keychain-info")["locked"] is True)
+        assert work.is_locked() is False
+        for connection in (stranger, system_stranger, logind.connection, screen_saver.connection):
+            connection.close()
+    finally:
+        system_bus.stop()
+
+
 def test_daemon_without_a_system_bus_serves_and_says_so(daemon):
     """No system bus (a container): the daemon serves, and says once that keychains will not lock on sleep."""
-    assert wait_until(lambda: "will not lock on sleep: no system bus" in daemon.stderr.read_text())
+    assert wait_until(lambda: "will not lock on sleep or with logind's session lock: no system bus" in daemon.stderr.read_text())
     assert secret_tool(daemon.bus, "store", "--label=x", "a", "b", input=b"s").returncode == 0
     assert secret_tool(daemon.bus, "lookup", "a", "b").stdout == b"s"
 
