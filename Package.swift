@@ -92,7 +92,7 @@ let package = Package(
             name: "latchkey",
             dependencies: [
                 "KeychainClient", "KeychainBus", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
-                "GnomeKeyringImport",
+                "GnomeKeyringImport", "CallerIdentity",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

@@ -81,7 +81,7 @@ def cli(request, tmp_path, bus, make_daemon):
 
 def test_generic_password_round_trip(cli):
     cli.ok("add-generic-password", "-a", "alice", "-s", "backup.example", "-l", "Backup", "-D", "app password",
-           "-j", "a comment", "-G", "generic", "-c", "abcd", "-C", "wxyz", "-T", "/usr/bin/rsync", "-A", "--stdin",
+           "-j", "a comment", "-G", "generic", "-c", "abcd", "-C", "wxyz", "-T", "/bin/sh", "-A", "--stdin",
            input="s3cret\n")
     found = cli.ok("find-generic-password", "-s", "backup.example", "-g")
     lines = found.stdout.splitlines()
@@ -101,10 +101,63 @@ def test_generic_password_round_trip(cli):
     assert document["attributes"]["acct"] == "alice"
     assert document["attributes"]["labl"] == "Backup"
     assert document["attributes"]["crtr"] == int.from_bytes(b"abcd", "big")
-    assert document["attributes"]["lk:trusted-apps"] == "/usr/bin/rsync"
+    shell = os.path.realpath("/bin/sh")
+    assert document["attributes"]["lk:trusted-apps"] == f"{shell}\t{sha256_of(shell)}"
     assert document["attributes"]["lk:any-app"] == "1"
     assert "password" not in document
     assert cli.json("find-generic-password", "-s", "backup.example", "-w")["password"] == "s3cret"
+
+
+def sha256_of(path):
+    import hashlib
+    with open(path, "rb") as file:
+        return hashlib.sha256(file.read()).hexdigest()
+
+
+def test_access_lists_from_the_command_line(cli, tmp_path):
+    """-T names programs by their real path and the SHA-256 of their file (relative paths and links resolved),
+    flatpak:APP-ID as it is; -A opens an item to any application; list-access shows the lists (--json too);
+    remove-access takes an application (or "any application") off them; bad names get one line and status 1."""
+    tool = tmp_path / "bin" / "sync-tool"
+    tool.parent.mkdir()
+    tool.write_bytes(b"#!/bin/sh\necho sync\n")
+    link = tmp_path / "tool-link"
+    link.symlink_to(tool)
+    cli.ok("add-generic-password", "-a", "me", "-s", "backup.example", "-T", str(link), "-T", "/bin/sh",
+           "-T", "flatpak:org.example.Notes", "--stdin", input="one\n")
+    cli.ok("add-generic-password", "-a", "me", "-s", "shared.example", "-A", "--stdin", input="two\n")
+    cli.ok("add-generic-password", "-a", "me", "-s", "plain.example", "--stdin", input="three\n")
+    shell = os.path.realpath("/bin/sh")
+    listing = {entry["service"]: entry for entry in cli.json("list-access")}
+    assert listing["backup.example"]["anyApplication"] is False
+    assert listing["backup.example"]["trusted"] == [
+        {"name": str(tool), "sha256": sha256_of(tool)}, {"name": shell, "sha256": sha256_of(shell)},
+        {"name": "flatpak:org.example.Notes", "sha256": None}]
+    assert listing["shared.example"]["anyApplication"] is True and listing["shared.example"]["trusted"] == []
+    assert listing["plain.example"]["anyApplication"] is False and listing["plain.example"]["trusted"] == []
+    text = cli.ok("list-access").stdout
+    assert f"    {tool}  sha256:{sha256_of(tool)[:16]}" in text
+    assert "    any application" in text and "(no list: every application is asked)" in text
+
+    # Revoked by any name that resolves to it, only where asked.
+    cli.ok("remove-access", "-s", "backup.example", str(link))
+    listing = {entry["service"]: entry for entry in cli.json("list-access")}
+    assert [entry["name"] for entry in listing["backup.example"]["trusted"]] == [shell, "flatpak:org.example.Notes"]
+    cli.ok("remove-access", "flatpak:org.example.Notes")
+    cli.ok("remove-access", "-A")
+    listing = {entry["service"]: entry for entry in cli.json("list-access")}
+    assert [entry["name"] for entry in listing["backup.example"]["trusted"]] == [shell]
+    assert listing["shared.example"]["anyApplication"] is False
+    # The secrets are untouched.
+    assert cli.ok("find-generic-password", "-s", "backup.example", "-w").stdout == "one\n"
+
+    missing = cli.run("remove-access", "/usr/bin/nothing-trusts-this")
+    assert missing.returncode == 44 and missing.stderr.count("\n") == 1
+    for bad in (["-T", str(tmp_path / "no-such-program")], ["-T", "flatpak:"]):
+        refused = cli.run("add-generic-password", "-a", "x", "-s", "bad.example", *bad, "--stdin", input="x\n")
+        assert refused.returncode == 1 and refused.stderr.startswith("latchkey: ") and refused.stderr.count("\n") == 1
+    assert cli.run("find-generic-password", "-s", "bad.example").returncode == 44
+    assert cli.run("remove-access").returncode == 1
 
 
 def test_label_defaults_to_service_and_binary_password_in_hex(cli):
