@@ -144,6 +144,7 @@ package final class SecretServiceDaemon {
         let path = call.path
         if let children = nodeChildren(path) { return DBusNode(children: children).serve(call) }
         if path == KeychainBus.rootPath { return KeychainListObject(daemon: self).serve(call) }
+        if path == PortalSecretObject.path { return PortalSecretObject(daemon: self).serve(call) }
         if path.hasPrefix(KeychainBus.pathPrefix) {
             guard let held = registry.keychain(id: String(path.dropFirst(KeychainBus.pathPrefix.count))) else {
                 return noSuchObject(call)
@@ -172,7 +173,8 @@ package final class SecretServiceDaemon {
         switch path {
         case "/": ["org"]
         case "/org": ["freedesktop", "latchkey"]
-        case "/org/freedesktop": ["secrets"]
+        case "/org/freedesktop": ["portal", "secrets"]
+        case "/org/freedesktop/portal": ["desktop"]
         case "/org/latchkey": ["keychain"]
         case "/org/freedesktop/secrets/collection": registry.keychains.map(\.id)
         case "/org/freedesktop/secrets/aliases": registry.aliases.keys.sorted()
