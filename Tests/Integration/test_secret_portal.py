@@ -1,0 +1,194 @@
+"""The Secret portal through Debian's real xdg-desktop-portal (1.16) on a private bus: a client calls
+org.freedesktop.portal.Secret.RetrieveSecret on org.freedesktop.portal.Desktop as a Flatpak application
+does, the portal works out the application's id from the caller and calls latchkeyd's
+org.freedesktop.impl.portal.Secret, and the client reads its secret from its pipe.
+
+The portal takes the id from /proc/PID/root/.flatpak-info of the caller. The client here connects, then
+chroots into a directory holding a .flatpak-info ([Application] name=...) before it calls: to the portal
+it is then exactly what a Flatpak application is, a process whose root holds that file. Two directories
+make two applications."""
+
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from conftest import ROOT
+from dbus_client import Client
+
+PORTAL = "/usr/libexec/xdg-desktop-portal"
+GNOME_KEYRING_PORTAL = pathlib.Path("/usr/share/xdg-desktop-portal/portals/gnome-keyring.portal")
+SCHEMA = "org.freedesktop.portal.Secret"
+
+# The application: connects to the bus, becomes "sandboxed" (chroot into a root with .flatpak-info) when
+# given one, calls RetrieveSecret with the write end of a pipe, waits for the Response signal on its
+# request and reads the pipe to its end. Prints the response code and the secret in hex.
+CLIENT = textwrap.dedent("""
+    import os, sys, time
+    import gi
+    gi.require_version("Gio", "2.0")
+    from gi.repository import Gio, GLib
+
+    address, app_root = sys.argv[1], sys.argv[2]
+    flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+    bus = Gio.DBusConnection.new_for_address_sync(address, flags, None, None)
+    if app_root:
+        os.chroot(app_root)
+        os.chdir("/")
+    token = "latchkey1"
+    handle = "/org/freedesktop/portal/desktop/request/%s/%s" % (
+        bus.get_unique_name()[1:].replace(".", "_"), token)
+    responses = []
+    bus.signal_subscribe("org.freedesktop.portal.Desktop", "org.freedesktop.portal.Request", "Response", handle,
+                         None, Gio.DBusSignalFlags.NO_MATCH_RULE,
+                         lambda *args: responses.append(args[5].unpack()[0]))
+    bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch",
+                  GLib.Variant("(s)", ("type='signal',interface='org.freedesktop.portal.Request',path='%s'" % handle,)),
+                  None, Gio.DBusCallFlags.NONE, 5000, None)
+    read_end, write_end = os.pipe()
+    fds = Gio.UnixFDList.new()
+    index = fds.append(write_end)
+    os.close(write_end)
+    reply, _ = bus.call_with_unix_fd_list_sync(
+        "org.freedesktop.portal.Desktop", "/org/freedesktop/portal/desktop", "org.freedesktop.portal.Secret",
+        "RetrieveSecret", GLib.Variant("(ha{sv})", (index, {"handle_token": GLib.Variant("s", token)})),
+        GLib.VariantType("(o)"), Gio.DBusCallFlags.NONE, 30000, fds, None)
+    del fds
+    assert reply.unpack()[0] == handle, reply.unpack()
+    context = GLib.MainContext.default()
+    deadline = time.monotonic() + 30
+    while not responses and time.monotonic() < deadline:
+        context.iteration(False)
+        time.sleep(0.01)
+    # Every write end closed (the portal's, latchkeyd's): the pipe reaches its end.
+    secret = b""
+    while True:
+        chunk = os.read(read_end, 4096)
+        if not chunk:
+            break
+        secret += chunk
+    print(responses[0] if responses else "none", secret.hex())
+""")
+
+
+class Portal:
+    """xdg-desktop-portal on the private bus, reading its backends from `portals`, for GNOME."""
+
+    def __init__(self, bus, portals, log):
+        env = bus.env(XDG_DESKTOP_PORTAL_DIR=str(portals), XDG_CURRENT_DESKTOP="GNOME", G_MESSAGES_DEBUG="all")
+        self.bus = bus
+        self.log = log
+        self.process = subprocess.Popen([PORTAL, "--verbose"], env=env, stdout=subprocess.DEVNULL,
+                                        stderr=open(log, "wb"))
+        deadline = time.monotonic() + 30
+        while not bus.has_owner("org.freedesktop.portal.Desktop"):
+            assert self.process.poll() is None, f"xdg-desktop-portal exited: {log.read_text()}"
+            assert time.monotonic() < deadline, "xdg-desktop-portal did not claim its name"
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def app_root(directory, app_id):
+    """A root directory for a "sandboxed" application: only the .flatpak-info naming it."""
+    directory.mkdir()
+    (directory / ".flatpak-info").write_text(f"[Application]\nname={app_id}\nruntime=runtime/x/x86_64/1\n")
+    return directory
+
+
+def retrieve(bus, root):
+    """The client's response code and secret (bytes)."""
+    result = subprocess.run(["/usr/bin/python3", "-c", CLIENT, bus.address, str(root or "")],
+                            env=bus.env(), capture_output=True, text=True, timeout=90)
+    assert result.returncode == 0, result.stderr
+    response, _, secret = result.stdout.strip().partition(" ")
+    return response, bytes.fromhex(secret)
+
+
+@pytest.fixture
+def portals(tmp_path):
+    directory = tmp_path / "portals"
+    directory.mkdir()
+    shutil.copy(ROOT / "dbus" / "latchkey.portal", directory)
+    return directory
+
+
+def requires_portal():
+    if not os.path.exists(PORTAL):
+        pytest.skip("xdg-desktop-portal is not installed (apt-get install xdg-desktop-portal)")
+    if os.geteuid() != 0:
+        pytest.skip("making a caller look like a Flatpak application needs chroot (root)")
+    pytest.importorskip("gi")
+
+
+@pytest.mark.parametrize("beside_gnome_keyring", [False, True], ids=["latchkey-alone", "beside-gnome-keyring"])
+def test_flatpak_apps_get_their_own_lasting_secret_through_the_portal(daemon, bus, portals, tmp_path,
+                                                                     beside_gnome_keyring):
+    requires_portal()
+    if beside_gnome_keyring:
+        if not GNOME_KEYRING_PORTAL.exists():
+            pytest.skip("gnome-keyring's .portal file is not installed")
+        # Both files name org.freedesktop.secrets: whichever the portal picks, latchkeyd answers.
+        shutil.copy(GNOME_KEYRING_PORTAL, portals)
+    portal = Portal(bus, portals, tmp_path / "portal.log")
+    try:
+        first_app = app_root(tmp_path / "app-a", "org.example.A")
+        other_app = app_root(tmp_path / "app-b", "org.example.B")
+        response, first = retrieve(bus, first_app)
+        assert response == "0", (response, portal.log.read_text()[-2000:], daemon.stderr.read_text())
+        assert len(first) == 64
+        assert retrieve(bus, first_app) == ("0", first)
+        response, other = retrieve(bus, other_app)
+        assert response == "0"
+        assert len(other) == 64 and other != first
+    finally:
+        portal.stop()
+    # Which file xdg-desktop-portal 1.16 chose: with both, gnome-keyring's sorts first for GNOME. Both name
+    # org.freedesktop.secrets, so either way the call went to latchkeyd (the items below are its).
+    chosen = "gnome-keyring.portal" if beside_gnome_keyring else "latchkey.portal"
+    assert f"Using {chosen} for org.freedesktop.impl.portal.Secret in GNOME" in portal.log.read_text()
+
+    # Each secret is an item of latchkeyd's login collection, with the portal's schema and the app id.
+    client = Client(bus.address)
+    try:
+        session = client.open_plain()
+        for app_id, expected in [("org.example.A", first), ("org.example.B", other)]:
+            unlocked, locked = client.service("SearchItems", "a{ss}", ({"xdg:schema": SCHEMA, "app_id": app_id},))
+            assert len(unlocked) == 1 and locked == [], (app_id, unlocked, locked)
+            assert unlocked[0].startswith("/org/freedesktop/secrets/collection/login/")
+            [secret] = client.ok(unlocked[0], "org.freedesktop.Secret.Item", "GetSecret", "o", (session,))
+            assert secret[2] == expected
+            attributes = client.ok(unlocked[0], "org.freedesktop.DBus.Properties", "Get", "ss",
+                                   ("org.freedesktop.Secret.Item", "Attributes"))[0][1]
+            assert attributes == {"xdg:schema": SCHEMA, "app_id": app_id}
+    finally:
+        client.close()
+
+
+def test_a_host_application_gets_no_secret_and_nothing_is_stored(daemon, bus, portals, tmp_path):
+    """Outside a sandbox (and outside an app-*.scope unit) the portal passes an empty app id: latchkeyd
+    refuses it (response 2) rather than hand every host process one shared key."""
+    requires_portal()
+    portal = Portal(bus, portals, tmp_path / "portal.log")
+    try:
+        assert retrieve(bus, None) == ("2", b"")
+    finally:
+        portal.stop()
+    assert "refused a request without an application id" in daemon.stderr.read_text()
+    client = Client(bus.address)
+    try:
+        assert client.service("SearchItems", "a{ss}", ({"xdg:schema": SCHEMA},)) == ([], [])
+    finally:
+        client.close()
