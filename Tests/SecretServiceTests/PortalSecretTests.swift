@@ -82,12 +82,15 @@ import Testing
         #expect(paths.count == 1)
         let item = try #require(paths.first)
         #expect(item.hasPrefix("/org/freedesktop/secrets/collection/login/"))
-        #expect(try Self.search(daemon, ["xdg:schema": "org.freedesktop.portal.Secret"]).first?.objectPathList?.count == 2)
+        #expect(
+            try Self.search(daemon, ["xdg:schema": "org.freedesktop.portal.Secret"]).first?.objectPathList?.count == 2)
         let attributes = try daemon.ok(
             item, "org.freedesktop.DBus.Properties", "Get",
             [.string("org.freedesktop.Secret.Item"), .string("Attributes")])
         #expect(
-            attributes == [.variant(.stringDictionary(["xdg:schema": "org.freedesktop.portal.Secret", "app_id": "org.example.A"]))])
+            attributes == [
+                .variant(.stringDictionary(["xdg:schema": "org.freedesktop.portal.Secret", "app_id": "org.example.A"]))
+            ])
         let label = try daemon.ok(
             item, "org.freedesktop.DBus.Properties", "Get", [.string("org.freedesktop.Secret.Item"), .string("Label")])
         #expect(label == [.variant(.string("Application key for org.example.A"))])
