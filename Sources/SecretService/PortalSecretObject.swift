@@ -93,7 +93,7 @@ struct PortalSecretObject: DBusObject {
         let attributes = ["xdg:schema": schema, "app_id": appID]
         var secret: [UInt8]
         do throws(KeychainError) {
-            if let reference = try login.search(attributes).first,
+            if let reference = try existingSecret(of: appID, in: login),
                 var stored = try login.item(reference, returning: .data)?.secret
             {
                 secret = [UInt8](stored)
@@ -118,6 +118,28 @@ struct PortalSecretObject: DBusObject {
         }
         return .success
     }
+
+    /// The item holding the secret of `appID`: one made by this backend (`xdg:schema` the portal's), else
+    /// one gnome-keyring's backend made and the import brought over. gnome-keyring finds its items by
+    /// `app_id` alone, and the ones it saves read back with `xdg:schema=org.freedesktop.Secret.Generic`
+    /// and no label; only an item with exactly those two attributes is taken for one, so that another
+    /// program's item that happens to have an `app_id` attribute is never handed out as a key.
+    private static func existingSecret(of appID: String, in login: HeldKeychain) throws(KeychainError)
+        -> ItemReference?
+    {
+        if let made = try login.search(["xdg:schema": schema, "app_id": appID]).first { return made }
+        let imported = ["xdg:schema": gnomeKeyringSchema, "app_id": appID]
+        for reference in try login.search(imported) {
+            guard let stored = try login.item(reference, returning: .attributes)?.attributes else { continue }
+            if AttributeMapping.secretServiceAttributes(stored, of: reference.itemClass) == imported {
+                return reference
+            }
+        }
+        return nil
+    }
+
+    /// The schema gnome-keyring's portal items carry once saved in its keyring file.
+    static let gnomeKeyringSchema = "org.freedesktop.Secret.Generic"
 
     private static func newSecret() throws(KeychainError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: secretLength)

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import LOGIN_PASSWORD, ROOT, binary
 from dbus_client import Client
 
 PORTAL = "/usr/libexec/xdg-desktop-portal"
@@ -108,6 +108,22 @@ def app_root(directory, app_id):
     return directory
 
 
+def wait_until_login_unlocked(bus, timeout=15):
+    """latchkeyd makes a new login keychain on its worker, after it claims the name: wait for it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        client = Client(bus.address)
+        try:
+            reply = client.call("/org/freedesktop/secrets/collection/login", "org.freedesktop.DBus.Properties",
+                                "Get", "ss", ("org.freedesktop.Secret.Collection", "Locked"))
+            if not reply.is_error and reply.body[0][1] is False:
+                return
+        finally:
+            client.close()
+        time.sleep(0.05)
+    raise AssertionError("latchkeyd did not make and unlock its login keychain")
+
+
 def retrieve(bus, root):
     """The client's response code and secret (bytes)."""
     result = subprocess.run(["/usr/bin/python3", "-c", CLIENT, bus.address, str(root or "")],
@@ -192,3 +208,58 @@ def test_a_host_application_gets_no_secret_and_nothing_is_stored(daemon, bus, po
         assert client.service("SearchItems", "a{ss}", ({"xdg:schema": SCHEMA},)) == ([], [])
     finally:
         client.close()
+
+
+def test_an_application_keeps_the_key_gnome_keyring_gave_it(bus, make_daemon, portals, tmp_path):
+    """The switch from gnome-keyring: an application's key, made by gnome-keyring's own portal backend
+    (through the real portal), is imported with the login keyring, and latchkeyd's backend then hands the
+    application the same key, so what the application encrypted with it (libsecret's file backend in its
+    sandbox) stays readable."""
+    requires_portal()
+    if shutil.which("gnome-keyring-daemon") is None or not GNOME_KEYRING_PORTAL.exists():
+        pytest.skip("gnome-keyring is not installed (.ci/packages lists it)")
+    import gnome_keyring
+
+    app = app_root(tmp_path / "app-a", "org.example.A")
+    data = tmp_path / "data"
+    theirs_dir = tmp_path / "gnome-keyring-portals"
+    theirs_dir.mkdir()
+    shutil.copy(GNOME_KEYRING_PORTAL, theirs_dir)
+    keyring = gnome_keyring.GnomeKeyring(bus.address, tmp_path / "home", data=data)
+    keyring.start()
+    try:
+        portal = Portal(bus, theirs_dir, tmp_path / "portal-gnome-keyring.log")
+        try:
+            response, theirs = retrieve(bus, app)
+        finally:
+            portal.stop()
+    finally:
+        keyring.stop()
+    assert response == "0" and len(theirs) == 64
+
+    daemon = make_daemon(keychains=data / "latchkey" / "keychains").start()
+    wait_until_login_unlocked(bus)
+    imported = subprocess.run(
+        [binary("latchkey"), "import-gnome-keyring", "--stdin"],
+        input=f"{LOGIN_PASSWORD}\n{gnome_keyring.LOGIN_PASSWORD}\n",
+        env=bus.env(HOME=str(tmp_path / "home"), XDG_DATA_HOME=str(data)), capture_output=True, text=True,
+        timeout=120, start_new_session=True)
+    assert imported.returncode == 0, imported.stderr
+    portal = Portal(bus, portals, tmp_path / "portal.log")
+    try:
+        response, mine = retrieve(bus, app)
+        assert response == "0", daemon.stderr.read_text()
+        assert mine == theirs
+        # The imported item served: no second one was made. (gnome-keyring's saved item reads back with
+        # xdg:schema=org.freedesktop.Secret.Generic; latchkeyd takes only an item with exactly these two.)
+        client = Client(bus.address)
+        try:
+            [found], _ = client.service("SearchItems", "a{ss}", ({"app_id": "org.example.A"},))
+            attributes = client.ok(found, "org.freedesktop.DBus.Properties", "Get", "ss",
+                                   ("org.freedesktop.Secret.Item", "Attributes"))[0][1]
+            assert attributes == {"app_id": "org.example.A", "xdg:schema": "org.freedesktop.Secret.Generic"}
+        finally:
+            client.close()
+        assert retrieve(bus, app_root(tmp_path / "app-b", "org.example.B"))[1] not in (b"", theirs)
+    finally:
+        portal.stop()

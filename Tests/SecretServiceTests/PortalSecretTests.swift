@@ -106,6 +106,29 @@ import Testing
         #expect(daemon.signals.filter { $0.member == "ItemCreated" }.count == 2)
     }
 
+    /// An item shaped as gnome-keyring's backend saves them (imported at the switch) is the application's
+    /// key; another program's item that merely has an `app_id` attribute is not.
+    @Test func aKeyGnomeKeyringMadeIsKeptAndOtherItemsWithAnAppIDAreNot() throws {
+        let daemon = try InProcessDaemon()
+        let session = try daemon.openPlainSession()
+        _ = try daemon.createItem(
+            session: session,
+            attributes: ["app_id": "org.example.Old", "xdg:schema": "org.freedesktop.Secret.Generic"],
+            secret: "made by gnome-keyring", label: "")
+        _ = try daemon.createItem(
+            session: session,
+            attributes: ["app_id": "org.example.Other", "xdg:schema": "org.freedesktop.Secret.Generic", "user": "x"],
+            secret: "somebody else's")
+        let (oldResponse, old) = try Self.retrieve(daemon, "org.example.Old")
+        #expect(oldResponse == 0)
+        #expect(old == Array("made by gnome-keyring".utf8))
+        #expect(try Self.search(daemon, ["app_id": "org.example.Old"]).first?.objectPathList?.count == 1)
+        let (otherResponse, other) = try Self.retrieve(daemon, "org.example.Other")
+        #expect(otherResponse == 0)
+        #expect(other.count == 64)
+        #expect(try Self.search(daemon, ["app_id": "org.example.Other"]).first?.objectPathList?.count == 2)
+    }
+
     @Test func aRequestWithoutAnApplicationIDIsRefusedAndStoresNothing() throws {
         let daemon = try InProcessDaemon()
         let (response, bytes) = try Self.retrieve(daemon, "")
