@@ -48,14 +48,14 @@ struct PortalSecretObject: DBusObject {
                         "RetrieveSecret", DBusInput("handle", ObjectPath.self), DBusInput("app_id", String.self),
                         DBusInput("fd", DBusFileDescriptor.self), DBusInput("options", DBusPropertyList.self),
                         returns: [.init("response", UInt32.self), .init("results", DBusPropertyList.self)]
-                    ) { object, call, _, appID, descriptor, _ in
-                        object.retrieveSecret(appID: appID, to: descriptor, call: call)
+                    ) { object, call, handle, appID, descriptor, _ in
+                        object.retrieveSecret(appID: appID, to: descriptor, call: call, handle: handle.text)
                     }
                 ],
                 properties: [DBusProperty("version", UInt32.self) { _ in 1 }])
         ]
 
-    private func retrieveSecret(appID: String, to descriptor: DBusFileDescriptor, call: DBusMethodCall)
+    private func retrieveSecret(appID: String, to descriptor: DBusFileDescriptor, call: DBusMethodCall, handle: String)
         -> DBusMethodResult
     {
         guard !appID.isEmpty, appID.utf8.count <= Self.appIDBytes else {
@@ -71,9 +71,19 @@ struct PortalSecretObject: DBusObject {
         }
         login.markUsed()
         guard login.isLocked else { return Self.answer(Self.deliver(appID: appID, in: login, to: descriptor, daemon)) }
-        // As gnome-keyring: a locked login keychain is unlocked first, through the usual prompt.
+        // As gnome-keyring: a locked login keychain is unlocked first, through the usual prompt. Meanwhile the
+        // request is an object at its handle, which the portal may close (the application gave up).
+        guard handle.hasPrefix(PortalRequest.pathPrefix), daemon.portalRequests[handle] == nil else {
+            Self.log("refused a request handle outside \(PortalRequest.pathPrefix) or already in use")
+            return Self.answer(.failed)
+        }
+        let request = PortalRequest(path: handle, owner: call.sender, call: call)
+        daemon.portalRequests[handle] = request
         let daemon = daemon
         daemon.registry.promptForLoginPassword(unlocking: []) { unlocked in
+            // Closed meanwhile: already answered, and nothing is written.
+            guard daemon.portalRequests[handle] === request else { return }
+            daemon.portalRequests[handle] = nil
             let response: Response
             if unlocked, let login = daemon.registry.login {
                 response = Self.deliver(appID: appID, in: login, to: descriptor, daemon)
@@ -195,4 +205,47 @@ extension DBusMethodResult {
         if case .reply(let values) = self { return values }
         return []
     }
+}
+
+/// A RetrieveSecret waiting for the unlock prompt: who called (the portal) and the call to answer.
+final class PortalRequest {
+    /// Where the portal puts its requests' handles.
+    static let pathPrefix = PortalSecretObject.path + "/request/"
+    let path: String
+    let owner: String
+    let call: DBusMethodCall
+
+    init(path: String, owner: String, call: DBusMethodCall) {
+        self.path = path
+        self.owner = owner
+        self.call = call
+    }
+}
+
+/// `/org/freedesktop/portal/desktop/request/…` while a RetrieveSecret waits for the unlock prompt:
+/// `org.freedesktop.impl.portal.Request`, which xdg-desktop-portal closes when the application closes its
+/// request or leaves. The call is answered at once with response 1 (cancelled) and nothing is written; the
+/// prompt itself runs to its end (an unlock it brings stays).
+struct PortalRequestObject: DBusObject {
+    let daemon: SecretServiceDaemon
+    let request: PortalRequest
+
+    static let interfaces: [DBusInterface<PortalRequestObject>] =
+        standardInterfaces() + [
+            DBusInterface(
+                "org.freedesktop.impl.portal.Request",
+                methods: [
+                    DBusMethod("Close") { (object, call) throws(DBusError) in
+                        guard call.sender == object.request.owner else {
+                            throw DBusError(.accessDenied, "\(object.request.path) belongs to another client")
+                        }
+                        object.daemon.portalRequests[object.request.path] = nil
+                        object.daemon.reply(
+                            to: object.request.call,
+                            .success([.uint32(PortalSecretObject.Response.cancelled.rawValue), .variantDictionary([:])])
+                        )
+                        return .reply([])
+                    }
+                ])
+        ]
 }

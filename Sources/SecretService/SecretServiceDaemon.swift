@@ -31,6 +31,8 @@ package final class SecretServiceDaemon {
     var sessions: [String: SecretSession] = [:]
     /// Pending prompts by path.
     var prompts: [String: UnlockPrompt] = [:]
+    /// Secret portal requests waiting for the unlock prompt, by handle.
+    var portalRequests: [String: PortalRequest] = [:]
     /// Whether another process took `org.freedesktop.secrets` (with `--replace`).
     package private(set) var hasLostName = false
     private var serial: UInt64 = 0
@@ -134,6 +136,7 @@ package final class SecretServiceDaemon {
         {
             sessions = sessions.filter { $0.value.owner != name }
             prompts = prompts.filter { $0.value.owner != name }
+            portalRequests = portalRequests.filter { $0.value.owner != name }
         }
     }
 
@@ -145,6 +148,7 @@ package final class SecretServiceDaemon {
         if let children = nodeChildren(path) { return DBusNode(children: children).serve(call) }
         if path == KeychainBus.rootPath { return KeychainListObject(daemon: self).serve(call) }
         if path == PortalSecretObject.path { return PortalSecretObject(daemon: self).serve(call) }
+        if let request = portalRequests[path] { return PortalRequestObject(daemon: self, request: request).serve(call) }
         if path.hasPrefix(KeychainBus.pathPrefix) {
             guard let held = registry.keychain(id: String(path.dropFirst(KeychainBus.pathPrefix.count))) else {
                 return noSuchObject(call)

@@ -263,3 +263,26 @@ def test_an_application_keeps_the_key_gnome_keyring_gave_it(bus, make_daemon, po
         assert retrieve(bus, app_root(tmp_path / "app-b", "org.example.B"))[1] not in (b"", theirs)
     finally:
         portal.stop()
+
+
+def test_a_locked_login_keychain_is_unlocked_through_pinentry_first(make_daemon, bus, portals, tmp_path):
+    """The portal waits for the answer while latchkeyd's unlock prompt (the scripted pinentry here) asks
+    for the login password; then the application gets the same key as before the lock."""
+    requires_portal()
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
+    wait_until_login_unlocked(bus)
+    app = app_root(tmp_path / "app-a", "org.example.A")
+    portal = Portal(bus, portals, tmp_path / "portal.log")
+    try:
+        response, first = retrieve(bus, app)
+        assert response == "0"
+        client = Client(bus.address)
+        try:
+            client.service("Lock", "ao", (["/org/freedesktop/secrets/collection/login"],))
+        finally:
+            client.close()
+        assert "GETPIN" not in daemon.pinentry_log()
+        assert retrieve(bus, app) == ("0", first)
+        assert "GETPIN" in daemon.pinentry_log()
+    finally:
+        portal.stop()

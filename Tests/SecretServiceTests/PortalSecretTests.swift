@@ -162,6 +162,37 @@ import Testing
         #expect(Self.drain(readEnd).isEmpty)
     }
 
+    /// While the prompt shows, the request is an `org.freedesktop.impl.portal.Request` at its handle: the
+    /// portal (and no one else) may close it; the call is answered "cancelled" at once and, when the prompt
+    /// unlocks the keychain after all, nothing is written.
+    @Test func aRequestClosedWhileThePromptShowsIsAnsweredCancelledAndGetsNothing() throws {
+        let daemon = try InProcessDaemon(answers: ["password in-process password"])
+        let login = "/org/freedesktop/secrets/collection/login"
+        try daemon.ok(Self.service, "org.freedesktop.Secret.Service", "Lock", [.objectPaths([login])])
+        let (readEnd, arguments) = try Self.request("org.example.A")
+        let handle = try #require(arguments.first?.text)
+        let (immediate, call) = try daemon.send(
+            Self.portal, Self.interface, "RetrieveSecret", arguments, sender: ":1.40")
+        #expect(immediate == nil)
+        let request = "org.freedesktop.impl.portal.Request"
+        #expect(
+            try daemon.errorName(handle, request, "Close", sender: ":1.41") == "org.freedesktop.DBus.Error.AccessDenied"
+        )
+        let close = try daemon.message(handle, request, "Close", sender: ":1.40")
+        let sent = daemon.daemon.handle(close)
+        #expect(sent.first { $0.replySerial == close.serial }?.kind == .methodReturn)
+        // The RetrieveSecret is answered with the Close: cancelled.
+        let answer = try #require(sent.first { $0.replySerial == call.serial })
+        #expect(try answer.arguments() == [.uint32(1), .variantDictionary([:])])
+        // The prompt runs to its end: the keychain is unlocked, and nothing is written.
+        daemon.settle()
+        #expect(daemon.daemon.registry.login?.isLocked == false)
+        #expect(Self.drain(readEnd).isEmpty)
+        #expect(
+            try daemon.errorName(handle, request, "Close", sender: ":1.40")
+                == "org.freedesktop.Secret.Error.NoSuchObject")
+    }
+
     /// A pipe its reader filled would block a plain write: the request fails at once instead, and the
     /// descriptor's flags are as they were.
     @Test func aFullPipeFailsTheRequestWithoutStallingTheDaemon() throws {
