@@ -101,7 +101,8 @@ struct PortalSecretObject: DBusObject {
         appID: String, in login: HeldKeychain, to descriptor: DBusFileDescriptor, _ daemon: SecretServiceDaemon
     ) -> Response {
         let attributes = ["xdg:schema": schema, "app_id": appID]
-        var secret: [UInt8]
+        var secret: [UInt8] = []
+        defer { wipeBytes(&secret) }
         do throws(KeychainError) {
             if let reference = try existingSecret(of: appID, in: login),
                 var stored = try login.item(reference, returning: .data)?.secret
@@ -121,7 +122,6 @@ struct PortalSecretObject: DBusObject {
             log("cannot read or store the secret of \(appID): \(error.reason)")
             return .failed
         }
-        defer { wipeBytes(&secret) }
         if let problem = writeWithoutWaiting(secret, to: descriptor.rawValue) {
             log("cannot write the secret of \(appID): \(problem)")
             return .failed
