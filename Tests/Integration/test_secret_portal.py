@@ -286,3 +286,65 @@ def test_a_locked_login_keychain_is_unlocked_through_pinentry_first(make_daemon,
         assert "GETPIN" in daemon.pinentry_log()
     finally:
         portal.stop()
+
+
+# A Flatpak application using libsecret: inside a sandbox (/.flatpak-info present) libsecret keeps its
+# items in a file of its own (0.20: $XDG_DATA_HOME/keyrings/default.keyring), encrypted with a key
+# derived from the secret the portal gives it.
+LIBSECRET_APP = textwrap.dedent("""
+    import os, sys
+    import gi
+    gi.require_version("Secret", "1")
+    from gi.repository import Gio, Secret
+
+    # Everything loaded from the host's files first: the bus connection, libsecret (gi loads it lazily).
+    Gio.bus_get_sync(Gio.BusType.SESSION, None)
+    schema = Secret.Schema.new("org.example.Password", Secret.SchemaFlags.NONE,
+                               {"user": Secret.SchemaAttributeType.STRING})
+    os.chroot(sys.argv[1])
+    os.chdir("/")
+    if sys.argv[2] == "store":
+        Secret.password_store_sync(schema, {"user": "alice"}, Secret.COLLECTION_DEFAULT, "In the sandbox",
+                                   "pw kept in the sandbox", None)
+    print(repr(Secret.password_lookup_sync(schema, {"user": "alice"}, None)))
+""")
+
+
+def test_libsecret_in_a_sandbox_keeps_its_file_with_the_key_latchkeyd_gives(daemon, bus, portals, tmp_path):
+    """libsecret itself, as a Flatpak application runs it: it stores a password in its own file under the
+    portal's key and reads it back in a later run; the file holds no clear text, latchkeyd holds only the
+    application's key, and with that key gone the file no longer opens."""
+    requires_portal()
+    root = app_root(tmp_path / "sandbox", "org.example.Sandboxed")
+    (root / "data").mkdir()
+    # The session bus inside the sandbox, at the same path (Flatpak maps it in too): a hard link to the
+    # bus's socket (libsecret opens connections of its own after the chroot).
+    socket = pathlib.Path(bus.address.split("unix:path=", 1)[1].split(",", 1)[0])
+    (root / socket.parent.relative_to("/")).mkdir(parents=True)
+    os.link(socket, root / socket.relative_to("/"))
+
+    def run(mode):
+        result = subprocess.run(["/usr/bin/python3", "-c", LIBSECRET_APP, str(root), mode],
+                                env=bus.env(XDG_DATA_HOME="/data", HOME="/"), capture_output=True, text=True,
+                                timeout=90)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    portal = Portal(bus, portals, tmp_path / "portal.log")
+    try:
+        assert run("store") == "'pw kept in the sandbox'"
+        assert run("lookup") == "'pw kept in the sandbox'"
+        keyring = root / "data" / "keyrings" / "default.keyring"
+        assert keyring.exists()
+        assert b"pw kept in the sandbox" not in keyring.read_bytes()
+        client = Client(bus.address)
+        try:
+            assert client.service("SearchItems", "a{ss}", ({"user": "alice"},)) == ([], [])
+            [key], _ = client.service("SearchItems", "a{ss}", ({"app_id": "org.example.Sandboxed"},))
+            client.ok(key, "org.freedesktop.Secret.Item", "Delete")
+        finally:
+            client.close()
+        # A new key (latchkeyd makes one): the old file does not open with it.
+        assert run("lookup") == "None"
+    finally:
+        portal.stop()
