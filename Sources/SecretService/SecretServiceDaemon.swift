@@ -31,6 +31,8 @@ package final class SecretServiceDaemon {
     var sessions: [String: SecretSession] = [:]
     /// Pending prompts by path.
     var prompts: [String: UnlockPrompt] = [:]
+    /// Secret portal requests waiting for the unlock prompt, by handle.
+    var portalRequests: [String: PortalRequest] = [:]
     /// Whether another process took `org.freedesktop.secrets` (with `--replace`).
     package private(set) var hasLostName = false
     private var serial: UInt64 = 0
@@ -160,6 +162,7 @@ package final class SecretServiceDaemon {
         if newOwner.isEmpty, name.hasPrefix(":") {
             sessions = sessions.filter { $0.value.owner != name }
             prompts = prompts.filter { $0.value.owner != name }
+            portalRequests = portalRequests.filter { $0.value.owner != name }
         }
     }
 
@@ -170,6 +173,8 @@ package final class SecretServiceDaemon {
         let path = call.path
         if let children = nodeChildren(path) { return DBusNode(children: children).serve(call) }
         if path == KeychainBus.rootPath { return KeychainListObject(daemon: self).serve(call) }
+        if path == PortalSecretObject.path { return PortalSecretObject(daemon: self).serve(call) }
+        if let request = portalRequests[path] { return PortalRequestObject(daemon: self, request: request).serve(call) }
         if path.hasPrefix(KeychainBus.pathPrefix) {
             guard let held = registry.keychain(id: String(path.dropFirst(KeychainBus.pathPrefix.count))) else {
                 return noSuchObject(call)
@@ -198,7 +203,8 @@ package final class SecretServiceDaemon {
         switch path {
         case "/": ["org"]
         case "/org": ["freedesktop", "latchkey"]
-        case "/org/freedesktop": ["secrets"]
+        case "/org/freedesktop": ["portal", "secrets"]
+        case "/org/freedesktop/portal": ["desktop"]
         case "/org/latchkey": ["keychain"]
         case "/org/freedesktop/secrets/collection": registry.keychains.map(\.id)
         case "/org/freedesktop/secrets/aliases": registry.aliases.keys.sorted()

@@ -38,6 +38,7 @@ private struct DeclaredInterface {
             (session, SessionObject.interfaces.map(DeclaredInterface.init)),
             (KeychainBus.rootPath, KeychainListObject.interfaces.map(DeclaredInterface.init)),
             (KeychainBus.path(collection: "login"), NativeKeychainObject.interfaces.map(DeclaredInterface.init)),
+            (PortalSecretObject.path, PortalSecretObject.interfaces.map(DeclaredInterface.init)),
         ]
     }
 
@@ -514,6 +515,7 @@ private struct DeclaredInterface {
         case "a{ss}": .stringDictionary([:])
         case "a{sv}": .variantDictionary([:])
         case "(oayays)": .structure([.objectPath("/"), .bytes([]), .bytes([]), .string("text/plain")])
+        case "h": .unixFileDescriptor(DBusFileDescriptor(owning: open("/dev/null", O_WRONLY | O_CLOEXEC)))
         default: .string("unknown \(type)")
         }
     }
