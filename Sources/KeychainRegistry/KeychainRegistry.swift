@@ -177,14 +177,10 @@ package final class KeychainRegistry {
 
     // MARK: Aliases
 
-    private var aliasFile: String { configuration.keychainDirectory + "/aliases" }
-
     private func loadAliases() {
-        guard let text = try? String(contentsOfFile: aliasFile, encoding: .utf8) else { return }
-        for line in text.split(separator: "\n") {
-            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, keychain(id: parts[1]) != nil else { continue }
-            aliases[parts[0]] = parts[1]
+        for (name, id) in CollectionAliases.load(inDirectory: configuration.keychainDirectory)
+        where keychain(id: id) != nil {
+            aliases[name] = id
         }
     }
 
@@ -195,12 +191,8 @@ package final class KeychainRegistry {
     }
 
     private func saveAliases() {
-        let text = aliases.filter { $0.value != Self.sessionID }.sorted { $0.key < $1.key }
-            .map { "\($0.key)=\($0.value)\n" }.joined()
-        try? FileManager.default.createDirectory(
-            atPath: configuration.keychainDirectory, withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700])
-        try? text.write(toFile: aliasFile, atomically: true, encoding: .utf8)
+        CollectionAliases.save(
+            aliases.filter { $0.value != Self.sessionID }, inDirectory: configuration.keychainDirectory)
     }
 
     // MARK: Collections

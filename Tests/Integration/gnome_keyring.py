@@ -143,6 +143,22 @@ def unlock_collection(connection, path, password):
                   (path, ("SESSION", b"", password.encode(), "text/plain")))
 
 
+def set_default(keyring, label):
+    """Points gnome-keyring's `default` alias at the collection labelled `label` (SetAlias); it
+    writes the keyring's file name into the file `default` beside the keyrings."""
+    connection = keyring.connect()
+    try:
+        path = next(c.collection_path for c in secretstorage.get_all_collections(connection)
+                    if c.get_label() == label)
+        service = jeepney.DBusAddress("/org/freedesktop/secrets", bus_name=SERVICE,
+                                      interface="org.freedesktop.Secret.Service")
+        reply = connection.send_and_get_reply(jeepney.new_method_call(service, "SetAlias", "so", ("default", path)))
+        if reply.header.message_type != jeepney.MessageType.method_return:
+            raise RuntimeError(f"SetAlias failed: {reply.body}")
+    finally:
+        connection.close()
+
+
 def served(keyring):
     """Every keyring as gnome-keyring serves it from its files (the second one unlocked with its
     password): {label: [item dict]}."""
