@@ -301,3 +301,63 @@ private final class ScratchKeychain {
         #expect(KeyringFile.keyringDirectory(environment: ["HOME": "/home/u"]) == "/home/u/.local/share/keyrings")
     }
 }
+
+@Suite struct DestinationTests {
+    @Test func loginKeyringGoesToLoginOthersToTheirEarlierCollectionOrANewOne() throws {
+        let scratch = try ScratchKeychain()
+        let login = try fixture("login.keyring")
+        let second = try fixture("second.keyring")
+        let open = try fixture("open.keyring")
+        let collection = try GnomeKeyringImporter.createCollection(
+            label: "second", source: second.path, inDirectory: scratch.directory, protectedBy: scratch.keychain)
+        #expect(collection.path == scratch.directory + "/second.keychain-db")
+        #expect(collection.parentIdentifier == scratch.keychain.identifier)
+        #expect(try collection.metadata("label") == Data("second".utf8))
+        // A second collection with the same label is numbered, not written over.
+        let twin = try GnomeKeyringImporter.createCollection(
+            label: "Second", source: "/elsewhere/second.keyring", inDirectory: scratch.directory,
+            protectedBy: scratch.keychain)
+        #expect(twin.path == scratch.directory + "/second_2.keychain-db")
+
+        let recorded = GnomeKeyringImporter.recordedKeychains(login: scratch.keychain, inDirectory: scratch.directory)
+        #expect(recorded.map(\.path) == [scratch.keychain.path, collection.path, twin.path])
+        func destination(_ file: KeyringFile, _ name: String) -> KeyringDestination {
+            GnomeKeyringImporter.destination(of: file, named: name, login: scratch.keychain.path, among: recorded)
+        }
+        #expect(destination(login, "Login") == .login)
+        #expect(destination(second, "second") == .keychain(collection.path))
+        #expect(destination(open, "open") == .newCollection(label: "open"))
+
+        // Once imported, a keyring's records say where it went, in any keychain beside the login one.
+        _ = try GnomeKeyringImporter.importKeyring(try open.keyring(password: []), from: open, into: twin)
+        let after = GnomeKeyringImporter.recordedKeychains(login: scratch.keychain, inDirectory: scratch.directory)
+        #expect(
+            GnomeKeyringImporter.destination(of: open, named: "open", login: scratch.keychain.path, among: after)
+                == .keychain(twin.path))
+        #expect(GnomeKeyringImporter.earlierImport(of: open, in: after)?.keyring == "open")
+        #expect(GnomeKeyringImporter.earlierImport(of: second, in: after) == nil)
+    }
+
+    @Test func theDefaultFileNamesAKeyringAndNothingElse() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "latchkey-gk-default-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        #expect(GnomeKeyringImporter.defaultKeyringPath(inDirectory: directory.path) == nil)
+        let file = directory.appendingPathComponent("default")
+        for (contents, expected) in [
+            ("second", directory.path + "/second.keyring"), ("My_Second\n", directory.path + "/My_Second.keyring"),
+            ("../../etc/passwd", nil), ("..", nil), ("", nil),
+        ] {
+            try Data(contents.utf8).write(to: file)
+            #expect(GnomeKeyringImporter.defaultKeyringPath(inDirectory: directory.path) == expected, "\(contents)")
+        }
+    }
+
+    @Test func collectionIDsAreMadeOfLettersDigitsAndUnderscores() {
+        #expect(GnomeKeyringImporter.collectionID(forLabel: "Work Stuff") == "workstuff")
+        #expect(GnomeKeyringImporter.collectionID(forLabel: "My_Second") == "my_second")
+        #expect(GnomeKeyringImporter.collectionID(forLabel: "ünï/..") == "n")
+        #expect(GnomeKeyringImporter.collectionID(forLabel: "✓") == "keyring")
+    }
+}
