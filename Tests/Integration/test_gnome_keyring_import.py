@@ -282,3 +282,18 @@ def test_a_logins_hand_over_imports_the_keyrings_gnome_keyring_unlocked(bus, mak
     status = latchkey(bus, tmp_path, "migration-status")
     assert status.stdout.count("imported ") == 3 and "left" not in status.stdout, status.stdout
     assert 'into collection "second"' in status.stdout
+
+
+def test_import_unlocks_a_locked_daemon_to_make_the_collections(bus, make_daemon, tmp_path, home, made):
+    """The daemon holds the login keychain locked: the command opens it with the keychain password it
+    was given, so that CreateCollection can protect the new collections with its key."""
+    start_daemon(make_daemon, home, bus)
+    connection = open_dbus_connection(bus=bus.address)
+    try:
+        secretstorage.Collection(connection, LOGIN_PATH).lock()
+    finally:
+        connection.close()
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin",
+                      input=passwords(gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD, LOGIN_PASSWORD))
+    assert result.returncode == 0, result.stderr
+    assert collections(bus) == made["items"]
