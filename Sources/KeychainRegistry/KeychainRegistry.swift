@@ -14,16 +14,20 @@ package struct RegistryConfiguration: Sendable {
     package var kdf: KDFParameters
     /// gnome-keyring's directory, whose keyrings are imported at login; nil: none.
     package var gnomeKeyringDirectory: String?
+    /// Where Flatpak apps keep their data (`~/.var/app`): their libsecret files are imported at login
+    /// with the keys gnome-keyring's Secret portal kept; nil: none.
+    package var flatpakAppDirectory: String?
 
     /// A configuration; `kdf` stays `.production` outside tests.
     package init(
         keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production,
-        gnomeKeyringDirectory: String? = nil
+        gnomeKeyringDirectory: String? = nil, flatpakAppDirectory: String? = nil
     ) {
         self.keychainDirectory = keychainDirectory
         self.pinentry = pinentry
         self.kdf = kdf
         self.gnomeKeyringDirectory = gnomeKeyringDirectory
+        self.flatpakAppDirectory = flatpakAppDirectory
     }
 }
 

@@ -178,12 +178,13 @@ extension KeychainRegistry {
     func importGnomeKeyrings(password: SecretBytes) {
         guard let directory = configuration.gnomeKeyringDirectory, let login else { return }
         let loginPath = login.keychain.path
+        let flatpakApps = configuration.flatpakAppDirectory
         let held = keychains.filter { $0.id != Self.sessionID }.map(\.keychain)
         offLoop(
             {
                 GnomeKeyringLoginImport.plan(
                     directory: directory, password: password.bytes, login: loginPath,
-                    keychains: held.map { RecordedKeychain(path: $0.path, keychain: $0) })
+                    keychains: held.map { RecordedKeychain(path: $0.path, keychain: $0) }, flatpakApps: flatpakApps)
             },
             then: { [self] plan in placeImports(plan) })
     }

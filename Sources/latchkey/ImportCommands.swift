@@ -65,6 +65,8 @@ struct ImportGnomeKeyring: ParsableCommand {
                         continue
                     }
                     let keyring = try passwords.open(file)
+                    // The keys gnome-keyring's Secret portal kept for Flatpak apps open their libsecret files.
+                    passwords.addPortalSecrets(of: keyring)
                     ready.append((file, keyring, places.destination(of: file, named: keyring.name)))
                 } catch {
                     StandardError.write("latchkey: \(error); nothing imported from it")
@@ -286,7 +288,11 @@ enum ImportPaths {
 
     /// The given paths made absolute, or the user's keyring files.
     static func resolve(_ paths: [String]) -> [String] {
-        guard !paths.isEmpty else { return KeyringFile.defaultPaths(environment: ProcessInfo.processInfo.environment) }
+        let environment = ProcessInfo.processInfo.environment
+        guard !paths.isEmpty else {
+            return KeyringFile.defaultPaths(environment: environment)
+                + KeyringFile.flatpakPaths(environment: environment)
+        }
         return paths.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 }
     }
 
@@ -329,6 +335,12 @@ struct PasswordPool {
         fromStandardInput = lines != nil
     }
 
+    /// Adds the secrets gnome-keyring's Secret portal kept in `keyring` for Flatpak apps (items with
+    /// the attribute `app_id`): the keys of the apps' libsecret files.
+    mutating func addPortalSecrets(of keyring: GnomeKeyring) {
+        for item in keyring.items where item.attributes["app_id"] != nil { known.append(item.secret) }
+    }
+
     /// Wipes every password.
     mutating func wipe() {
         for index in known.indices { wipeBytes(&known[index]) }
@@ -348,6 +360,11 @@ struct PasswordPool {
         if fromStandardInput {
             // Named as a wrong password: none of the lines opened it (or the encrypted part is damaged).
             throw GnomeKeyringError(file.path, .wrongPassword)
+        }
+        if file.format == .libsecretFile, LibsecretFile.flatpakApp(of: file.path) != nil {
+            // Its key is the Secret portal's secret for the app, which nobody can type.
+            throw GnomeKeyringError(
+                file.path, .unreadable("its key, the Secret portal's secret for the app, is in no keyring read"))
         }
         var complaint: String?
         for _ in 0..<3 {

@@ -202,10 +202,13 @@ private final class ScratchKeychain {
         let many = KeyringFile(path: "/hostile", bytes: header + [0xff, 0xff, 0xff, 0xff], modified: 0)
         #expect(throws: GnomeKeyringError("/hostile", .truncated("an item id"))) { try many.keyring(password: []) }
         // Other versions and other files.
-        let version = KeyringFile(path: "/v", bytes: Array(header[0..<16]) + [1, 0, 0, 0], modified: 0)
-        #expect(throws: GnomeKeyringError("/v", .unsupportedVersion(major: 1, minor: 0, crypto: 0, hash: 0))) {
+        let version = KeyringFile(path: "/v", bytes: Array(header[0..<16]) + [2, 0, 0, 0], modified: 0)
+        #expect(throws: GnomeKeyringError("/v", .unsupportedVersion(major: 2, minor: 0, crypto: 0, hash: 0))) {
             try version.keyring(password: [])
         }
+        // Version 1.0 is libsecret's file backend: four bytes are no such file.
+        let libsecret = KeyringFile(path: "/v", bytes: Array(header[0..<16]) + [1, 0, 0, 0], modified: 0)
+        #expect(throws: GnomeKeyringError.self) { try libsecret.keyring(password: []) }
         let text = KeyringFile(path: "/t", bytes: Array("[other]\nkey=value\n".utf8), modified: 0)
         #expect(throws: GnomeKeyringError("/t", .notAKeyring)) { try text.keyring(password: []) }
     }
@@ -359,5 +362,63 @@ private final class ScratchKeychain {
         #expect(GnomeKeyringImporter.collectionID(forLabel: "My_Second") == "my_second")
         #expect(GnomeKeyringImporter.collectionID(forLabel: "ünï/..") == "n")
         #expect(GnomeKeyringImporter.collectionID(forLabel: "✓") == "keyring")
+    }
+}
+
+/// libsecret-v1.keyring was written by the real libsecret's file backend (Tests/Integration/gnome_keyring.py
+/// `libsecret_file`, password "fixture pw"), as a Flatpak app's libsecret writes one.
+@Suite struct LibsecretFileTests {
+    private let password = Array("fixture pw".utf8)
+
+    @Test func opensWithItsPasswordAndKeepsEveryField() throws {
+        let file = try fixture("libsecret-v1.keyring")
+        #expect(file.format == .libsecretFile && file.needsPassword)
+        let keyring = try file.keyring(password: password)
+        #expect(keyring.format == .libsecretFile && keyring.name == "libsecret-v1")
+        #expect(keyring.items.map(\.label) == ["Flatpak token", "Second ✓"])
+        let token = try item(keyring, "Flatpak token")
+        #expect(token.attributes == ["account": "alice"])
+        #expect(token.secret == Array("tökén\nline two".utf8))
+        #expect(token.created == 1_795_391_167 && token.modified == 1_795_391_167 && token.contentType == nil)
+        #expect(try item(keyring, "Second ✓").secret == Array("  spaced  ".utf8))
+    }
+
+    @Test func aWrongPasswordIsNamed() throws {
+        let file = try fixture("libsecret-v1.keyring")
+        #expect(throws: GnomeKeyringError(file.path, .wrongPassword)) { try file.keyring(password: loginPassword) }
+    }
+
+    @Test func aFlatpakAppsFileIsNamedAfterTheApp() {
+        #expect(
+            LibsecretFile.flatpakApp(of: "/home/u/.var/app/org.example.App/data/keyrings/default.keyring")
+                == "org.example.App")
+        #expect(LibsecretFile.flatpakApp(of: "/home/u/.local/share/keyrings/default.keyring") == nil)
+        #expect(LibsecretFile.flatpakApp(of: "default.keyring") == nil)
+    }
+
+    @Test func everyTruncatedCopyFailsCleanly() throws {
+        let file = try fixture("libsecret-v1.keyring")
+        for length in 0..<file.bytes.count {
+            let cut = KeyringFile(path: file.path, bytes: Array(file.bytes[0..<length]), modified: 0)
+            #expect(throws: GnomeKeyringError.self, "cut at \(length)") { try cut.keyring(password: password) }
+        }
+    }
+
+    @Test func damagedCopiesFailCleanlyOrReadTheSameItems() throws {
+        let file = try fixture("libsecret-v1.keyring")
+        let intact = try file.keyring(password: password).items
+        // Every third byte flipped (each try derives the key: 100,000 PBKDF2 rounds).
+        for position in stride(from: 18, to: file.bytes.count, by: 3) {
+            var bytes = file.bytes
+            bytes[position] ^= 0xff
+            let damaged = KeyringFile(path: file.path, bytes: bytes, modified: 0)
+            do {
+                let read = try damaged.keyring(password: password)
+                // Only the hashed attributes (unused) or header counts may change without notice.
+                #expect(read.items == intact, "flipped at \(position)")
+            } catch {
+                #expect(error.path == file.path)
+            }
+        }
     }
 }

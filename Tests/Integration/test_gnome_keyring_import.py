@@ -297,3 +297,87 @@ def test_import_unlocks_a_locked_daemon_to_make_the_collections(bus, make_daemon
                       input=passwords(gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD, LOGIN_PASSWORD))
     assert result.returncode == 0, result.stderr
     assert collections(bus) == made["items"]
+
+
+
+
+@pytest.fixture(scope="module")
+def flatpak(tmp_path_factory):
+    """A login keyring holding the key gnome-keyring's Secret portal made for a Flatpak app, and that
+    app's libsecret file (format version 1) written by the real libsecret with that key; with the
+    items as libsecret reads them back."""
+    root = tmp_path_factory.mktemp("flatpak")
+    bus = Bus()
+    keyring = gnome_keyring.GnomeKeyring(bus.address, root / "home", data=root / "data")
+    try:
+        keyring.start()
+        app, secret = gnome_keyring.portal_secret(keyring, "org.example.App")
+    finally:
+        keyring.stop()
+        bus.stop()
+    path = root / "home" / ".var" / "app" / app / "data" / "keyrings" / "default.keyring"
+    # Text secrets: libsecret's introspected Secret.Value takes a string.
+    items = gnome_keyring.libsecret_file(path, secret, [
+        {"label": "Flatpak token", "attributes": {"xdg:schema": "org.example.App.Token", "account": "alice"},
+         "secret": "tökén\nline two".encode()},
+        {"label": "Second ✓", "attributes": {"xdg:schema": "org.example.App.Key", "id": "1", "kind": "a = b"},
+         "secret": b"  spaced  "},
+    ])
+    assert len(items) == 2 and path.read_bytes()[16:18] == b"\x01\x00"
+    expected = sorted((dict(i, content_type="text/plain") for i in items), key=lambda i: (i["label"], i["secret"]))
+    return {"root": root, "file": path, "app": app, "expected": expected}
+
+
+def copy_flatpak_home(flatpak, tmp_path):
+    shutil.copytree(flatpak["root"] / "home", tmp_path / "home", dirs_exist_ok=True)
+    shutil.copytree(flatpak["root"] / "data", tmp_path / "data", dirs_exist_ok=True)
+    return tmp_path / "home" / ".var" / "app" / flatpak["app"] / "data" / "keyrings" / "default.keyring"
+
+
+def test_a_login_imports_a_flatpak_apps_libsecret_file_with_the_portal_key(bus, make_daemon, tmp_path, flatpak):
+    file = copy_flatpak_home(flatpak, tmp_path)
+    before = file.read_bytes()
+    daemon = make_daemon(keychains=tmp_path / "data" / "latchkey" / "keychains",
+                         extra_env={"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")})
+    daemon.start(unlock=False)
+    assert control.hand_over(daemon.runtime / "latchkey" / "control", gnome_keyring.LOGIN_PASSWORD)[0] == "ok"
+    deadline = time.monotonic() + 30
+    app = flatpak["app"]
+    while time.monotonic() < deadline and app not in collections(bus):
+        time.sleep(0.2)
+    found = collections(bus)
+    # The app's items, every field as libsecret read them from the app's file, in a collection named after it.
+    assert found[app] == flatpak["expected"]
+    # The portal's key came along in the login collection, as gnome-keyring kept it.
+    assert app in [i["attributes"].get("app_id") for i in found["Login"]]
+    assert file.read_bytes() == before
+
+    daemon.stop()
+    daemon.start(unlock=False)
+    assert control.hand_over(daemon.runtime / "latchkey" / "control", gnome_keyring.LOGIN_PASSWORD)[0] == "ok"
+    time.sleep(1)
+    assert collections(bus) == found
+
+
+def test_import_command_opens_a_flatpak_file_with_the_portal_key_it_read(bus, make_daemon, tmp_path, flatpak):
+    copy_flatpak_home(flatpak, tmp_path)
+    start_daemon(make_daemon, tmp_path / "data", bus)
+    dry = latchkey(bus, tmp_path, "import-gnome-keyring", "--dry-run", "--stdin",
+                   input=passwords(gnome_keyring.LOGIN_PASSWORD))
+    assert dry.returncode == 0, dry.stderr
+    assert f'would import 2 items of keyring "{flatpak["app"]}"' in dry.stdout
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin",
+                      input=passwords(LOGIN_PASSWORD, gnome_keyring.LOGIN_PASSWORD))
+    assert result.returncode == 0, result.stderr
+    assert collections(bus)[flatpak["app"]] == flatpak["expected"]
+
+    # Without the login keyring (so without the portal's key) it is named, not prompted for.
+    again = latchkey(bus, tmp_path, "import-gnome-keyring", str(copy_flatpak_home(flatpak, tmp_path)))
+    assert "already imported" in again.stdout, again.stdout + again.stderr
+    other = tmp_path / "elsewhere" / ".var" / "app" / "org.other.App" / "data" / "keyrings" / "default.keyring"
+    other.parent.mkdir(parents=True)
+    shutil.copy(flatpak["file"], other)
+    refused = latchkey(bus, tmp_path, "import-gnome-keyring", str(other))
+    assert refused.returncode == 1
+    assert f"{other}: cannot read it: its key, the Secret portal's secret for the app, is in no keyring read" \
+        in refused.stderr
