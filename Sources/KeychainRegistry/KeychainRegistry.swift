@@ -14,16 +14,20 @@ package struct RegistryConfiguration: Sendable {
     package var kdf: KDFParameters
     /// gnome-keyring's directory, whose keyrings are imported at login; nil: none.
     package var gnomeKeyringDirectory: String?
+    /// Where Flatpak apps keep their data (`~/.var/app`): their libsecret files are imported at login
+    /// with the keys gnome-keyring's Secret portal kept; nil: none.
+    package var flatpakAppDirectory: String?
 
     /// A configuration; `kdf` stays `.production` outside tests.
     package init(
         keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production,
-        gnomeKeyringDirectory: String? = nil
+        gnomeKeyringDirectory: String? = nil, flatpakAppDirectory: String? = nil
     ) {
         self.keychainDirectory = keychainDirectory
         self.pinentry = pinentry
         self.kdf = kdf
         self.gnomeKeyringDirectory = gnomeKeyringDirectory
+        self.flatpakAppDirectory = flatpakAppDirectory
     }
 }
 
@@ -177,14 +181,10 @@ package final class KeychainRegistry {
 
     // MARK: Aliases
 
-    private var aliasFile: String { configuration.keychainDirectory + "/aliases" }
-
     private func loadAliases() {
-        guard let text = try? String(contentsOfFile: aliasFile, encoding: .utf8) else { return }
-        for line in text.split(separator: "\n") {
-            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, keychain(id: parts[1]) != nil else { continue }
-            aliases[parts[0]] = parts[1]
+        for (name, id) in CollectionAliases.load(inDirectory: configuration.keychainDirectory)
+        where keychain(id: id) != nil {
+            aliases[name] = id
         }
     }
 
@@ -195,12 +195,8 @@ package final class KeychainRegistry {
     }
 
     private func saveAliases() {
-        let text = aliases.filter { $0.value != Self.sessionID }.sorted { $0.key < $1.key }
-            .map { "\($0.key)=\($0.value)\n" }.joined()
-        try? FileManager.default.createDirectory(
-            atPath: configuration.keychainDirectory, withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700])
-        try? text.write(toFile: aliasFile, atomically: true, encoding: .utf8)
+        CollectionAliases.save(
+            aliases.filter { $0.value != Self.sessionID }, inDirectory: configuration.keychainDirectory)
     }
 
     // MARK: Collections
