@@ -6,7 +6,6 @@ keyring's name and every item label show, or fails with the last screenshot's te
 LATCHKEY_SEAHORSE_SCREENSHOT=path keeps the last screenshot (the one in docs/ was made that way)."""
 
 import os
-import pathlib
 import re
 import shutil
 import subprocess
@@ -14,7 +13,11 @@ import time
 
 import pytest
 
-from conftest import secret_tool
+from jeepney.bus_messages import MatchRule, message_bus
+from jeepney.io.blocking import open_dbus_connection
+
+from conftest import LOGIN_PASSWORD, secret_tool
+from test_gnome_keyring_private import DENIED, LOGIN, DHSession
 
 LABELS = ["Mailbox Alice", "Gateway Berlin", "Wiki Token"]
 TOOLS = ["seahorse", "Xvfb", "xdotool", "xwd", "tesseract"]
@@ -69,46 +72,70 @@ def xserver():
     server.stop()
 
 
+class Seahorse:
+    """Seahorse on the private bus and the X server, with a home of its own, its window found and widened."""
+
+    def __init__(self, bus, xserver, tmp_path):
+        home = tmp_path / "home"
+        config = home / ".config"
+        config.mkdir(parents=True)
+        runtime = tmp_path / "seahorse-run"
+        runtime.mkdir(mode=0o700)
+        self.env = bus.env(
+            DISPLAY=xserver.display, HOME=str(home), XDG_CONFIG_HOME=str(config), XDG_DATA_HOME=str(home / "data"),
+            XDG_CACHE_HOME=str(home / "cache"), XDG_RUNTIME_DIR=str(runtime), GNUPGHOME=str(home / "gnupg"),
+            GSETTINGS_BACKEND="keyfile", NO_AT_BRIDGE="1", LANG="C.UTF-8", LC_ALL="C.UTF-8")
+        self.stderr = tmp_path / "seahorse.stderr"
+        self.screenshot = tmp_path / "seahorse.png"
+        self.process = subprocess.Popen(["seahorse"], env=self.env, stdout=subprocess.DEVNULL,
+                                        stderr=open(self.stderr, "wb"))
+        self.window = wait_for(lambda: xdotool(self.env, "search", "--onlyvisible", "--class", "seahorse"), 30,
+                               "Seahorse's window").split()[0]
+        # Wide enough for the sidebar of keyrings beside the item list.
+        xdotool(self.env, "windowmove", self.window, "0", "0")
+        xdotool(self.env, "windowsize", self.window, "1000", "640")
+
+    def capture(self):
+        assert self.process.poll() is None, f"seahorse exited: {self.stderr.read_text()}"
+        capture(self.env, self.window, self.screenshot)
+        return self.screenshot
+
+    def login_in_sidebar(self):
+        """Where the sidebar shows the login keyring (its label, read from the daemon), once it does."""
+        return wait_for(lambda: locate(self.capture(), "Login"), 30, "the login keyring in Seahorse's sidebar")
+
+    def click(self, x, y, button="1", window=None):
+        xdotool(self.env, "mousemove", "--window", window or self.window, str(x), str(y), "click", button)
+
+    def popup(self):
+        """The menu window that opened over the main one: its id and position."""
+        for window in xdotool(self.env, "search", "--onlyvisible", "--name", "").split():
+            geometry = " ".join(xdotool(self.env, "getwindowgeometry", window).split())
+            match = re.search(r"Position: (-?\d+),(-?\d+) .*Geometry: (\d+)x(\d+)", geometry)
+            if window != self.window and match and int(match[1]) >= 0 and 50 < int(match[3]) < 900:
+                return window, int(match[1]), int(match[2])
+        return None
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
 def test_seahorse_lists_the_login_keyring_and_its_items(make_daemon, bus, xserver, tmp_path):
     daemon = make_daemon().start()
     for number, label in enumerate(LABELS):
         secret_tool(bus, "store", f"--label={label}", "seahorse-test", str(number), input=f"secret {number}".encode())
     # The name is latchkeyd's, not a gnome-keyring's started by activation.
     assert name_owner_pid(bus) == daemon.process.pid
-
-    home = tmp_path / "home"
-    config = home / ".config"
-    config.mkdir(parents=True)
-    runtime = tmp_path / "seahorse-run"
-    runtime.mkdir(mode=0o700)
-    env = bus.env(
-        DISPLAY=xserver.display, HOME=str(home), XDG_CONFIG_HOME=str(config), XDG_DATA_HOME=str(home / "data"),
-        XDG_CACHE_HOME=str(home / "cache"), XDG_RUNTIME_DIR=str(runtime), GNUPGHOME=str(home / "gnupg"),
-        GSETTINGS_BACKEND="keyfile", NO_AT_BRIDGE="1", LANG="C.UTF-8", LC_ALL="C.UTF-8", GTK_A11Y="none")
-    log = open(tmp_path / "seahorse.stderr", "wb")
-    seahorse = subprocess.Popen(["seahorse"], env=env, stdout=subprocess.DEVNULL, stderr=log)
-    screenshot = tmp_path / "seahorse.png"
+    seahorse = Seahorse(bus, xserver, tmp_path)
     text = ""
     try:
-        window = wait_for(lambda: xdotool(env, "search", "--onlyvisible", "--class", "seahorse"), 30,
-                          "Seahorse's window").split()[0]
-        # Wide enough for the sidebar of keyrings beside the item list.
-        xdotool(env, "windowmove", window, "0", "0")
-        xdotool(env, "windowsize", window, "1000", "640")
-
-        # The sidebar lists the login keyring (read from the daemon); a click on it shows its items.
-        def login_in_sidebar():
-            capture(env, window, screenshot)
-            return locate(screenshot, "Login")
-
-        x, y = wait_for(login_in_sidebar, 30, "the login keyring in Seahorse's sidebar")
-        xdotool(env, "mousemove", "--window", window, str(x), str(y), "click", "1")
+        # A click on the login keyring shows its items.
+        seahorse.click(*seahorse.login_in_sidebar())
 
         def shows_everything():
             nonlocal text
-            assert seahorse.poll() is None, f"seahorse exited: {(tmp_path / 'seahorse.stderr').read_text()}"
-            capture(env, window, screenshot)
-            text = read_text(screenshot)
+            text = read_text(seahorse.capture())
             return all(word_in(label, text) for label in ["Login", *LABELS])
 
         try:
@@ -116,11 +143,46 @@ def test_seahorse_lists_the_login_keyring_and_its_items(make_daemon, bus, xserve
         except AssertionError:
             raise AssertionError(f"Seahorse shows: {text!r}") from None
     finally:
-        seahorse.terminate()
-        seahorse.wait(timeout=10)
+        seahorse.stop()
         kept = os.environ.get("LATCHKEY_SEAHORSE_SCREENSHOT")
-        if kept and screenshot.exists():
-            shutil.copy(screenshot, kept)
+        if kept and seahorse.screenshot.exists():
+            shutil.copy(seahorse.screenshot, kept)
+
+
+def test_seahorse_changes_the_login_keyring_password(make_daemon, bus, xserver, tmp_path):
+    """The sidebar's menu, "Change Password": Seahorse calls ChangeWithPrompt, pinentry asks for the current
+    password and the new one twice, and the login keychain opens with the new password only."""
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}", "password horse battery", "password horse battery"])
+    daemon.start()
+    seahorse = Seahorse(bus, xserver, tmp_path)
+    watcher = open_dbus_connection(bus=bus.address)
+    completed = MatchRule(type="signal", interface="org.freedesktop.Secret.Prompt", member="Completed")
+    watcher.send_and_get_reply(message_bus.AddMatch(completed))
+    try:
+        with watcher.filter(completed) as signals:
+            seahorse.click(*seahorse.login_in_sidebar(), button="3")
+            menu, left, top = wait_for(seahorse.popup, 15, "the keyring's menu")
+            change = wait_for(lambda: locate(capture_to(seahorse.env, menu, tmp_path / "menu.png"), "Change"), 15,
+                              "'Change Password' in the menu")
+            xdotool(seahorse.env, "mousemove", str(left + change[0]), str(top + change[1]), "click", "1")
+            signal = watcher.recv_until_filtered(signals, timeout=90)
+        assert signal.body == (False, ("s", "")), signal.body
+    finally:
+        watcher.close()
+        seahorse.stop()
+    assert "GETPIN" in daemon.pinentry_log()
+    session = DHSession(bus)
+    try:
+        session.lock(LOGIN)
+        assert session.unlock(LOGIN, LOGIN_PASSWORD).error_name == DENIED
+        assert not session.unlock(LOGIN, "horse battery").is_error
+    finally:
+        session.close()
+
+
+def capture_to(env, window, png):
+    capture(env, window, png)
+    return png
 
 
 def xdotool(env, *args):
