@@ -4,6 +4,7 @@ import KeychainBus
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
+import LoginControl
 import Pinentry
 import Testing
 
@@ -201,6 +202,30 @@ import Testing
         let completed = try #require(daemon.signals.first { $0.member == "Completed" })
         #expect(try completed.arguments().first == .bool(true))
         let file = try #require(daemon.daemon.registry.login?.keychain.path)
+        try Keychain(opening: file).unlock(password: InProcessDaemon.password)
+    }
+
+    /// The login keychain's password changed alone (as Seahorse does) is out of step with the login password:
+    /// the next login's hand-over brings the re-key prompt, and the password set through Seahorse puts the
+    /// keychain back on the login password.
+    @Test func theNextLoginReKeysALoginKeychainWhosePasswordWasChangedAlone() throws {
+        let daemon = try InProcessDaemon(answers: ["password seahorse password"])
+        let session = try daemon.openPlainSession()
+        let changed = try deferred(
+            daemon, "ChangeWithMasterPassword",
+            [.objectPath(Self.login), secret(session, "in-process password"), secret(session, "seahorse password")])
+        #expect(changed.kind == .methodReturn)
+        daemon.settle()
+        try lock(daemon, [Self.login])
+        var replies: [ControlReply] = []
+        daemon.daemon.answer(.handOver(password: InProcessDaemon.password), from: .login) { replies.append($0) }
+        daemon.settle(seconds: 60)
+        #expect(replies.first?.status == .ok)
+        #expect(try !isLocked(daemon, Self.login))
+        let file = try #require(daemon.daemon.registry.login?.keychain.path)
+        #expect(throws: KeychainError.self) {
+            try Keychain(opening: file).unlock(password: Array("seahorse password".utf8))
+        }
         try Keychain(opening: file).unlock(password: InProcessDaemon.password)
     }
 }
