@@ -33,6 +33,8 @@ package final class HeldKeychain {
     package private(set) var modified: UInt64
     /// When it locks by itself (read from the file, changed through ``KeychainRegistry/setSettings(_:of:)``).
     package internal(set) var settings: KeychainSettings
+    /// How many times it was locked: a key derived across a lock is not installed (the lock wins).
+    var locks = 0
     /// When a client last used it (monotonic seconds), for the lock timeout.
     private(set) var lastUse: Int64
 

@@ -291,6 +291,7 @@ package final class KeychainRegistry {
     /// Locks a keychain (its key is wiped) and announces it, if it was unlocked.
     package func lock(_ held: HeldKeychain) {
         if held.id == Self.loginID { locksOfLogin += 1 }
+        held.locks += 1
         guard !held.isLocked else { return }
         held.keychain.lock()
         announce(.lockChanged(held))

@@ -71,6 +71,7 @@ extension KeychainRegistry {
             guard wait == 0 else { return completion(.notTried(waitSeconds: wait)) }
             let secret = SecretBytes(password)
             let keychain = held.keychain
+            let locksBefore = held.locks
             offLoop(
                 { () -> Result<UnwrappedKeychainKey, KeychainError> in
                     do throws(KeychainError) {
@@ -82,7 +83,8 @@ extension KeychainRegistry {
                 then: { [self] result in
                     switch result {
                     case .success(let key):
-                        applyUnlock(held, key)
+                        // Locked meanwhile: the lock wins, as for the login keychain.
+                        if held.locks == locksBefore { applyUnlock(held, key) }
                         completion(.accepted)
                     case .failure(let error):
                         if let wait = error.retryAfterSeconds { return completion(.notTried(waitSeconds: wait)) }
@@ -167,6 +169,7 @@ extension KeychainRegistry {
         let pinentry = configuration.pinentry
         let label = held.label.isEmpty ? held.id : held.label
         let kdf: KDFParameters? = underLogin ? configuration.kdf : nil
+        let locksBefore = held.locks
         offLoop(
             onOwnThread: true,
             { () -> PreparedPasswordChange? in
@@ -189,7 +192,7 @@ extension KeychainRegistry {
                 } catch {
                     return completion(false)
                 }
-                applyUnlock(held, prepared.key)
+                if held.locks == locksBefore { applyUnlock(held, prepared.key) }
                 completion(true)
             })
     }
@@ -258,6 +261,7 @@ extension KeychainRegistry {
             let locked = ownPassword.filter(\.isLocked)
             guard !locked.isEmpty else { return completion(waiting.allSatisfy { !$0.isLocked }) }
             let asked = locked.map { (keychain: $0.keychain, label: $0.label.isEmpty ? $0.id : $0.label) }
+            let locksBefore = locked.map(\.locks)
             let pinentry = configuration.pinentry
             offLoop(
                 onOwnThread: true,
@@ -271,7 +275,9 @@ extension KeychainRegistry {
                     return keys
                 },
                 then: { [self] keys in
-                    for (held, key) in zip(locked, keys) { if let key { applyUnlock(held, key) } }
+                    for ((held, before), key) in zip(zip(locked, locksBefore), keys) where held.locks == before {
+                        if let key { applyUnlock(held, key) }
+                    }
                     completion(waiting.allSatisfy { !$0.isLocked })
                 })
         }

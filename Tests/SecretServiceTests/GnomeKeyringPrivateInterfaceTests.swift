@@ -228,4 +228,26 @@ import Testing
         }
         try Keychain(opening: file).unlock(password: InProcessDaemon.password)
     }
+
+    /// A lock made while an own password's key is derived wins: the derived key is not installed.
+    @Test func aLockMadeWhileTheKeyIsDerivedWins() throws {
+        let daemon = try InProcessDaemon()
+        let session = try daemon.openPlainSession()
+        let created = try deferred(
+            daemon, "CreateWithMasterPassword",
+            [.variantDictionary(["org.freedesktop.Secret.Collection.Label": .string("Vault")]), secret(session, "v")])
+        let vault = try #require(try created.arguments().first?.text)
+        try lock(daemon, [vault])
+        let (immediate, call) = try daemon.send(
+            Self.service, Self.interface, "UnlockWithMasterPassword", [.objectPath(vault), secret(session, "v")])
+        #expect(immediate == nil)
+        try lock(daemon, [vault])
+        #expect(daemon.awaitCompletion(of: call, seconds: 60)?.kind == .methodReturn)
+        #expect(try isLocked(daemon, vault))
+        // Asked again with nothing in the way, it unlocks.
+        #expect(
+            try deferred(daemon, "UnlockWithMasterPassword", [.objectPath(vault), secret(session, "v")]).kind
+                == .methodReturn)
+        #expect(try !isLocked(daemon, vault))
+    }
 }
