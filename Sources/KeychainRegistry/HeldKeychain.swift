@@ -14,14 +14,17 @@ package final class HeldKeychain {
         case loginKey
         /// With a random password the daemon holds (the in-memory session collection).
         case heldPassword([UInt8])
+        /// With a password of its own (a collection made by `CreateWithMasterPassword`, or given one by a
+        /// password change).
+        case ownPassword
     }
 
     /// The id: `login`, `session`, or the path element of a client-made collection.
     package let id: String
     /// The store.
     package let keychain: Keychain
-    /// How it unlocks.
-    package let unlocking: Unlocking
+    /// How it unlocks (a password change gives a collection under the login key a password of its own).
+    package internal(set) var unlocking: Unlocking
     /// Its label.
     package internal(set) var label: String
     /// When it was made (Unix seconds).
@@ -30,6 +33,8 @@ package final class HeldKeychain {
     package private(set) var modified: UInt64
     /// When it locks by itself (read from the file, changed through ``KeychainRegistry/setSettings(_:of:)``).
     package internal(set) var settings: KeychainSettings
+    /// How many times it was locked: a key derived across a lock is not installed (the lock wins).
+    var locks = 0
     /// When a client last used it (monotonic seconds), for the lock timeout.
     private(set) var lastUse: Int64
 

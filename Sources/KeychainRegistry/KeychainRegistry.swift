@@ -57,7 +57,7 @@ package final class KeychainRegistry {
     /// The configuration.
     package let configuration: RegistryConfiguration
     /// The keychains, in the order they are listed.
-    package private(set) var keychains: [HeldKeychain] = []
+    package internal(set) var keychains: [HeldKeychain] = []
     /// Alias name → keychain id.
     package private(set) var aliases: [String: String] = [:]
     /// Login sessions pam_latchkey reported open.
@@ -71,6 +71,8 @@ package final class KeychainRegistry {
     var locksOfLogin = 0
     /// Unlocks handed over by a login that are still deriving their key.
     var unlocksAtLogin = 0
+    /// Ids of keychains with a password of their own whose files are being made on the worker.
+    var reservedKeychainIDs: Set<String> = []
 
     /// Whether a login's unlock is under way: clients' requests wait for it rather than find the login
     /// keychain locked only because they came early.
@@ -131,13 +133,22 @@ package final class KeychainRegistry {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         for file in files.sorted() where file.hasSuffix(".keychain-db") && file != "login.keychain-db" {
             let id = String(file.dropLast(".keychain-db".count))
-            guard Self.isPathElement(id), let keychain = try? Keychain(opening: directory + "/" + file),
-                keychain.parentIdentifier != nil
-            else { continue }
-            if let login, !login.isLocked { try? keychain.unlock(using: login) }
+            guard Self.isPathElement(id), let keychain = try? Keychain(opening: directory + "/" + file) else {
+                continue
+            }
+            // Under the login key, or with a password of its own (it stays locked until given it).
+            let unlocking: HeldKeychain.Unlocking
+            if keychain.parentIdentifier != nil {
+                unlocking = .loginKey
+                if let login, !login.isLocked { try? keychain.unlock(using: login) }
+            } else if keychain.kdfParameters != nil {
+                unlocking = .ownPassword
+            } else {
+                continue
+            }
             try? keychain.limitMemory(to: .lean)
             let label = (try? keychain.metadata("label")).map { String(decoding: $0, as: UTF8.self) } ?? id
-            keychains.append(HeldKeychain(id: id, keychain: keychain, unlocking: .loginKey, label: label))
+            keychains.append(HeldKeychain(id: id, keychain: keychain, unlocking: unlocking, label: label))
         }
         loadAliases()
     }
@@ -213,12 +224,7 @@ package final class KeychainRegistry {
         guard !login.isLocked else {
             throw KeychainError(.interactionNotAllowed, "unlock the login collection before creating a collection")
         }
-        var id = pathElement(label.isEmpty ? "collection" : label.lowercased())
-        if keychain(id: id) != nil || id == Self.loginID || id == Self.sessionID {
-            var number = 2
-            while keychain(id: "\(id)_\(number)") != nil { number += 1 }
-            id = "\(id)_\(number)"
-        }
+        let id = newKeychainID(label: label, pathElement: pathElement)
         let keychain = try Keychain.create(
             at: configuration.keychainDirectory + "/\(id).keychain-db", protectedBy: login.keychain)
         try keychain.limitMemory(to: .lean)
@@ -228,6 +234,19 @@ package final class KeychainRegistry {
         keychains.append(created)
         announce(.created(created))
         return created
+    }
+
+    /// An id for a new keychain labelled `label`, made from the label, that no keychain held or file has.
+    func newKeychainID(label: String, pathElement: (String) -> String) -> String {
+        let base = pathElement(label.isEmpty ? "collection" : label.lowercased())
+        func taken(_ id: String) -> Bool {
+            id == Self.loginID || id == Self.sessionID || keychain(id: id) != nil || reservedKeychainIDs.contains(id)
+                || FileManager.default.fileExists(atPath: configuration.keychainDirectory + "/\(id).keychain-db")
+        }
+        guard taken(base) else { return base }
+        var number = 2
+        while taken("\(base)_\(number)") { number += 1 }
+        return "\(base)_\(number)"
     }
 
     /// Deletes a client-made keychain and its file, and the aliases naming it.
@@ -268,6 +287,7 @@ package final class KeychainRegistry {
     /// Locks a keychain (its key is wiped) and announces it, if it was unlocked.
     package func lock(_ held: HeldKeychain) {
         if held.id == Self.loginID { locksOfLogin += 1 }
+        held.locks += 1
         guard !held.isLocked else { return }
         held.keychain.lock()
         announce(.lockChanged(held))
@@ -295,7 +315,7 @@ package final class KeychainRegistry {
         case .loginKey:
             guard let login, !login.isLocked else { return false }
             unlocked = (try? held.keychain.unlock(using: login.keychain)) != nil
-        case .loginPassword:
+        case .loginPassword, .ownPassword:
             return false
         }
         if unlocked { announce(.lockChanged(held)) }

@@ -283,6 +283,35 @@ public final class Keychain: Sendable {
         return PasswordChange(header: header, replacing: current.wrappedKey)
     }
 
+    /// Derives this keychain's key from the key of the keychain whose key wraps it (``parentIdentifier``),
+    /// without unlocking: how a keychain wrapped by the login keychain's key is opened by the login password.
+    ///
+    /// - Throws: `errSecAuthFailed` if `parentKey` is not the key of this keychain's parent.
+    public func unwrapKey(using parentKey: UnwrappedKeychainKey) throws(KeychainError) -> UnwrappedKeychainKey {
+        guard let parent = parentIdentifier, parent == parentKey.keychain else {
+            throw KeychainError(.authFailed, "this keychain is not wrapped by the keychain given")
+        }
+        let header = try currentHeader()
+        return UnwrappedKeychainKey(key: try header.unwrap(with: parentKey.key), keychain: identifier)
+    }
+
+    /// Wraps this keychain's key (derived by ``unwrapKey(password:limited:)`` or ``unwrapKey(using:)``) under
+    /// `newPassword`, without saving it: a keychain wrapped by a parent's key gets a password of its own, one
+    /// with a password gets a new one. Slow (scrypt); save it with ``commit(_:)``.
+    ///
+    /// - Throws: `errSecAuthFailed` if `key` is not this keychain's key.
+    public func rewrap(
+        _ key: UnwrappedKeychainKey, to newPassword: some Collection<UInt8>, kdf: KDFParameters? = nil
+    ) throws(KeychainError) -> PasswordChange {
+        guard key.keychain == identifier else {
+            throw KeychainError(.authFailed, "the key given is not this keychain's")
+        }
+        let current = try currentHeader()
+        var header = current
+        try header.wrap(key.key, password: newPassword, kdf: kdf ?? header.kdf?.raisedToProduction ?? .production)
+        return PasswordChange(header: header, replacing: current.wrappedKey)
+    }
+
     /// Saves a password change made by ``rewrap(from:to:kdf:)`` (one short transaction). The old wrapped
     /// key may remain in the write-ahead log until ``checkpoint(at:waitMilliseconds:)`` completes.
     ///

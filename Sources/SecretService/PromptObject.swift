@@ -8,6 +8,8 @@ final class UnlockPrompt {
     let objects: [String]
     let waiting: [HeldKeychain]
     var started = false
+    /// Set for gnome-keyring's `ChangeWithPrompt`: the collection whose password the prompt changes.
+    var changing: HeldKeychain?
 
     init(path: String, owner: String, objects: [String], waiting: [HeldKeychain]) {
         self.path = path
@@ -98,7 +100,8 @@ extension SecretServiceDaemon {
     func start(_ prompt: UnlockPrompt) {
         guard !prompt.started else { return }
         prompt.started = true
-        registry.promptForLoginPassword(unlocking: prompt.waiting) { [self] unlocked in
+        if let changing = prompt.changing { return startPasswordChange(prompt, of: changing) }
+        registry.promptForPasswords(unlocking: prompt.waiting) { [self] unlocked in
             // A prompt dismissed or dropped meanwhile has already ended.
             guard prompts.removeValue(forKey: prompt.path) != nil else { return }
             completed(

@@ -137,6 +137,32 @@ import Testing
         #expect(try reopened.items(matching: genericQuery("a49", returning: .data)).first?.secret == Data("s49".utf8))
     }
 
+    /// A keychain wrapped by a parent's key given a password of its own: its key comes from the parent's,
+    /// is re-wrapped under the password, and from then on the file opens with that password and no longer
+    /// with the parent; a key of another keychain is refused at each step.
+    @Test func aKeychainUnderAParentGetsAPasswordOfItsOwn() throws {
+        let parent = try makeKeychain(password: "parent")
+        let childPath = directory.file("keychains/child.keychain-db")
+        let child = try Keychain.create(at: childPath, protectedBy: parent)
+        try child.add(.genericPassword, attributes: [.account: .string("kept")], secret: Data("s".utf8))
+        let other = try Keychain.create(at: directory.file("keychains/other.keychain-db"), password: "other")
+
+        let parentKey = try parent.unwrapKey(password: Array("parent".utf8))
+        #expect(
+            statusOf { _ = try child.unwrapKey(using: try other.unwrapKey(password: Array("other".utf8))) }
+                == .authFailed)
+        let key = try child.unwrapKey(using: parentKey)
+        #expect(statusOf { _ = try child.rewrap(parentKey, to: Array("own".utf8)) } == .authFailed)
+        try child.commit(try child.rewrap(key, to: Array("own".utf8)))
+
+        let reopened = try Keychain(opening: childPath)
+        #expect(reopened.parentIdentifier == nil && reopened.kdfParameters == .production)
+        #expect(statusOf { try reopened.unlock(using: parent) } == .authFailed)
+        #expect(statusOf { _ = try reopened.unwrapKey(using: parentKey) } == .authFailed)
+        try reopened.unlock(password: Array("own".utf8))
+        #expect(try reopened.items(matching: genericQuery("kept", returning: .data)).first?.secret == Data("s".utf8))
+    }
+
     /// The daemon's password change in its three steps: re-wrap (slow, anywhere), commit (short), then a
     /// checkpoint that does not wait for a reader holding an older snapshot and completes once it is gone.
     @Test func aCheckpointBehindAReaderFailsAtOnceAndCompletesLater() throws {
