@@ -331,7 +331,8 @@ struct SetKeychainSettings: ParsableCommand {
         discussion: """
             With no option the keychain never locks by itself. The daemon applies a timeout at once to
             keychains it holds; the time counts from the last use of the keychain. With -l it locks the
-            keychain when systemd-logind announces a suspend on the system bus.
+            keychain when systemd-logind announces a suspend on the system bus. The settings are
+            authenticated under the keychain's key, so a locked keychain is unlocked first.
             Examples:
               latchkey set-keychain-settings -t 900
               latchkey set-keychain-settings -lu work
@@ -356,7 +357,7 @@ struct SetKeychainSettings: ParsableCommand {
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
-            let target = try KeychainTarget.open(keychain, unlocked: false)
+            let target = try KeychainTarget.open(keychain, unlocked: true)
             let settings = KeychainSettings(
                 lockTimeout: timeout ?? (lockAfterTimeout ? KeychainSettings.defaultTimeout : nil),
                 lockOnSleep: lockOnSleep)

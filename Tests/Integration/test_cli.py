@@ -289,8 +289,11 @@ def test_daemon_keychain_verbs(tmp_path, bus, make_daemon):
     # The daemon applies a lock timeout at once.
     cli.ok("set-keychain-settings", "-t", "1")
     assert wait_until(lambda: cli.json("show-keychain-info")["locked"])
+    # Settings are authenticated under the keychain key: changing them on a locked keychain unlocks it first.
+    cli.set_answers([f"password {LOGIN_PASSWORD}"])
     cli.ok("set-keychain-settings")
-    cli.ok("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n")
+    assert cli.pinentry_asks() == 2
+    assert cli.json("show-keychain-info")["locked"] is False
 
     cli.ok("set-keychain-password", "--stdin", input=f"{LOGIN_PASSWORD}\nnew login\n")
     cli.ok("lock-keychain")
