@@ -814,8 +814,7 @@ extension Keychain.State {
                 if let key, wantsAttributes {
                     let sealed = statement.data(2) ?? Data()
                     let opened = try AttributeCodec.decode(
-                        try AuthenticatedCipher.open(
-                            sealed, key: key, context: keychain.context(reference, .attributes, version: version)))
+                        try Self.open(sealed, key, keychain.context(reference, .attributes, version: version)))
                     guard unindexed.allSatisfy({ opened[$0.key] == $0.value }), Self.confirms(opened, query) else {
                         continue
                     }
@@ -828,8 +827,7 @@ extension Keychain.State {
                     attributes = returning.contains(.attributes) ? opened : nil
                 }
                 if let key, wantsSecret, let sealed = statement.data(3) {
-                    secret = try AuthenticatedCipher.open(
-                        sealed, key: key, context: keychain.context(reference, .secret, version: version))
+                    secret = try Self.open(sealed, key, keychain.context(reference, .secret, version: version))
                 }
                 matches.append(
                     Match(
@@ -865,6 +863,18 @@ private struct IndexEntries: Equatable {
 }
 
 extension Keychain.State {
+    /// Opens an item's sealed value; `errSecDecode` saying what that means when it fails.
+    fileprivate static func open(_ sealed: Data, _ key: SecretKey, _ context: Data) throws(KeychainError) -> Data {
+        do {
+            return try AuthenticatedCipher.open(sealed, key: key, context: context)
+        } catch {
+            throw KeychainError(
+                .decode,
+                "an item's stored value failed authentication: the keychain file was altered (damaged, or a value"
+                    + " of another item or an older one of this item put in its place)")
+        }
+    }
+
     /// The tags the attribute index holds for the item in `row`.
     fileprivate static func storedTags(of row: Int64, _ db: SQLiteDatabase) throws(KeychainError) -> Set<Data> {
         try db.withStatement("SELECT tag FROM attribute_index WHERE item = ?1") { (select) throws(KeychainError) in
