@@ -63,7 +63,7 @@ package final class HeldKeychain {
     private static func storedSettings(of keychain: Keychain) -> KeychainSettings {
         do {
             return try keychain.settings()
-        } catch where error.status == .decode {
+        } catch  where error.status == .decode {
             return .afterTampering
         } catch {
             return KeychainSettings()

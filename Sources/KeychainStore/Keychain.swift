@@ -487,7 +487,8 @@ public final class Keychain: Sendable {
                         AttributeCodec.encode(attributes), key: key,
                         context: context(reference, .attributes, version: version))
                     let sealedSecret = try (changes.secret ?? match.item.secret).map { (secret) throws(KeychainError) in
-                        try AuthenticatedCipher.seal(secret, key: key, context: context(reference, .secret, version: version))
+                        try AuthenticatedCipher.seal(
+                            secret, key: key, context: context(reference, .secret, version: version))
                     }
                     try db.withStatement(
                         "UPDATE items SET pk = ?2, attributes = ?3, secret = ?4, sync = ?5, version = ?6 WHERE id = ?1"

@@ -39,7 +39,8 @@ import Testing
         try keychain.update(matching: account("b"), with: ItemChanges(attributes: [.label: .string("B")]))
         try keychain.delete(matching: account("a"))
         try keychain.add(.genericPassword, attributes: [.account: .string("c")], secret: Data("third".utf8))
-        let sealedThird = try #require(try raw.blobs("SELECT secret FROM items WHERE id = (SELECT max(id) FROM items)").first)
+        let sealedThird = try #require(
+            try raw.blobs("SELECT secret FROM items WHERE id = (SELECT max(id) FROM items)").first)
         try keychain.update(matching: account("c"), with: ItemChanges(attributes: [.label: .string("C")]))
         try raw.run("UPDATE items SET secret = ?1 WHERE id = (SELECT max(id) FROM items)", [sealedThird])
         #expect(statusOf { _ = try keychain.items(matching: account("c", .data)) } == .decode)
@@ -75,7 +76,8 @@ import Testing
         try keychain.unlock(password: "fixture password")
         #expect(try raw.blobs("PRAGMA user_version") == [Data("2".utf8)])
         #expect(try keychain.settings() == KeychainSettings(lockTimeout: 600, lockOnSleep: true))
-        let one = ItemQuery(.genericPassword, attributes: [.service: .string("one.example")], returning: [.data, .attributes])
+        let one = ItemQuery(
+            .genericPassword, attributes: [.service: .string("one.example")], returning: [.data, .attributes])
         let found = try #require(try keychain.items(matching: one).first)
         #expect(found.secret == Data("secret one".utf8))
         #expect(found.attributes?[.account] == .string("alice"))

@@ -240,7 +240,9 @@ import Testing
             .genericPassword, attributes: [.service: .string("bank.example")], limit: .all, returning: .data)
         #expect(try keychain.items(matching: bank).isEmpty)
         keychain.lock()
-        #expect(try keychain.items(matching: ItemQuery(.genericPassword, attributes: [.service: .string("evil.example")])).count == 1,
+        #expect(
+            try keychain.items(matching: ItemQuery(.genericPassword, attributes: [.service: .string("evil.example")]))
+                .count == 1,
             "while locked the index is taken as it is")
     }
 
