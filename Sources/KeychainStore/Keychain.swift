@@ -263,9 +263,10 @@ public final class Keychain: Sendable {
         let header = state.withLock { $0.header }
         let key = try header.unwrap(with: parentKey)
         let identifier = identifier
-        try state.withLock { (state) throws(KeychainError) in
+        state.withLock { (state) in
             state.key = key
-            try state.upgradeToCurrent(identifier: identifier)
+            // When this fails (a read-only file), every use of the key says so (see `unlockedKey`).
+            try? state.upgradeToCurrent(identifier: identifier)
         }
     }
 
