@@ -377,6 +377,7 @@ public final class Keychain: Sendable {
     /// - Throws: as ``add(_:attributes:secret:)``, for the first item that cannot be added (then none is).
     @discardableResult
     public func add(_ items: [NewItem], metadata: [String: Data] = [:]) throws(KeychainError) -> [KeychainItem] {
+        for name in metadata.keys { try Self.checkMetadataName(name) }
         let now = Date()
         var prepared: [(reference: ItemReference, attributes: ItemAttributes, secret: Data?)] = []
         prepared.reserveCapacity(items.count)
@@ -584,7 +585,10 @@ public final class Keychain: Sendable {
     }
 
     /// Stores a value beside the items, in clear; see ``metadata(_:)``.
+    ///
+    /// - Throws: `errSecParam` for `settings`, which ``setSettings(_:)`` stores with its MAC.
     public func setMetadata(_ name: String, _ value: Data) throws(KeychainError) {
+        try Self.checkMetadataName(name)
         try state.withLock { (state) throws(KeychainError) in
             try state.db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
                 (insert) throws(KeychainError) in
@@ -592,6 +596,13 @@ public final class Keychain: Sendable {
                 insert.bind(2, value)
                 try insert.run()
             }
+        }
+    }
+
+    /// Refuses metadata names the store keeps for itself.
+    private static func checkMetadataName(_ name: String) throws(KeychainError) {
+        guard "x-" + name != SettingsRecord.valueName else {
+            throw KeychainError.param("the settings are stored with setSettings, which authenticates them")
         }
     }
 

@@ -160,6 +160,7 @@ import Testing
         try raw.run("DELETE FROM meta WHERE name IN ('x-settings', 'settings_mac')")
         #expect(statusOf { _ = try keychain.settings() } == .decode, "removed settings are not the defaults")
         #expect(KeychainSettings.afterTampering == KeychainSettings(lockTimeout: 300, lockOnSleep: true))
+        #expect(statusOf { try keychain.setMetadata("settings", Data("timeout=0\n".utf8)) } == .param)
     }
 
     /// A delete leaves none of the item's index tags in the file or its write-ahead log.
