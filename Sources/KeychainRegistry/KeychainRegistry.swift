@@ -84,6 +84,8 @@ package final class KeychainRegistry {
     private var pendingCheckpoints: [String: (due: Int64, tries: Int)] = [:]
     /// Whether a checkpoint is on the worker now.
     private var checkpointRunning = false
+    /// What waits for the log of a file to be emptied (a password change's reply).
+    private var checkpointWaiters: [String: [(Bool) -> Void]] = [:]
 
     /// The id of the login keychain.
     package static let loginID = "login"
@@ -301,7 +303,7 @@ package final class KeychainRegistry {
     /// Locks every keychain whose settings have `setting` on (``KeychainSettings/lockOnSleep`` when the machine
     /// goes to sleep, ``KeychainSettings/lockOnScreenLock`` when the screen locks).
     package func lock(where setting: KeyPath<KeychainSettings, Bool>) {
-        for held in keychains where held.settings[keyPath: setting] { lock(held) }
+        for held in keychains where held.appliedSettings[keyPath: setting] { lock(held) }
     }
 
     /// Unlocks a keychain that needs no password: the session keychain, or one under the unlocked login
@@ -338,6 +340,7 @@ package final class KeychainRegistry {
         let now = MonotonicClock.seconds()
         var next: Int64?
         for held in keychains {
+            if held.keychain.takeCheckpointRequest() { scheduleCheckpoint(held.keychain.path) }
             guard let deadline = held.lockDeadline else { continue }
             if deadline <= now {
                 lock(held)
@@ -379,9 +382,11 @@ package final class KeychainRegistry {
     // MARK: Checkpoints
 
     /// Asks for the write-ahead log of `path` to be emptied, off the serving thread, retried until it
-    /// completes (a reader holding an older snapshot makes it wait).
-    func scheduleCheckpoint(_ path: String) {
+    /// completes (a reader holding an older snapshot makes it wait); then `completion` runs on the serving
+    /// thread with whether it did (false once it was retried for ``checkpointTries``).
+    func scheduleCheckpoint(_ path: String, then completion: ((Bool) -> Void)? = nil) {
         pendingCheckpoints[path] = (due: 0, tries: 0)
+        if let completion { checkpointWaiters[path, default: []].append(completion) }
         _ = startDueCheckpoint()
     }
 
@@ -399,7 +404,12 @@ package final class KeychainRegistry {
                 checkpointRunning = false
                 if completed || state.tries >= Self.checkpointTries {
                     pendingCheckpoints[path] = nil
+                    for waiter in checkpointWaiters.removeValue(forKey: path) ?? [] { waiter(completed) }
                 } else {
+                    // A reply waits at most ``checkpointReplyTries`` (the retries go on).
+                    if state.tries >= Self.checkpointReplyTries {
+                        for waiter in checkpointWaiters.removeValue(forKey: path) ?? [] { waiter(false) }
+                    }
                     pendingCheckpoints[path] = (
                         due: MonotonicClock.nanoseconds() / 1_000_000 + 250, tries: state.tries + 1
                     )
@@ -410,6 +420,10 @@ package final class KeychainRegistry {
 
     /// How often a checkpoint is retried (every 250 ms: ten minutes) before it is left to SQLite.
     static let checkpointTries = 2_400
+
+    /// How long a reply waiting for a checkpoint waits (every 250 ms: twenty seconds, within a D-Bus call's
+    /// default 25 s timeout).
+    static let checkpointReplyTries = 80
 
     /// Whether checkpoints are still to be made.
     package var hasPendingCheckpoints: Bool { !pendingCheckpoints.isEmpty }

@@ -137,7 +137,8 @@ extension KeychainRegistry {
 
     /// Changes the password of `held` (which must open with a password) from `old` to `new`, under the
     /// wrong-password limit; the key is re-wrapped on the worker, saved on the serving thread, and the
-    /// write-ahead log emptied of the old wrapped key on the worker, retried until it can be.
+    /// write-ahead log emptied of the old wrapped key on the worker, retried until it can be; `completion`
+    /// runs once it is.
     ///
     /// A change a login asked for (`passwd` through pam_latchkey: PAM verified the old password) is never
     /// refused for earlier wrong passwords (`limited` false).
@@ -164,8 +165,20 @@ extension KeychainRegistry {
                     if let wait = error.retryAfterSeconds { return completion(.notTried(waitSeconds: wait)) }
                     return completion(.failed(error))
                 }
-                scheduleCheckpoint(keychain.path)
-                completion(.accepted)
+                // The change is complete once no copy of the key wrapped under the old password is left in
+                // the write-ahead log (or the file): a reader holding an older snapshot delays the reply.
+                scheduleCheckpoint(keychain.path) { emptied in
+                    guard emptied else {
+                        return completion(
+                            .failed(
+                                KeychainError(
+                                    .io,
+                                    "the password was changed, but another process holds an older snapshot of the"
+                                        + " keychain file, so the key wrapped under the old password is still on disk")
+                            ))
+                    }
+                    completion(.accepted)
+                }
             })
     }
 

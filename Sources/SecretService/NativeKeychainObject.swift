@@ -237,7 +237,7 @@ extension HeldKeychain {
         }
         return KeychainDescription(
             id: id, file: protection == .memory ? "" : keychain.path, label: label, isLocked: isLocked,
-            protection: protection, settings: settings)
+            protection: protection, settings: appliedSettings)
     }
 }
 
