@@ -82,8 +82,8 @@ let package = Package(
         .executableTarget(
             name: "latchkeyd",
             dependencies: [
-                "SecretService", "KeychainRegistry", "KeychainStore", "GnomeKeyringImport", "LoginControl", "Pinentry",
-                "Posix", "DBus",
+                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "GnomeKeyringImport", "LoginControl",
+                "Pinentry", "Posix", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -110,11 +110,13 @@ let package = Package(
             dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer"]),
         .testTarget(name: "SecurityTests", dependencies: ["Security"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
-        .testTarget(name: "PinentryTests", dependencies: ["Pinentry"]),
-        .testTarget(name: "LoginControlTests", dependencies: ["LoginControl"]),
+        .testTarget(name: "PinentryTests", dependencies: ["Pinentry", "Posix"]),
+        .testTarget(name: "LoginControlTests", dependencies: ["LoginControl", "Posix"]),
         .testTarget(
             name: "SecretServiceTests",
-            dependencies: ["SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry"]),
+            dependencies: [
+                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry", "Posix",
+            ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
         .testTarget(
             name: "GnomeKeyringImportTests",

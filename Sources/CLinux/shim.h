@@ -12,3 +12,11 @@ static inline int latchkey_set_not_dumpable(void) {
 static inline int latchkey_is_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 }
+
+#include <malloc.h>
+
+/* Makes free() overwrite every chunk it frees with `byte` (and malloc fill new chunks with its complement).
+   1 on success. */
+static inline int latchkey_perturb_freed_memory(int byte) {
+    return mallopt(M_PERTURB, byte);
+}

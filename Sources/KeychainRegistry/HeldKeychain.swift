@@ -13,7 +13,7 @@ package final class HeldKeychain {
         /// With the key of the login keychain, while it is unlocked (collections made by clients).
         case loginKey
         /// With a random password the daemon holds (the in-memory session collection).
-        case heldPassword([UInt8])
+        case heldPassword(SharedSecret)
     }
 
     /// The id: `login`, `session`, or the path element of a client-made collection.

@@ -172,6 +172,11 @@ package final class SharedSecret: @unchecked Sendable {
         self.bytes = bytes
     }
 
+    /// A copy of `bytes` in secret memory (the caller wipes its own).
+    package convenience init(copying bytes: some Collection<UInt8>) {
+        self.init(SecretBytes(copying: bytes))
+    }
+
     /// Lends the bytes.
     package func withUnsafeBytes<R: ~Copyable, E: Error>(
         _ body: (UnsafeRawBufferPointer) throws(E) -> R

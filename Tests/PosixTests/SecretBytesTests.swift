@@ -15,6 +15,13 @@ private final class ReleasedPages: @unchecked Sendable {
         pthread_mutex_unlock(&mutex)
     }
 
+    /// Forgets what an earlier secret at `address` did (pages are reused).
+    func forget(_ address: UInt) {
+        pthread_mutex_lock(&mutex)
+        seen[address] = nil
+        pthread_mutex_unlock(&mutex)
+    }
+
     func wiped(at address: UInt) -> Bool? {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
@@ -68,6 +75,7 @@ private func mappingFlags(at address: UInt) -> [Substring]? {
         Self.sample.withUnsafeBytes { secret.append($0) }
         let page = secret.pageAddress
         let address = try #require(page)
+        released.forget(address)
         _ = consume secret
         #expect(released.wiped(at: address) == true)
     }
@@ -79,6 +87,7 @@ private func mappingFlags(at address: UInt) -> [Substring]? {
         let secret = SecretBytes(copying: Self.sample)
         let page = secret.pageAddress
         let address = try #require(page)
+        released.forget(address)
         func keep(_ secret: consuming SecretBytes) -> SecretBytes { secret }
         let kept = keep(secret)
         let keptAddress = kept.pageAddress
