@@ -87,6 +87,7 @@ package struct ServiceLoop {
     /// Serves until a termination signal or the end of the bus connection.
     /// While there is no bus, `connectBus` is asked for one.
     package func run(connectBus: () -> BusAttempt) -> Exit {
+        var readSinceScrub = false
         while true {
             if bus.connection == nil {
                 switch connectBus() {
@@ -97,6 +98,8 @@ package struct ServiceLoop {
             }
             let connection = bus.connection
             while let message = connection?.popMessage() {
+                if message.isReadBufferScrub { continue }
+                readSinceScrub = true
                 send(daemon.handle(message))
             }
             send(daemon.deliverCompletions())
@@ -125,6 +128,13 @@ package struct ServiceLoop {
             if let control {
                 fds += control.pollDescriptors
                 timeout = min(timeout, control.nextTimeoutMilliseconds ?? timeout)
+            }
+            // The messages handled and sent since the last wait are released: scrub libdbus's cache of them,
+            // and (once per burst of requests) its read buffer.
+            DBusMessage.scrubReleasedMessages()
+            if readSinceScrub, let connection {
+                connection.scrubReadBuffer()
+                readSinceScrub = false
             }
             let ready: Int32
             do {
