@@ -61,7 +61,7 @@ let package = Package(
                     "-Xlinker", "-z", "-Xlinker", "now",
                 ])
             ]),
-        .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL"]),
+        .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL", "Posix"]),
         // Reads gnome-keyring's keyring files and writes them into a keychain.
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         .target(name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),

@@ -20,3 +20,11 @@ static inline int latchkey_is_dumpable(void) {
 static inline int latchkey_perturb_freed_memory(int byte) {
     return mallopt(M_PERTURB, byte);
 }
+
+#include <sys/auxv.h>
+
+/* 1 when the process started in secure mode (AT_SECURE: set-user-ID and the like), where glibc ignores
+   GLIBC_TUNABLES. */
+static inline int latchkey_started_in_secure_mode(void) {
+    return getauxval(AT_SECURE) != 0;
+}

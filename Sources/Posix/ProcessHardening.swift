@@ -41,21 +41,34 @@ package enum ProcessHardening {
     /// Runs this program again (same arguments, same descriptors, same process) with ``mallocTunables`` in
     /// `GLIBC_TUNABLES`, which glibc reads only when a program starts; returns once they are in effect,
     /// having taken the variable out of the environment again (children do not inherit it). The reason
-    /// when the program could not be run again (it goes on without).
+    /// when it did not: the program could not be run again, or it was started by a set-user-ID program
+    /// (`su`, `passwd`: glibc ignores these tunables in a secure-mode process), and goes on with
+    /// `M_PERTURB` alone (``overwriteFreedMemory()``).
     package static func restartWithMallocTunables() -> String? {
         let name = "GLIBC_TUNABLES"
+        let marker = "LATCHKEY_MALLOC_RESTARTED"
         let current = getenv(name).map { String(cString: $0) }
-        if let current, current.contains(mallocTunables) {
-            let others = current.replacing(mallocTunables, with: "").split(separator: ":").joined(separator: ":")
-            if others.isEmpty { unsetenv(name) } else { setenv(name, others, 1) }
+        if getenv(marker) != nil {
+            // Started again: glibc has read the tunables (or erased them, in secure mode). Never again.
+            unsetenv(marker)
+            if let current {
+                let others = current.replacing(mallocTunables, with: "").split(separator: ":").joined(separator: ":")
+                if others.isEmpty { unsetenv(name) } else { setenv(name, others, 1) }
+            }
             return nil
         }
+        guard latchkey_started_in_secure_mode() == 0 else {
+            return "started in secure mode (by a set-user-ID program): glibc ignores GLIBC_TUNABLES"
+        }
         let value = current.map { $0.isEmpty ? mallocTunables : $0 + ":" + mallocTunables } ?? mallocTunables
-        guard setenv(name, value, 1) == 0 else { return "setenv: \(String(cString: strerror(errno)))" }
+        guard setenv(name, value, 1) == 0, setenv(marker, "1", 1) == 0 else {
+            return "setenv: \(String(cString: strerror(errno)))"
+        }
         // By its own path (not /proc/self/exe, which would rename the process "exe").
         var path = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         if readlink("/proc/self/exe", &path, path.count - 1) > 0 { execv(path, CommandLine.unsafeArgv) }
         let reason = "cannot run this program again: \(String(cString: strerror(errno)))"
+        unsetenv(marker)
         if let current { setenv(name, current, 1) } else { unsetenv(name) }
         return reason
     }
