@@ -82,8 +82,8 @@ let package = Package(
         .executableTarget(
             name: "latchkeyd",
             dependencies: [
-                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "GnomeKeyringImport", "LoginControl",
-                "Pinentry", "Posix", "DBus",
+                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "GnomeKeyringImport",
+                "LoginControl", "Pinentry", "Posix", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

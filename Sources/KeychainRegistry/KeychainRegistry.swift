@@ -312,7 +312,9 @@ package final class KeychainRegistry {
         switch held.unlocking {
         case .heldPassword(let password):
             let keychain = held.keychain
-            unlocked = (try? password.withUnsafeBytes { (bytes) throws(KeychainError) in try keychain.unlock(password: bytes) }) != nil
+            unlocked =
+                (try? password.withUnsafeBytes { (bytes) throws(KeychainError) in try keychain.unlock(password: bytes) })
+                != nil
         case .loginKey:
             guard let login, !login.isLocked else { return false }
             unlocked = (try? held.keychain.unlock(using: login.keychain)) != nil

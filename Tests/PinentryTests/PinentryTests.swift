@@ -149,12 +149,14 @@ private final class TypingTerminal: Sendable {
     @Test func passwordSpanningSeveralDataLinesIsJoined() throws {
         let password = String(repeating: "abc%defgh ", count: 300)
         let sandbox = try Sandbox(answers: ["password " + password])
-        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret(copying: Array(password.utf8))))
+        #expect(
+            try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret(copying: Array(password.utf8))))
     }
 
     @Test func passwordAfterAnInquiryIsReturned() throws {
         let sandbox = try Sandbox(answers: ["password-after-inquire secret"])
-        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret(copying: Array("secret".utf8))))
+        #expect(
+            try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret(copying: Array("secret".utf8))))
         let commands = try sandbox.log().map(\.command)
         #expect(commands.suffix(3) == ["GETPIN", "END", "BYE"])
     }

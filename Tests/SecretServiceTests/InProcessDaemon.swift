@@ -37,7 +37,8 @@ final class InProcessDaemon {
         let configuration = SecretServiceConfiguration(
             registry: RegistryConfiguration(
                 keychainDirectory: directory + "/keychains", pinentry: pinentry))
-        daemon = try SecretServiceDaemon(configuration: configuration, loginPassword: SecretBytes(copying: Self.password))
+        daemon = try SecretServiceDaemon(
+            configuration: configuration, loginPassword: SecretBytes(copying: Self.password))
     }
 
     deinit {
