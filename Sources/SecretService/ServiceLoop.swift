@@ -87,7 +87,13 @@ package struct ServiceLoop {
     /// Serves until a termination signal or the end of the bus connection.
     /// While there is no bus, `connectBus` is asked for one.
     package func run(connectBus: () -> BusAttempt) -> Exit {
-        var readSinceScrub = false
+        // When libdbus's buffers are next scrubbed: a moment after the last message read or sent, off the
+        // path of the requests themselves.
+        var scrubDue: Deadline?
+        func deliver(_ messages: [DBusMessage]) {
+            if !messages.isEmpty { scrubDue = Deadline(millisecondsFromNow: Self.scrubDelayMilliseconds) }
+            send(messages)
+        }
         while true {
             if bus.connection == nil {
                 switch connectBus() {
@@ -99,13 +105,13 @@ package struct ServiceLoop {
             let connection = bus.connection
             while let message = connection?.popMessage() {
                 if message.isReadBufferScrub { continue }
-                readSinceScrub = true
+                scrubDue = Deadline(millisecondsFromNow: Self.scrubDelayMilliseconds)
                 send(daemon.handle(message))
             }
-            send(daemon.deliverCompletions())
+            deliver(daemon.deliverCompletions())
             if daemon.hasLostName { return .replaced }
             let (timerMessages, nextTimer) = daemon.runTimers()
-            send(timerMessages)
+            deliver(timerMessages)
             var fds = [
                 pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: daemon.registry.inbox.fileDescriptor, events: Int16(POLLIN), revents: 0),
@@ -129,12 +135,16 @@ package struct ServiceLoop {
                 fds += control.pollDescriptors
                 timeout = min(timeout, control.nextTimeoutMilliseconds ?? timeout)
             }
-            // The messages handled and sent since the last wait are released: scrub libdbus's cache of them,
-            // and (once per burst of requests) its read buffer.
-            DBusMessage.scrubReleasedMessages()
-            if readSinceScrub, let connection {
-                connection.scrubReadBuffer()
-                readSinceScrub = false
+            // Once the daemon has been quiet for a moment, the messages it read and sent are released: scrub
+            // libdbus's cache of released messages and its read buffer (docs/threat-model.md, "In memory").
+            if let due = scrubDue {
+                if due.hasPassed {
+                    DBusMessage.scrubReleasedMessages()
+                    connection?.scrubReadBuffer()
+                    scrubDue = nil
+                } else {
+                    timeout = min(timeout, max(due.remainingMilliseconds, 1))
+                }
             }
             let ready: Int32
             do {
@@ -149,7 +159,7 @@ package struct ServiceLoop {
             }
             // Before any client is served: after a resume the announcement may only be read now.
             if let sleepWatch, sleepIndex < controlStart, fds[sleepIndex].revents != 0, sleepWatch.sleepAnnounced() {
-                send(daemon.lockForSleep())
+                deliver(daemon.lockForSleep())
             }
             if let connection, fds[2].revents != 0 || connection.hasOutgoingMessages {
                 if !connection.readWrite(timeoutMilliseconds: 0) { return .busGone }
@@ -160,10 +170,13 @@ package struct ServiceLoop {
                         control.respond(responder, reply)
                     }
                 }
-                send(daemon.deliverCompletions())
+                deliver(daemon.deliverCompletions())
             }
         }
     }
+
+    /// How long after the last message the daemon read the buffers that held it are scrubbed.
+    static let scrubDelayMilliseconds = 50
 
     private func send(_ messages: [DBusMessage]) {
         guard let connection = bus.connection else { return }
