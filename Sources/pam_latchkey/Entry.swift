@@ -164,7 +164,7 @@ private func account(_ handle: PAMHandle) -> UserAccount? {
 }
 
 /// The daemon's environment: the PAM environment, plus HOME, USER, LOGNAME,
-/// SHELL, PATH and XDG_RUNTIME_DIR where it lacks them.
+/// SHELL, PATH and XDG_RUNTIME_DIR where it lacks them, and glibc's settings for freed memory.
 private func daemonEnvironment(_ handle: PAMHandle, _ account: UserAccount) -> [String] {
     var entries = handle.environment
     let defaults = [
@@ -174,6 +174,8 @@ private func daemonEnvironment(_ handle: PAMHandle, _ account: UserAccount) -> [
     for (name, value) in defaults where !entries.contains(where: { $0.hasPrefix(name + "=") }) {
         entries.append("\(name)=\(value)")
     }
+    // glibc's settings for freed memory, read at start: latchkeyd need not start itself again for them.
+    if !entries.contains(where: { $0.hasPrefix("GLIBC_TUNABLES=") }) { entries += ProcessHardening.mallocEnvironment }
     return entries
 }
 
