@@ -1,7 +1,9 @@
 """Secrets in the daemon's memory: the daemon started the way pam_latchkey starts it (pamtester, a real
 useradd user, a unique login password), used through a DH session and a plain one and locked, then dumped
 with gdb's gcore. The dump must hold neither the login password, nor a secret, nor a label or attribute
-value; the daemon must be non-dumpable and a SIGSEGV must leave no core file. Needs root and gdb."""
+value; the daemon must be non-dumpable and a SIGSEGV must leave no core file. Needs root and gdb.
+LATCHKEY_KEEP_CORE=DIR keeps the dump, the daemon's maps and the values searched for in DIR, to find where a
+value survived."""
 
 import json
 import os
@@ -156,16 +158,16 @@ def test_the_daemon_is_not_dumpable_and_a_crash_leaves_no_core(service, user):  
     assert os.readlink(f"/proc/{pid}/cwd") == str(user.home)
 
     os.kill(pid, signal.SIGSEGV)
-    for _ in range(6):
-        print(subprocess.run(["ps", "-o", "pid,stat,wchan:20,comm", "--ppid", str(pid), "-p", str(pid)], capture_output=True, text=True).stdout, flush=True)
-        time.sleep(1)
     deadline = time.monotonic() + 10
     while pid in user.daemon_pids() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pid not in user.daemon_pids()
     time.sleep(0.5)
     appeared = {p.name for p in set(user.home.iterdir()) - before}
+    # This container's core_pattern is "core": a core file would appear in the daemon's working directory.
+    # With a pattern naming another place (a pipe to systemd-coredump, an absolute path) this part checks
+    # less; the core limit and the dumpable state above still hold.
     if not pattern.startswith("|") and "/" not in pattern:
-        # core_pattern names a file in the crashing process's working directory (here: "%s").
-        assert not any(name.startswith(pattern.split("%")[0] or "core") for name in appeared), appeared
+        prefix = pattern.split("%")[0] or "core"
+        assert not any(name.startswith(prefix) for name in appeared), (pattern, appeared)
     assert not any(name.startswith("core") for name in appeared), (pattern, appeared)
