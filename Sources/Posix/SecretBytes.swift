@@ -28,8 +28,7 @@ package struct SecretBytes: ~Copyable, @unchecked Sendable {
             mappedLength = 0
             return
         }
-        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-        mappedLength = (capacity + page - 1) / page * page
+        mappedLength = Self.pagesLength(forCapacity: capacity)
         guard
             let mapped = mmap(nil, mappedLength, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
             mapped != MAP_FAILED
@@ -77,11 +76,32 @@ package struct SecretBytes: ~Copyable, @unchecked Sendable {
     }
 
     deinit {
-        guard let base else { return }
-        explicit_bzero(base, mappedLength)
-        SecretMemoryNotice.observeRelease(UnsafeRawBufferPointer(start: base, count: mappedLength))
-        _ = munlock(base, mappedLength)
-        _ = munmap(base, mappedLength)
+        Self.wipeAndRelease(base, capacity: capacity)
+    }
+
+    /// The length of the pages holding `capacity` bytes.
+    package static func pagesLength(forCapacity capacity: Int) -> Int {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        return (max(capacity, 0) + page - 1) / page * page
+    }
+
+    /// Hands the pages to C code that keeps them by pointer (pam_set_data): the bytes, zeros after them up
+    /// to the capacity (so text in them is NUL-terminated). Whoever holds the pointer must release it with
+    /// ``wipeAndRelease(_:capacity:)`` and the same capacity.
+    package consuming func handedToC() -> UnsafeMutableRawPointer? {
+        let pages = base
+        discard self
+        return pages
+    }
+
+    /// Wipes and releases pages ``handedToC()`` gave away; `capacity` is the one they were made with.
+    package static func wipeAndRelease(_ pages: UnsafeMutableRawPointer?, capacity: Int) {
+        guard let pages, capacity > 0 else { return }
+        let length = pagesLength(forCapacity: capacity)
+        explicit_bzero(pages, length)
+        SecretMemoryNotice.observeRelease(UnsafeRawBufferPointer(start: pages, count: length))
+        _ = munlock(pages, length)
+        _ = munmap(pages, length)
     }
 
     /// Whether it holds no bytes.

@@ -130,6 +130,25 @@ private func mappingFlags(at address: UInt) -> [Substring]? {
         #expect(tail.allSatisfy { $0 == 0 })
     }
 
+    /// pam_latchkey's stash: pages handed to C hold a NUL-terminated copy, are not released with the value,
+    /// and are wiped when released by their holder.
+    @Test func pagesHandedToCAreWipedWhenReleased() throws {
+        let released = ReleasedPages()
+        SecretBytes.observeReleasesForTesting { released.record($0) }
+        defer { SecretBytes.observeReleasesForTesting(nil) }
+        var stash = SecretBytes(capacity: 4097)
+        Self.sample.withUnsafeBytes { stash.append($0) }
+        let handed = stash.handedToC()
+        let pages = try #require(handed)
+        let address = UInt(bitPattern: pages)
+        released.forget(address)
+        #expect(
+            String(cString: pages.assumingMemoryBound(to: CChar.self)) == String(decoding: Self.sample, as: UTF8.self))
+        #expect(released.wiped(at: address) == nil)
+        SecretBytes.wipeAndRelease(pages, capacity: 4097)
+        #expect(released.wiped(at: address) == true)
+    }
+
     @Test func anEmptySecretHoldsNoPages() {
         let secret = SecretBytes(capacity: 0)
         let (empty, address, lent) = (secret.isEmpty, secret.pageAddress, secret.withUnsafeBytes { $0.isEmpty })
