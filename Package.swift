@@ -61,7 +61,7 @@ let package = Package(
                     "-Xlinker", "-z", "-Xlinker", "now",
                 ])
             ]),
-        .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL"]),
+        .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL", "Posix"]),
         // Reads gnome-keyring's keyring files and writes them into a keychain.
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         .target(name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),
@@ -84,8 +84,8 @@ let package = Package(
         .executableTarget(
             name: "latchkeyd",
             dependencies: [
-                "SecretService", "KeychainRegistry", "KeychainStore", "GnomeKeyringImport", "LoginControl", "Pinentry",
-                "Posix", "DBus",
+                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "GnomeKeyringImport",
+                "LoginControl", "Pinentry", "Posix", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -112,11 +112,13 @@ let package = Package(
             dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer"], exclude: ["Fixtures"]),
         .testTarget(name: "SecurityTests", dependencies: ["Security"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
-        .testTarget(name: "PinentryTests", dependencies: ["Pinentry"]),
-        .testTarget(name: "LoginControlTests", dependencies: ["LoginControl"]),
+        .testTarget(name: "PinentryTests", dependencies: ["Pinentry", "Posix"]),
+        .testTarget(name: "LoginControlTests", dependencies: ["LoginControl", "Posix"]),
         .testTarget(
             name: "SecretServiceTests",
-            dependencies: ["SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry"]),
+            dependencies: [
+                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry", "Posix",
+            ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
         .testTarget(name: "CallerIdentityTests", dependencies: ["CallerIdentity"]),
         .testTarget(

@@ -46,13 +46,6 @@ package enum LoginUnlockOutcome {
     case notUnlocked(LoginPasswordOutcome)
 }
 
-/// A password handed to another thread; wiped when the last reference goes.
-final class SecretBytes: @unchecked Sendable {
-    private(set) var bytes: [UInt8]
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-    deinit { wipeBytes(&bytes) }
-}
-
 extension KeychainRegistry {
     /// Unlocks the login keychain with the login password, or creates it when there is none, deriving the
     /// key on the worker; `completion` runs on the serving thread. A wrong password means the login password
@@ -63,7 +56,7 @@ extension KeychainRegistry {
     /// while the key is derived wins: the derived key is dropped. `holdingClients` marks an unlock at login, during
     /// which the faces hold their clients' requests (``isUnlockingAtLogin``).
     package func unlockLogin(
-        password: [UInt8], from source: LoginPasswordSource, holdingClients: Bool = false,
+        password secret: SharedSecret, from source: LoginPasswordSource, holdingClients: Bool = false,
         completion: @escaping (LoginUnlockOutcome) -> Void
     ) {
         if let login, !login.isLocked { return completion(.alreadyUnlocked) }
@@ -77,7 +70,6 @@ extension KeychainRegistry {
         guard wait == 0 else { return completion(.notUnlocked(.notTried(waitSeconds: wait))) }
         if holdingClients { unlocksAtLogin += 1 }
         let locksBefore = locksOfLogin
-        let secret = SecretBytes(password)
         let existing = login?.keychain
         let path = loginKeychainPath
         let kdf = configuration.kdf
@@ -85,9 +77,17 @@ extension KeychainRegistry {
             { () -> Result<LoginKeyDerivation, KeychainError> in
                 do throws(KeychainError) {
                     if let existing {
-                        return .success(.unwrapped(try existing.unwrapKey(password: secret.bytes, limited: limited)))
+                        return .success(
+                            .unwrapped(
+                                try secret.withUnsafeBytes { (password) throws(KeychainError) in
+                                    try existing.unwrapKey(password: password, limited: limited)
+                                }))
                     }
-                    return .success(.created(try Self.createLoginKeychain(at: path, password: secret.bytes, kdf)))
+                    return .success(
+                        .created(
+                            try secret.withUnsafeBytes { (password) throws(KeychainError) in
+                                try Self.createLoginKeychain(at: path, password: password, kdf)
+                            }))
                 } catch {
                     return .failure(error)
                 }
@@ -143,17 +143,21 @@ extension KeychainRegistry {
     /// A change a login asked for (`passwd` through pam_latchkey: PAM verified the old password) is never
     /// refused for earlier wrong passwords (`limited` false).
     package func changePassword(
-        of held: HeldKeychain, from old: [UInt8], to new: [UInt8], limited: Bool = true,
+        of held: HeldKeychain, from oldSecret: SharedSecret, to newSecret: SharedSecret, limited: Bool = true,
         completion: @escaping (LoginPasswordOutcome) -> Void
     ) {
         let wait = limited ? held.keychain.passwordRetryWait() : 0
         guard wait == 0 else { return completion(.notTried(waitSeconds: wait)) }
-        let (oldSecret, newSecret) = (SecretBytes(old), SecretBytes(new))
         let keychain = held.keychain
         offLoop(
             { () -> Result<PasswordChange, KeychainError> in
                 do throws(KeychainError) {
-                    return .success(try keychain.rewrap(from: oldSecret.bytes, to: newSecret.bytes, limited: limited))
+                    return .success(
+                        try oldSecret.withUnsafeBytes { (old) throws(KeychainError) in
+                            try newSecret.withUnsafeBytes { (new) throws(KeychainError) in
+                                try keychain.rewrap(from: old, to: new, limited: limited)
+                            }
+                        })
                 } catch {
                     return .failure(error)
                 }
@@ -188,15 +192,18 @@ extension KeychainRegistry {
     /// makes one, labelled with the keyring's name); the items are written on the worker, one transaction per
     /// keyring; the faces hear of the new collections and items, and the keyring gnome-keyring's `default`
     /// file names becomes the `default` alias.
-    func importGnomeKeyrings(password: SecretBytes) {
+    func importGnomeKeyrings(password: SharedSecret) {
         guard let directory = configuration.gnomeKeyringDirectory, let login else { return }
         let loginPath = login.keychain.path
         let flatpakApps = configuration.flatpakAppDirectory
         let held = keychains.filter { $0.id != Self.sessionID }.map(\.keychain)
         offLoop(
             {
-                GnomeKeyringLoginImport.plan(
-                    directory: directory, password: password.bytes, login: loginPath,
+                // The importer takes an array (the keyring readers work on arrays): a copy, wiped after.
+                var copy = password.withUnsafeBytes { [UInt8]($0) }
+                defer { wipeBytes(&copy) }
+                return GnomeKeyringLoginImport.plan(
+                    directory: directory, password: copy, login: loginPath,
                     keychains: held.map { RecordedKeychain(path: $0.path, keychain: $0) }, flatpakApps: flatpakApps)
             },
             then: { [self] plan in placeImports(plan) })
@@ -285,7 +292,7 @@ extension KeychainRegistry {
 
     /// Asks, through pinentry on a thread of its own, for the keychain's previous password, and re-keys the
     /// login keychain to `loginPassword` with it (once at a time).
-    private func askToRekey(_ login: Keychain, to loginPassword: SecretBytes) {
+    private func askToRekey(_ login: Keychain, to loginPassword: SharedSecret) {
         guard !rekeyPromptShowing else { return }
         rekeyPromptShowing = true
         let pinentry = configuration.pinentry
@@ -309,7 +316,7 @@ extension KeychainRegistry {
     }
 
     private static func askOldPassword(
-        _ login: Keychain, rekeyingTo newPassword: SecretBytes, _ pinentry: Pinentry
+        _ login: Keychain, rekeyingTo newPassword: SharedSecret, _ pinentry: Pinentry
     ) -> (PasswordChange, UnwrappedKeychainKey)? {
         let request = PinentryRequest(
             title: "Login Keychain",
@@ -322,7 +329,10 @@ extension KeychainRegistry {
             pinentry, request, tries: 3, retryMessage: "That password does not unlock the keychain either. Try again."
         ) { (old) throws(KeychainError) in
             let key = try login.unwrapKey(password: old)
-            prepared = (try login.rewrap(from: old, to: newPassword.bytes), key)
+            prepared = (
+                try newPassword.withUnsafeBytes { (new) throws(KeychainError) in try login.rewrap(from: old, to: new) },
+                key
+            )
         }
         return prepared
     }
@@ -332,14 +342,14 @@ extension KeychainRegistry {
     /// password, or `tries` are wrong (false). Each password is wiped after use.
     static func askUntilAccepted(
         _ pinentry: Pinentry, _ request: PinentryRequest, tries: Int, retryMessage: String,
-        accept: ([UInt8]) throws(KeychainError) -> Void
+        accept: (UnsafeRawBufferPointer) throws(KeychainError) -> Void
     ) -> Bool {
         var request = request
         for _ in 0..<tries {
-            guard case .password(var password)? = try? pinentry.askPassword(request) else { return false }
-            defer { wipeBytes(&password) }
+            // The answer is in secret memory, wiped when `password` goes at the end of this try.
+            guard case .password(let password)? = try? pinentry.askPassword(request) else { return false }
             do {
-                try accept(password)
+                try password.withUnsafeBytes(accept)
                 return true
             } catch {
                 // Another failure, or too many wrong passwords lately: asking again would not help.
