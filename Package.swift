@@ -124,6 +124,7 @@ let package = Package(
             name: "SecretServiceTests",
             dependencies: ["SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry"]),
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
+        .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),
         .testTarget(name: "CallerIdentityTests", dependencies: ["CallerIdentity"]),
         .testTarget(
             name: "GnomeKeyringImportTests",
