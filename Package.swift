@@ -79,6 +79,8 @@ let package = Package(
         .target(name: "Pinentry", dependencies: ["Posix"]),
         // Seals a 32-byte key to the machine's TPM 2.0 (optional PIN and PCR policy) and unseals it.
         .target(name: "TPMSealing", dependencies: ["CTSS2", "COpenSSL", "Posix"]),
+        // Key slots that unlock a keychain without its password; for now the recovery key's format.
+        .target(name: "KeySlots", dependencies: ["COpenSSL", "Posix"]),
         // Who is calling: a process's program (executable, interpreter and script, Flatpak app id) from /proc.
         .target(name: "CallerIdentity", dependencies: ["COpenSSL", "Posix"]),
         .target(
@@ -125,6 +127,7 @@ let package = Package(
             dependencies: ["SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry"]),
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
         .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),
+        .testTarget(name: "KeySlotsTests", dependencies: ["KeySlots"]),
         .testTarget(name: "CallerIdentityTests", dependencies: ["CallerIdentity"]),
         .testTarget(
             name: "GnomeKeyringImportTests",
