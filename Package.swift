@@ -110,7 +110,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(name: "latchkey-example", dependencies: ["Security"]),
-        .executableTarget(name: "tpm-seal-bench", dependencies: ["TPMSealing", "Posix"], path: "Benchmarks/TPMSealBench"),
+        .executableTarget(
+            name: "tpm-seal-bench", dependencies: ["TPMSealing", "Posix"], path: "Benchmarks/TPMSealBench"),
         .executableTarget(name: "secitem-client", dependencies: ["Security"], path: "Tests/SecItemClient"),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
