@@ -77,6 +77,23 @@ struct TPMSealingTests {
         #expect(try sealing.unseal(sealed, pin: pin) == key)
     }
 
+    @Test func damagedSealedKeyIsRefusedClearly() throws {
+        let tpm = try SoftwareTPM()
+        defer { tpm.stop() }
+        let sealing = KeySealing(configuration: tpm.configuration)
+        let sealed = try sealing.seal(key: key, pin: pin)
+        var flipped = sealed
+        flipped.privateArea[flipped.privateArea.count - 1] ^= 0x01
+        // The TPM's integrity check on the private part fails, exactly as for another TPM's key.
+        #expect(throws: TPMSealingError.notThisTPM) { try sealing.unseal(flipped, pin: pin) }
+        var truncated = sealed
+        truncated.publicArea.removeLast()
+        #expect(throws: TPMSealingError.invalidInput("not a sealed TPM key")) {
+            try sealing.unseal(truncated, pin: pin)
+        }
+        #expect(try sealing.unseal(sealed, pin: pin) == key)
+    }
+
     @Test func noTPMIsReported() throws {
         let tpm = try SoftwareTPM()
         let configuration = tpm.configuration
