@@ -133,7 +133,7 @@ package final class SecretServiceDaemon {
             newOwner.isEmpty, name.hasPrefix(":")
         {
             sessions = sessions.filter { $0.value.owner != name }
-            prompts = prompts.filter { $0.value.owner != name }
+            for prompt in prompts.values where prompt.owner == name { drop(prompt) }
         }
     }
 
