@@ -268,13 +268,16 @@ extension KeychainRegistry {
                 do throws(KeychainError) {
                     let key = try login.unwrapKey(password: answers[0].bytes)
                     return .success(
-                        RekeyAnswer(change: try login.rewrap(from: answers[0].bytes, to: loginPassword.bytes), key: key))
+                        RekeyAnswer(change: try login.rewrap(from: answers[0].bytes, to: loginPassword.bytes), key: key)
+                    )
                 } catch {
                     return .failure(error)
                 }
             },
             apply: { [self] answer in
-                guard let answer = answer as? RekeyAnswer, let held = self.login, held.keychain === login else { return }
+                guard let answer = answer as? RekeyAnswer, let held = self.login, held.keychain === login else {
+                    return
+                }
                 do throws(KeychainError) {
                     try login.commit(answer.change)
                 } catch {
