@@ -30,6 +30,7 @@ import os
 import pathlib
 import random
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -401,15 +402,32 @@ def scenario_kill(kind, binary, kills=20, clients=4, seed=1, max_run=1.5):
         client.close()
 
     def verify():
+        """Reads every item of the run in three calls (SearchItems, GetSecrets, and the attributes of the
+        items whose creation was not acknowledged) and compares each key with what it may hold."""
         client = server.client()
         try:
             session = client.open_plain()
+            found, error = search(client, {"run": run})
+            if error:
+                raise RuntimeError(f"SearchItems failed: {error}")
+            reply = client.call(SERVICE, SECRET_SERVICE, "GetSecrets", "aoo", (found, session), timeout=120)
+            if reply.is_error:
+                raise RuntimeError(f"GetSecrets failed: {reply.error_name}")
+            secrets = {path: bytes(value[2]) for path, value in reply.body[0].items()}
             with lock:
                 expected = dict(possible)
-            for key, allowed in expected.items():
-                value, count = stored_secret(client, session, run, key)
-                if count > 1:
+                key_of = {path: key for key, path in paths.items()}
+            stored = {}
+            for path in found:
+                key = key_of.get(path)
+                if key is None:
+                    attributes = client.ok(path, "org.freedesktop.DBus.Properties", "Get", "ss", (ITEM, "Attributes"))
+                    key = attributes[0][1].get("key")
+                if key in stored:
                     totals["duplicates"] += 1
+                stored[key] = secrets.get(path)
+            for key, allowed in expected.items():
+                value = stored.get(key)
                 if value in allowed:
                     continue
                 if value is None:
@@ -866,6 +884,9 @@ def scenario_full_disk(binary, size_mib=8, items_before=20):
 # MARK: command line
 
 def main():
+    # A SIGTERM (a bounded run's timeout) unwinds like an exception, so each scenario's `finally` stops its
+    # daemon and bus and removes its files.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latchkeyd", required=True, help="the latchkeyd binary")
     parser.add_argument("--only", action="append", choices=["kill", "load", "sessions", "prompts", "full-disk"],
