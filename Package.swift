@@ -73,6 +73,8 @@ let package = Package(
             dependencies: ["KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix"]),
         .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus"]),
         .target(name: "Pinentry", dependencies: ["Posix"]),
+        // Who is calling: a process's program (executable, interpreter and script, Flatpak app id) from /proc.
+        .target(name: "CallerIdentity", dependencies: ["COpenSSL", "Posix"]),
         .target(
             name: "SecretService",
             dependencies: [
@@ -90,7 +92,7 @@ let package = Package(
             name: "latchkey",
             dependencies: [
                 "KeychainClient", "KeychainBus", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
-                "GnomeKeyringImport",
+                "GnomeKeyringImport", "CallerIdentity",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -116,6 +118,7 @@ let package = Package(
             name: "SecretServiceTests",
             dependencies: ["SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry"]),
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
+        .testTarget(name: "CallerIdentityTests", dependencies: ["CallerIdentity"]),
         .testTarget(
             name: "GnomeKeyringImportTests",
             dependencies: ["GnomeKeyringImport", "KeychainStore", "KeychainCore"],

@@ -111,9 +111,12 @@ package final class DBusConnection: @unchecked Sendable {
         dbus_connection_pop_message(pointer).map { DBusMessage(owning: $0) }
     }
 
-    /// Queues a message for sending.
-    package func send(_ message: DBusMessage) {
-        dbus_connection_send(pointer, message.pointer, nil)
+    /// Queues a message for sending; its serial, for matching the reply to a call.
+    @discardableResult
+    package func send(_ message: DBusMessage) -> UInt32 {
+        var serial: UInt32 = 0
+        dbus_connection_send(pointer, message.pointer, &serial)
+        return serial
     }
 
     /// Blocks until every queued message is written.

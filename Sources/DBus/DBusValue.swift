@@ -37,6 +37,8 @@ package indirect enum DBusValue: Hashable, Sendable {
     case structure([DBusValue])
     /// `v`
     case variant(DBusValue)
+    /// `h`: a file descriptor passed with the message, owned (closed when the last reference goes).
+    case unixFileDescriptor(DBusFileDescriptor)
 
     /// The value's type signature.
     package var signature: String {
@@ -58,6 +60,7 @@ package indirect enum DBusValue: Hashable, Sendable {
         case .dictionary(let key, let value, _): "a{" + key + value + "}"
         case .structure(let members): "(" + members.map(\.signature).joined() + ")"
         case .variant: "v"
+        case .unixFileDescriptor: "h"
         }
     }
 }

@@ -19,6 +19,7 @@ enum TypeCode {
     static let dictEntry: Int32 = Int32(UInt8(ascii: "e"))
     static let structure: Int32 = Int32(UInt8(ascii: "r"))
     static let variant: Int32 = Int32(UInt8(ascii: "v"))
+    static let unixFD: Int32 = Int32(UInt8(ascii: "h"))
 }
 
 /// Reads one value at a message iterator, recursing into containers.
@@ -49,7 +50,12 @@ enum DBusValueReader {
         case UInt8(ascii: "a"):
             return try readArray(&iterator)
         case UInt8(ascii: "h"):
-            throw DBusError(.invalidArgs, "file descriptors are not accepted")
+            // libdbus hands the reader a duplicate (close-on-exec) that the reader owns; -1 when the message
+            // carries no descriptor at that index (a connection that cannot pass descriptors).
+            var descriptor: Int32 = -1
+            dbus_message_iter_get_basic(&iterator, &descriptor)
+            guard descriptor >= 0 else { throw DBusError(.invalidArgs, "the file descriptor did not arrive") }
+            return .unixFileDescriptor(DBusFileDescriptor(owning: descriptor))
         default:
             throw DBusError(.invalidArgs, "unexpected argument type \(type)")
         }
@@ -176,6 +182,9 @@ enum DBusValueWriter {
                 for member in members { try write(member, to: &inner) }
                 return true
             }
+        case .unixFileDescriptor(let descriptor):
+            // libdbus duplicates the descriptor into the message.
+            ok = basic(&iterator, TypeCode.unixFD, descriptor.rawValue)
         case .variant(let inner):
             ok = try container(&iterator, TypeCode.variant, inner.signature) { (content) throws(DBusError) in
                 try write(inner, to: &content)

@@ -67,13 +67,16 @@ extension KeychainBus {
             protection: protection, settings: decodeSettings(pairs))
     }
 
-    /// Settings as `a{sv}` (`LockTimeout` u, `LockOnSleep` b), for `SetSettings`.
+    /// Settings as `a{sv}` (`LockTimeout` u, `LockOnSleep` b, `LockOnScreenLock` b), for `SetSettings`.
     package static func encode(_ settings: KeychainSettings) -> DBusValue {
         .variantDictionary(settingsPairs(settings))
     }
 
     private static func settingsPairs(_ settings: KeychainSettings) -> [String: DBusValue] {
-        ["LockTimeout": .uint32(settings.lockTimeout ?? 0), "LockOnSleep": .bool(settings.lockOnSleep)]
+        [
+            "LockTimeout": .uint32(settings.lockTimeout ?? 0), "LockOnSleep": .bool(settings.lockOnSleep),
+            "LockOnScreenLock": .bool(settings.lockOnScreenLock),
+        ]
     }
 
     /// Reads settings from `a{sv}`; absent entries keep the default.
@@ -86,6 +89,7 @@ extension KeychainBus {
         var settings = KeychainSettings()
         if case .uint32(let seconds)? = pairs["LockTimeout"]?.unwrapped, seconds > 0 { settings.lockTimeout = seconds }
         if case .bool(let flag)? = pairs["LockOnSleep"]?.unwrapped { settings.lockOnSleep = flag }
+        if case .bool(let flag)? = pairs["LockOnScreenLock"]?.unwrapped { settings.lockOnScreenLock = flag }
         return settings
     }
 }

@@ -284,9 +284,10 @@ package final class KeychainRegistry {
         for held in keychains where held.id != Self.sessionID { lock(held) }
     }
 
-    /// Locks every keychain set to lock when the machine goes to sleep.
-    package func lockForSleep() {
-        for held in keychains where held.settings.lockOnSleep { lock(held) }
+    /// Locks every keychain whose settings have `setting` on (``KeychainSettings/lockOnSleep`` when the machine
+    /// goes to sleep, ``KeychainSettings/lockOnScreenLock`` when the screen locks).
+    package func lock(where setting: KeyPath<KeychainSettings, Bool>) {
+        for held in keychains where held.settings[keyPath: setting] { lock(held) }
     }
 
     /// Unlocks a keychain that needs no password: the session keychain, or one under the unlocked login

@@ -2,9 +2,9 @@ import FoundationEssentials
 import KeychainCore
 
 extension KeychainSettings {
-    /// As stored: `timeout=SECONDS` (0 for never) and `sleep=0|1`, one per line.
+    /// As stored: `timeout=SECONDS` (0 for never), `sleep=0|1` and `screen=0|1`, one per line.
     fileprivate var encoded: Data {
-        Data("timeout=\(lockTimeout ?? 0)\nsleep=\(lockOnSleep ? 1 : 0)\n".utf8)
+        Data("timeout=\(lockTimeout ?? 0)\nsleep=\(lockOnSleep ? 1 : 0)\nscreen=\(lockOnScreenLock ? 1 : 0)\n".utf8)
     }
 
     /// Reads the stored form; unknown lines are skipped, missing ones keep the default.
@@ -16,6 +16,7 @@ extension KeychainSettings {
             switch parts[0] {
             case "timeout": lockTimeout = number == 0 ? nil : number
             case "sleep": lockOnSleep = number != 0
+            case "screen": lockOnScreenLock = number != 0
             default: break
             }
         }

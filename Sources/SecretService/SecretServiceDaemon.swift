@@ -31,6 +31,8 @@ package final class SecretServiceDaemon {
     var sessions: [String: SecretSession] = [:]
     /// Pending prompts by path.
     var prompts: [String: UnlockPrompt] = [:]
+    /// Secret portal requests waiting for the unlock prompt, by handle.
+    var portalRequests: [String: PortalRequest] = [:]
     /// Whether another process took `org.freedesktop.secrets` (with `--replace`).
     package private(set) var hasLostName = false
     private var serial: UInt64 = 0
@@ -38,6 +40,8 @@ package final class SecretServiceDaemon {
     private var outbox: [DBusMessage] = []
     /// Calls that came while a login's unlock was under way, in order: served when it is done.
     private var heldCalls: [DBusMessage] = []
+    /// Who owns the desktop's screen saver names, for believing its `ActiveChanged`.
+    private var screenSaver = ScreenSaverWatch()
 
     /// Serves `registry`.
     package init(registry: KeychainRegistry, limits: InputLimits = InputLimits()) {
@@ -100,8 +104,27 @@ package final class SecretServiceDaemon {
 
     /// Locks every keychain set to lock on sleep: the signals.
     package func lockForSleep() -> [DBusMessage] {
-        registry.lockForSleep()
+        registry.lock(where: \.lockOnSleep)
         return takeOutgoing()
+    }
+
+    /// Locks every keychain set to lock with the screen (logind's `Lock` for one of the user's sessions, or
+    /// the screen saver activating): the signals.
+    package func lockForScreenLock() -> [DBusMessage] {
+        registry.lock(where: \.lockOnScreenLock)
+        return takeOutgoing()
+    }
+
+    /// The match rules that bring the screen savers' activation to the daemon (add them to its bus).
+    package static var screenSaverMatchRules: [String] { ScreenSaverWatch.matchRules }
+
+    /// The bus names whose owners ``noteOwner(_:of:)`` should be told of once, before their signals count.
+    package static var followedNames: [String] { ScreenSaverWatch.names }
+
+    /// Records the current owner of a followed name, as `GetNameOwner` answered at start (later changes come
+    /// through the bus's `NameOwnerChanged`).
+    package func noteOwner(_ owner: String?, of name: String) {
+        screenSaver.noteOwner(owner, of: name)
     }
 
     /// The registry's changes as signals, after everything queued.
@@ -123,17 +146,23 @@ package final class SecretServiceDaemon {
     }
 
     private func busSignal(_ message: DBusMessage) {
+        if screenSaver.isActivation(message) {
+            registry.lock(where: \.lockOnScreenLock)
+            return
+        }
         // Only the bus itself may say who owns what; a client could send these to us directly.
         guard message.sender == "org.freedesktop.DBus", message.interface == "org.freedesktop.DBus" else { return }
         if message.member == "NameLost", case .string("org.freedesktop.secrets")? = try? message.arguments().first {
             hasLostName = true
         }
-        if message.member == "NameOwnerChanged", let arguments = try? message.arguments(), arguments.count == 3,
-            case .string(let name) = arguments[0], case .string(let newOwner) = arguments[2],
-            newOwner.isEmpty, name.hasPrefix(":")
-        {
+        guard message.member == "NameOwnerChanged", let arguments = try? message.arguments(), arguments.count == 3,
+            case .string(let name) = arguments[0], case .string(let newOwner) = arguments[2]
+        else { return }
+        screenSaver.noteOwner(newOwner, of: name)
+        if newOwner.isEmpty, name.hasPrefix(":") {
             sessions = sessions.filter { $0.value.owner != name }
             for prompt in prompts.values where prompt.owner == name { drop(prompt) }
+            portalRequests = portalRequests.filter { $0.value.owner != name }
         }
     }
 
@@ -144,6 +173,8 @@ package final class SecretServiceDaemon {
         let path = call.path
         if let children = nodeChildren(path) { return DBusNode(children: children).serve(call) }
         if path == KeychainBus.rootPath { return KeychainListObject(daemon: self).serve(call) }
+        if path == PortalSecretObject.path { return PortalSecretObject(daemon: self).serve(call) }
+        if let request = portalRequests[path] { return PortalRequestObject(daemon: self, request: request).serve(call) }
         if path.hasPrefix(KeychainBus.pathPrefix) {
             guard let held = registry.keychain(id: String(path.dropFirst(KeychainBus.pathPrefix.count))) else {
                 return noSuchObject(call)
@@ -172,7 +203,8 @@ package final class SecretServiceDaemon {
         switch path {
         case "/": ["org"]
         case "/org": ["freedesktop", "latchkey"]
-        case "/org/freedesktop": ["secrets"]
+        case "/org/freedesktop": ["portal", "secrets"]
+        case "/org/freedesktop/portal": ["desktop"]
         case "/org/latchkey": ["keychain"]
         case "/org/freedesktop/secrets/collection": registry.keychains.map(\.id)
         case "/org/freedesktop/secrets/aliases": registry.aliases.keys.sorted()

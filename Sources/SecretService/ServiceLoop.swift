@@ -36,7 +36,7 @@ package struct ServiceLoop {
     /// The bus, once there is one; signals made before are dropped (nobody could hear them).
     private let bus = BusSlot()
     let control: ControlListener?
-    let sleepWatch: SleepWatch?
+    let logindWatch: LogindWatch?
     /// Becomes readable with one byte, the signal number, when SIGTERM or SIGINT arrives.
     let signals: Int32
     static let busRetryMilliseconds: Int32 = 250
@@ -54,17 +54,18 @@ package struct ServiceLoop {
     }
 
     /// A loop for `service`, the control socket `control` and logind's sleep
-    /// announcements through `sleepWatch`; `mask` is what
+    /// and session-lock announcements through `logindWatch`; `mask` is what
     /// ``blockTerminationSignals()`` returned. A thread waits for those
     /// signals and passes them on through a pipe.
     package init(
         daemon: SecretServiceDaemon, connection: DBusConnection?, control: ControlListener?,
-        sleepWatch: SleepWatch? = nil, signalMask mask: sigset_t
+        logindWatch: LogindWatch? = nil, signalMask mask: sigset_t
     ) throws(KeychainError) {
         self.daemon = daemon
         self.bus.connection = connection
+        if let connection { Self.followScreenSaver(of: daemon, on: connection) }
         self.control = control
-        self.sleepWatch = sleepWatch
+        self.logindWatch = logindWatch
         let readEnd: Int32
         let writeEnd: Int32
         do {
@@ -90,7 +91,9 @@ package struct ServiceLoop {
         while true {
             if bus.connection == nil {
                 switch connectBus() {
-                case .connected(let connection): bus.connection = connection
+                case .connected(let connection):
+                    bus.connection = connection
+                    Self.followScreenSaver(of: daemon, on: connection)
                 case .refused(let reason): return .busRefused(reason)
                 case .notYet: break
                 }
@@ -116,10 +119,10 @@ package struct ServiceLoop {
                 timeout = Self.busRetryMilliseconds
             }
             if let nextTimer { timeout = min(timeout, nextTimer) }
-            let sleepIndex = fds.count
-            if let sleepFD = sleepWatch?.fileDescriptor {
-                let events = POLLIN | (sleepWatch?.hasOutgoingMessages == true ? POLLOUT : 0)
-                fds.append(pollfd(fd: sleepFD, events: Int16(events), revents: 0))
+            let logindIndex = fds.count
+            if let logindFD = logindWatch?.fileDescriptor {
+                let events = POLLIN | (logindWatch?.hasOutgoingMessages == true ? POLLOUT : 0)
+                fds.append(pollfd(fd: logindFD, events: Int16(events), revents: 0))
             }
             let controlStart = fds.count
             if let control {
@@ -138,8 +141,10 @@ package struct ServiceLoop {
                 return .signal(count > 0 ? Int32(byte) : SIGTERM)
             }
             // Before any client is served: after a resume the announcement may only be read now.
-            if let sleepWatch, sleepIndex < controlStart, fds[sleepIndex].revents != 0, sleepWatch.sleepAnnounced() {
-                send(daemon.lockForSleep())
+            if let logindWatch, logindIndex < controlStart, fds[logindIndex].revents != 0 {
+                let announced = logindWatch.readAnnouncements()
+                if announced.contains(.sleep) { send(daemon.lockForSleep()) }
+                if announced.contains(.screenLock) { send(daemon.lockForScreenLock()) }
             }
             if let connection, fds[2].revents != 0 || connection.hasOutgoingMessages {
                 if !connection.readWrite(timeoutMilliseconds: 0) { return .busGone }
@@ -153,6 +158,13 @@ package struct ServiceLoop {
                 send(daemon.deliverCompletions())
             }
         }
+    }
+
+    /// Subscribes `daemon` to the desktop's screen saver on `connection` and tells it who owns the screen
+    /// saver names now (later changes come through `NameOwnerChanged`, subscribed when the name was claimed).
+    private static func followScreenSaver(of daemon: SecretServiceDaemon, on connection: DBusConnection) {
+        for rule in SecretServiceDaemon.screenSaverMatchRules { try? connection.addMatch(rule) }
+        for name in SecretServiceDaemon.followedNames { daemon.noteOwner(connection.owner(of: name), of: name) }
     }
 
     private func send(_ messages: [DBusMessage]) {

@@ -10,24 +10,24 @@ struct AddOptions: ParsableArguments {
     @Option(
         name: .customShort("T"),
         help: ArgumentHelp(
-            "An application that may use the item without asking (stored for access control; repeatable).",
+            "An application that may read the item's secret without asking: a program's path, or flatpak:APP-ID "
+                + "(repeatable; its file is fingerprinted now).",
             valueName: "app"))
     var trustedApplications: [String] = []
 
-    @Flag(name: .customShort("A"), help: "Any application may use the item without asking (stored for access control).")
+    @Flag(name: .customShort("A"), help: "Any application may read the item's secret without asking.")
     var anyApplication = false
 
     @Argument(help: "The keychain (a name in the keychain directory, or a path); the default keychain if omitted.")
     var keychain: String?
 
-    /// The access attributes to store beside the item's own.
-    var accessAttributes: ItemAttributes {
-        var attributes: ItemAttributes = [:]
-        if !trustedApplications.isEmpty {
-            attributes[AccessAttributes.trustedApplications] = .string(trustedApplications.joined(separator: "\n"))
-        }
-        if anyApplication { attributes[AccessAttributes.anyApplication] = .string("1") }
-        return attributes
+    /// The item's access list from `-T` and `-A`, as attributes to store beside the item's own (none without
+    /// either: through latchkeyd the creating program is trusted, as for every client).
+    func accessAttributes() throws(KeychainError) -> ItemAttributes {
+        guard anyApplication || !trustedApplications.isEmpty else { return [:] }
+        var access = ItemAccess(anyApplication: anyApplication)
+        for argument in trustedApplications { access.trust(try TrustedApplicationArgument.resolve(argument)) }
+        return access.attributes
     }
 }
 
@@ -63,7 +63,7 @@ struct AddPassword<Options: PasswordClassOptions>: ParsableCommand {
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
             try ItemVerbs.add(
-                Options.itemClass, attributes: try attributes.attributes().merging(add.accessAttributes) { $1 },
+                Options.itemClass, attributes: try attributes.attributes().merging(add.accessAttributes()) { $1 },
                 defaultLabel: attributes.defaultLabel, secret: try password.secret(), update: add.update,
                 keychain: add.keychain)
         }

@@ -253,11 +253,3 @@ struct PasswordSourceOptions: ParsableArguments {
         return arguments.dropLast() + ["--" + promptFlag]
     }
 }
-
-/// Where `-T` and `-A` are kept until per-application access control exists.
-enum AccessAttributes {
-    /// The applications given with `-T`, one path per line.
-    static let trustedApplications: AttributeKey = "lk:trusted-apps"
-    /// Set to "1" by `-A` (any application may read the item).
-    static let anyApplication: AttributeKey = "lk:any-app"
-}

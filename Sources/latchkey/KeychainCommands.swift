@@ -331,14 +331,20 @@ struct SetKeychainSettings: ParsableCommand {
         discussion: """
             With no option the keychain never locks by itself. The daemon applies a timeout at once to
             keychains it holds; the time counts from the last use of the keychain. With -l it locks the
-            keychain when systemd-logind announces a suspend on the system bus.
+            keychain when systemd-logind announces a suspend on the system bus; with -s when the user's
+            screen locks (systemd-logind's Lock for one of the user's sessions, or the desktop's screen
+            saver activating on the session bus).
             Examples:
               latchkey set-keychain-settings -t 900
               latchkey set-keychain-settings -lu work
+              latchkey set-keychain-settings -ls -t 900
             """)
 
     @Flag(name: .customShort("l"), help: "Lock when the machine sleeps.")
     var lockOnSleep = false
+
+    @Flag(name: [.customShort("s"), .customLong("lock-on-screen-lock")], help: "Lock when the screen locks.")
+    var lockOnScreenLock = false
 
     @Flag(name: .customShort("u"), help: "Lock after the timeout (300 seconds unless -t is given).")
     var lockAfterTimeout = false
@@ -359,7 +365,7 @@ struct SetKeychainSettings: ParsableCommand {
             let target = try KeychainTarget.open(keychain, unlocked: false)
             let settings = KeychainSettings(
                 lockTimeout: timeout ?? (lockAfterTimeout ? KeychainSettings.defaultTimeout : nil),
-                lockOnSleep: lockOnSleep)
+                lockOnSleep: lockOnSleep, lockOnScreenLock: lockOnScreenLock)
             try target.backend.setSettings(settings)
         }
     }
@@ -369,13 +375,15 @@ struct ShowKeychainInfo: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show a keychain's lock settings.",
         discussion: """
-            Prints: Keychain "PATH" [lock-on-sleep] timeout=SECONDSs|no-timeout
+            Prints: Keychain "PATH" [lock-on-sleep] [lock-on-screen-lock] timeout=SECONDSs|no-timeout
             Examples:
               latchkey show-keychain-info
               latchkey show-keychain-info --json work
             """)
 
-    @Flag(help: "Print path, lockOnSleep, lockTimeout (null for none), locked and heldByDaemon as JSON.")
+    @Flag(
+        help:
+            "Print path, lockOnSleep, lockOnScreenLock, lockTimeout (null for none), locked and heldByDaemon as JSON.")
     var json = false
 
     @Argument(help: "The keychain; the default keychain if omitted.")
@@ -389,6 +397,7 @@ struct ShowKeychainInfo: ParsableCommand {
                 print(
                     JSONValue.object([
                         "path": .string(target.path), "lockOnSleep": .bool(settings.lockOnSleep),
+                        "lockOnScreenLock": .bool(settings.lockOnScreenLock),
                         "lockTimeout": settings.lockTimeout.map { .number(Int64($0)) } ?? .null,
                         "locked": .bool(target.backend.isLocked), "heldByDaemon": .bool(target.held != nil),
                     ]).text)
@@ -396,6 +405,7 @@ struct ShowKeychainInfo: ParsableCommand {
             }
             var words = ["Keychain \"\(target.path)\""]
             if settings.lockOnSleep { words.append("lock-on-sleep") }
+            if settings.lockOnScreenLock { words.append("lock-on-screen-lock") }
             words.append(settings.lockTimeout.map { "timeout=\($0)s" } ?? "no-timeout")
             print(words.joined(separator: " "))
         }

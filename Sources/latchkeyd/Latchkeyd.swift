@@ -112,7 +112,7 @@ struct Latchkeyd: ParsableCommand {
         let loop: ServiceLoop
         do {
             loop = try ServiceLoop(
-                daemon: daemon, connection: connection, control: control, sleepWatch: watchForSleep(),
+                daemon: daemon, connection: connection, control: control, logindWatch: watchLogind(),
                 signalMask: signalMask)
         } catch {
             throw fail(error.reason)
@@ -149,13 +149,15 @@ struct Latchkeyd: ParsableCommand {
         }
     }
 
-    /// logind's sleep announcements on the system bus, for keychains that lock on sleep; without a system
-    /// bus (containers, tests) the daemon serves without, and says so once.
-    private func watchForSleep() -> SleepWatch? {
+    /// logind's sleep and session-lock announcements on the system bus, for keychains that lock on sleep or
+    /// with the screen; without a system bus (containers, tests) the daemon serves without, and says so once.
+    private func watchLogind() -> LogindWatch? {
         do {
-            return try SleepWatch(systemBus: DBusConnection.system())
+            return try LogindWatch(systemBus: DBusConnection.system())
         } catch {
-            printError("latchkeyd: keychains will not lock on sleep: no system bus (\(error.message))")
+            printError(
+                "latchkeyd: keychains will not lock on sleep or with logind's session lock: no system bus "
+                    + "(\(error.message))")
             return nil
         }
     }

@@ -120,6 +120,103 @@ final class PrivateBus {
         #expect(throws: DBusError.self) { _ = try DBusConnection(address: "unix:path=/nonexistent/socket") }
     }
 
+    /// A pipe: read end, write end, both close-on-exec.
+    private func makePipe() throws -> (readEnd: Int32, writeEnd: Int32) {
+        var ends: [Int32] = [-1, -1]
+        try #require(pipe(&ends) == 0)
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        return (ends[0], ends[1])
+    }
+
+    /// Whether the pipe's read end sees its end (every write end closed) within two seconds; its data read.
+    private func reachesEnd(_ readEnd: Int32) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        for _ in 0..<20 {
+            var entry = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
+            guard poll(&entry, 1, 100) == 1 else { continue }
+            if read(readEnd, &buffer, buffer.count) == 0 { return true }
+        }
+        return false
+    }
+
+    /// A descriptor sent over a real bus arrives as a descriptor of the receiver's own, typed `h`, that
+    /// reaches the sender's pipe, and is closed when the value goes (the pipe then reaches its end).
+    @Test func aFileDescriptorCrossesARealBusOwnedByTheReceiver() throws {
+        let bus = try PrivateBus()
+        let server = try DBusConnection(address: bus.address)
+        let client = try DBusConnection(address: bus.address)
+        let (readEnd, writeEnd) = try makePipe()
+        defer { close(readEnd) }
+        var call: DBusMessage? = try DBusMessage.methodCall(
+            destination: server.uniqueName, path: "/fd", interface: "org.example.Fd", member: "Take",
+            arguments: [.string("x"), .unixFileDescriptor(DBusFileDescriptor(owning: writeEnd)), .uint32(1)])
+        #expect(call?.signature == "shu")
+        if let call { client.send(call) }
+        client.flush()
+        call = nil
+
+        var received: DBusFileDescriptor?
+        var arguments: [DBusValue] = []
+        while received == nil, server.readWrite(timeoutMilliseconds: 5000) {
+            while let message = server.popMessage() {
+                guard message.kind == .methodCall, message.member == "Take" else { continue }
+                arguments = try message.arguments()
+                if arguments.count == 3, case .unixFileDescriptor(let descriptor) = arguments[1] {
+                    received = descriptor
+                }
+            }
+        }
+        do {
+            let descriptor = try #require(received)
+            #expect(arguments[0] == .string("x") && arguments[2] == .uint32(1))
+            #expect(try DBusFileDescriptor(dbusValue: arguments[1]) == descriptor)
+            #expect(throws: DBusError.self) { try DBusFileDescriptor(dbusValue: .string("x")) }
+            #expect(fcntl(descriptor.rawValue, F_GETFD) & FD_CLOEXEC != 0)
+            let bytes: [UInt8] = [1, 2, 3, 250]
+            #expect(write(descriptor.rawValue, bytes, bytes.count) == bytes.count)
+            var buffer = [UInt8](repeating: 0, count: 16)
+            #expect(read(readEnd, &buffer, buffer.count) == bytes.count)
+            #expect(Array(buffer.prefix(4)) == bytes)
+        }
+        // Still held: no end yet. Released (the value and its copies): the last write end is closed.
+        #expect(!reachesEnd(readEnd))
+        received = nil
+        arguments = []
+        #expect(reachesEnd(readEnd))
+    }
+
+    /// Each read of an `h` argument is a duplicate of its own: one read's value going leaves another usable.
+    @Test func eachReadOfAFileDescriptorArgumentOwnsItsOwnDuplicate() throws {
+        let (readEnd, writeEnd) = try makePipe()
+        defer { close(readEnd) }
+        var message: DBusMessage? = try DBusMessage.methodCall(
+            destination: nil, path: "/fd", interface: nil, member: "Take",
+            arguments: [.unixFileDescriptor(try DBusFileDescriptor(duplicating: writeEnd))])
+        close(writeEnd)
+        var first: [DBusValue] = try message?.arguments() ?? []
+        var second: [DBusValue] = try message?.arguments() ?? []
+        do {
+            guard case .unixFileDescriptor(let kept)? = second.first,
+                case .unixFileDescriptor(let other)? = first.first
+            else {
+                Issue.record("no descriptor read back: \(second)")
+                return
+            }
+            #expect(kept != other && kept.rawValue != other.rawValue)
+        }
+        first = []
+        if case .unixFileDescriptor(let kept)? = second.first {
+            #expect(write(kept.rawValue, [9], 1) == 1)
+            var byte: UInt8 = 0
+            #expect(read(readEnd, &byte, 1) == 1 && byte == 9)
+        }
+        message = nil
+        #expect(!reachesEnd(readEnd))
+        second = []
+        _ = (first, second)
+        #expect(reachesEnd(readEnd))
+    }
+
     @Test func pathElementsEscapeEverythingButLettersAndDigits() {
         #expect(DBusNames.pathElement("login") == "login")
         #expect(DBusNames.pathElement("Work ✓") == "Work_20_e2_9c_93")

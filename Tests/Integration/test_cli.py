@@ -81,7 +81,7 @@ def cli(request, tmp_path, bus, make_daemon):
 
 def test_generic_password_round_trip(cli):
     cli.ok("add-generic-password", "-a", "alice", "-s", "backup.example", "-l", "Backup", "-D", "app password",
-           "-j", "a comment", "-G", "generic", "-c", "abcd", "-C", "wxyz", "-T", "/usr/bin/rsync", "-A", "--stdin",
+           "-j", "a comment", "-G", "generic", "-c", "abcd", "-C", "wxyz", "-T", "/bin/sh", "-A", "--stdin",
            input="s3cret\n")
     found = cli.ok("find-generic-password", "-s", "backup.example", "-g")
     lines = found.stdout.splitlines()
@@ -101,10 +101,63 @@ def test_generic_password_round_trip(cli):
     assert document["attributes"]["acct"] == "alice"
     assert document["attributes"]["labl"] == "Backup"
     assert document["attributes"]["crtr"] == int.from_bytes(b"abcd", "big")
-    assert document["attributes"]["lk:trusted-apps"] == "/usr/bin/rsync"
+    shell = os.path.realpath("/bin/sh")
+    assert document["attributes"]["lk:trusted-apps"] == f"{shell}\t{sha256_of(shell)}"
     assert document["attributes"]["lk:any-app"] == "1"
     assert "password" not in document
     assert cli.json("find-generic-password", "-s", "backup.example", "-w")["password"] == "s3cret"
+
+
+def sha256_of(path):
+    import hashlib
+    with open(path, "rb") as file:
+        return hashlib.sha256(file.read()).hexdigest()
+
+
+def test_access_lists_from_the_command_line(cli, tmp_path):
+    """-T names programs by their real path and the SHA-256 of their file (relative paths and links resolved),
+    flatpak:APP-ID as it is; -A opens an item to any application; list-access shows the lists (--json too);
+    remove-access takes an application (or "any application") off them; bad names get one line and status 1."""
+    tool = tmp_path / "bin" / "sync-tool"
+    tool.parent.mkdir()
+    tool.write_bytes(b"#!/bin/sh\necho sync\n")
+    link = tmp_path / "tool-link"
+    link.symlink_to(tool)
+    cli.ok("add-generic-password", "-a", "me", "-s", "backup.example", "-T", str(link), "-T", "/bin/sh",
+           "-T", "flatpak:org.example.Notes", "--stdin", input="one\n")
+    cli.ok("add-generic-password", "-a", "me", "-s", "shared.example", "-A", "--stdin", input="two\n")
+    cli.ok("add-generic-password", "-a", "me", "-s", "plain.example", "--stdin", input="three\n")
+    shell = os.path.realpath("/bin/sh")
+    listing = {entry["service"]: entry for entry in cli.json("list-access")}
+    assert listing["backup.example"]["anyApplication"] is False
+    assert listing["backup.example"]["trusted"] == [
+        {"name": str(tool), "sha256": sha256_of(tool)}, {"name": shell, "sha256": sha256_of(shell)},
+        {"name": "flatpak:org.example.Notes", "sha256": None}]
+    assert listing["shared.example"]["anyApplication"] is True and listing["shared.example"]["trusted"] == []
+    assert listing["plain.example"]["anyApplication"] is False and listing["plain.example"]["trusted"] == []
+    text = cli.ok("list-access").stdout
+    assert f"    {tool}  sha256:{sha256_of(tool)[:16]}" in text
+    assert "    any application" in text and "(no list: every application is asked)" in text
+
+    # Revoked by any name that resolves to it, only where asked.
+    cli.ok("remove-access", "-s", "backup.example", str(link))
+    listing = {entry["service"]: entry for entry in cli.json("list-access")}
+    assert [entry["name"] for entry in listing["backup.example"]["trusted"]] == [shell, "flatpak:org.example.Notes"]
+    cli.ok("remove-access", "flatpak:org.example.Notes")
+    cli.ok("remove-access", "-A")
+    listing = {entry["service"]: entry for entry in cli.json("list-access")}
+    assert [entry["name"] for entry in listing["backup.example"]["trusted"]] == [shell]
+    assert listing["shared.example"]["anyApplication"] is False
+    # The secrets are untouched.
+    assert cli.ok("find-generic-password", "-s", "backup.example", "-w").stdout == "one\n"
+
+    missing = cli.run("remove-access", "/usr/bin/nothing-trusts-this")
+    assert missing.returncode == 44 and missing.stderr.count("\n") == 1
+    for bad in (["-T", str(tmp_path / "no-such-program")], ["-T", "flatpak:"]):
+        refused = cli.run("add-generic-password", "-a", "x", "-s", "bad.example", *bad, "--stdin", input="x\n")
+        assert refused.returncode == 1 and refused.stderr.startswith("latchkey: ") and refused.stderr.count("\n") == 1
+    assert cli.run("find-generic-password", "-s", "bad.example").returncode == 44
+    assert cli.run("remove-access").returncode == 1
 
 
 def test_label_defaults_to_service_and_binary_password_in_hex(cli):
@@ -337,6 +390,31 @@ class Logind:
             message.header.fields[HeaderFields.destination] = destination
         (connection or self.connection).send(message)
 
+    def lock_session(self, path, destination=None, connection=None):
+        """Session.Lock on `path`, as `loginctl lock-session` makes logind send."""
+        from jeepney import DBusAddress, new_signal
+        from jeepney.low_level import HeaderFields
+        message = new_signal(DBusAddress(path, interface="org.freedesktop.login1.Session"), "Lock")
+        if destination:
+            message.header.fields[HeaderFields.destination] = destination
+        (connection or self.connection).send(message)
+
+    def answer_session_user(self, sessions, timeout=10):
+        """Answers the next Properties.Get(Session, User) as logind does: `sessions` maps a session path to its
+        uid. Returns the path asked about."""
+        from jeepney import new_method_return
+        from jeepney.low_level import HeaderFields, MessageType
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self.connection.receive(timeout=max(0.1, deadline - time.monotonic()))
+            fields = message.header.fields
+            if message.header.message_type == MessageType.method_call and fields.get(HeaderFields.member) == "Get":
+                path = fields[HeaderFields.path]
+                assert message.body == ("org.freedesktop.login1.Session", "User")
+                self.connection.send(new_method_return(
+                    message, "v", (("(uo)", (sessions[path], f"/org/freedesktop/login1/user/_{sessions[path]}")),)))
+                return path
+
     @staticmethod
     def ping(connection, destination):
         """A call to the daemon's system bus connection: its reply comes after everything this connection sent
@@ -390,9 +468,92 @@ def test_lock_on_sleep(tmp_path, bus, make_daemon, session_env):
         system_bus.stop()
 
 
+class ScreenSaver:
+    """Stands in for GNOME Shell's screen shield on the session bus: owns org.gnome.ScreenSaver and sends
+    ActiveChanged as gnome-shell does when the screen locks."""
+
+    def __init__(self, bus, name="org.gnome.ScreenSaver"):
+        from jeepney.io.blocking import open_dbus_connection
+        from jeepney.bus_messages import message_bus
+        self.name = name
+        self.connection = open_dbus_connection(bus=bus.address)
+        reply = self.connection.send_and_get_reply(message_bus.RequestName(name))
+        assert reply.body == (1,)  # primary owner
+
+    def active_changed(self, active, connection=None):
+        from jeepney import DBusAddress, new_signal
+        message = new_signal(DBusAddress("/org/gnome/ScreenSaver", interface=self.name), "ActiveChanged", "b",
+                             (active,))
+        (connection or self.connection).send(message)
+
+
+def test_lock_on_screen_lock(tmp_path, bus, make_daemon, session_env):
+    """set-keychain-settings -s: the screen saver's ActiveChanged(true) on the session bus, and logind's Lock
+    for one of the user's sessions on the system bus, lock that keychain and no other; the same signals from
+    a process that does not own the name, a deactivation, and a Lock for another user's session change
+    nothing."""
+    import secretstorage
+    from jeepney import DBusAddress, new_method_call
+    from jeepney.io.blocking import open_dbus_connection
+    from jeepney.bus_messages import message_bus
+    system_bus = Bus()
+    try:
+        cli = Cli(tmp_path, bus)
+        screen_saver = ScreenSaver(bus)  # owns the name before the daemon starts: told by GetNameOwner
+        make_daemon(keychains=cli.keychains, system_bus=system_bus).start()
+        cli.ok("set-keychain-settings", "-s")
+        info = cli.json("show-keychain-info")
+        assert info["lockOnScreenLock"] is True and info["lockOnSleep"] is False
+        assert "lock-on-screen-lock" in cli.ok("show-keychain-info").stdout
+        work = secretstorage.create_collection(secretstorage.dbus_init(), "Work")
+        stranger = open_dbus_connection(bus=bus.address)
+
+        def daemon_name(connection, *others):
+            (names,) = connection.send_and_get_reply(message_bus.ListNames()).body
+            [name] = [n for n in names if n.startswith(":") and n not in others]
+            return name
+
+        # The screen saver's activation, forged by a client that does not own the name; then its deactivation.
+        screen_saver.active_changed(True, connection=stranger)
+        screen_saver.active_changed(False)
+        for connection in (stranger, screen_saver.connection):  # read by the daemon before it answers these
+            connection.send_and_get_reply(new_method_call(
+                DBusAddress("/", bus_name="org.freedesktop.secrets", interface="org.freedesktop.DBus.Peer"), "Ping"))
+        assert cli.json("show-keychain-info")["locked"] is False
+        # The screen locks: the login keychain (-s) locks, the Work keychain (no -s) stays open.
+        screen_saver.active_changed(True)
+        assert wait_until(lambda: cli.json("show-keychain-info")["locked"] is True)
+        assert work.is_locked() is False
+
+        cli.ok("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n")
+        assert cli.json("show-keychain-info")["locked"] is False
+
+        # logind on the system bus: a Lock forged by a stranger, and a Lock for another user's session.
+        logind = Logind(system_bus)
+        system_stranger = open_dbus_connection(bus=system_bus.address)
+        daemon_on_system = daemon_name(logind.connection, logind.connection.unique_name,
+                                       system_stranger.unique_name)
+        mine, theirs = "/org/freedesktop/login1/session/_31", "/org/freedesktop/login1/session/_32"
+        sessions = {mine: os.getuid(), theirs: os.getuid() + 4242}
+        logind.lock_session(mine, destination=daemon_on_system, connection=system_stranger)
+        logind.lock_session(theirs)
+        assert logind.answer_session_user(sessions) == theirs
+        Logind.ping(logind.connection, daemon_on_system)
+        assert cli.json("show-keychain-info")["locked"] is False
+        # `loginctl lock-session` for the user's own session.
+        logind.lock_session(mine)
+        assert logind.answer_session_user(sessions) == mine
+        assert wait_until(lambda: cli.json("show-keychain-info")["locked"] is True)
+        assert work.is_locked() is False
+        for connection in (stranger, system_stranger, logind.connection, screen_saver.connection):
+            connection.close()
+    finally:
+        system_bus.stop()
+
+
 def test_daemon_without_a_system_bus_serves_and_says_so(daemon):
     """No system bus (a container): the daemon serves, and says once that keychains will not lock on sleep."""
-    assert wait_until(lambda: "will not lock on sleep: no system bus" in daemon.stderr.read_text())
+    assert wait_until(lambda: "will not lock on sleep or with logind's session lock: no system bus" in daemon.stderr.read_text())
     assert secret_tool(daemon.bus, "store", "--label=x", "a", "b", input=b"s").returncode == 0
     assert secret_tool(daemon.bus, "lookup", "a", "b").stdout == b"s"
 

@@ -58,6 +58,7 @@ def test_file_list():
     for expected in ["/usr/bin/latchkey", "/usr/bin/latchkeyd",
                      "/usr/lib/x86_64-linux-gnu/security/pam_latchkey.so",
                      "/usr/share/dbus-1/services/org.freedesktop.secrets.service",
+                     "/usr/share/xdg-desktop-portal/portals/latchkey.portal",
                      "/usr/lib/systemd/user/latchkeyd.service", "/usr/lib/systemd/user/latchkeyd.socket",
                      "/usr/share/pam-configs/latchkey", "/usr/share/man/man1/latchkey.1.gz",
                      "/usr/share/man/man8/latchkeyd.8.gz", "/usr/share/man/man8/pam_latchkey.8.gz",

@@ -1,0 +1,260 @@
+import Foundation
+import Glibc
+import Testing
+
+@testable import CallerIdentity
+
+/// Real processes, identified through the real /proc: compiled programs, copies with other bytes, python and
+/// shell scripts, a Flatpak-style sandbox made with bubblewrap, a process of another user, and a pid reused
+/// by another program.
+@Suite struct CallerIdentityTests {
+    let directory: URL
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("caller-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    /// A started process that has reached `exec` and printed its first line; ended by ``stop()``.
+    final class Running {
+        let process = Process()
+        let input = Pipe()
+        let output = Pipe()
+        var pid: pid_t { process.processIdentifier }
+
+        init(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            if let directory { process.currentDirectoryURL = directory }
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+            // The first line comes from the new program: the pid runs it now, not the forked test.
+            let line = output.fileHandleForReading.readLine()
+            #expect(line == "ready", "the program did not start: \(line ?? "nothing")")
+        }
+
+        func stop() {
+            if process.isRunning { kill(pid, SIGKILL) }
+            process.waitUntilExit()
+        }
+    }
+
+    /// A shell script that says it is ready and waits for its standard input to close.
+    func waitingScript(_ name: String, extra: String = "") throws -> URL {
+        let script = directory.appendingPathComponent(name)
+        try "echo ready\n\(extra)read line\n".write(to: script, atomically: true, encoding: .utf8)
+        return script
+    }
+
+    static func sha256sum(_ path: String) throws -> FileDigest {
+        let process = Process()
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
+        process.arguments = [path]
+        process.standardOutput = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return try #require(FileDigest(hex: String(text.prefix(64))))
+    }
+
+    func identify(_ pid: pid_t, _ inspector: ProcessInspector = ProcessInspector()) throws -> Caller {
+        try inspector.identify(pid: pid, uid: getuid(), expectedUID: getuid())
+    }
+
+    @Test func aCompiledProgramIsItsExecutableAndItsDigest() throws {
+        let caller = try identify(getpid())
+        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        #expect(caller.application == .executable(path: executable, digest: try Self.sha256sum(executable)))
+        #expect(caller.uid == getuid())
+        #expect(ProcessInspector().isRunning(caller))
+    }
+
+    @Test func copiesOfAProgramAreToldApartByPathAndBytes() throws {
+        let original = directory.appendingPathComponent("tool")
+        let changed = directory.appendingPathComponent("other-tool")
+        let shell = URL(fileURLWithPath: "/usr/bin/sh").resolvingSymlinksInPath().path
+        try FileManager.default.copyItem(atPath: shell, toPath: original.path)
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: shell))
+        bytes.append(0)
+        try bytes.write(to: changed)
+        chmod(changed.path, 0o755)
+        let script = try waitingScript("wait.sh")
+        let first = try Running(original.path, ["-c", ". \(script.path)"])
+        let second = try Running(changed.path, ["-c", ". \(script.path)"])
+        defer {
+            first.stop()
+            second.stop()
+        }
+        let inspector = ProcessInspector()
+        let one = try identify(first.pid, inspector)
+        let two = try identify(second.pid, inspector)
+        #expect(one.application.name == original.path)
+        #expect(two.application.name == changed.path)
+        #expect(one.application.digest == (try Self.sha256sum(shell)))
+        #expect(two.application.digest == (try Self.sha256sum(changed.path)))
+        #expect(one.application.digest != two.application.digest)
+    }
+
+    @Test func aPythonScriptIsIdentifiedByItsScriptRelativeToItsDirectory() throws {
+        let script = directory.appendingPathComponent("sync.py")
+        try "import sys\nprint('ready', flush=True)\nsys.stdin.read()\n".write(
+            to: script, atomically: true, encoding: .utf8)
+        let running = try Running("/usr/bin/python3", ["-u", "-W", "ignore", "sync.py"], in: directory)
+        defer { running.stop() }
+        let caller = try identify(running.pid)
+        let interpreter = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(running.pid)/exe")
+        #expect(
+            caller.application
+                == .script(
+                    interpreter: interpreter, path: directory.resolvingSymlinksInPath().path + "/sync.py",
+                    digest: try Self.sha256sum(script.path)))
+        #expect(caller.application.description.hasSuffix("sync.py (python3.11 script)"))
+    }
+
+    @Test func inlineCodeIsTheInterpreterItself() throws {
+        let running = try Running(
+            "/usr/bin/python3", ["-c", "import sys; print('ready', flush=True); sys.stdin.read()"])
+        defer { running.stop() }
+        let caller = try identify(running.pid)
+        let interpreter = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(running.pid)/exe")
+        #expect(caller.application == .executable(path: interpreter, digest: try Self.sha256sum(interpreter)))
+    }
+
+    @Test func aShellScriptIsItsScript() throws {
+        let script = try waitingScript("backup.sh")
+        let running = try Running("/bin/sh", [script.path])
+        defer { running.stop() }
+        #expect(try identify(running.pid).application.name == script.path)
+    }
+
+    @Test func aFlatpakSandboxIsItsAppID() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/bwrap") else {
+            Issue.record("bubblewrap is not installed (.ci/packages lists it)")
+            return
+        }
+        let info = directory.appendingPathComponent("flatpak-info")
+        try "[Instance]\ninstance-id=1\n\n[Application]\nname=org.example.Notes\nruntime=runtime/x\n".write(
+            to: info, atomically: true, encoding: .utf8)
+        let running = try Running(
+            "/usr/bin/bwrap",
+            [
+                "--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
+                "/lib", "--symlink", "usr/lib64", "/lib64", "--ro-bind", info.path, "/.flatpak-info", "--proc", "/proc",
+                "--dev", "/dev", "--die-with-parent", "--unshare-pid", "/bin/sh", "-c", "echo ready; read line",
+            ])
+        defer { running.stop() }
+        // bwrap forks the sandboxed program: find it among bwrap's descendants.
+        let inspector = ProcessInspector()
+        var identified: [Application] = []
+        for pid in Self.descendants(of: running.pid) { identified.append(try identify(pid, inspector).application) }
+        #expect(identified.contains(.flatpak(appID: "org.example.Notes")))
+        #expect(Application.flatpak(appID: "org.example.Notes").name == "flatpak:org.example.Notes")
+    }
+
+    static func descendants(of pid: pid_t) -> [pid_t] {
+        let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+        let direct = children.split(separator: " ").compactMap { pid_t($0) }
+        return direct + direct.flatMap { descendants(of: $0) }
+    }
+
+    @Test func anotherUsersProcessIsRefused() throws {
+        #expect(throws: CallerIdentityError.otherUser(uid: getuid() + 1)) {
+            try ProcessInspector().identify(pid: getpid(), uid: getuid() + 1, expectedUID: getuid())
+        }
+        guard getuid() == 0 else { return }
+        // The bus says root, the process says nobody (it changed its uid after connecting).
+        let running = try Running(
+            "/usr/bin/setpriv",
+            ["--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh", "-c", "echo ready; read line"])
+        defer { running.stop() }
+        #expect(throws: CallerIdentityError.otherUser(uid: 65534)) { try identify(running.pid) }
+    }
+
+    @Test func aProcessThatEndedIsGone() throws {
+        let running = try Running("/bin/sh", ["-c", "echo ready; read line"])
+        let pid = running.pid
+        let caller = try identify(pid)
+        running.stop()
+        #expect(!ProcessInspector().isRunning(caller))
+        #expect(throws: CallerIdentityError.processGone(pid)) { try identify(pid) }
+    }
+
+    /// The kernel hands the pid of a process that ended to the next one (ns_last_pid, as root): the first
+    /// process's identity does not carry over to the second program. Start times count clock ticks (10 ms):
+    /// the test waits out the tick, as a pid cannot come round the whole pid space within one.
+    @Test func aReusedPidIsNotTheProcessThatHadIt() throws {
+        guard getuid() == 0, FileManager.default.isWritableFile(atPath: "/proc/sys/kernel/ns_last_pid") else { return }
+        let script = try waitingScript("second.sh")
+        for _ in 0..<5 {
+            let first = try Running("/bin/sh", ["-c", "echo ready; read line"])
+            let pid = first.pid
+            let caller = try identify(pid)
+            first.stop()
+            usleep(30_000)
+            try "\(pid - 1)".write(toFile: "/proc/sys/kernel/ns_last_pid", atomically: false, encoding: .utf8)
+            let second = try Running("/bin/sh", [script.path])
+            defer { second.stop() }
+            guard second.pid == pid else { continue }  // another process took it first: try again
+            #expect(!ProcessInspector().isRunning(caller))
+            let now = try identify(pid)
+            #expect(now.startTime != caller.startTime)
+            #expect(now.application.name == script.path)
+            return
+        }
+        Issue.record("the pid was never reused in five tries")
+    }
+
+    @Test func digestsAreRememberedByInodeAndReadAgainWhenTheFileChanges() throws {
+        let file = directory.appendingPathComponent("program")
+        try Data("one".utf8).write(to: file)
+        let digester = FileDigester()
+        let first = try digester.digest(ofFileAt: file.path)
+        _ = try digester.digest(ofFileAt: file.path)
+        #expect(digester.filesRead == 1)
+        #expect(first == (try Self.sha256sum(file.path)))
+        let handle = try FileHandle(forWritingTo: file)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("two".utf8))
+        try handle.close()
+        let second = try digester.digest(ofFileAt: file.path)
+        #expect(digester.filesRead == 2)
+        #expect(second == (try Self.sha256sum(file.path)))
+        #expect(first != second)
+        #expect(throws: CallerIdentityError.notAFile) { try digester.digest(ofFileAt: directory.path) }
+    }
+
+    @Test func interpreterCommandLinesNameTheirScript() {
+        func target(_ arguments: String, _ executable: String = "/usr/bin/python3.11") -> InterpreterCommandLine.Target?
+        {
+            InterpreterCommandLine.target(of: arguments.split(separator: " ").map(String.init), executable: executable)
+        }
+        #expect(target("python3 app.py --flag") == .file("app.py"))
+        #expect(target("python3 -u -X dev -W ignore app.py") == .file("app.py"))
+        #expect(target("python3 -c code") == .inline)
+        #expect(target("python3 -uc code") == .inline)
+        #expect(target("python3 -m http.server") == .module("http.server"))
+        #expect(target("python3") == .inline)
+        #expect(target("python3 -") == .inline)
+        #expect(target("python3 -- -odd.py") == .file("-odd.py"))
+        #expect(target("perl -I lib -e code", "/usr/bin/perl") == .inline)
+        #expect(target("perl -Ilib tool.pl", "/usr/bin/perl5.36.0") == .file("tool.pl"))
+        #expect(target("node -r dotenv/config server.js", "/usr/bin/node") == .file("server.js"))
+        #expect(target("bash -e -o pipefail deploy.sh", "/usr/bin/bash") == .file("deploy.sh"))
+        #expect(target("sh -ec code", "/usr/bin/dash") == .inline)
+        #expect(target("git status", "/usr/bin/git") == nil)
+    }
+}
+
+extension FileHandle {
+    /// One line without its newline; nil at end of file.
+    fileprivate func readLine() -> String? {
+        var bytes: [UInt8] = []
+        while let byte = try? read(upToCount: 1), let first = byte.first {
+            if first == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(first)
+        }
+        return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+    }
+}
