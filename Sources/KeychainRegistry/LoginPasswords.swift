@@ -292,4 +292,32 @@ extension KeychainRegistry {
             isSatisfied: { false })
         _ = enqueuePrompt(dialog) { _ in }
     }
+
+    /// Asks with `request` until `accept` takes the password (true), or the
+    /// user cancels, the prompt fails, `accept` fails other than with a wrong
+    /// password, or `tries` are wrong (false). Each password is wiped after use.
+    ///
+    /// The whole exchange, `accept` included, runs on the calling thread, outside the prompt queue: a prompt
+    /// should rather go through `enqueuePrompt` (one pinentry at a time, each answer tried on the worker,
+    /// ended when nobody waits for it). Kept for prompts not moved there yet; `cancellation` ends it.
+    static func askUntilAccepted(
+        _ pinentry: Pinentry, _ request: PinentryRequest, tries: Int, retryMessage: String,
+        cancellation: PinentryCancellation? = nil, accept: ([UInt8]) throws(KeychainError) -> Void
+    ) -> Bool {
+        var request = request
+        for _ in 0..<tries {
+            guard case .password(var password)? = try? pinentry.askPassword(request, cancellation: cancellation)
+            else { return false }
+            defer { wipeBytes(&password) }
+            do {
+                try accept(password)
+                return true
+            } catch {
+                // Another failure, or too many wrong passwords lately: asking again would not help.
+                guard error.status == .authFailed, error.retryAfterSeconds == nil else { return false }
+            }
+            request.error = retryMessage
+        }
+        return false
+    }
 }

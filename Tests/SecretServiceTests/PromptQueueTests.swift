@@ -72,7 +72,7 @@ import Testing
         #expect(!Self.isGone(pid), "another requester still waits for it")
         try daemon.leave(":1.51")
         let left = Date()
-        try Self.wait(daemon, seconds: 5) { Self.isGone(pid) }
+        Self.wait(daemon, seconds: 5) { Self.isGone(pid) }
         #expect(Self.isGone(pid))
         #expect(Date().timeIntervalSince(left) < 2, "ended at once, not at the pinentry's timeout")
         daemon.settle()
@@ -94,7 +94,7 @@ import Testing
         try Self.wait(daemon) { try daemon.pinentryCommands().contains { $0.command == "HANGING" } }
         let pid = try #require(try daemon.pinentryCommands().first { $0.command == "HANGING" }?.pid)
         try daemon.ok(prompt, "org.freedesktop.Secret.Prompt", "Dismiss", sender: ":1.55")
-        try Self.wait(daemon, seconds: 5) { Self.isGone(pid) }
+        Self.wait(daemon, seconds: 5) { Self.isGone(pid) }
         #expect(Self.isGone(pid))
         daemon.settle()
         #expect(daemon.daemon.registry.promptCount == 0)
@@ -110,7 +110,7 @@ import Testing
         daemon.daemon.answer(.openSession(password: Array("a new login password".utf8)), from: .login) {
             replies.append($0)
         }
-        try Self.wait(daemon) { daemon.daemon.registry.promptCount == 1 }
+        Self.wait(daemon) { daemon.daemon.registry.promptCount == 1 }
         #expect(replies.last?.status == .wrongPassword)
         daemon.clearSignals()
         let prompt = try Self.promptToUnlock(daemon, from: ":1.56")
