@@ -150,6 +150,13 @@ class Server:
                 self.process.wait()
 
     def close(self):
+        # Children left (a pinentry a daemon failed to end) are ended here, not left to their own timeout.
+        if self.process and self.process.poll() is None:
+            for child in children_of(self.process.pid):
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         self.stop()
         self.bus.stop()
 
