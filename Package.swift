@@ -109,7 +109,7 @@ let package = Package(
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore"]),
         .testTarget(
             name: "KeychainStoreTests",
-            dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer"]),
+            dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer"], exclude: ["Fixtures"]),
         .testTarget(name: "SecurityTests", dependencies: ["Security"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "PinentryTests", dependencies: ["Pinentry"]),

@@ -2,12 +2,14 @@ import FoundationEssentials
 
 /// One gnome-keyring keyring as read from its file: what an import carries into a keychain.
 package struct GnomeKeyring: Sendable, Equatable {
-    /// The two on-disk formats gnome-keyring writes.
+    /// The two on-disk formats gnome-keyring writes, and libsecret's own.
     package enum Format: String, Sendable, Equatable {
         /// Binary format version 0, encrypted with the keyring password.
         case binary
         /// The plain-text key file gnome-keyring writes for a keyring whose password is empty.
         case plainText = "plain-text"
+        /// libsecret's file backend, format version 1 (Flatpak apps' `keyrings/default.keyring`).
+        case libsecretFile = "libsecret-file"
     }
 
     /// The file it was read from.

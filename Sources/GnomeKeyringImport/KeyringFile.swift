@@ -58,6 +58,7 @@ package struct KeyringFile: Sendable {
 
     /// Which format the file is in; nil when it is neither.
     package var format: GnomeKeyring.Format? {
+        if LibsecretFile.matches(bytes) { return .libsecretFile }
         if BinaryKeyring.matches(bytes) { return .binary }
         if PlainTextKeyring.matches(bytes) { return .plainText }
         return nil
@@ -73,6 +74,7 @@ package struct KeyringFile: Sendable {
     package func keyring(password: [UInt8]) throws(GnomeKeyringError) -> GnomeKeyring {
         switch format {
         case .binary: try BinaryKeyring.read(bytes, path: path, password: password)
+        case .libsecretFile: try LibsecretFile.read(bytes, path: path, password: password)
         case .plainText: try PlainTextKeyring.read(bytes, path: path)
         case nil:
             // A binary file cut inside its magic is still recognisably one.
@@ -93,6 +95,21 @@ package struct KeyringFile: Sendable {
         return names.filter { $0.hasSuffix(".keyring") }
             .sorted { ($0 == "login.keyring" ? 0 : 1, $0) < ($1 == "login.keyring" ? 0 : 1, $1) }
             .map { directory + "/" + $0 }
+    }
+
+    /// The Flatpak apps' libsecret files that exist: `<app id>/data/keyrings/default.keyring` in
+    /// ``flatpakAppDirectory(environment:)``, sorted.
+    package static func flatpakPaths(environment: [String: String]) -> [String] {
+        let directory = flatpakAppDirectory(environment: environment)
+        let apps = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return apps.sorted().map { directory + "/" + $0 + "/data/keyrings/default.keyring" }
+            .filter { FileManager.default.fileExists(atPath: $0) }
+    }
+
+    /// Where Flatpak apps keep their data: `~/.var/app` (each app's libsecret file is
+    /// `<app id>/data/keyrings/default.keyring` in it).
+    package static func flatpakAppDirectory(environment: [String: String]) -> String {
+        (environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path) + "/.var/app"
     }
 
     /// gnome-keyring's directory: `$XDG_DATA_HOME/keyrings`, default `~/.local/share/keyrings`.

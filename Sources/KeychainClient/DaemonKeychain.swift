@@ -73,6 +73,28 @@ package final class DaemonKeychain: KeychainBackend {
             interface: "org.freedesktop.Secret.Collection")
     }
 
+    /// Makes a collection through the Secret Service (`CreateCollection`), as any client may: its key is
+    /// wrapped by the login keychain's, which must be unlocked. How the daemon holds it.
+    package func createCollection(label: String) throws(KeychainError) -> KeychainDescription {
+        let reply = try call(
+            "CreateCollection",
+            [.variantDictionary(["org.freedesktop.Secret.Collection.Label": .string(label)]), .string("")],
+            path: Self.secretsPath, interface: "org.freedesktop.Secret.Service")
+        guard case .objectPath(let path)? = reply.first, let id = path.split(separator: "/").last,
+            let made = Self.list()?.first(where: { $0.id == id })
+        else { throw KeychainError(.decode, "the daemon made no collection") }
+        return made
+    }
+
+    /// Points the Secret Service alias `alias` at the collection `id` (`SetAlias`).
+    package func setAlias(_ alias: String, to id: String) throws(KeychainError) {
+        _ = try call(
+            "SetAlias", [.string(alias), .objectPath(Self.secretsPath + "/collection/" + id)],
+            path: Self.secretsPath, interface: "org.freedesktop.Secret.Service")
+    }
+
+    private static let secretsPath = "/org/freedesktop/secrets"
+
     /// How the daemon holds this keychain.
     package func describe() throws(KeychainError) -> KeychainDescription {
         guard let first = try call("Status", []).first else { throw KeychainError(.decode, "no status") }

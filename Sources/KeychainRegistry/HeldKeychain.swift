@@ -14,14 +14,17 @@ package final class HeldKeychain {
         case loginKey
         /// With a random password the daemon holds (the in-memory session collection).
         case heldPassword([UInt8])
+        /// With a password of its own (a collection made by `CreateWithMasterPassword`, or given one by a
+        /// password change).
+        case ownPassword
     }
 
     /// The id: `login`, `session`, or the path element of a client-made collection.
     package let id: String
     /// The store.
     package let keychain: Keychain
-    /// How it unlocks.
-    package let unlocking: Unlocking
+    /// How it unlocks (a password change gives a collection under the login key a password of its own).
+    package internal(set) var unlocking: Unlocking
     /// Its label.
     package internal(set) var label: String
     /// When it was made (Unix seconds).
@@ -29,7 +32,15 @@ package final class HeldKeychain {
     /// The last change made through this daemon, else the file's modification time (Unix seconds).
     package private(set) var modified: UInt64
     /// When it locks by itself (read from the file, changed through ``KeychainRegistry/setSettings(_:of:)``).
-    package internal(set) var settings: KeychainSettings
+    /// Read while locked they are as the file holds them; they are checked under the key once it is unlocked
+    /// (``KeychainSettings/afterTampering`` when the check fails), before they are first applied.
+    package internal(set) var settings: KeychainSettings {
+        didSet { settingsChecked = !isLocked }
+    }
+    /// Whether ``settings`` were read or set while unlocked, so checked.
+    private var settingsChecked = false
+    /// How many times it was locked: a key derived across a lock is not installed (the lock wins).
+    var locks = 0
     /// When a client last used it (monotonic seconds), for the lock timeout.
     private(set) var lastUse: Int64
 
@@ -46,8 +57,28 @@ package final class HeldKeychain {
         let createdMetadata = (try? keychain.metadata("created")).flatMap { String(decoding: $0, as: UTF8.self) }
         self.created = createdMetadata.flatMap(UInt64.init) ?? now
         self.modified = (attributes?[.modificationDate] as? Date).map { UInt64($0.timeIntervalSince1970) } ?? now
-        self.settings = (try? keychain.settings()) ?? KeychainSettings()
+        self.settings = Self.storedSettings(of: keychain)
         self.lastUse = MonotonicClock.seconds()
+        self.settingsChecked = !keychain.isLocked
+        // Checkpoints after deletes run on the worker (`KeychainRegistry.runTimers`), not in the serving loop.
+        keychain.deferCheckpoints()
+    }
+
+    /// The settings in the file (checked when unlocked); ``KeychainSettings/afterTampering`` when they fail.
+    private static func storedSettings(of keychain: Keychain) -> KeychainSettings {
+        do {
+            return try keychain.settings()
+        } catch  where error.status == .decode {
+            return .afterTampering
+        } catch {
+            return KeychainSettings()
+        }
+    }
+
+    /// The settings to apply now: read again and checked the first time they are needed while unlocked.
+    package var appliedSettings: KeychainSettings {
+        if !settingsChecked, !isLocked { settings = Self.storedSettings(of: keychain) }
+        return settings
     }
 
     /// Notes a use: the lock timeout counts from the last one.
@@ -63,7 +94,7 @@ package final class HeldKeychain {
     /// When the lock timeout locks it (monotonic seconds), nil if it never does.
     var lockDeadline: Int64? {
         if case .heldPassword = unlocking { return nil }
-        guard !isLocked, let timeout = settings.lockTimeout else { return nil }
+        guard !isLocked, let timeout = appliedSettings.lockTimeout else { return nil }
         return lastUse + Int64(timeout)
     }
 }

@@ -14,16 +14,20 @@ package struct RegistryConfiguration: Sendable {
     package var kdf: KDFParameters
     /// gnome-keyring's directory, whose keyrings are imported at login; nil: none.
     package var gnomeKeyringDirectory: String?
+    /// Where Flatpak apps keep their data (`~/.var/app`): their libsecret files are imported at login
+    /// with the keys gnome-keyring's Secret portal kept; nil: none.
+    package var flatpakAppDirectory: String?
 
     /// A configuration; `kdf` stays `.production` outside tests.
     package init(
         keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production,
-        gnomeKeyringDirectory: String? = nil
+        gnomeKeyringDirectory: String? = nil, flatpakAppDirectory: String? = nil
     ) {
         self.keychainDirectory = keychainDirectory
         self.pinentry = pinentry
         self.kdf = kdf
         self.gnomeKeyringDirectory = gnomeKeyringDirectory
+        self.flatpakAppDirectory = flatpakAppDirectory
     }
 }
 
@@ -54,7 +58,7 @@ package final class KeychainRegistry {
     /// The configuration.
     package let configuration: RegistryConfiguration
     /// The keychains, in the order they are listed.
-    package private(set) var keychains: [HeldKeychain] = []
+    package internal(set) var keychains: [HeldKeychain] = []
     /// Alias name → keychain id.
     package private(set) var aliases: [String: String] = [:]
     /// Login sessions pam_latchkey reported open.
@@ -69,6 +73,8 @@ package final class KeychainRegistry {
     var locksOfLogin = 0
     /// Unlocks handed over by a login that are still deriving their key.
     var unlocksAtLogin = 0
+    /// Ids of keychains with a password of their own whose files are being made on the worker.
+    var reservedKeychainIDs: Set<String> = []
 
     /// Whether a login's unlock is under way: clients' requests wait for it rather than find the login
     /// keychain locked only because they came early.
@@ -80,6 +86,8 @@ package final class KeychainRegistry {
     private var pendingCheckpoints: [String: (due: Int64, tries: Int)] = [:]
     /// Whether a checkpoint is on the worker now.
     private var checkpointRunning = false
+    /// What waits for the log of a file to be emptied (a password change's reply).
+    private var checkpointWaiters: [String: [(Bool) -> Void]] = [:]
 
     /// The id of the login keychain.
     package static let loginID = "login"
@@ -129,13 +137,22 @@ package final class KeychainRegistry {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         for file in files.sorted() where file.hasSuffix(".keychain-db") && file != "login.keychain-db" {
             let id = String(file.dropLast(".keychain-db".count))
-            guard Self.isPathElement(id), let keychain = try? Keychain(opening: directory + "/" + file),
-                keychain.parentIdentifier != nil
-            else { continue }
-            if let login, !login.isLocked { try? keychain.unlock(using: login) }
+            guard Self.isPathElement(id), let keychain = try? Keychain(opening: directory + "/" + file) else {
+                continue
+            }
+            // Under the login key, or with a password of its own (it stays locked until given it).
+            let unlocking: HeldKeychain.Unlocking
+            if keychain.parentIdentifier != nil {
+                unlocking = .loginKey
+                if let login, !login.isLocked { try? keychain.unlock(using: login) }
+            } else if keychain.kdfParameters != nil {
+                unlocking = .ownPassword
+            } else {
+                continue
+            }
             try? keychain.limitMemory(to: .lean)
             let label = (try? keychain.metadata("label")).map { String(decoding: $0, as: UTF8.self) } ?? id
-            keychains.append(HeldKeychain(id: id, keychain: keychain, unlocking: .loginKey, label: label))
+            keychains.append(HeldKeychain(id: id, keychain: keychain, unlocking: unlocking, label: label))
         }
         loadAliases()
     }
@@ -179,14 +196,10 @@ package final class KeychainRegistry {
 
     // MARK: Aliases
 
-    private var aliasFile: String { configuration.keychainDirectory + "/aliases" }
-
     private func loadAliases() {
-        guard let text = try? String(contentsOfFile: aliasFile, encoding: .utf8) else { return }
-        for line in text.split(separator: "\n") {
-            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, keychain(id: parts[1]) != nil else { continue }
-            aliases[parts[0]] = parts[1]
+        for (name, id) in CollectionAliases.load(inDirectory: configuration.keychainDirectory)
+        where keychain(id: id) != nil {
+            aliases[name] = id
         }
     }
 
@@ -197,12 +210,8 @@ package final class KeychainRegistry {
     }
 
     private func saveAliases() {
-        let text = aliases.filter { $0.value != Self.sessionID }.sorted { $0.key < $1.key }
-            .map { "\($0.key)=\($0.value)\n" }.joined()
-        try? FileManager.default.createDirectory(
-            atPath: configuration.keychainDirectory, withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700])
-        try? text.write(toFile: aliasFile, atomically: true, encoding: .utf8)
+        CollectionAliases.save(
+            aliases.filter { $0.value != Self.sessionID }, inDirectory: configuration.keychainDirectory)
     }
 
     // MARK: Collections
@@ -219,12 +228,7 @@ package final class KeychainRegistry {
         guard !login.isLocked else {
             throw KeychainError(.interactionNotAllowed, "unlock the login collection before creating a collection")
         }
-        var id = pathElement(label.isEmpty ? "collection" : label.lowercased())
-        if keychain(id: id) != nil || id == Self.loginID || id == Self.sessionID {
-            var number = 2
-            while keychain(id: "\(id)_\(number)") != nil { number += 1 }
-            id = "\(id)_\(number)"
-        }
+        let id = newKeychainID(label: label, pathElement: pathElement)
         let keychain = try Keychain.create(
             at: configuration.keychainDirectory + "/\(id).keychain-db", protectedBy: login.keychain)
         try keychain.limitMemory(to: .lean)
@@ -234,6 +238,19 @@ package final class KeychainRegistry {
         keychains.append(created)
         announce(.created(created))
         return created
+    }
+
+    /// An id for a new keychain labelled `label`, made from the label, that no keychain held or file has.
+    func newKeychainID(label: String, pathElement: (String) -> String) -> String {
+        let base = pathElement(label.isEmpty ? "collection" : label.lowercased())
+        func taken(_ id: String) -> Bool {
+            id == Self.loginID || id == Self.sessionID || keychain(id: id) != nil || reservedKeychainIDs.contains(id)
+                || FileManager.default.fileExists(atPath: configuration.keychainDirectory + "/\(id).keychain-db")
+        }
+        guard taken(base) else { return base }
+        var number = 2
+        while taken("\(base)_\(number)") { number += 1 }
+        return "\(base)_\(number)"
     }
 
     /// Deletes a client-made keychain and its file, and the aliases naming it.
@@ -274,6 +291,7 @@ package final class KeychainRegistry {
     /// Locks a keychain (its key is wiped) and announces it, if it was unlocked.
     package func lock(_ held: HeldKeychain) {
         if held.id == Self.loginID { locksOfLogin += 1 }
+        held.locks += 1
         guard !held.isLocked else { return }
         held.keychain.lock()
         announce(.lockChanged(held))
@@ -287,7 +305,7 @@ package final class KeychainRegistry {
     /// Locks every keychain whose settings have `setting` on (``KeychainSettings/lockOnSleep`` when the machine
     /// goes to sleep, ``KeychainSettings/lockOnScreenLock`` when the screen locks).
     package func lock(where setting: KeyPath<KeychainSettings, Bool>) {
-        for held in keychains where held.settings[keyPath: setting] { lock(held) }
+        for held in keychains where held.appliedSettings[keyPath: setting] { lock(held) }
     }
 
     /// Unlocks a keychain that needs no password: the session keychain, or one under the unlocked login
@@ -301,7 +319,7 @@ package final class KeychainRegistry {
         case .loginKey:
             guard let login, !login.isLocked else { return false }
             unlocked = (try? held.keychain.unlock(using: login.keychain)) != nil
-        case .loginPassword:
+        case .loginPassword, .ownPassword:
             return false
         }
         if unlocked { announce(.lockChanged(held)) }
@@ -324,6 +342,7 @@ package final class KeychainRegistry {
         let now = MonotonicClock.seconds()
         var next: Int64?
         for held in keychains {
+            if held.keychain.takeCheckpointRequest() { scheduleCheckpoint(held.keychain.path) }
             guard let deadline = held.lockDeadline else { continue }
             if deadline <= now {
                 lock(held)
@@ -365,9 +384,11 @@ package final class KeychainRegistry {
     // MARK: Checkpoints
 
     /// Asks for the write-ahead log of `path` to be emptied, off the serving thread, retried until it
-    /// completes (a reader holding an older snapshot makes it wait).
-    func scheduleCheckpoint(_ path: String) {
+    /// completes (a reader holding an older snapshot makes it wait); then `completion` runs on the serving
+    /// thread with whether it did (false once it was retried for ``checkpointTries``).
+    func scheduleCheckpoint(_ path: String, then completion: ((Bool) -> Void)? = nil) {
         pendingCheckpoints[path] = (due: 0, tries: 0)
+        if let completion { checkpointWaiters[path, default: []].append(completion) }
         _ = startDueCheckpoint()
     }
 
@@ -385,7 +406,12 @@ package final class KeychainRegistry {
                 checkpointRunning = false
                 if completed || state.tries >= Self.checkpointTries {
                     pendingCheckpoints[path] = nil
+                    for waiter in checkpointWaiters.removeValue(forKey: path) ?? [] { waiter(completed) }
                 } else {
+                    // A reply waits at most ``checkpointReplyTries`` (the retries go on).
+                    if state.tries >= Self.checkpointReplyTries {
+                        for waiter in checkpointWaiters.removeValue(forKey: path) ?? [] { waiter(false) }
+                    }
                     pendingCheckpoints[path] = (
                         due: MonotonicClock.nanoseconds() / 1_000_000 + 250, tries: state.tries + 1
                     )
@@ -396,6 +422,10 @@ package final class KeychainRegistry {
 
     /// How often a checkpoint is retried (every 250 ms: ten minutes) before it is left to SQLite.
     static let checkpointTries = 2_400
+
+    /// How long a reply waiting for a checkpoint waits (every 250 ms: twenty seconds, within a D-Bus call's
+    /// default 25 s timeout).
+    static let checkpointReplyTries = 80
 
     /// Whether checkpoints are still to be made.
     package var hasPendingCheckpoints: Bool { !pendingCheckpoints.isEmpty }

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import GnomeKeyringImport
 import KeychainCore
 import KeychainStore
@@ -142,7 +143,8 @@ extension KeychainRegistry {
 
     /// Changes the password of `held` (which must open with a password) from `old` to `new`, under the
     /// wrong-password limit; the key is re-wrapped on the worker, saved on the serving thread, and the
-    /// write-ahead log emptied of the old wrapped key on the worker, retried until it can be.
+    /// write-ahead log emptied of the old wrapped key on the worker, retried until it can be; `completion`
+    /// runs once it is.
     ///
     /// A change a login asked for (`passwd` through pam_latchkey: PAM verified the old password) is never
     /// refused for earlier wrong passwords (`limited` false).
@@ -169,21 +171,79 @@ extension KeychainRegistry {
                     if let wait = error.retryAfterSeconds { return completion(.notTried(waitSeconds: wait)) }
                     return completion(.failed(error))
                 }
-                scheduleCheckpoint(keychain.path)
-                completion(.accepted)
+                // The change is complete once no copy of the key wrapped under the old password is left in
+                // the write-ahead log (or the file): a reader holding an older snapshot delays the reply.
+                scheduleCheckpoint(keychain.path) { emptied in
+                    guard emptied else {
+                        return completion(
+                            .failed(
+                                KeychainError(
+                                    .io,
+                                    "the password was changed, but another process holds an older snapshot of the"
+                                        + " keychain file, so the key wrapped under the old password is still on disk")
+                            ))
+                    }
+                    completion(.accepted)
+                }
             })
     }
 
-    /// Imports, on the worker, gnome-keyring's keyrings not imported before, with the login password a
-    /// login handed over (see `GnomeKeyringLoginImport`); the faces hear of the items it added.
+    /// Imports gnome-keyring's keyrings not imported before, with the login password a login handed over
+    /// (see `GnomeKeyringLoginImport`): the files are read and opened on the worker; back here each keyring
+    /// other than `login.keyring` gets a collection of its own under the login key (made as `CreateCollection`
+    /// makes one, labelled with the keyring's name); the items are written on the worker, one transaction per
+    /// keyring; the faces hear of the new collections and items, and the keyring gnome-keyring's `default`
+    /// file names becomes the `default` alias.
     func importGnomeKeyrings(password: SecretBytes) {
-        guard let directory = configuration.gnomeKeyringDirectory, let keychain = login?.keychain else { return }
+        guard let directory = configuration.gnomeKeyringDirectory, let login else { return }
+        let loginPath = login.keychain.path
+        let flatpakApps = configuration.flatpakAppDirectory
+        let held = keychains.filter { $0.id != Self.sessionID }.map(\.keychain)
         offLoop(
-            { GnomeKeyringLoginImport.run(directory: directory, password: password.bytes, into: keychain) },
-            then: { [self] added in
-                guard added > 0, let held = login, held.keychain === keychain else { return }
-                held.touch()
-                announce(.itemsAdded(held))
+            {
+                GnomeKeyringLoginImport.plan(
+                    directory: directory, password: password.bytes, login: loginPath,
+                    keychains: held.map { RecordedKeychain(path: $0.path, keychain: $0) }, flatpakApps: flatpakApps)
+            },
+            then: { [self] plan in placeImports(plan) })
+    }
+
+    /// Finds or makes the keychain of each planned keyring, then imports them on the worker.
+    private func placeImports(_ plan: LoginImportPlan) {
+        var placed: [(entry: LoginImportPlan.Entry, held: HeldKeychain)] = []
+        for entry in plan.entries {
+            let target: HeldKeychain?
+            switch entry.destination {
+            case .login:
+                target = login
+            case .keychain(let path):
+                target = keychains.first { $0.keychain.path == path }
+            case .newCollection(let label):
+                target = try? createKeychain(label: label, pathElement: GnomeKeyringImporter.collectionID(forLabel:))
+                try? target?.keychain.setMetadata(GnomeKeyringImporter.sourceName, Data(entry.file.path.utf8))
+            }
+            // Locked meanwhile (the session closed): left for the next login.
+            guard let target, !target.isLocked else { continue }
+            placed.append((entry, target))
+        }
+        guard !placed.isEmpty else { return }
+        let jobs = placed.map { ($0.entry, $0.held.keychain) }
+        offLoop(
+            { jobs.map { GnomeKeyringLoginImport.run($0.0, into: $0.1) } },
+            then: { [self] outcomes in
+                for ((entry, held), outcome) in zip(placed, outcomes) {
+                    guard case .imported(let record)? = outcome, keychains.contains(where: { $0 === held }) else {
+                        continue
+                    }
+                    if record.added > 0 {
+                        held.touch()
+                        announce(.itemsAdded(held))
+                    }
+                    // The first import of the keyring gnome-keyring's `default` names: it is the default here too.
+                    if case .newCollection = entry.destination, entry.file.path == plan.defaultKeyring {
+                        setAlias("default", to: held)
+                    }
+                }
             })
     }
 

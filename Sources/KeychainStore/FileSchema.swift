@@ -2,9 +2,21 @@ import KeychainCore
 
 /// The SQL schema of a keychain file and the steps that bring an older file
 /// up to date. `PRAGMA user_version` holds the version.
+///
+/// Format 1 is the schema below. Format 2 adds each item's `version` (bound into the associated data of its
+/// sealed values) and the settings' MAC; it needs the keychain key, so a format-1 file is brought to format 2
+/// by ``Keychain`` at its first unlock (`upgradeToCurrent`), not when it is opened. A format-1 file opened
+/// locked is searched as before.
 enum FileSchema {
     /// The version this build writes.
-    static let currentVersion: Int64 = 1
+    static let currentVersion: Int64 = 2
+
+    /// The last version SQL alone reaches, when a file is opened; the steps above it need the keychain key.
+    static let unkeyedVersion: Int64 = 1
+
+    /// SQL of the step from format 1 to format 2 (run with the key, beside the settings' MAC): items
+    /// written in format 1 keep version 0, whose associated data is format 1's.
+    static let keyedMigration = "ALTER TABLE items ADD COLUMN version INTEGER NOT NULL DEFAULT 0"
 
     /// SQL that takes a file from version `index` to `index + 1`.
     static let migrations: [String] = [
@@ -32,7 +44,7 @@ enum FileSchema {
         """
     ]
 
-    /// Applies every migration the file lacks, each in its own transaction.
+    /// Applies every migration the file lacks that needs no key, each in its own transaction.
     static func migrate(_ db: SQLiteDatabase) throws(KeychainError) {
         let version = try userVersion(db)
         guard version <= currentVersion else {
@@ -40,7 +52,7 @@ enum FileSchema {
                 .invalidKeychain,
                 "keychain file has schema version \(version); this build reads up to \(currentVersion)")
         }
-        for step in Int(version)..<Int(currentVersion) {
+        for step in Int(version)..<Int(max(version, unkeyedVersion)) {
             try db.transaction { () throws(KeychainError) in
                 try db.execute(migrations[step])
                 try db.execute("PRAGMA user_version = \(step + 1)")

@@ -29,6 +29,12 @@ public final class Keychain: Sendable {
         var header: KeychainHeader
         let indexer: AttributeIndexer
         var key: SecretKey?
+        /// The file's format (`FileSchema`): a format-1 file is brought to the current one at its first unlock.
+        var formatVersion: Int64
+        /// Whether a delete leaves its checkpoint to the holder (see ``Keychain/deferCheckpoints()``).
+        var defersCheckpoints = false
+        /// Whether a delete happened since the holder last asked (``Keychain/takeCheckpointRequest()``).
+        var checkpointWanted = false
     }
 
     private init(path: String, db: sending SQLiteDatabase, header: KeychainHeader, key: SecretKey?)
@@ -37,10 +43,17 @@ public final class Keychain: Sendable {
         guard let indexKey = SecretKey(copying: header.indexKey) else {
             throw KeychainError(.invalidKeychain, "index key has the wrong length")
         }
+        let formatVersion = try FileSchema.userVersion(db)
         self.path = path
         self.identifier = header.identifier
         self.state = Mutex(
-            State(db: db, header: header, indexer: try AttributeIndexer(key: indexKey), key: key))
+            State(
+                db: db, header: header, indexer: try AttributeIndexer(key: indexKey), key: key,
+                formatVersion: formatVersion))
+        if key != nil {
+            let identifier = header.identifier
+            try state.withLock { (state) throws(KeychainError) in try state.upgradeToCurrent(identifier: identifier) }
+        }
     }
 
     /// Creates a new keychain file at `path` (mode 0600; missing parent
@@ -225,7 +238,12 @@ public final class Keychain: Sendable {
     /// Unlocks with a key ``unwrapKey(password:)`` derived from this keychain's password.
     public func unlock(with unwrapped: UnwrappedKeychainKey) {
         guard unwrapped.keychain == identifier else { return }
-        state.withLock { $0.key = unwrapped.key }
+        let identifier = identifier
+        state.withLock { (state) in
+            state.key = unwrapped.key
+            // When this fails (a read-only file), every use of the key says so (see `unlockedKey`).
+            try? state.upgradeToCurrent(identifier: identifier)
+        }
     }
 
     /// Unlocks with the UTF-8 bytes of `password`.
@@ -244,7 +262,12 @@ public final class Keychain: Sendable {
         let parentKey = try parent.state.withLock { (state) throws(KeychainError) in try state.unlockedKey() }
         let header = state.withLock { $0.header }
         let key = try header.unwrap(with: parentKey)
-        state.withLock { $0.key = key }
+        let identifier = identifier
+        state.withLock { (state) in
+            state.key = key
+            // When this fails (a read-only file), every use of the key says so (see `unlockedKey`).
+            try? state.upgradeToCurrent(identifier: identifier)
+        }
     }
 
     /// Forgets the keychain key; the key's memory is wiped.
@@ -263,7 +286,24 @@ public final class Keychain: Sendable {
     ) throws(KeychainError) {
         let change = try rewrap(from: oldPassword, to: newPassword, kdf: kdf, limited: limited)
         try commit(change)
-        _ = Self.checkpoint(at: path, waitMilliseconds: 5_000)
+        try waitForEmptyLog(seconds: 30)
+    }
+
+    /// Checkpoints the file until its write-ahead log is copied into it and emptied (so that no earlier
+    /// version of a changed row, such as the key wrapped under an old password, is left in the log or in the
+    /// file), retrying while another connection reads an older snapshot, for at most `seconds`.
+    ///
+    /// - Throws: `errSecIO` when a reader still holds an older snapshot after that: the change is saved,
+    ///   but the old rows are on disk until that reader lets go and a later checkpoint completes.
+    public func waitForEmptyLog(seconds: Int) throws(KeychainError) {
+        guard path != ":memory:" else { return }
+        for _ in 0..<max(1, seconds * 4) {
+            if Self.checkpoint(at: path, waitMilliseconds: 250) { return }
+        }
+        throw KeychainError(
+            .io,
+            "the change is saved, but another process has held an older snapshot of \(path) for \(seconds) s,"
+                + " so its earlier rows are still on disk until that process lets go")
     }
 
     /// Wraps the keychain key under `newPassword` without saving it: the slow half of a password change
@@ -280,6 +320,35 @@ public final class Keychain: Sendable {
             try header.unwrap(password: oldPassword)
         }
         try header.wrap(key, password: newPassword, kdf: kdf ?? header.kdf?.raisedToProduction ?? .production)
+        return PasswordChange(header: header, replacing: current.wrappedKey)
+    }
+
+    /// Derives this keychain's key from the key of the keychain whose key wraps it (``parentIdentifier``),
+    /// without unlocking: how a keychain wrapped by the login keychain's key is opened by the login password.
+    ///
+    /// - Throws: `errSecAuthFailed` if `parentKey` is not the key of this keychain's parent.
+    public func unwrapKey(using parentKey: UnwrappedKeychainKey) throws(KeychainError) -> UnwrappedKeychainKey {
+        guard let parent = parentIdentifier, parent == parentKey.keychain else {
+            throw KeychainError(.authFailed, "this keychain is not wrapped by the keychain given")
+        }
+        let header = try currentHeader()
+        return UnwrappedKeychainKey(key: try header.unwrap(with: parentKey.key), keychain: identifier)
+    }
+
+    /// Wraps this keychain's key (derived by ``unwrapKey(password:limited:)`` or ``unwrapKey(using:)``) under
+    /// `newPassword`, without saving it: a keychain wrapped by a parent's key gets a password of its own, one
+    /// with a password gets a new one. Slow (scrypt); save it with ``commit(_:)``.
+    ///
+    /// - Throws: `errSecAuthFailed` if `key` is not this keychain's key.
+    public func rewrap(
+        _ key: UnwrappedKeychainKey, to newPassword: some Collection<UInt8>, kdf: KDFParameters? = nil
+    ) throws(KeychainError) -> PasswordChange {
+        guard key.keychain == identifier else {
+            throw KeychainError(.authFailed, "the key given is not this keychain's")
+        }
+        let current = try currentHeader()
+        var header = current
+        try header.wrap(key.key, password: newPassword, kdf: kdf ?? header.kdf?.raisedToProduction ?? .production)
         return PasswordChange(header: header, replacing: current.wrappedKey)
     }
 
@@ -337,6 +406,7 @@ public final class Keychain: Sendable {
     /// - Throws: as ``add(_:attributes:secret:)``, for the first item that cannot be added (then none is).
     @discardableResult
     public func add(_ items: [NewItem], metadata: [String: Data] = [:]) throws(KeychainError) -> [KeychainItem] {
+        for name in metadata.keys { try Self.checkMetadataName(name) }
         let now = Date()
         var prepared: [(reference: ItemReference, attributes: ItemAttributes, secret: Data?)] = []
         prepared.reserveCapacity(items.count)
@@ -355,9 +425,11 @@ public final class Keychain: Sendable {
             sealed.reserveCapacity(prepared.count)
             for item in prepared {
                 let attributes = try AuthenticatedCipher.seal(
-                    AttributeCodec.encode(item.attributes), key: key, context: context(item.reference, .attributes))
+                    AttributeCodec.encode(item.attributes), key: key,
+                    context: context(item.reference, .attributes, version: Self.firstItemVersion))
                 let secret = try item.secret.map { (secret) throws(KeychainError) in
-                    try AuthenticatedCipher.seal(secret, key: key, context: context(item.reference, .secret))
+                    try AuthenticatedCipher.seal(
+                        secret, key: key, context: context(item.reference, .secret, version: Self.firstItemVersion))
                 }
                 sealed.append((attributes, secret))
             }
@@ -367,9 +439,11 @@ public final class Keychain: Sendable {
                 for (item, seal) in zip(prepared, sealed) {
                     let itemClass = item.reference.itemClass
                     try db.withStatement(
-                        "INSERT INTO items (uuid, class, pk, attributes, secret, sync) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+                        "INSERT INTO items (uuid, class, pk, attributes, secret, sync, version)"
+                            + " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
                     ) { (insert) throws(KeychainError) in
                         insert.bind(6, item.attributes.isSynchronizable ? 1 : 0)
+                        insert.bind(7, Self.firstItemVersion)
                         insert.bind(1, item.reference.identifier)
                         insert.bind(2, itemClass.rawValue)
                         insert.bind(3, indexer.primaryKeyHash(itemClass, item.attributes))
@@ -419,7 +493,8 @@ public final class Keychain: Sendable {
         try ItemSchema.of(query.itemClass).validate(newAttributes)
         return try state.withLock { (state) throws(KeychainError) in
             let key = try state.unlockedKey()
-            let matches = try state.find(query, in: self, limit: nil, returning: .attributes)
+            // The secret is opened too: it is sealed again under the item's next version.
+            let matches = try state.find(query, in: self, limit: nil, returning: [.attributes, .data])
             guard !matches.isEmpty else {
                 throw KeychainError(.itemNotFound, "no item matches the update query")
             }
@@ -434,15 +509,23 @@ public final class Keychain: Sendable {
                     }
                     attributes.merge(newAttributes) { $1 }
                     attributes[.modificationDate] = .date(now)
+                    // Every change seals under a new version, so an older sealed value put back is refused.
+                    guard match.version < Int64.max else {
+                        throw KeychainError(.internalComponent, "an item's version is exhausted")
+                    }
+                    let version = match.version + 1
                     let sealedAttributes = try AuthenticatedCipher.seal(
-                        AttributeCodec.encode(attributes), key: key, context: context(reference, .attributes))
-                    let sealedSecret = try changes.secret.map { (secret) throws(KeychainError) in
-                        try AuthenticatedCipher.seal(secret, key: key, context: context(reference, .secret))
+                        AttributeCodec.encode(attributes), key: key,
+                        context: context(reference, .attributes, version: version))
+                    let sealedSecret = try (changes.secret ?? match.item.secret).map { (secret) throws(KeychainError) in
+                        try AuthenticatedCipher.seal(
+                            secret, key: key, context: context(reference, .secret, version: version))
                     }
                     try db.withStatement(
-                        "UPDATE items SET pk = ?2, attributes = ?3, secret = coalesce(?4, secret), sync = ?5 WHERE id = ?1"
+                        "UPDATE items SET pk = ?2, attributes = ?3, secret = ?4, sync = ?5, version = ?6 WHERE id = ?1"
                     ) { (update) throws(KeychainError) in
                         update.bind(5, attributes.isSynchronizable ? 1 : 0)
+                        update.bind(6, version)
                         update.bind(1, match.row)
                         update.bind(2, indexer.primaryKeyHash(reference.itemClass, attributes))
                         update.bind(3, sealedAttributes)
@@ -461,13 +544,16 @@ public final class Keychain: Sendable {
         }
     }
 
-    /// Deletes every item that matches `query` (its limit is ignored) and returns how many.
+    /// Deletes every item that matches `query` (its limit is ignored) and returns how many. The deleted
+    /// rows are zeroed in the file (`secure_delete`), and the write-ahead log, which holds earlier copies of
+    /// their pages, is then emptied (waiting at most a second for readers of older snapshots; a daemon that
+    /// called ``deferCheckpoints()`` does this on its worker, retried until it completes).
     ///
     /// - Throws: `errSecItemNotFound` if nothing matches; `errSecInteractionNotAllowed` while locked.
     @discardableResult
     public func delete(matching query: ItemQuery) throws(KeychainError) -> Int {
         try query.validate()
-        return try state.withLock { (state) throws(KeychainError) in
+        let (count, deferred) = try state.withLock { (state) throws(KeychainError) -> (Int, Bool) in
             _ = try state.unlockedKey()
             let matches = try state.find(query, in: self, limit: nil, returning: [])
             guard !matches.isEmpty else {
@@ -483,7 +569,36 @@ public final class Keychain: Sendable {
                     }
                 }
             }
-            return matches.count
+            // secure_delete zeroes the freed cells and pages, but earlier copies of those pages (with the
+            // item's index tags and sealed values) stay in the write-ahead log until a checkpoint empties it.
+            state.checkpointWanted = state.defersCheckpoints
+            let deferred = state.defersCheckpoints
+            return (matches.count, deferred)
+        }
+        if !deferred { _ = Self.checkpoint(at: path, waitMilliseconds: 1_000) }
+        return count
+    }
+
+    /// Makes ``delete(matching:)`` leave the checkpoint that empties the write-ahead log to the caller, which
+    /// runs it off its serving thread when ``takeCheckpointRequest()`` says one is due (a daemon).
+    public func deferCheckpoints() {
+        state.withLock { $0.defersCheckpoints = true }
+    }
+
+    /// Whether a delete happened since the last call, so a checkpoint is due (see ``deferCheckpoints()``).
+    public func takeCheckpointRequest() -> Bool {
+        state.withLock { (state) in
+            defer { state.checkpointWanted = false }
+            return state.checkpointWanted
+        }
+    }
+
+    /// Runs `body` with the connection and, while unlocked, the keychain key, under the keychain's lock.
+    func withDatabase<Result: Sendable>(_ body: (SQLiteDatabase, SecretKey?) throws(KeychainError) -> Result)
+        throws(KeychainError) -> Result
+    {
+        try state.withLock { (state) throws(KeychainError) in
+            try body(state.db, state.key == nil ? nil : try state.unlockedKey())
         }
     }
 
@@ -499,7 +614,10 @@ public final class Keychain: Sendable {
     }
 
     /// Stores a value beside the items, in clear; see ``metadata(_:)``.
+    ///
+    /// - Throws: `errSecParam` for `settings`, which ``setSettings(_:)`` stores with its MAC.
     public func setMetadata(_ name: String, _ value: Data) throws(KeychainError) {
+        try Self.checkMetadataName(name)
         try state.withLock { (state) throws(KeychainError) in
             try state.db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
                 (insert) throws(KeychainError) in
@@ -507,6 +625,13 @@ public final class Keychain: Sendable {
                 insert.bind(2, value)
                 try insert.run()
             }
+        }
+    }
+
+    /// Refuses metadata names the store keeps for itself.
+    private static func checkMetadataName(_ name: String) throws(KeychainError) {
+        guard "x-" + name != SettingsRecord.valueName else {
+            throw KeychainError.param("the settings are stored with setSettings, which authenticates them")
         }
     }
 
@@ -549,9 +674,19 @@ public final class Keychain: Sendable {
         case secret = 0x73  // "s"
     }
 
-    /// The associated data a sealed field is bound to: keychain, item, class and field.
-    func context(_ reference: ItemReference, _ field: SealedField) -> Data {
-        identifier + reference.identifier + Data(reference.itemClass.rawValue.utf8) + Data([field.rawValue])
+    /// The version of an item when added; each change adds one. Version 0 is an item written in format 1.
+    static let firstItemVersion: Int64 = 1
+
+    /// The associated data a sealed field is bound to: keychain, item, class, field and the item's version
+    /// (format 1's associated data, without a version, for version 0).
+    func context(_ reference: ItemReference, _ field: SealedField, version: Int64) -> Data {
+        var context =
+            identifier + reference.identifier + Data(reference.itemClass.rawValue.utf8) + Data([field.rawValue])
+        if version != 0 {
+            context.append(0x76)  // "v"
+            withUnsafeBytes(of: UInt64(bitPattern: version).bigEndian) { context.append(contentsOf: $0) }
+        }
+        return context
     }
 
     private static func insertTags(_ tags: [Data], item: Int64, _ db: SQLiteDatabase) throws(KeychainError) {
@@ -609,6 +744,8 @@ public final class Keychain: Sendable {
 /// One row found by a query: its rowid and the item as asked for.
 private struct Match {
     let row: Int64
+    /// The item's version (see ``Keychain/context(_:_:version:)``).
+    let version: Int64
     let item: KeychainItem
 }
 
@@ -617,7 +754,30 @@ extension Keychain.State {
         guard let key else {
             throw KeychainError(.interactionNotAllowed, "the keychain is locked")
         }
+        guard formatVersion >= FileSchema.currentVersion else {
+            throw KeychainError(
+                .writePermission,
+                "the keychain file is in format \(formatVersion) and could not be brought to format"
+                    + " \(FileSchema.currentVersion) when it was unlocked (is it writable?)")
+        }
         return key
+    }
+
+    /// Brings a file of an older format to the current one (`FileSchema`), now that the keychain key is in
+    /// memory: adds the items' versions (those written before keep version 0, format 1's associated data)
+    /// and authenticates the settings as the file holds them (the defaults when it holds none). One
+    /// transaction; nothing to do when another process did it first.
+    mutating func upgradeToCurrent(identifier: Data) throws(KeychainError) {
+        guard formatVersion < FileSchema.currentVersion, let key else { return }
+        let db = db
+        try db.transaction { () throws(KeychainError) in
+            guard try FileSchema.userVersion(db) < FileSchema.currentVersion else { return }
+            try db.execute(FileSchema.keyedMigration)
+            let stored = try SettingsRecord.load(from: db)
+            try SettingsRecord.save(stored.encoded ?? KeychainSettings().encoded, key: key, keychain: identifier, db)
+            try db.execute("PRAGMA user_version = \(FileSchema.currentVersion)")
+        }
+        formatVersion = FileSchema.currentVersion
     }
 
     /// Runs a query against the index and opens what `returning` asks for.
@@ -625,10 +785,12 @@ extension Keychain.State {
         _ query: ItemQuery, in keychain: Keychain, limit: Int?, returning: ReturnOptions
     ) throws(KeychainError) -> [Match] {
         // Attributes outside the index (the dates) are compared after decryption. While the keychain is
-        // unlocked, every match the index gives is also confirmed against its decrypted attributes: the
-        // index is not authenticated, and a repointed row must not hand out another item.
+        // unlocked, every match the index gives is also confirmed against its decrypted attributes, and the
+        // item's index entries (its tags, primary-key hash and sync flag, all computed from its attributes
+        // under the index key) are checked against what those attributes give: a row of the index written by
+        // someone else never hands out another item, and an item whose entries were altered is not returned.
         let unindexed = query.attributes.filter { !$0.key.isIndexed }
-        let confirming = self.key != nil && (!query.attributes.isEmpty || query.synchronizable != .any)
+        let confirming = self.key != nil
         let wantsAttributes = returning.contains(.attributes) || !unindexed.isEmpty || confirming
         let wantsSecret = returning.contains(.data)
         let key: SecretKey? = (wantsAttributes || wantsSecret) ? try unlockedKey() : nil
@@ -647,7 +809,9 @@ extension Keychain.State {
         let references = query.references?.filter { $0.itemClass == query.itemClass }
         if let references, references.isEmpty { return [] }
 
-        let columns = "i.id, i.uuid, \(wantsAttributes ? "i.attributes" : "NULL"), \(wantsSecret ? "i.secret" : "NULL")"
+        var columns = "i.id, i.uuid, \(wantsAttributes ? "i.attributes" : "NULL"), \(wantsSecret ? "i.secret" : "NULL")"
+        // The version column exists once the file is in format 2, which an unlocked keychain's always is.
+        columns += confirming ? ", i.version, i.sync, i.pk" : ", 0, 0, NULL"
         var sql: String
         var parameter: Int32 = 2
         if tags.isEmpty {
@@ -685,25 +849,31 @@ extension Keychain.State {
                     throw KeychainError(.decode, "an item row has a damaged identifier")
                 }
                 let reference = ItemReference(itemClass: query.itemClass, identifier: uuid)
+                let row = statement.int64(0)
+                let version = statement.int64(4)
                 var attributes: ItemAttributes?
                 var secret: Data?
                 if let key, wantsAttributes {
                     let sealed = statement.data(2) ?? Data()
                     let opened = try AttributeCodec.decode(
-                        try AuthenticatedCipher.open(
-                            sealed, key: key, context: keychain.context(reference, .attributes)))
+                        try Self.open(sealed, key, keychain.context(reference, .attributes, version: version)))
                     guard unindexed.allSatisfy({ opened[$0.key] == $0.value }), Self.confirms(opened, query) else {
                         continue
+                    }
+                    if confirming {
+                        let entries = IndexEntries(
+                            synchronizable: statement.int64(5) != 0, primaryKeyHash: statement.data(6),
+                            tags: try Self.storedTags(of: row, db))
+                        guard entries == IndexEntries(reference.itemClass, opened, indexer) else { continue }
                     }
                     attributes = returning.contains(.attributes) ? opened : nil
                 }
                 if let key, wantsSecret, let sealed = statement.data(3) {
-                    secret = try AuthenticatedCipher.open(
-                        sealed, key: key, context: keychain.context(reference, .secret))
+                    secret = try Self.open(sealed, key, keychain.context(reference, .secret, version: version))
                 }
                 matches.append(
                     Match(
-                        row: statement.int64(0),
+                        row: row, version: version,
                         item: KeychainItem(reference: reference, attributes: attributes, secret: secret)))
                 if let limit, matches.count >= limit { break }
             }
@@ -712,7 +882,51 @@ extension Keychain.State {
     }
 }
 
+/// What the index tables and columns hold for one item: all of it computed from the item's attributes under
+/// the index key, so an unlocked keychain checks it by computing it again.
+private struct IndexEntries: Equatable {
+    let synchronizable: Bool
+    let primaryKeyHash: Data?
+    let tags: Set<Data>
+
+    init(synchronizable: Bool, primaryKeyHash: Data?, tags: Set<Data>) {
+        self.synchronizable = synchronizable
+        self.primaryKeyHash = primaryKeyHash
+        self.tags = tags
+    }
+
+    /// The entries an item of `itemClass` with `attributes` has.
+    init(_ itemClass: ItemClass, _ attributes: ItemAttributes, _ indexer: AttributeIndexer) {
+        self.init(
+            synchronizable: attributes.isSynchronizable,
+            primaryKeyHash: indexer.primaryKeyHash(itemClass, attributes),
+            tags: Set(indexer.tags(itemClass, attributes)))
+    }
+}
+
 extension Keychain.State {
+    /// Opens an item's sealed value; `errSecDecode` saying what that means when it fails.
+    fileprivate static func open(_ sealed: Data, _ key: SecretKey, _ context: Data) throws(KeychainError) -> Data {
+        do {
+            return try AuthenticatedCipher.open(sealed, key: key, context: context)
+        } catch {
+            throw KeychainError(
+                .decode,
+                "an item's stored value failed authentication: the keychain file was altered (damaged, or a value"
+                    + " of another item or an older one of this item put in its place)")
+        }
+    }
+
+    /// The tags the attribute index holds for the item in `row`.
+    fileprivate static func storedTags(of row: Int64, _ db: SQLiteDatabase) throws(KeychainError) -> Set<Data> {
+        try db.withStatement("SELECT tag FROM attribute_index WHERE item = ?1") { (select) throws(KeychainError) in
+            select.bind(1, row)
+            var tags: Set<Data> = []
+            while try select.step() { tags.insert(select.data(0) ?? Data()) }
+            return tags
+        }
+    }
+
     /// Whether decrypted `attributes` hold what `query` asks: each attribute equal (text and its UTF-8
     /// bytes count as equal, as the index counts them; without regard to case when the query says so),
     /// and the synchronizable flag as asked.

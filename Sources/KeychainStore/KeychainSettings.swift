@@ -3,12 +3,12 @@ import KeychainCore
 
 extension KeychainSettings {
     /// As stored: `timeout=SECONDS` (0 for never), `sleep=0|1` and `screen=0|1`, one per line.
-    fileprivate var encoded: Data {
+    var encoded: Data {
         Data("timeout=\(lockTimeout ?? 0)\nsleep=\(lockOnSleep ? 1 : 0)\nscreen=\(lockOnScreenLock ? 1 : 0)\n".utf8)
     }
 
     /// Reads the stored form; unknown lines are skipped, missing ones keep the default.
-    fileprivate init(encoded data: Data) {
+    init(encoded data: Data) {
         self.init()
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: "=", maxSplits: 1)
@@ -21,19 +21,93 @@ extension KeychainSettings {
             }
         }
     }
+
+    /// What a daemon applies when a keychain's stored settings fail their check: lock after five minutes,
+    /// on sleep and with the screen, so that altering the settings never makes a keychain stay unlocked longer.
+    public static let afterTampering = KeychainSettings(
+        lockTimeout: defaultTimeout, lockOnSleep: true, lockOnScreenLock: true)
+}
+
+/// The settings rows of `meta`: `x-settings` (the encoded settings, in clear: they are read while the
+/// keychain is locked) and, from format 2, `settings_mac` (an AES-256-GCM tag under the keychain key over
+/// the keychain identity and those bytes). Every format-2 file has both (the defaults when nothing was set).
+enum SettingsRecord {
+    static let valueName = "x-settings"
+    static let macName = "settings_mac"
+
+    /// The rows as the file holds them.
+    static func load(from db: SQLiteDatabase) throws(KeychainError) -> (encoded: Data?, mac: Data?) {
+        try db.withStatement("SELECT name, value FROM meta WHERE name IN (?1, ?2)") { (select) throws(KeychainError) in
+            select.bind(1, valueName)
+            select.bind(2, macName)
+            var rows: (encoded: Data?, mac: Data?) = (nil, nil)
+            while try select.step() {
+                if select.string(0) == valueName { rows.encoded = select.data(1) ?? Data() }
+                if select.string(0) == macName { rows.mac = select.data(1) ?? Data() }
+            }
+            return rows
+        }
+    }
+
+    /// Writes `encoded` with its MAC (the caller holds a transaction).
+    static func save(_ encoded: Data, key: SecretKey, keychain: Data, _ db: SQLiteDatabase) throws(KeychainError) {
+        let mac = try AuthenticatedCipher.seal(Data(), key: key, context: context(keychain, encoded))
+        try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
+            (insert) throws(KeychainError) in
+            for (name, value) in [(valueName, encoded), (macName, mac)] {
+                insert.reset()
+                insert.bind(1, name)
+                insert.bind(2, value)
+                try insert.run()
+            }
+        }
+    }
+
+    /// The settings the rows hold, checked under `key`; `errSecDecode` when a row is missing or altered.
+    static func verified(_ rows: (encoded: Data?, mac: Data?), key: SecretKey, keychain: Data) throws(KeychainError)
+        -> KeychainSettings
+    {
+        let altered = KeychainError(
+            .decode, "the keychain's settings were altered outside Latchkey (missing, or their MAC does not match)")
+        guard let encoded = rows.encoded, let mac = rows.mac else { throw altered }
+        do {
+            _ = try AuthenticatedCipher.open(mac, key: key, context: context(keychain, encoded))
+        } catch {
+            throw altered
+        }
+        return KeychainSettings(encoded: encoded)
+    }
+
+    private static func context(_ keychain: Data, _ encoded: Data) -> Data {
+        Data("latchkey settings v2".utf8) + keychain + encoded
+    }
 }
 
 extension Keychain {
-    private static let settingsName = "settings"
-
     /// The keychain's lock settings (the default when none were stored).
+    ///
+    /// While the keychain is unlocked they are checked under its key: `errSecDecode` when someone altered or
+    /// removed them in the file (a daemon then applies ``KeychainSettings/afterTampering``). While it is
+    /// locked they are read as the file holds them, unchecked: they matter only once it is unlocked.
     public func settings() throws(KeychainError) -> KeychainSettings {
-        guard let stored = try metadata(Self.settingsName) else { return KeychainSettings() }
-        return KeychainSettings(encoded: stored)
+        let identifier = identifier
+        return try withDatabase { (db, key) throws(KeychainError) in
+            let rows = try SettingsRecord.load(from: db)
+            guard let key else { return rows.encoded.map { KeychainSettings(encoded: $0) } ?? KeychainSettings() }
+            return try SettingsRecord.verified(rows, key: key, keychain: identifier)
+        }
     }
 
-    /// Stores the keychain's lock settings.
+    /// Stores the keychain's lock settings, authenticated under the keychain key.
+    ///
+    /// - Throws: `errSecInteractionNotAllowed` while locked.
     public func setSettings(_ settings: KeychainSettings) throws(KeychainError) {
-        try setMetadata(Self.settingsName, settings.encoded)
+        let identifier = identifier
+        try withDatabase { (db, key) throws(KeychainError) in
+            guard let key else { throw KeychainError(.interactionNotAllowed, "the keychain is locked") }
+            try db.transaction { () throws(KeychainError) in
+                try SettingsRecord.save(settings.encoded, key: key, keychain: identifier, db)
+            }
+        }
     }
 }

@@ -163,6 +163,15 @@ struct NativeKeychainObject: DBusObject {
     /// others with the login keychain's key.
     private func unlock(password: [UInt8], call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
         guard keychain.isLocked else { return .reply([]) }
+        if case .ownPassword = keychain.unlocking {
+            daemon.registry.unlock(keychain, password: password) { [daemon] outcome in
+                switch outcome {
+                case .accepted: daemon.reply(to: call, .success([]))
+                default: daemon.reply(to: call, .failure(KeychainBus.dbusError(outcome.keychainError)))
+                }
+            }
+            return .deferred
+        }
         guard case .loginPassword = keychain.unlocking else {
             guard daemon.registry.unlockWithoutPassword(keychain) else {
                 throw KeychainBus.dbusError(KeychainError(.interactionNotAllowed, "unlock the login keychain first"))
@@ -181,7 +190,9 @@ struct NativeKeychainObject: DBusObject {
     private func changePassword(from old: [UInt8], to new: [UInt8], call: DBusMethodCall) throws(DBusError)
         -> DBusMethodResult
     {
-        guard case .loginPassword = keychain.unlocking else {
+        switch keychain.unlocking {
+        case .loginPassword, .ownPassword: break
+        case .loginKey, .heldPassword:
             throw KeychainBus.dbusError(
                 KeychainError.param("'\(keychain.id)' has no password of its own: it opens with the login keychain"))
         }
@@ -220,13 +231,13 @@ extension HeldKeychain {
     var description: KeychainDescription {
         let protection: KeychainDescription.Protection
         switch unlocking {
-        case .loginPassword: protection = .password
+        case .loginPassword, .ownPassword: protection = .password
         case .loginKey: protection = .loginKeychain
         case .heldPassword: protection = .memory
         }
         return KeychainDescription(
             id: id, file: protection == .memory ? "" : keychain.path, label: label, isLocked: isLocked,
-            protection: protection, settings: settings)
+            protection: protection, settings: appliedSettings)
     }
 }
 

@@ -10,6 +10,8 @@ final class UnlockPrompt {
     var started = false
     /// Its place in the registry's prompt queue once started: handed back when it ends early.
     var ticket: PromptTicket?
+    /// Set for gnome-keyring's `ChangeWithPrompt`: the collection whose password the prompt changes.
+    var changing: HeldKeychain?
 
     init(path: String, owner: String, objects: [String], waiting: [HeldKeychain]) {
         self.path = path
@@ -100,7 +102,8 @@ extension SecretServiceDaemon {
     func start(_ prompt: UnlockPrompt) {
         guard !prompt.started else { return }
         prompt.started = true
-        prompt.ticket = registry.promptForLoginPassword(unlocking: prompt.waiting) { [self] unlocked in
+        if let changing = prompt.changing { return startPasswordChange(prompt, of: changing) }
+        prompt.ticket = registry.promptForPasswords(unlocking: prompt.waiting) { [self] unlocked in
             // A prompt dismissed or dropped meanwhile has already ended.
             guard prompts.removeValue(forKey: prompt.path) != nil else { return }
             completed(

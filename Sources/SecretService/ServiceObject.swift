@@ -74,7 +74,8 @@ struct ServiceObject: DBusObject {
                     DBusSignalDeclaration("CollectionCreated", [.init("collection", ObjectPath.self)]),
                     DBusSignalDeclaration("CollectionDeleted", [.init("collection", ObjectPath.self)]),
                     DBusSignalDeclaration("CollectionChanged", [.init("collection", ObjectPath.self)]),
-                ])
+                ]),
+            gnomeKeyringInterface,
         ]
 
     private func openSession(_ algorithm: String, _ input: DBusValue, caller: String) throws(DBusError) -> [DBusValue] {

@@ -2,6 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Glibc
 import GnomeKeyringImport
+import KeychainClient
 import KeychainCore
 import KeychainStore
 import Posix
@@ -12,12 +13,14 @@ struct ImportGnomeKeyring: ParsableCommand {
         abstract: "Copy gnome-keyring's keyrings into a keychain; the keyring files are never changed.",
         discussion: """
             Reads gnome-keyring's binary keyrings (asking each one's password) and its plain-text keyrings
-            (empty password), by default every $XDG_DATA_HOME/keyrings/*.keyring, and adds their items to the
-            default keychain (or --keychain) as Secret Service items: label, attributes (xdg:schema included),
-            secret and dates kept. One keyring is one transaction. A keyring imported before (same path, same
-            contents) is skipped, and an item already in the keychain is not added twice. The keychain file
-            is written by this process, also when latchkeyd holds it (its clients see the items at their
-            next call), so its password is asked too. With --stdin, standard input holds passwords, one per
+            (empty password), by default every $XDG_DATA_HOME/keyrings/*.keyring, and adds their items as
+            Secret Service items (label, attributes with xdg:schema, secret and dates kept): into a login
+            keychain (the default), login.keyring goes into it and every other keyring into a collection of
+            its own beside it, and the keyring named in gnome-keyring's `default` file becomes the default
+            alias; into any other --keychain, everything goes into that one. One keyring is one transaction.
+            A keyring imported before (same path, same contents) is skipped, and an item already there is not
+            added twice. The keychain files are written by this process, also when latchkeyd holds them (its
+            clients see the items at their next call), so the keychain's password is asked too. With --stdin, standard input holds passwords, one per
             line: each keyring and the keychain are opened with the first line that fits.
             Exit status: 0 when every keyring was imported or had been, 1 when one could not be read or opened.
             Examples:
@@ -50,25 +53,31 @@ struct ImportGnomeKeyring: ParsableCommand {
             }
             let keychainPath = KeychainPaths.resolve(keychain)
             let target = try ImportPaths.openKeychain(keychainPath)
-            let records = try GnomeKeyringImporter.records(in: target)
+            let places = ImportPlaces(target: target)
+            let defaultKeyring = GnomeKeyringImporter.defaultKeyringPath(inDirectory: ImportPaths.directory)
 
-            var ready: [(file: KeyringFile, keyring: GnomeKeyring)] = []
+            var ready: [(file: KeyringFile, keyring: GnomeKeyring, destination: KeyringDestination)] = []
             for path in files {
                 do throws(GnomeKeyringError) {
                     let file = try KeyringFile(path: path)
-                    if let earlier = GnomeKeyringImporter.earlierImport(of: file, in: records) {
+                    if let earlier = GnomeKeyringImporter.earlierImport(of: file, in: places.recorded) {
                         print("\(path): already imported \(ImportPaths.date(earlier.imported)); nothing to do")
                         continue
                     }
-                    ready.append((file, try passwords.open(file)))
+                    let keyring = try passwords.open(file)
+                    // The keys gnome-keyring's Secret portal kept for Flatpak apps open their libsecret files.
+                    passwords.addPortalSecrets(of: keyring)
+                    ready.append((file, keyring, places.destination(of: file, named: keyring.name)))
                 } catch {
                     StandardError.write("latchkey: \(error); nothing imported from it")
                     failed = true
                 }
             }
             if dryRun {
-                for (file, keyring) in ready {
-                    print("would import \(keyring.items.count) items of keyring \"\(keyring.name)\" from \(file.path)")
+                for (file, keyring, destination) in ready {
+                    print(
+                        "would import \(keyring.items.count) items of keyring \"\(keyring.name)\" from \(file.path) "
+                            + "into \(places.describe(destination))")
                     for item in keyring.items {
                         print("    \"\(item.label)\" \(item.attributes["xdg:schema"] ?? "(no schema)")")
                     }
@@ -78,13 +87,21 @@ struct ImportGnomeKeyring: ParsableCommand {
             guard !ready.isEmpty else { return }
             try passwords.unlock(target)
             defer { target.lock() }
-            for (file, keyring) in ready {
-                switch try GnomeKeyringImporter.importKeyring(keyring, from: file, into: target) {
+            var collections = CollectionMaker(places: places)
+            for (file, keyring, destination) in ready {
+                let into = try collections.keychain(for: destination, source: file.path, passwords: &passwords)
+                defer { if into !== target { into.lock() } }
+                switch try GnomeKeyringImporter.importKeyring(keyring, from: file, into: into) {
                 case .imported(let record):
                     let present = record.alreadyPresent > 0 ? " (\(record.alreadyPresent) were there already)" : ""
                     print(
                         "imported \(record.added) items of keyring \"\(keyring.name)\" from \(file.path) into "
-                            + "\(keychainPath)\(present)")
+                            + "\(into.path)\(present)")
+                    // The first import of the keyring gnome-keyring's `default` names: the default here too.
+                    if case .newCollection = destination, file.path == defaultKeyring {
+                        try collections.makeDefault(into)
+                        print("the default collection is now \(into.path)")
+                    }
                 case .alreadyImported(let earlier):
                     print("\(file.path): already imported \(ImportPaths.date(earlier.imported)); nothing to do")
                 }
@@ -94,12 +111,108 @@ struct ImportGnomeKeyring: ParsableCommand {
     }
 }
 
+/// Where an import's keyrings can go: into the login keychain of a keychain directory, each keyring
+/// but `login.keyring` becomes a collection of its own beside it (protected by its key, as the
+/// daemon makes one); into any other keychain, every keyring goes into that one.
+struct ImportPlaces {
+    /// The keychain the command targets.
+    let target: Keychain
+    /// Whether keyrings become collections of their own (the target is a login keychain).
+    let collectionPerKeyring: Bool
+    /// The target and the collections beside it, with their import records.
+    let recorded: [RecordedKeychain]
+
+    init(target: Keychain) {
+        self.target = target
+        let loginPath = KeychainLocation.loginKeychainPath(inDirectory: ImportPaths.parent(of: target.path))
+        collectionPerKeyring =
+            target.parentIdentifier == nil && KeychainPaths.canonical(target.path) == KeychainPaths.canonical(loginPath)
+        recorded =
+            collectionPerKeyring
+            ? GnomeKeyringImporter.recordedKeychains(login: target, inDirectory: ImportPaths.parent(of: target.path))
+            : [RecordedKeychain(path: target.path, keychain: target)]
+    }
+
+    /// Where the items of the keyring `name` read from `file` go.
+    func destination(of file: KeyringFile, named name: String) -> KeyringDestination {
+        guard collectionPerKeyring else { return .login }
+        return GnomeKeyringImporter.destination(of: file, named: name, login: target.path, among: recorded)
+    }
+
+    /// `destination` in words.
+    func describe(_ destination: KeyringDestination) -> String {
+        switch destination {
+        case .login: target.path
+        case .keychain(let path): path
+        case .newCollection(let label): "a new collection \"\(label)\" beside \(target.path)"
+        }
+    }
+}
+
+/// Makes the collections an import needs: through the daemon's Secret Service (`CreateCollection`, so that
+/// it serves them at once) when it holds the login keychain, else as files beside it.
+struct CollectionMaker {
+    let places: ImportPlaces
+    /// The daemon holding the login keychain, looked up once; nil: none.
+    private let daemon: DaemonKeychain?
+
+    init(places: ImportPlaces) {
+        self.places = places
+        let canonical = KeychainPaths.canonical(places.target.path)
+        let held = places.collectionPerKeyring ? DaemonKeychain.list() : nil
+        daemon =
+            held?.first { !$0.file.isEmpty && KeychainPaths.canonical($0.file) == canonical }
+            .flatMap { DaemonKeychain.connect(collection: $0.id) }
+    }
+
+    /// The keychain, unlocked, that `destination` names; a new collection is made for the keyring at `source`.
+    mutating func keychain(
+        for destination: KeyringDestination, source: String, passwords: inout PasswordPool
+    ) throws(KeychainError) -> Keychain {
+        let login = places.target
+        switch destination {
+        case .login:
+            return login
+        case .keychain(let path):
+            let keychain = try ImportPaths.openKeychain(path)
+            try keychain.unlock(using: login)
+            return keychain
+        case .newCollection(let label):
+            guard let daemon else {
+                return try GnomeKeyringImporter.createCollection(
+                    label: label, source: source, inDirectory: ImportPaths.parent(of: login.path), protectedBy: login)
+            }
+            try passwords.unlock(daemon, path: login.path)
+            let made = try daemon.createCollection(label: label)
+            let keychain = try ImportPaths.openKeychain(made.file)
+            try keychain.unlock(using: login)
+            try keychain.setMetadata(GnomeKeyringImporter.sourceName, Data(source.utf8))
+            return keychain
+        }
+    }
+
+    /// Makes `collection` the target of the `default` alias.
+    func makeDefault(_ collection: Keychain) throws(KeychainError) {
+        let file = collection.path.split(separator: "/").last.map(String.init) ?? ""
+        let id = String(file.dropLast(".keychain-db".count))
+        if let daemon {
+            try daemon.setAlias("default", to: id)
+        } else {
+            let directory = ImportPaths.parent(of: collection.path)
+            var aliases = CollectionAliases.load(inDirectory: directory)
+            aliases["default"] = id
+            CollectionAliases.save(aliases, inDirectory: directory)
+        }
+    }
+}
+
 struct MigrationStatus: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "migration-status",
         abstract: "Show which gnome-keyring keyrings were imported into a keychain and which are left.",
         discussion: """
-            Lists the imports recorded in the default keychain (or --keychain), which needs no password, then
+            Lists the imports recorded in the default keychain (or --keychain) and the collections beside it,
+            with the collection each keyring went to (no password needed), then
             every keyring file (by default $XDG_DATA_HOME/keyrings/*.keyring) that is left: never imported,
             changed since its import, or unreadable.
             Example:
@@ -119,12 +232,15 @@ struct MigrationStatus: ParsableCommand {
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
             let keychainPath = KeychainPaths.resolve(keychain)
-            let records: [ImportRecord]
+            let recorded: [RecordedKeychain]
             do throws(KeychainError) {
-                records = try GnomeKeyringImporter.records(in: try Keychain(opening: keychainPath))
+                recorded = ImportPlaces(target: try Keychain(opening: keychainPath)).recorded
             } catch  where error.status == .noSuchKeychain {
-                records = []
+                recorded = []
             }
+            let placed = recorded.flatMap { keychain in keychain.records.map { (record: $0, keychain: keychain) } }
+                .sorted { $0.record.imported < $1.record.imported }
+            let records = placed.map(\.record)
             var left: [(path: String, reason: String)] = []
             for path in ImportPaths.resolve(paths) {
                 do throws(GnomeKeyringError) {
@@ -140,20 +256,23 @@ struct MigrationStatus: ParsableCommand {
                 }
             }
             if json {
-                let imported = records.map { record -> JSONValue in
+                let imported = placed.map { (record, keychain) -> JSONValue in
                     .object([
                         "path": .string(record.path), "keyring": .string(record.keyring),
                         "added": .number(Int64(record.added)), "alreadyPresent": .number(Int64(record.alreadyPresent)),
                         "imported": .string(ImportPaths.date(record.imported)), "sha256": .string(record.digest),
+                        "keychain": .string(keychain.path),
+                        "collection": .string(ImportPaths.collectionLabel(keychain)),
                     ])
                 }
                 let remaining = left.map { JSONValue.object(["path": .string($0.path), "reason": .string($0.reason)]) }
                 print(JSONValue.object(["imported": .array(imported), "left": .array(remaining)]).text)
                 return
             }
-            for record in records {
+            for (record, keychain) in placed {
                 print(
                     "imported \(record.path) (keyring \"\(record.keyring)\", \(record.added) items added) "
+                        + "into collection \"\(ImportPaths.collectionLabel(keychain))\" (\(keychain.path)) "
                         + ImportPaths.date(record.imported))
             }
             for entry in left { print("left \(entry.path): \(entry.reason)") }
@@ -169,7 +288,11 @@ enum ImportPaths {
 
     /// The given paths made absolute, or the user's keyring files.
     static func resolve(_ paths: [String]) -> [String] {
-        guard !paths.isEmpty else { return KeyringFile.defaultPaths(environment: ProcessInfo.processInfo.environment) }
+        let environment = ProcessInfo.processInfo.environment
+        guard !paths.isEmpty else {
+            return KeyringFile.defaultPaths(environment: environment)
+                + KeyringFile.flatpakPaths(environment: environment)
+        }
         return paths.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 }
     }
 
@@ -180,6 +303,18 @@ enum ImportPaths {
         } catch  where error.status == .noSuchKeychain {
             throw KeychainError(.noSuchKeychain, "no keychain at \(path)")
         }
+    }
+
+    /// A keychain's collection label: `Login` for a login keychain, else its label (its file name when it has none).
+    static func collectionLabel(_ keychain: RecordedKeychain) -> String {
+        if keychain.keychain.parentIdentifier == nil { return "Login" }
+        if let label = try? keychain.keychain.metadata("label") { return String(decoding: label, as: UTF8.self) }
+        return String((keychain.path.split(separator: "/").last ?? "").dropLast(".keychain-db".count))
+    }
+
+    /// The directory holding `path`.
+    static func parent(of path: String) -> String {
+        String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
     }
 
     /// Unix seconds as an ISO 8601 UTC time.
@@ -198,6 +333,12 @@ struct PasswordPool {
     init(lines: [[UInt8]]?) {
         known = lines ?? []
         fromStandardInput = lines != nil
+    }
+
+    /// Adds the secrets gnome-keyring's Secret portal kept in `keyring` for Flatpak apps (items with
+    /// the attribute `app_id`): the keys of the apps' libsecret files.
+    mutating func addPortalSecrets(of keyring: GnomeKeyring) {
+        for item in keyring.items where item.attributes["app_id"] != nil { known.append(item.secret) }
     }
 
     /// Wipes every password.
@@ -219,6 +360,11 @@ struct PasswordPool {
         if fromStandardInput {
             // Named as a wrong password: none of the lines opened it (or the encrypted part is damaged).
             throw GnomeKeyringError(file.path, .wrongPassword)
+        }
+        if file.format == .libsecretFile, LibsecretFile.flatpakApp(of: file.path) != nil {
+            // Its key is the Secret portal's secret for the app, which nobody can type.
+            throw GnomeKeyringError(
+                file.path, .unreadable("its key, the Secret portal's secret for the app, is in no keyring read"))
         }
         var complaint: String?
         for _ in 0..<3 {
@@ -265,8 +411,30 @@ struct PasswordPool {
         if fromStandardInput {
             throw KeychainError(.authFailed, "no line of standard input is the password of \(keychain.path)")
         }
+        var typed: [UInt8] = []
         try KeychainTarget.askUntilUnlocked(keychain.path) { (password) throws(KeychainError) in
             try keychain.unlock(password: password)
+            typed = password
+        }
+        known.append(typed)
+    }
+
+    /// Unlocks the daemon's login keychain (`path`) if it is locked, with the known passwords first.
+    mutating func unlock(_ daemon: DaemonKeychain, path: String) throws(KeychainError) {
+        guard daemon.isLocked else { return }
+        for password in known {
+            do {
+                try daemon.unlock(withPassword: password)
+                return
+            } catch  where error.status == .authFailed {
+                continue
+            }
+        }
+        if fromStandardInput {
+            throw KeychainError(.authFailed, "no line of standard input is the password of \(path)")
+        }
+        try KeychainTarget.askUntilUnlocked(path) { (password) throws(KeychainError) in
+            try daemon.unlock(withPassword: password)
         }
     }
 }

@@ -333,7 +333,8 @@ struct SetKeychainSettings: ParsableCommand {
             keychains it holds; the time counts from the last use of the keychain. With -l it locks the
             keychain when systemd-logind announces a suspend on the system bus; with -s when the user's
             screen locks (systemd-logind's Lock for one of the user's sessions, or the desktop's screen
-            saver activating on the session bus).
+            saver activating on the session bus). The settings are authenticated under the keychain's
+            key, so a locked keychain is unlocked first.
             Examples:
               latchkey set-keychain-settings -t 900
               latchkey set-keychain-settings -lu work
@@ -362,7 +363,7 @@ struct SetKeychainSettings: ParsableCommand {
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
-            let target = try KeychainTarget.open(keychain, unlocked: false)
+            let target = try KeychainTarget.open(keychain, unlocked: true)
             let settings = KeychainSettings(
                 lockTimeout: timeout ?? (lockAfterTimeout ? KeychainSettings.defaultTimeout : nil),
                 lockOnSleep: lockOnSleep, lockOnScreenLock: lockOnScreenLock)

@@ -100,6 +100,8 @@ struct Latchkeyd: ParsableCommand {
                     registry: RegistryConfiguration(
                         keychainDirectory: keychainDirectory, pinentry: prompt,
                         gnomeKeyringDirectory: KeyringFile.keyringDirectory(
+                            environment: ProcessInfo.processInfo.environment),
+                        flatpakAppDirectory: KeyringFile.flatpakAppDirectory(
                             environment: ProcessInfo.processInfo.environment))),
                 loginPassword: unlock ? password : nil)
         } catch {

@@ -202,10 +202,13 @@ private final class ScratchKeychain {
         let many = KeyringFile(path: "/hostile", bytes: header + [0xff, 0xff, 0xff, 0xff], modified: 0)
         #expect(throws: GnomeKeyringError("/hostile", .truncated("an item id"))) { try many.keyring(password: []) }
         // Other versions and other files.
-        let version = KeyringFile(path: "/v", bytes: Array(header[0..<16]) + [1, 0, 0, 0], modified: 0)
-        #expect(throws: GnomeKeyringError("/v", .unsupportedVersion(major: 1, minor: 0, crypto: 0, hash: 0))) {
+        let version = KeyringFile(path: "/v", bytes: Array(header[0..<16]) + [2, 0, 0, 0], modified: 0)
+        #expect(throws: GnomeKeyringError("/v", .unsupportedVersion(major: 2, minor: 0, crypto: 0, hash: 0))) {
             try version.keyring(password: [])
         }
+        // Version 1.0 is libsecret's file backend: four bytes are no such file.
+        let libsecret = KeyringFile(path: "/v", bytes: Array(header[0..<16]) + [1, 0, 0, 0], modified: 0)
+        #expect(throws: GnomeKeyringError.self) { try libsecret.keyring(password: []) }
         let text = KeyringFile(path: "/t", bytes: Array("[other]\nkey=value\n".utf8), modified: 0)
         #expect(throws: GnomeKeyringError("/t", .notAKeyring)) { try text.keyring(password: []) }
     }
@@ -299,5 +302,123 @@ private final class ScratchKeychain {
         let paths = KeyringFile.defaultPaths(environment: ["XDG_DATA_HOME": home.path + "/data", "HOME": "/nowhere"])
         #expect(paths == [directory.path + "/login.keyring", directory.path + "/a.keyring"])
         #expect(KeyringFile.keyringDirectory(environment: ["HOME": "/home/u"]) == "/home/u/.local/share/keyrings")
+    }
+}
+
+@Suite struct DestinationTests {
+    @Test func loginKeyringGoesToLoginOthersToTheirEarlierCollectionOrANewOne() throws {
+        let scratch = try ScratchKeychain()
+        let login = try fixture("login.keyring")
+        let second = try fixture("second.keyring")
+        let open = try fixture("open.keyring")
+        let collection = try GnomeKeyringImporter.createCollection(
+            label: "second", source: second.path, inDirectory: scratch.directory, protectedBy: scratch.keychain)
+        #expect(collection.path == scratch.directory + "/second.keychain-db")
+        #expect(collection.parentIdentifier == scratch.keychain.identifier)
+        #expect(try collection.metadata("label") == Data("second".utf8))
+        // A second collection with the same label is numbered, not written over.
+        let twin = try GnomeKeyringImporter.createCollection(
+            label: "Second", source: "/elsewhere/second.keyring", inDirectory: scratch.directory,
+            protectedBy: scratch.keychain)
+        #expect(twin.path == scratch.directory + "/second_2.keychain-db")
+
+        let recorded = GnomeKeyringImporter.recordedKeychains(login: scratch.keychain, inDirectory: scratch.directory)
+        #expect(recorded.map(\.path) == [scratch.keychain.path, collection.path, twin.path])
+        func destination(_ file: KeyringFile, _ name: String) -> KeyringDestination {
+            GnomeKeyringImporter.destination(of: file, named: name, login: scratch.keychain.path, among: recorded)
+        }
+        #expect(destination(login, "Login") == .login)
+        #expect(destination(second, "second") == .keychain(collection.path))
+        #expect(destination(open, "open") == .newCollection(label: "open"))
+
+        // Once imported, a keyring's records say where it went, in any keychain beside the login one.
+        _ = try GnomeKeyringImporter.importKeyring(try open.keyring(password: []), from: open, into: twin)
+        let after = GnomeKeyringImporter.recordedKeychains(login: scratch.keychain, inDirectory: scratch.directory)
+        #expect(
+            GnomeKeyringImporter.destination(of: open, named: "open", login: scratch.keychain.path, among: after)
+                == .keychain(twin.path))
+        #expect(GnomeKeyringImporter.earlierImport(of: open, in: after)?.keyring == "open")
+        #expect(GnomeKeyringImporter.earlierImport(of: second, in: after) == nil)
+    }
+
+    @Test func theDefaultFileNamesAKeyringAndNothingElse() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "latchkey-gk-default-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        #expect(GnomeKeyringImporter.defaultKeyringPath(inDirectory: directory.path) == nil)
+        let file = directory.appendingPathComponent("default")
+        for (contents, expected) in [
+            ("second", directory.path + "/second.keyring"), ("My_Second\n", directory.path + "/My_Second.keyring"),
+            ("../../etc/passwd", nil), ("..", nil), ("", nil),
+        ] {
+            try Data(contents.utf8).write(to: file)
+            #expect(GnomeKeyringImporter.defaultKeyringPath(inDirectory: directory.path) == expected, "\(contents)")
+        }
+    }
+
+    @Test func collectionIDsAreMadeOfLettersDigitsAndUnderscores() {
+        #expect(GnomeKeyringImporter.collectionID(forLabel: "Work Stuff") == "workstuff")
+        #expect(GnomeKeyringImporter.collectionID(forLabel: "My_Second") == "my_second")
+        #expect(GnomeKeyringImporter.collectionID(forLabel: "ünï/..") == "n")
+        #expect(GnomeKeyringImporter.collectionID(forLabel: "✓") == "keyring")
+    }
+}
+
+/// libsecret-v1.keyring was written by the real libsecret's file backend (Tests/Integration/gnome_keyring.py
+/// `libsecret_file`, password "fixture pw"), as a Flatpak app's libsecret writes one.
+@Suite struct LibsecretFileTests {
+    private let password = Array("fixture pw".utf8)
+
+    @Test func opensWithItsPasswordAndKeepsEveryField() throws {
+        let file = try fixture("libsecret-v1.keyring")
+        #expect(file.format == .libsecretFile && file.needsPassword)
+        let keyring = try file.keyring(password: password)
+        #expect(keyring.format == .libsecretFile && keyring.name == "libsecret-v1")
+        #expect(keyring.items.map(\.label) == ["Flatpak token", "Second ✓"])
+        let token = try item(keyring, "Flatpak token")
+        #expect(token.attributes == ["account": "alice"])
+        #expect(token.secret == Array("tökén\nline two".utf8))
+        #expect(token.created == 1_795_391_167 && token.modified == 1_795_391_167 && token.contentType == nil)
+        #expect(try item(keyring, "Second ✓").secret == Array("  spaced  ".utf8))
+    }
+
+    @Test func aWrongPasswordIsNamed() throws {
+        let file = try fixture("libsecret-v1.keyring")
+        #expect(throws: GnomeKeyringError(file.path, .wrongPassword)) { try file.keyring(password: loginPassword) }
+    }
+
+    @Test func aFlatpakAppsFileIsNamedAfterTheApp() {
+        #expect(
+            LibsecretFile.flatpakApp(of: "/home/u/.var/app/org.example.App/data/keyrings/default.keyring")
+                == "org.example.App")
+        #expect(LibsecretFile.flatpakApp(of: "/home/u/.local/share/keyrings/default.keyring") == nil)
+        #expect(LibsecretFile.flatpakApp(of: "default.keyring") == nil)
+    }
+
+    @Test func everyTruncatedCopyFailsCleanly() throws {
+        let file = try fixture("libsecret-v1.keyring")
+        for length in 0..<file.bytes.count {
+            let cut = KeyringFile(path: file.path, bytes: Array(file.bytes[0..<length]), modified: 0)
+            #expect(throws: GnomeKeyringError.self, "cut at \(length)") { try cut.keyring(password: password) }
+        }
+    }
+
+    @Test func damagedCopiesFailCleanlyOrReadTheSameItems() throws {
+        let file = try fixture("libsecret-v1.keyring")
+        let intact = try file.keyring(password: password).items
+        // Every third byte flipped (each try derives the key: 100,000 PBKDF2 rounds).
+        for position in stride(from: 18, to: file.bytes.count, by: 3) {
+            var bytes = file.bytes
+            bytes[position] ^= 0xff
+            let damaged = KeyringFile(path: file.path, bytes: bytes, modified: 0)
+            do {
+                let read = try damaged.keyring(password: password)
+                // Only the hashed attributes (unused) or header counts may change without notice.
+                #expect(read.items == intact, "flipped at \(position)")
+            } catch {
+                #expect(error.path == file.path)
+            }
+        }
     }
 }

@@ -143,6 +143,22 @@ def unlock_collection(connection, path, password):
                   (path, ("SESSION", b"", password.encode(), "text/plain")))
 
 
+def set_default(keyring, label):
+    """Points gnome-keyring's `default` alias at the collection labelled `label` (SetAlias); it
+    writes the keyring's file name into the file `default` beside the keyrings."""
+    connection = keyring.connect()
+    try:
+        path = next(c.collection_path for c in secretstorage.get_all_collections(connection)
+                    if c.get_label() == label)
+        service = jeepney.DBusAddress("/org/freedesktop/secrets", bus_name=SERVICE,
+                                      interface="org.freedesktop.Secret.Service")
+        reply = connection.send_and_get_reply(jeepney.new_method_call(service, "SetAlias", "so", ("default", path)))
+        if reply.header.message_type != jeepney.MessageType.method_return:
+            raise RuntimeError(f"SetAlias failed: {reply.body}")
+    finally:
+        connection.close()
+
+
 def served(keyring):
     """Every keyring as gnome-keyring serves it from its files (the second one unlocked with its
     password): {label: [item dict]}."""
@@ -213,3 +229,77 @@ def main(directory):
 
 if __name__ == "__main__":
     main(sys.argv[1])
+
+
+def portal_secret(keyring, app_id):
+    """The key gnome-keyring's Secret portal backend (org.freedesktop.impl.portal.Secret, what
+    xdg-desktop-portal calls for a Flatpak app) hands out for an app: 64 random bytes, made on the
+    first call and kept in the login keyring as an item with the attribute app_id. libsecret's
+    SECRET_FILE_TEST_PASSWORD, which the tests use to write the app's file, cannot carry a NUL byte:
+    when the key holds one, the next app id is asked (`app_id`, then `app_id` + "2", ...). Returns
+    (app id, key)."""
+    address = jeepney.DBusAddress("/org/freedesktop/portal/desktop", bus_name=SERVICE,
+                                  interface="org.freedesktop.impl.portal.Secret")
+    connection = open_dbus_connection(bus=keyring.address, enable_fds=True)
+    try:
+        for attempt in range(1, 20):
+            app = app_id if attempt == 1 else f"{app_id}{attempt}"
+            read, write = os.pipe()
+            try:
+                reply = connection.send_and_get_reply(jeepney.new_method_call(
+                    address, "RetrieveSecret", "osha{sv}",
+                    (f"/org/freedesktop/portal/desktop/request/1_1/t{attempt}", app, write, {})))
+            finally:
+                os.close(write)
+            with os.fdopen(read, "rb") as pipe:
+                secret = pipe.read()
+            if reply.header.message_type != jeepney.MessageType.method_return or len(secret) != 64:
+                raise RuntimeError(f"RetrieveSecret failed: {reply.body}")
+            if b"\0" not in secret:
+                return app, secret
+        raise RuntimeError("the portal secret always held a NUL byte")
+    finally:
+        connection.close()
+
+
+# Run with libsecret's file backend (SECRET_BACKEND=file, SECRET_FILE_TEST_PATH, SECRET_FILE_TEST_PASSWORD):
+# stores the items given as JSON on stdin (label, attributes, secret in hex), then prints every item as
+# libsecret reads the file back: label, attributes, secret in hex, created, modified.
+LIBSECRET_FILE_SCRIPT = r"""
+import json, sys
+import gi
+gi.require_version("Secret", "1")
+from gi.repository import Secret
+for item in json.load(sys.stdin):
+    schema = Secret.Schema.new(item["attributes"]["xdg:schema"], Secret.SchemaFlags.NONE,
+                               {k: Secret.SchemaAttributeType.STRING for k in item["attributes"] if k != "xdg:schema"})
+    attributes = {k: v for k, v in item["attributes"].items() if k != "xdg:schema"}
+    secret = bytes.fromhex(item["secret"])
+    assert Secret.password_store_binary_sync(schema, attributes, None, item["label"],
+                                             Secret.Value.new(secret.decode(), len(secret), "text/plain"), None)
+found = Secret.password_search_sync(None, {}, Secret.SearchFlags.ALL | Secret.SearchFlags.UNLOCK
+                                     | Secret.SearchFlags.LOAD_SECRETS, None)
+out = []
+for item in found:
+    value = item.retrieve_secret_sync(None)
+    out.append({"label": item.get_label(), "attributes": dict(item.get_attributes()),
+                "secret": bytes(value.get()).hex(), "created": item.get_created(), "modified": item.get_modified()})
+print(json.dumps(out))
+"""
+
+
+def libsecret_file(path, password, items):
+    """Writes a libsecret file-backend keyring at `path` with the real libsecret (through GObject
+    introspection), as a Flatpak app's libsecret does with the portal's key `password`; returns its
+    items as libsecret reads them back (secrets as bytes)."""
+    import json
+    env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
+    env = {k.encode(): v.encode() for k, v in env.items()}
+    env.update({b"SECRET_BACKEND": b"file", b"SECRET_FILE_TEST_PATH": str(path).encode(),
+                b"SECRET_FILE_TEST_PASSWORD": password})
+    items = [dict(i, secret=i["secret"].hex()) for i in items]
+    result = subprocess.run(["/usr/bin/python3", "-c", LIBSECRET_FILE_SCRIPT], input=json.dumps(items).encode(),
+                            env=env, capture_output=True, timeout=60)
+    if result.returncode != 0:
+        raise RuntimeError(f"libsecret could not write {path}: {result.stderr.decode()}")
+    return [dict(i, secret=bytes.fromhex(i["secret"])) for i in json.loads(result.stdout)]

@@ -4,6 +4,7 @@ no-echo prompts through a pseudo-terminal."""
 
 import json
 import os
+import pathlib
 import pty
 import select
 import subprocess
@@ -342,8 +343,11 @@ def test_daemon_keychain_verbs(tmp_path, bus, make_daemon):
     # The daemon applies a lock timeout at once.
     cli.ok("set-keychain-settings", "-t", "1")
     assert wait_until(lambda: cli.json("show-keychain-info")["locked"])
+    # Settings are authenticated under the keychain key: changing them on a locked keychain unlocks it first.
+    cli.set_answers([f"password {LOGIN_PASSWORD}"])
     cli.ok("set-keychain-settings")
-    cli.ok("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n")
+    assert cli.pinentry_asks() == 2
+    assert cli.json("show-keychain-info")["locked"] is False
 
     cli.ok("set-keychain-password", "--stdin", input=f"{LOGIN_PASSWORD}\nnew login\n")
     cli.ok("lock-keychain")
@@ -651,3 +655,71 @@ def test_collection_opened_with_the_login_keychain_when_no_daemon_runs(tmp_path,
     assert offline.ok("find-generic-password", "-s", "work", "-w", work).stdout == "work secret\n"
     assert offline.pinentry_asks() == 1
     assert f"{cli.keychains}/login.keychain-db" in offline.log.read_text()
+
+
+FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "KeychainStoreTests" / "Fixtures"
+
+
+def test_an_older_sealed_secret_put_back_is_refused(tmp_path):
+    """Rollback of one item: the sealed secret an item had before its last change, put back in its row with
+    sqlite3, gives one clear line and a non-zero exit, not the old password."""
+    import sqlite3
+    cli = Cli(tmp_path)
+    cli.ok("create-keychain", "--stdin", "work", input=FILE_PASSWORD + "\n")
+    cli.set_answers([f"password {FILE_PASSWORD}"] * 10)
+    cli.ok("add-generic-password", "-s", "roll.example", "-a", "me", "--stdin", "work", input="first password")
+    path = cli.keychains / "work.keychain-db"
+    with sqlite3.connect(path) as db:
+        (old,) = db.execute("SELECT secret FROM items").fetchone()
+    db.close()
+    cli.ok("add-generic-password", "-U", "-s", "roll.example", "-a", "me", "--stdin", "work", input="second password")
+    assert cli.ok("find-generic-password", "-s", "roll.example", "-w", "work").stdout == "second password\n"
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE items SET secret = ?", (old,))
+    db.close()
+    result = cli.run("find-generic-password", "-s", "roll.example", "-w", "work")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("latchkey: ") and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "failed authentication" in result.stderr and "first password" not in result.stderr
+
+
+def test_a_format_1_file_still_opens(tmp_path):
+    """A keychain file written before format 2 (Tests/KeychainStoreTests/Fixtures) opens, is upgraded at its
+    first unlock, and keeps its items and settings."""
+    import shutil
+    import sqlite3
+    cli = Cli(tmp_path)
+    cli.keychains.mkdir(parents=True)
+    path = cli.keychains / "old.keychain-db"
+    shutil.copy(FIXTURES / "format1.keychain-db", path)
+    assert cli.ok("show-keychain-info", "old").stdout.strip() == f'Keychain "{path}" lock-on-sleep timeout=600s'
+    cli.set_answers(["password fixture password"] * 5)
+    assert cli.ok("find-generic-password", "-s", "one.example", "-w", "old").stdout == "secret one\n"
+    assert cli.ok("find-internet-password", "-s", "web.example", "-w", "old").stdout == "web secret\n"
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+    db.close()
+    assert cli.ok("show-keychain-info", "old").stdout.strip() == f'Keychain "{path}" lock-on-sleep timeout=600s'
+
+
+def test_crafted_kdf_parameters_are_refused_before_any_allocation(tmp_path):
+    """A file whose KDF row asks for 16 GiB of scrypt (log2 N = 22, r = 32, p = 16): under a 512 MiB address
+    space limit the command fails at once with errSecInvalidKeychain's reason, before asking for a password."""
+    import sqlite3
+    cli = Cli(tmp_path)
+    cli.ok("create-keychain", "--stdin", "crafted", input=FILE_PASSWORD + "\n")
+    path = cli.keychains / "crafted.keychain-db"
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE name = 'kdf'", (bytes([1, 22, 0, 0, 0, 32, 0, 0, 0, 16]),))
+    db.close()
+    cli.set_answers([f"password {FILE_PASSWORD}"] * 3)
+    started = time.monotonic()
+    result = subprocess.run(["sh", "-c", 'ulimit -v 524288 && exec "$0" "$@"', binary("latchkey"),
+                             "find-generic-password", "-s", "x", "-w", str(path)],
+                            env=cli.env(), capture_output=True, text=True, timeout=60, start_new_session=True)
+    assert time.monotonic() - started < 5
+    assert result.returncode == 1, result.stderr
+    assert "KDF parameters" in result.stderr and "out of range" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert cli.pinentry_asks() == 0

@@ -246,3 +246,59 @@ def test_systemd_user_units_verify(tmp_path):
         env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert "ListenStream=%t/latchkey/control" in (units / "latchkeyd.socket").read_text()
+
+
+def test_a_password_change_replies_only_once_the_old_wrapped_key_is_off_disk(daemon, bus):
+    """A reader holding an older snapshot of the file keeps the key wrapped under the old password in the file
+    or its write-ahead log; the change's reply waits until it let go and the log was emptied."""
+    import sqlite3
+    import threading
+    path = control_path(daemon)
+    keychain = daemon.keychains / "login.keychain-db"
+    secret_tool(bus, "store", "--label=x", "k", "v", input=b"kept")
+    reader = sqlite3.connect(keychain, isolation_level=None, check_same_thread=False)
+    (old_wrapped,) = reader.execute("SELECT value FROM meta WHERE name = 'wrapped_key'").fetchone()
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM items").fetchall()
+    released = threading.Event()
+
+    def release():
+        time.sleep(1.5)
+        released.set()
+        reader.execute("COMMIT")
+
+    threading.Thread(target=release).start()
+    assert control.change_password(path, LOGIN_PASSWORD, "new one") == (
+        "ok", "login keychain re-keyed to the new password")
+    assert released.is_set(), "the change replied while a reader still held the old snapshot"
+    reader.close()
+    for suffix in ("", "-wal"):
+        file = pathlib.Path(str(keychain) + suffix)
+        assert not file.exists() or old_wrapped not in file.read_bytes(), suffix
+    lock_login(bus)
+    assert control.open_session(path, LOGIN_PASSWORD)[0] == "wrongPassword"
+    assert control.open_session(path, "new one")[0] == "ok"
+
+
+def test_a_password_change_by_another_process_is_seen_by_the_daemon(daemon, bus, tmp_path):
+    """The no-daemon path (pam_latchkey re-keying the file itself, or the command on the file) changes the
+    password behind a running daemon: the daemon then refuses the old password and takes the new one."""
+    path = control_path(daemon)
+    keychain = daemon.keychains / "login.keychain-db"
+    secret_tool(bus, "store", "--label=x", "k", "v", input=b"kept")
+    lock_login(bus)
+    env = dict(os.environ, HOME=str(tmp_path / "home"), DBUS_SESSION_BUS_ADDRESS=f"unix:path={tmp_path}/no-bus")
+    subprocess.run([binary("latchkey"), "set-keychain-password", "--stdin", str(keychain)],
+                   input=f"{LOGIN_PASSWORD}\nchanged elsewhere\n", env=env, text=True, check=True,
+                   capture_output=True, timeout=60)
+    assert control.open_session(path, LOGIN_PASSWORD)[0] == "wrongPassword"
+    assert is_locked(bus)
+    assert control.open_session(path, "changed elsewhere")[0] == "ok"
+    assert secret_tool(bus, "lookup", "k", "v").stdout == b"kept"
+    # The daemon's own next change starts from the new password, and does not put the old one back.
+    assert control.change_password(path, "changed elsewhere", "third") == (
+        "ok", "login keychain re-keyed to the new password")
+    lock_login(bus)
+    assert control.open_session(path, "changed elsewhere")[0] == "wrongPassword"
+    assert control.open_session(path, LOGIN_PASSWORD)[0] == "wrongPassword"
+    assert control.open_session(path, "third")[0] == "ok"

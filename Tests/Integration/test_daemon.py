@@ -102,3 +102,51 @@ def test_a_password_longer_than_the_limit_is_refused_not_cut(tmp_path, bus):
     assert result.returncode != 0
     assert b"longer than 4096 bytes" in result.stderr
     assert not (tmp_path / "keychains" / "login.keychain-db").exists()
+
+
+def test_a_deleted_item_leaves_no_index_tags_in_the_file_or_its_log(daemon, bus):
+    """After a delete through the Secret Service, the daemon's worker empties the write-ahead log: neither the
+    file nor the log keeps the deleted item's index tags (the file's cells are zeroed by secure_delete)."""
+    import sqlite3
+    keychain = daemon.keychains / "login.keychain-db"
+    secret_tool(bus, "store", "--label=doomed", "purpose", "doomed-item", input=b"x")
+    secret_tool(bus, "store", "--label=kept", "purpose", "kept-item", input=b"y")
+    db = sqlite3.connect(keychain)
+    # Its own tags: those of values the kept item shares (the same attribute and value) stay, rightly.
+    tags = [t for (t,) in db.execute(
+        "SELECT tag FROM attribute_index WHERE item = (SELECT min(id) FROM items)"
+        " EXCEPT SELECT tag FROM attribute_index WHERE item = (SELECT max(id) FROM items)").fetchall()]
+    db.close()
+    assert len(tags) >= 2
+
+    def on_disk():
+        data = b"".join(p.read_bytes() for p in (keychain, keychain.with_name(keychain.name + "-wal")) if p.exists())
+        return [t for t in tags if t in data]
+
+    assert on_disk() == tags
+    secret_tool(bus, "clear", "purpose", "doomed-item")
+    deadline = time.monotonic() + 10
+    while on_disk() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert on_disk() == [], "a deleted item's tags are still in the keychain file or its log"
+    assert secret_tool(bus, "lookup", "purpose", "kept-item").stdout == b"y"
+
+
+def test_settings_altered_in_the_file_make_the_daemon_lock_sooner_not_later(make_daemon, bus, tmp_path):
+    """The settings carry a MAC under the keychain key: rewritten in the file to "never lock", the daemon
+    finds the MAC wrong once unlocked and applies the after-tampering settings (5 minutes, lock on sleep)."""
+    import sqlite3
+    env = dict(bus.env(), HOME=str(tmp_path / "home"))
+    first = make_daemon().start()
+    keychain = first.keychains / "login.keychain-db"
+    subprocess.run([binary("latchkey"), "set-keychain-settings", "-t", "3600", str(keychain)], env=env,
+                   check=True, capture_output=True, timeout=30)
+    first.stop()
+    with sqlite3.connect(keychain) as db:
+        db.execute("UPDATE meta SET value = ? WHERE name = 'x-settings'", (b"timeout=0\nsleep=0\n",))
+    db.close()
+    make_daemon().start()
+    info = subprocess.run([binary("latchkey"), "show-keychain-info", "--json", str(keychain)], env=env,
+                          check=True, capture_output=True, text=True, timeout=30).stdout
+    assert '"heldByDaemon":true' in info.replace(" ", ""), info
+    assert '"lockTimeout":300' in info.replace(" ", "") and '"lockOnSleep":true' in info.replace(" ", ""), info

@@ -1,12 +1,15 @@
 """latchkey import-gnome-keyring and migration-status on keyrings that Debian's real
-gnome-keyring-daemon made (gnome_keyring.py): every field of every item compared through the
-Secret Service, served by gnome-keyring before and by latchkeyd after; a second import adds
-nothing; a wrong password imports nothing and says so; --dry-run changes nothing."""
+gnome-keyring-daemon made (gnome_keyring.py): each keyring becomes a collection of its own
+(login.keyring the login collection) and the keyring gnome-keyring's `default` names the target of
+the default alias; every field of every item compared through the Secret Service, served by
+gnome-keyring before and by latchkeyd after; a second import adds nothing; a wrong password imports
+nothing and says so; --dry-run changes nothing."""
 
 import shutil
 import subprocess
 import time
 
+import jeepney
 import pytest
 import secretstorage
 from jeepney.io.blocking import open_dbus_connection
@@ -28,6 +31,8 @@ def made(tmp_path_factory):
     try:
         keyring.start()
         items = gnome_keyring.populate(keyring)
+        # The user made "second" the default keyring: gnome-keyring writes its name into `default`.
+        gnome_keyring.set_default(keyring, "second")
         keyring.stop()
         # Started again, gnome-keyring serves what its files hold: that is what clients saw before the
         # switch (an item made without xdg:schema shows the schema of its item type from then on).
@@ -44,6 +49,7 @@ def made(tmp_path_factory):
     served.setdefault("open", items["open"])
     files = sorted(p.name for p in keyring.keyrings.glob("*.keyring"))
     assert files == ["login.keyring", "open.keyring", "second.keyring"]
+    assert (keyring.keyrings / "default").read_text() == "second"
     return {"keyrings": keyring.keyrings, "items": served}
 
 
@@ -88,10 +94,42 @@ def passwords(*lines):
     return "".join(line + "\n" for line in lines)
 
 
+LOGIN_PATH = "/org/freedesktop/secrets/collection/login"
+
+
 def login_items(bus):
     connection = open_dbus_connection(bus=bus.address)
     try:
-        return gnome_keyring.read_items(secretstorage.get_default_collection(connection))
+        return gnome_keyring.read_items(secretstorage.Collection(connection, LOGIN_PATH))
+    finally:
+        connection.close()
+
+
+def collections(bus):
+    """Every collection latchkeyd serves but the session one, by label: its items, every field."""
+    connection = open_dbus_connection(bus=bus.address)
+    try:
+        return {c.get_label(): gnome_keyring.read_items(c) for c in secretstorage.get_all_collections(connection)
+                if not c.collection_path.endswith("/session")}
+    finally:
+        connection.close()
+
+
+def alias(bus, name):
+    connection = open_dbus_connection(bus=bus.address)
+    try:
+        service = jeepney.DBusAddress("/org/freedesktop/secrets", bus_name="org.freedesktop.secrets",
+                                      interface="org.freedesktop.Secret.Service")
+        return connection.send_and_get_reply(jeepney.new_method_call(service, "ReadAlias", "s", (name,))).body[0]
+    finally:
+        connection.close()
+
+
+def path_of(bus, label):
+    connection = open_dbus_connection(bus=bus.address)
+    try:
+        return next(c.collection_path for c in secretstorage.get_all_collections(connection)
+                    if c.get_label() == label)
     finally:
         connection.close()
 
@@ -107,29 +145,34 @@ def test_import_keeps_every_field_and_a_second_import_adds_nothing(bus, make_dae
                       input=passwords(LOGIN_PASSWORD, gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert len(lines) == 3, result.stdout
-    assert lines[0].startswith('imported 8 items of keyring "Login" from ') and "login.keyring" in lines[0]
-    assert any(line.startswith('imported 3 items of keyring "open"') for line in lines)
-    assert any(line.startswith('imported 2 items of keyring "second"') for line in lines)
+    keychains = home / "latchkey" / "keychains"
+    assert lines == [
+        f'imported 8 items of keyring "Login" from {home}/keyrings/login.keyring into {keychains}/login.keychain-db',
+        f'imported 3 items of keyring "open" from {home}/keyrings/open.keyring into {keychains}/open.keychain-db',
+        f'imported 2 items of keyring "second" from {home}/keyrings/second.keyring into {keychains}/second.keychain-db',
+        f"the default collection is now {keychains}/second.keychain-db"], result.stdout
 
-    # Every keyring went into the login keychain: every field of every item, as gnome-keyring served it.
-    expected = sorted((item for items in made["items"].values() for item in items),
-                      key=lambda i: (i["label"], i["secret"]))
-    imported = login_items(bus)
-    assert len(imported) == len(expected) == 13
-    for mine, theirs in zip(imported, expected):
-        assert mine == theirs
+    # login.keyring went into the login collection, each other keyring into a collection of its own
+    # labelled with its name: every field of every item, as gnome-keyring served it.
+    assert sorted(made["items"]) == ["Login", "open", "second"]
+    assert collections(bus) == made["items"]
+    assert len(login_items(bus)) == 8
+    # gnome-keyring's `default` named "second": so does the default alias.
+    assert alias(bus, "default") == path_of(bus, "second")
+    assert alias(bus, "login") == LOGIN_PATH
 
-    # The files are untouched; a second import adds nothing.
+    # The files are untouched; a second import adds nothing and makes no collection.
     assert file_bytes(home / "keyrings") == before
     again = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin", input=passwords(LOGIN_PASSWORD))
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("already imported") == 3
-    assert len(login_items(bus)) == 13
+    assert collections(bus) == made["items"]
 
     status = latchkey(bus, tmp_path, "migration-status")
     assert status.returncode == 0, status.stderr
     assert status.stdout.count("imported ") == 3 and "left" not in status.stdout
+    assert 'keyring "second", 2 items added) into collection "second"' in status.stdout, status.stdout
+    assert 'keyring "Login", 8 items added) into collection "Login"' in status.stdout, status.stdout
 
 
 def test_wrong_password_imports_nothing_and_says_so(bus, make_daemon, tmp_path, home):
@@ -139,7 +182,7 @@ def test_wrong_password_imports_nothing_and_says_so(bus, make_daemon, tmp_path, 
                       input=passwords(LOGIN_PASSWORD, "not the password"))
     assert result.returncode == 1
     assert f"{second}: wrong password; nothing imported from it" in result.stderr
-    assert login_items(bus) == []
+    assert collections(bus) == {"Login": []}
     status = latchkey(bus, tmp_path, "migration-status", "--json")
     assert status.returncode == 0, status.stderr
     assert '"reason" : "not imported"' in status.stdout or '"reason": "not imported"' in status.stdout
@@ -153,10 +196,12 @@ def test_dry_run_lists_and_changes_nothing(bus, make_daemon, tmp_path, home):
     assert result.returncode == 0, result.stderr
     assert 'would import 8 items of keyring "Login"' in result.stdout
     assert '"Chrome Safe Storage" chrome_libsecret_os_crypt_password_v2' in result.stdout
-    assert login_items(bus) == []
+    assert 'would import 2 items of keyring "second"' in result.stdout
+    assert 'into a new collection "second"' in result.stdout
+    assert collections(bus) == {"Login": []}
 
 
-def test_a_damaged_keyring_is_named_and_the_others_are_imported(bus, make_daemon, tmp_path, home):
+def test_a_damaged_keyring_is_named_and_the_others_are_imported(bus, make_daemon, tmp_path, home, made):
     start_daemon(make_daemon, home, bus)
     login = home / "keyrings" / "login.keyring"
     login.write_bytes(login.read_bytes()[:200])
@@ -164,7 +209,7 @@ def test_a_damaged_keyring_is_named_and_the_others_are_imported(bus, make_daemon
                       input=passwords(LOGIN_PASSWORD, gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD))
     assert result.returncode == 1
     assert f"{login}: the file is truncated" in result.stderr
-    assert len(login_items(bus)) == 5
+    assert collections(bus) == {"Login": [], "second": made["items"]["second"], "open": made["items"]["open"]}
 
 
 def test_import_into_a_keychain_file_with_no_daemon(tmp_path, home, made):
@@ -179,8 +224,18 @@ def test_import_into_a_keychain_file_with_no_daemon(tmp_path, home, made):
     # The keychain's password for find-generic-password comes through the scripted pinentry.
     found = latchkey(nobody, tmp_path, "find-generic-password", "-s", "backup.example", "-w")
     assert found.returncode == 0 and found.stdout == "s3cret\n", found.stderr
+    # The other keyrings became collections beside it, protected by its key; "second" is the default.
+    keychains = tmp_path / "data" / "latchkey" / "keychains"
+    assert sorted(p.name for p in keychains.glob("*.keychain-db")) == [
+        "login.keychain-db", "open.keychain-db", "second.keychain-db"]
+    assert "default=second\n" in (keychains / "aliases").read_text()
+    found = latchkey(nobody, tmp_path, "find-generic-password", "-l", "Second keyring item", "-w",
+                     str(keychains / "second.keychain-db"))
+    # Not printable (a tab): shown in hex, as security(1) does.
+    assert found.returncode == 0 and found.stdout == "0x" + "ünïcødé\tsecret".encode().hex().upper() + "\n", found.stderr
     status = latchkey(nobody, tmp_path, "migration-status")
     assert status.stdout.count("imported ") == 3 and "left" not in status.stdout
+    assert 'into collection "open"' in status.stdout
 
 
 def test_a_logins_hand_over_imports_the_keyrings_gnome_keyring_unlocked(bus, make_daemon, tmp_path, home, made):
@@ -206,15 +261,15 @@ def test_a_logins_hand_over_imports_the_keyrings_gnome_keyring_unlocked(bus, mak
     daemon.start(unlock=False)
     path = daemon.runtime / "latchkey" / "control"
     assert control.hand_over(path, gnome_keyring.LOGIN_PASSWORD) == ("ok", "creating the login keychain")
-    expected = sorted((item for items in made["items"].values() for item in items),
-                      key=lambda i: (i["label"], i["secret"]))
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(login_items(bus)) < len(expected) + 1:
+    while time.monotonic() < deadline and sum(map(len, collections(bus).values())) < 14:
         time.sleep(0.2)
-    imported = [i for i in login_items(bus) if i["label"] != "Unlock password for: second"]
-    assert len(imported) == len(expected) == 13
-    for mine, theirs in zip(imported, expected):
-        assert mine == theirs
+    found = collections(bus)
+    kept = [i for i in found["Login"] if i["label"] == "Unlock password for: second"]
+    assert len(kept) == 1
+    found["Login"].remove(kept[0])
+    assert found == made["items"]
+    assert alias(bus, "default") == path_of(bus, "second")
     assert file_bytes(home / "keyrings") == before
 
     # A later login finds everything imported already.
@@ -222,6 +277,107 @@ def test_a_logins_hand_over_imports_the_keyrings_gnome_keyring_unlocked(bus, mak
     daemon.start(unlock=False)
     assert control.hand_over(path, gnome_keyring.LOGIN_PASSWORD)[0] == "ok"
     time.sleep(1)
-    assert len(login_items(bus)) == 14
+    assert sum(map(len, collections(bus).values())) == 14
+    assert sorted(collections(bus)) == ["Login", "open", "second"]
     status = latchkey(bus, tmp_path, "migration-status")
     assert status.stdout.count("imported ") == 3 and "left" not in status.stdout, status.stdout
+    assert 'into collection "second"' in status.stdout
+
+
+def test_import_unlocks_a_locked_daemon_to_make_the_collections(bus, make_daemon, tmp_path, home, made):
+    """The daemon holds the login keychain locked: the command opens it with the keychain password it
+    was given, so that CreateCollection can protect the new collections with its key."""
+    start_daemon(make_daemon, home, bus)
+    connection = open_dbus_connection(bus=bus.address)
+    try:
+        secretstorage.Collection(connection, LOGIN_PATH).lock()
+    finally:
+        connection.close()
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin",
+                      input=passwords(gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD, LOGIN_PASSWORD))
+    assert result.returncode == 0, result.stderr
+    assert collections(bus) == made["items"]
+
+
+
+
+@pytest.fixture(scope="module")
+def flatpak(tmp_path_factory):
+    """A login keyring holding the key gnome-keyring's Secret portal made for a Flatpak app, and that
+    app's libsecret file (format version 1) written by the real libsecret with that key; with the
+    items as libsecret reads them back."""
+    root = tmp_path_factory.mktemp("flatpak")
+    bus = Bus()
+    keyring = gnome_keyring.GnomeKeyring(bus.address, root / "home", data=root / "data")
+    try:
+        keyring.start()
+        app, secret = gnome_keyring.portal_secret(keyring, "org.example.App")
+    finally:
+        keyring.stop()
+        bus.stop()
+    path = root / "home" / ".var" / "app" / app / "data" / "keyrings" / "default.keyring"
+    # Text secrets: libsecret's introspected Secret.Value takes a string.
+    items = gnome_keyring.libsecret_file(path, secret, [
+        {"label": "Flatpak token", "attributes": {"xdg:schema": "org.example.App.Token", "account": "alice"},
+         "secret": "tökén\nline two".encode()},
+        {"label": "Second ✓", "attributes": {"xdg:schema": "org.example.App.Key", "id": "1", "kind": "a = b"},
+         "secret": b"  spaced  "},
+    ])
+    assert len(items) == 2 and path.read_bytes()[16:18] == b"\x01\x00"
+    expected = sorted((dict(i, content_type="text/plain") for i in items), key=lambda i: (i["label"], i["secret"]))
+    return {"root": root, "file": path, "app": app, "expected": expected}
+
+
+def copy_flatpak_home(flatpak, tmp_path):
+    shutil.copytree(flatpak["root"] / "home", tmp_path / "home", dirs_exist_ok=True)
+    shutil.copytree(flatpak["root"] / "data", tmp_path / "data", dirs_exist_ok=True)
+    return tmp_path / "home" / ".var" / "app" / flatpak["app"] / "data" / "keyrings" / "default.keyring"
+
+
+def test_a_login_imports_a_flatpak_apps_libsecret_file_with_the_portal_key(bus, make_daemon, tmp_path, flatpak):
+    file = copy_flatpak_home(flatpak, tmp_path)
+    before = file.read_bytes()
+    daemon = make_daemon(keychains=tmp_path / "data" / "latchkey" / "keychains",
+                         extra_env={"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")})
+    daemon.start(unlock=False)
+    assert control.hand_over(daemon.runtime / "latchkey" / "control", gnome_keyring.LOGIN_PASSWORD)[0] == "ok"
+    deadline = time.monotonic() + 30
+    app = flatpak["app"]
+    while time.monotonic() < deadline and app not in collections(bus):
+        time.sleep(0.2)
+    found = collections(bus)
+    # The app's items, every field as libsecret read them from the app's file, in a collection named after it.
+    assert found[app] == flatpak["expected"]
+    # The portal's key came along in the login collection, as gnome-keyring kept it.
+    assert app in [i["attributes"].get("app_id") for i in found["Login"]]
+    assert file.read_bytes() == before
+
+    daemon.stop()
+    daemon.start(unlock=False)
+    assert control.hand_over(daemon.runtime / "latchkey" / "control", gnome_keyring.LOGIN_PASSWORD)[0] == "ok"
+    time.sleep(1)
+    assert collections(bus) == found
+
+
+def test_import_command_opens_a_flatpak_file_with_the_portal_key_it_read(bus, make_daemon, tmp_path, flatpak):
+    copy_flatpak_home(flatpak, tmp_path)
+    start_daemon(make_daemon, tmp_path / "data", bus)
+    dry = latchkey(bus, tmp_path, "import-gnome-keyring", "--dry-run", "--stdin",
+                   input=passwords(gnome_keyring.LOGIN_PASSWORD))
+    assert dry.returncode == 0, dry.stderr
+    assert f'would import 2 items of keyring "{flatpak["app"]}"' in dry.stdout
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin",
+                      input=passwords(LOGIN_PASSWORD, gnome_keyring.LOGIN_PASSWORD))
+    assert result.returncode == 0, result.stderr
+    assert collections(bus)[flatpak["app"]] == flatpak["expected"]
+
+    # Without the login keyring (so without the portal's key) it is named, not prompted for.
+    again = latchkey(bus, tmp_path, "import-gnome-keyring", str(copy_flatpak_home(flatpak, tmp_path)))
+    assert "already imported" in again.stdout, again.stdout + again.stderr
+    other = tmp_path / "elsewhere" / ".var" / "app" / "org.other.App" / "data" / "keyrings" / "default.keyring"
+    other.parent.mkdir(parents=True)
+    shutil.copy(flatpak["file"], other)
+    refused = latchkey(bus, tmp_path, "import-gnome-keyring", str(other))
+    assert refused.returncode == 1
+    assert f"{other}: cannot read it: its key, the Secret portal's secret for the app, is in no keyring read" \
+        in refused.stderr

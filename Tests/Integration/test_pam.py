@@ -606,3 +606,110 @@ def test_pam_auth_update_profile_adds_optional_lines_in_order(pam_configs):
     if systemd:
         assert systemd[0] < next(i for i, row in enumerate(session) if "pam_latchkey.so" in row)
     assert not any("pam_latchkey.so" in row for row in lines("common-session-noninteractive"))
+
+
+# What a user's collections hold, read through the Secret Service on the user's own bus, as the user.
+READ_COLLECTIONS = """
+import json, secretstorage, secretstorage.util
+from jeepney.io.blocking import open_dbus_connection
+connection = open_dbus_connection(bus="SESSION")
+found = {}
+for collection in secretstorage.get_all_collections(connection):
+    if collection.collection_path.endswith("/session"):
+        continue
+    items = [{"label": i.get_label(), "attributes": dict(i.get_attributes()), "secret": bytes(i.get_secret()).hex(),
+              "content_type": i.get_secret_content_type(), "created": i.get_created(), "modified": i.get_modified()}
+             for i in collection.get_all_items()]
+    found[collection.get_label()] = sorted(items, key=lambda i: (i["label"], i["secret"]))
+service = secretstorage.util.DBusAddressWrapper("/org/freedesktop/secrets", "org.freedesktop.Secret.Service",
+                                                      connection)
+default = service.call("ReadAlias", "s", "default")[0]
+labels = {c.collection_path: c.get_label() for c in secretstorage.get_all_collections(connection)}
+print(json.dumps({"collections": found, "default": labels.get(default)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def gnome_keyrings(tmp_path_factory):
+    """Keyrings made by Debian's real gnome-keyring-daemon whose login keyring has the user's login
+    password (as pam_gnome_keyring keeps it), a second keyring whose password gnome-keyring kept in the
+    login keyring, an empty-password one, and `default` naming the second; with the items gnome-keyring
+    served from them, secrets in hex."""
+    if shutil.which("gnome-keyring-daemon") is None:
+        pytest.skip("gnome-keyring is not installed (.ci/packages lists it)")
+    import gnome_keyring
+    from conftest import Bus
+    root = tmp_path_factory.mktemp("gnome-keyring-for-login")
+    bus = Bus()
+    keyring = gnome_keyring.GnomeKeyring(bus.address, root / "home", data=root / "data")
+    try:
+        keyring.start(login_password=PASSWORD)
+        items = gnome_keyring.populate(keyring)
+        connection = keyring.connect()
+        import secretstorage
+        login = next(c for c in secretstorage.get_all_collections(connection) if c.collection_path.endswith("/login"))
+        login.create_item("Unlock password for: second", {"keyring": "LOCAL:/keyrings/second.keyring"},
+                          gnome_keyring.SECOND_PASSWORD.encode())
+        connection.close()
+        gnome_keyring.set_default(keyring, "second")
+        keyring.stop()
+        keyring.start(login_password=PASSWORD)
+        served = gnome_keyring.served(keyring)
+    finally:
+        keyring.stop()
+        bus.stop()
+    # open.keyring's multi-line secret makes gnome-keyring unable to read it back (see test_gnome_keyring_import).
+    served.setdefault("open", items["open"])
+    assert (keyring.keyrings / "default").read_text() == "second"
+    for entries in served.values():
+        for item in entries:
+            item["secret"] = item["secret"].hex()
+        entries.sort(key=lambda i: (i["label"], i["secret"]))
+    return keyring.keyrings, served
+
+
+def test_a_login_imports_gnome_keyrings_into_collections_of_their_own(service, user, gnome_keyrings, installed):
+    """A real login (pamtester, pam_unix then pam_latchkey) of a user whose home holds gnome-keyring's
+    files: latchkeyd imports login.keyring with the login password into the login collection, the second
+    keyring with the password gnome-keyring kept for it and the empty-password one into collections of
+    their own, every field kept; `default` names the second, so does the default alias; the files are
+    untouched; a second login imports nothing more."""
+    made, served = gnome_keyrings
+    keyrings = user.home / ".local" / "share" / "keyrings"
+    shutil.copytree(made, keyrings)
+    for path in [keyrings.parent, keyrings, *keyrings.iterdir()]:
+        os.chown(path, user.uid, user.gid)
+        os.chmod(path, 0o700 if path.is_dir() else 0o600)
+    before = {p.name: p.read_bytes() for p in keyrings.iterdir()}
+    reader = user.home / "read-collections.py"
+    reader.write_text(READ_COLLECTIONS.replace("SESSION", user.bus_address))
+    shutil.copy(binary("latchkey"), user.home / "latchkey")
+    for path in (reader, user.home / "latchkey"):
+        os.chown(path, user.uid, user.gid)
+
+    def collections():
+        out = user.run(["/usr/bin/python3", str(reader)])
+        assert out.returncode == 0, out.stderr
+        import json
+        return json.loads(out.stdout)
+
+    login(service, user)
+    user.wait_for_name()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sum(map(len, collections()["collections"].values())) < 14:
+        time.sleep(0.2)
+    found = collections()
+    assert found["collections"] == served
+    assert found["default"] == "second"
+    assert {p.name: p.read_bytes() for p in keyrings.iterdir()} == before
+
+    # A second login, with a new daemon, imports nothing more.
+    user.stop_daemon()
+    login(service, user)
+    user.wait_for_name()
+    time.sleep(1)
+    assert collections() == found
+    status = user.run([str(user.home / "latchkey"), "migration-status"])
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.count("imported ") == 3 and "left" not in status.stdout, status.stdout
+    assert 'into collection "second"' in status.stdout

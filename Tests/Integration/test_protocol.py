@@ -230,3 +230,25 @@ def test_spoofed_bus_signals_are_ignored(client, other, daemon, bus):
     time.sleep(0.3)
     assert daemon.alive() and bus.has_owner()
     assert not other.call(session, "org.freedesktop.Secret.Session", "Close").is_error
+
+
+def test_keychain1_refuses_a_60_mib_attribute_like_the_secret_service(client, daemon):
+    """org.latchkey.Keychain1 has the Secret Service face's input bounds: a 60 MiB attribute sent over the real
+    bus is refused with the status error (errSecDataTooLarge), nothing is stored, and the daemon still serves."""
+    native = "/org/latchkey/keychain/login"
+    huge = "a" * (60 * 1024 * 1024)
+    reply = client.call(native, "org.latchkey.Keychain1", "Add", "sa{sv}ayb",
+                        ("genp", {"acct": ("s", huge), "svce": ("s", "bounds.example")}, b"x", True), timeout=120)
+    assert reply.error_name == "org.latchkey.Keychain1.Error.Status", reply.error_name
+    assert reply.body[0].startswith("-25302 "), reply.body  # errSecDataTooLarge
+
+    def search(service):
+        query = {"class": ("s", "genp"), "attributes": ("a{sv}", {"svce": ("s", service)}),
+                 "synchronizable": ("s", "any"), "limit": ("x", 0), "returning": ("u", 0)}
+        return client.ok(native, "org.latchkey.Keychain1", "Search", "a{sv}", (query,))[0]
+
+    assert search("bounds.example") == []
+    client.ok(native, "org.latchkey.Keychain1", "Add", "sa{sv}ayb",
+              ("genp", {"acct": ("s", "small"), "svce": ("s", "fits.example")}, b"x", True))
+    assert len(search("fits.example")) == 1
+    assert daemon.alive()
