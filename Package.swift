@@ -35,6 +35,10 @@ let package = Package(
         .systemLibrary(
             name: "CPAM", pkgConfig: "pam",
             providers: [.apt(["libpam0g-dev"])]),
+        // tpm2-tss: ESAPI (sessions, sealing), the TCTI loader, marshalling (MU) and error texts (RC).
+        .systemLibrary(
+            name: "CTSS2", pkgConfig: "tss2-esys",
+            providers: [.apt(["libtss2-dev"])]),
         .target(name: "KeychainCore"),
         // Glibc only: deadlines, EINTR-safe calls, errno-carrying errors, wiping, threads.
         // prctl for Posix (variadic in C); no library to link.
@@ -61,7 +65,7 @@ let package = Package(
                     "-Xlinker", "-z", "-Xlinker", "now",
                 ])
             ]),
-        .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL"]),
+        .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL", "Posix"]),
         // Reads gnome-keyring's keyring files and writes them into a keychain.
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         .target(name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),
@@ -73,6 +77,10 @@ let package = Package(
             dependencies: ["KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix"]),
         .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus"]),
         .target(name: "Pinentry", dependencies: ["Posix"]),
+        // Seals a 32-byte key to the machine's TPM 2.0 (optional PIN and PCR policy) and unseals it.
+        .target(name: "TPMSealing", dependencies: ["CTSS2", "COpenSSL", "Posix"]),
+        // Key slots that unlock a keychain without its password; for now the recovery key's format.
+        .target(name: "KeySlots", dependencies: ["COpenSSL", "Posix"]),
         // Who is calling: a process's program (executable, interpreter and script, Flatpak app id) from /proc.
         .target(name: "CallerIdentity", dependencies: ["COpenSSL", "Posix"]),
         .target(
@@ -84,8 +92,8 @@ let package = Package(
         .executableTarget(
             name: "latchkeyd",
             dependencies: [
-                "SecretService", "KeychainRegistry", "KeychainStore", "GnomeKeyringImport", "LoginControl", "Pinentry",
-                "Posix", "DBus",
+                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "GnomeKeyringImport",
+                "LoginControl", "Pinentry", "Posix", "DBus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -102,6 +110,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(name: "latchkey-example", dependencies: ["Security"]),
+        .executableTarget(
+            name: "tpm-seal-bench", dependencies: ["TPMSealing", "Posix"], path: "Benchmarks/TPMSealBench"),
         .executableTarget(name: "secitem-client", dependencies: ["Security"], path: "Tests/SecItemClient"),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
@@ -112,12 +122,16 @@ let package = Package(
             dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer"], exclude: ["Fixtures"]),
         .testTarget(name: "SecurityTests", dependencies: ["Security"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
-        .testTarget(name: "PinentryTests", dependencies: ["Pinentry"]),
-        .testTarget(name: "LoginControlTests", dependencies: ["LoginControl"]),
+        .testTarget(name: "PinentryTests", dependencies: ["Pinentry", "Posix"]),
+        .testTarget(name: "LoginControlTests", dependencies: ["LoginControl", "Posix"]),
         .testTarget(
             name: "SecretServiceTests",
-            dependencies: ["SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry"]),
+            dependencies: [
+                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry", "Posix",
+            ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
+        .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),
+        .testTarget(name: "KeySlotsTests", dependencies: ["KeySlots"]),
         .testTarget(name: "CallerIdentityTests", dependencies: ["CallerIdentity"]),
         .testTarget(
             name: "GnomeKeyringImportTests",

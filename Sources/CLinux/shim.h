@@ -12,3 +12,19 @@ static inline int latchkey_set_not_dumpable(void) {
 static inline int latchkey_is_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 }
+
+#include <malloc.h>
+
+/* Makes free() overwrite every chunk it frees with `byte` (and malloc fill new chunks with its complement).
+   1 on success. */
+static inline int latchkey_perturb_freed_memory(int byte) {
+    return mallopt(M_PERTURB, byte);
+}
+
+#include <sys/auxv.h>
+
+/* 1 when the process started in secure mode (AT_SECURE: set-user-ID and the like), where glibc ignores
+   GLIBC_TUNABLES. */
+static inline int latchkey_started_in_secure_mode(void) {
+    return getauxval(AT_SECURE) != 0;
+}

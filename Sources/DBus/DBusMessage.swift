@@ -118,3 +118,54 @@ package final class DBusMessage: @unchecked Sendable {
         }
     }
 }
+
+extension DBusMessage {
+    /// How many released messages libdbus keeps for reuse (`MAX_MESSAGE_CACHE_SIZE`), and the largest it keeps
+    /// (`MAX_MESSAGE_SIZE_TO_CACHE`, 10 KiB).
+    static let libdbusCacheCount = 5
+    static let libdbusCacheLargestMessage = 10 * 1024
+
+    /// Scrubs the messages libdbus keeps after their last reference went: up to five of at most 10 KiB, their
+    /// header and body buffers left as they were, so what a client sent (a secret, a label, attribute values)
+    /// or a reply carried stayed readable for as long as the message sat in the cache. Takes every cached
+    /// message out, writes over its body with more than any cached body can hold, and releases it too large to
+    /// be cached again, so libdbus frees its buffers (and glibc, with `perturb`, overwrites them). Call it after
+    /// the messages that carried secrets were released and sent.
+    package static func scrubReleasedMessages() {
+        let filler = DBusValue.bytes([UInt8](repeating: 0, count: libdbusCacheLargestMessage + 1_024))
+        var taken: [DBusMessage] = []
+        for _ in 0...libdbusCacheCount {
+            guard let raw = dbus_message_new(Kind.signal.rawValue) else { break }
+            taken.append(DBusMessage(owning: raw))
+        }
+        for message in taken { try? message.append([filler]) }
+    }
+}
+
+extension DBusConnection {
+    static let scrubInterface = "org.latchkey.ScrubReadBuffer"
+
+    /// Overwrites what libdbus keeps of the messages this connection read. libdbus reads into one buffer
+    /// per connection, kept for the connection's life: after a message is taken out, its bytes stay past
+    /// the buffer's end until later reads reach them (seen: the tail of a CreateItem, attribute values and
+    /// all, after a Lock). A signal of 16 KiB of zeros, addressed to this connection itself, fills that
+    /// buffer from its start past any size it keeps between messages (libdbus shrinks it back to within
+    /// 2 KiB of what it holds, and glibc overwrites what is given back). Skip it when it arrives
+    /// (``DBusMessage/isReadBufferScrub``).
+    package func scrubReadBuffer() {
+        guard !uniqueName.isEmpty,
+            let message = try? DBusMessage.signal(
+                path: "/org/latchkey/scrub", interface: Self.scrubInterface, member: "Scrub",
+                arguments: [.bytes([UInt8](repeating: 0, count: 16 * 1024))])
+        else { return }
+        dbus_message_set_destination(message.pointer, uniqueName)
+        send(message)
+    }
+}
+
+extension DBusMessage {
+    /// Whether this is the signal ``DBusConnection/scrubReadBuffer()`` sent.
+    package var isReadBufferScrub: Bool {
+        kind == .signal && interface == DBusConnection.scrubInterface
+    }
+}

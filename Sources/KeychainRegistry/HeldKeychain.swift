@@ -13,7 +13,7 @@ package final class HeldKeychain {
         /// With the key of the login keychain, while it is unlocked (collections made by clients).
         case loginKey
         /// With a random password the daemon holds (the in-memory session collection).
-        case heldPassword([UInt8])
+        case heldPassword(SharedSecret)
         /// With a password of its own (a collection made by `CreateWithMasterPassword`, or given one by a
         /// password change).
         case ownPassword

@@ -98,7 +98,7 @@ package final class KeychainRegistry {
     /// unlocked with it, or created with it when missing (on this thread: the daemon is not serving yet).
     ///
     /// - Throws: `errSecAuthFailed` if `loginPassword` does not unlock the login keychain.
-    package init(configuration: RegistryConfiguration, loginPassword: [UInt8]?) throws(KeychainError) {
+    package init(configuration: RegistryConfiguration, loginPassword: borrowing SecretBytes?) throws(KeychainError) {
         self.configuration = configuration
         self.inbox = try LoopInbox()
         self.worker = try Worker()
@@ -116,20 +116,37 @@ package final class KeychainRegistry {
 
     var loginKeychainPath: String { KeychainLocation.loginKeychainPath(inDirectory: configuration.keychainDirectory) }
 
-    private func openKeychains(loginPassword: [UInt8]?) throws(KeychainError) {
+    private func openKeychains(loginPassword: borrowing SecretBytes?) throws(KeychainError) {
         let directory = configuration.keychainDirectory
         if FileManager.default.fileExists(atPath: loginKeychainPath) {
             let keychain = try Keychain(opening: loginKeychainPath)
-            if let loginPassword { try keychain.unlock(password: loginPassword) }
+            switch loginPassword {
+            case .some(let password):
+                try password.withUnsafeBytes { (bytes) throws(KeychainError) in try keychain.unlock(password: bytes) }
+            case .none: break
+            }
             try addLogin(keychain)
-        } else if let loginPassword {
-            try addLogin(
-                try Self.createLoginKeychain(at: loginKeychainPath, password: loginPassword, configuration.kdf))
+        } else {
+            switch loginPassword {
+            case .some(let password):
+                let path = loginKeychainPath
+                let kdf = configuration.kdf
+                try addLogin(
+                    try password.withUnsafeBytes { (bytes) throws(KeychainError) in
+                        try Self.createLoginKeychain(at: path, password: bytes, kdf)
+                    })
+            case .none: break
+            }
         }
         let login = login?.keychain
-        var held = [UInt8](repeating: 0, count: 32)
-        for index in held.indices { held[index] = UInt8.random(in: 0...255) }
-        let session = try Keychain.createInMemory(password: held)
+        var random = SystemRandomNumberGenerator()
+        let held = SharedSecret(
+            SecretBytes(count: 32) { raw in
+                for index in raw.indices { raw[index] = UInt8.random(in: 0...255, using: &random) }
+            })
+        let session = try held.withUnsafeBytes { (bytes) throws(KeychainError) in
+            try Keychain.createInMemory(password: bytes)
+        }
         keychains.append(
             HeldKeychain(id: Self.sessionID, keychain: session, unlocking: .heldPassword(held), label: "Session"))
         aliases["session"] = Self.sessionID
@@ -315,7 +332,10 @@ package final class KeychainRegistry {
         let unlocked: Bool
         switch held.unlocking {
         case .heldPassword(let password):
-            unlocked = (try? held.keychain.unlock(password: password)) != nil
+            let keychain = held.keychain
+            unlocked =
+                (try? password.withUnsafeBytes { (bytes) throws(KeychainError) in try keychain.unlock(password: bytes) })
+                != nil
         case .loginKey:
             guard let login, !login.isLocked else { return false }
             unlocked = (try? held.keychain.unlock(using: login.keychain)) != nil

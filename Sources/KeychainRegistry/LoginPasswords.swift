@@ -52,13 +52,6 @@ private struct RekeyAnswer: Sendable {
     let key: UnwrappedKeychainKey
 }
 
-/// A password handed to another thread; wiped when the last reference goes.
-final class SecretBytes: @unchecked Sendable {
-    private(set) var bytes: [UInt8]
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-    deinit { wipeBytes(&bytes) }
-}
-
 extension KeychainRegistry {
     /// Unlocks the login keychain with the login password, or creates it when there is none, deriving the
     /// key on the worker; `completion` runs on the serving thread. A wrong password means the login password
@@ -69,7 +62,7 @@ extension KeychainRegistry {
     /// while the key is derived wins: the derived key is dropped. `holdingClients` marks an unlock at login, during
     /// which the faces hold their clients' requests (``isUnlockingAtLogin``).
     package func unlockLogin(
-        password: [UInt8], from source: LoginPasswordSource, holdingClients: Bool = false,
+        password secret: SharedSecret, from source: LoginPasswordSource, holdingClients: Bool = false,
         completion: @escaping (LoginUnlockOutcome) -> Void
     ) {
         if let login, !login.isLocked { return completion(.alreadyUnlocked) }
@@ -83,7 +76,6 @@ extension KeychainRegistry {
         guard wait == 0 else { return completion(.notUnlocked(.notTried(waitSeconds: wait))) }
         if holdingClients { unlocksAtLogin += 1 }
         let locksBefore = locksOfLogin
-        let secret = SecretBytes(password)
         let existing = login?.keychain
         let path = loginKeychainPath
         let kdf = configuration.kdf
@@ -91,9 +83,17 @@ extension KeychainRegistry {
             { () -> Result<LoginKeyDerivation, KeychainError> in
                 do throws(KeychainError) {
                     if let existing {
-                        return .success(.unwrapped(try existing.unwrapKey(password: secret.bytes, limited: limited)))
+                        return .success(
+                            .unwrapped(
+                                try secret.withUnsafeBytes { (password) throws(KeychainError) in
+                                    try existing.unwrapKey(password: password, limited: limited)
+                                }))
                     }
-                    return .success(.created(try Self.createLoginKeychain(at: path, password: secret.bytes, kdf)))
+                    return .success(
+                        .created(
+                            try secret.withUnsafeBytes { (password) throws(KeychainError) in
+                                try Self.createLoginKeychain(at: path, password: password, kdf)
+                            }))
                 } catch {
                     return .failure(error)
                 }
@@ -149,17 +149,21 @@ extension KeychainRegistry {
     /// A change a login asked for (`passwd` through pam_latchkey: PAM verified the old password) is never
     /// refused for earlier wrong passwords (`limited` false).
     package func changePassword(
-        of held: HeldKeychain, from old: [UInt8], to new: [UInt8], limited: Bool = true,
+        of held: HeldKeychain, from oldSecret: SharedSecret, to newSecret: SharedSecret, limited: Bool = true,
         completion: @escaping (LoginPasswordOutcome) -> Void
     ) {
         let wait = limited ? held.keychain.passwordRetryWait() : 0
         guard wait == 0 else { return completion(.notTried(waitSeconds: wait)) }
-        let (oldSecret, newSecret) = (SecretBytes(old), SecretBytes(new))
         let keychain = held.keychain
         offLoop(
             { () -> Result<PasswordChange, KeychainError> in
                 do throws(KeychainError) {
-                    return .success(try keychain.rewrap(from: oldSecret.bytes, to: newSecret.bytes, limited: limited))
+                    return .success(
+                        try oldSecret.withUnsafeBytes { (old) throws(KeychainError) in
+                            try newSecret.withUnsafeBytes { (new) throws(KeychainError) in
+                                try keychain.rewrap(from: old, to: new, limited: limited)
+                            }
+                        })
                 } catch {
                     return .failure(error)
                 }
@@ -194,15 +198,18 @@ extension KeychainRegistry {
     /// makes one, labelled with the keyring's name); the items are written on the worker, one transaction per
     /// keyring; the faces hear of the new collections and items, and the keyring gnome-keyring's `default`
     /// file names becomes the `default` alias.
-    func importGnomeKeyrings(password: SecretBytes) {
+    func importGnomeKeyrings(password: SharedSecret) {
         guard let directory = configuration.gnomeKeyringDirectory, let login else { return }
         let loginPath = login.keychain.path
         let flatpakApps = configuration.flatpakAppDirectory
         let held = keychains.filter { $0.id != Self.sessionID }.map(\.keychain)
         offLoop(
             {
-                GnomeKeyringLoginImport.plan(
-                    directory: directory, password: password.bytes, login: loginPath,
+                // The importer takes an array (the keyring readers work on arrays): a copy, wiped after.
+                var copy = password.withUnsafeBytes { [UInt8]($0) }
+                defer { wipeBytes(&copy) }
+                return GnomeKeyringLoginImport.plan(
+                    directory: directory, password: copy, login: loginPath,
                     keychains: held.map { RecordedKeychain(path: $0.path, keychain: $0) }, flatpakApps: flatpakApps)
             },
             then: { [self] plan in placeImports(plan) })
@@ -279,7 +286,10 @@ extension KeychainRegistry {
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
             attempt: { answers in
                 do throws(KeychainError) {
-                    return .success(try keychain.unwrapKey(password: answers[0].bytes))
+                    return .success(
+                        try answers[0].withUnsafeBytes { (password) throws(KeychainError) in
+                            try keychain.unwrapKey(password: password)
+                        })
                 } catch {
                     return .failure(error)
                 }
@@ -302,18 +312,18 @@ extension KeychainRegistry {
     /// One password through pinentry (with `error` shown, if any), nil when not given.
     static func askOne(
         _ pinentry: Pinentry, _ request: PinentryRequest, _ error: String?, _ cancellation: PinentryCancellation
-    ) -> [SecretBytes]? {
+    ) -> [SharedSecret]? {
         var request = request
         request.error = error
         guard case .password(let password)? = try? pinentry.askPassword(request, cancellation: cancellation) else {
             return nil
         }
-        return [SecretBytes(password)]
+        return [password]
     }
 
     /// Asks, through pinentry, for the keychain's previous password, and re-keys the login keychain to
     /// `loginPassword` with it (one such prompt at a time: a second request joins the first).
-    private func askToRekey(_ login: Keychain, to loginPassword: SecretBytes) {
+    private func askToRekey(_ login: Keychain, to loginPassword: SharedSecret) {
         let request = PinentryRequest(
             title: "Login Keychain",
             description:
@@ -326,10 +336,14 @@ extension KeychainRegistry {
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
             attempt: { answers in
                 do throws(KeychainError) {
-                    let key = try login.unwrapKey(password: answers[0].bytes)
-                    return .success(
-                        RekeyAnswer(change: try login.rewrap(from: answers[0].bytes, to: loginPassword.bytes), key: key)
-                    )
+                    let answer = try answers[0].withUnsafeBytes { (old) throws(KeychainError) in
+                        let key = try login.unwrapKey(password: old)
+                        let change = try loginPassword.withUnsafeBytes { (new) throws(KeychainError) in
+                            try login.rewrap(from: old, to: new)
+                        }
+                        return RekeyAnswer(change: change, key: key)
+                    }
+                    return .success(answer)
                 } catch {
                     return .failure(error)
                 }
@@ -362,15 +376,14 @@ extension KeychainRegistry {
     /// ended when nobody waits for it). Kept for prompts not moved there yet; `cancellation` ends it.
     static func askUntilAccepted(
         _ pinentry: Pinentry, _ request: PinentryRequest, tries: Int, retryMessage: String,
-        cancellation: PinentryCancellation? = nil, accept: ([UInt8]) throws(KeychainError) -> Void
+        cancellation: PinentryCancellation? = nil, accept: (UnsafeRawBufferPointer) throws(KeychainError) -> Void
     ) -> Bool {
         var request = request
         for _ in 0..<tries {
-            guard case .password(var password)? = try? pinentry.askPassword(request, cancellation: cancellation)
-            else { return false }
-            defer { wipeBytes(&password) }
+            // The answer is in secret memory, wiped when `password` goes at the end of this try.
+            guard case .password(let password)? = try? pinentry.askPassword(request, cancellation: cancellation) else { return false }
             do {
-                try accept(password)
+                try password.withUnsafeBytes(accept)
                 return true
             } catch {
                 // Another failure, or too many wrong passwords lately: asking again would not help.

@@ -12,18 +12,19 @@ extension KeychainRegistry {
     /// Creates a keychain labelled `label` with `password` as its own password (scrypt on the worker); it is
     /// announced and given to `completion` unlocked, on the serving thread.
     package func createKeychain(
-        label: String, password: [UInt8], pathElement: (String) -> String,
+        label: String, password secret: SharedSecret, pathElement: (String) -> String,
         completion: @escaping (Result<HeldKeychain, KeychainError>) -> Void
     ) {
         let id = newKeychainID(label: label, pathElement: pathElement)
         reservedKeychainIDs.insert(id)
-        let secret = SecretBytes(password)
         let path = configuration.keychainDirectory + "/\(id).keychain-db"
         let kdf = configuration.kdf
         offLoop(
             { () -> Result<Keychain, KeychainError> in
                 do throws(KeychainError) {
-                    let keychain = try Keychain.create(at: path, password: secret.bytes, kdf: kdf)
+                    let keychain = try secret.withUnsafeBytes { (bytes) throws(KeychainError) in
+                        try Keychain.create(at: path, password: bytes, kdf: kdf)
+                    }
                     try keychain.limitMemory(to: .lean)
                     try keychain.setMetadata("label", Data(label.utf8))
                     try keychain.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
@@ -49,13 +50,13 @@ extension KeychainRegistry {
     /// login keychain and the keychains its key wraps (then the login keychain unlocks too, as a password a
     /// process of the user sent: under the wrong-password limit, never creating or re-keying it).
     package func unlock(
-        _ held: HeldKeychain, password: [UInt8], completion: @escaping (LoginPasswordOutcome) -> Void
+        _ held: HeldKeychain, password secret: SharedSecret, completion: @escaping (LoginPasswordOutcome) -> Void
     ) {
         switch held.unlocking {
         case .heldPassword:
             completion(unlockWithoutPassword(held) ? .accepted : .failed(KeychainError(.authFailed, "")))
         case .loginPassword, .loginKey:
-            unlockLogin(password: password, from: .userProcess) { [self] outcome in
+            unlockLogin(password: secret, from: .userProcess) { [self] outcome in
                 switch outcome {
                 case .created, .unlocked, .alreadyUnlocked:
                     guard unlockWithoutPassword(held) else {
@@ -69,13 +70,15 @@ extension KeychainRegistry {
             guard held.isLocked else { return completion(.accepted) }
             let wait = held.keychain.passwordRetryWait()
             guard wait == 0 else { return completion(.notTried(waitSeconds: wait)) }
-            let secret = SecretBytes(password)
             let keychain = held.keychain
             let locksBefore = held.locks
             offLoop(
                 { () -> Result<UnwrappedKeychainKey, KeychainError> in
                     do throws(KeychainError) {
-                        return .success(try keychain.unwrapKey(password: secret.bytes))
+                        return .success(
+                            try secret.withUnsafeBytes { (bytes) throws(KeychainError) in
+                                try keychain.unwrapKey(password: bytes)
+                            })
                     } catch {
                         return .failure(error)
                     }
@@ -99,28 +102,33 @@ extension KeychainRegistry {
     /// takes the login password as `original` and gets `new` as a password of its own, no longer opening
     /// with the login keychain. The session collection has no password (`errSecParam`).
     package func changePassword(
-        of held: HeldKeychain, original: [UInt8], to new: [UInt8],
+        of held: HeldKeychain, original oldSecret: SharedSecret, to newSecret: SharedSecret,
         completion: @escaping (LoginPasswordOutcome) -> Void
     ) {
         switch held.unlocking {
         case .heldPassword:
             completion(.failed(KeychainError.param("the session collection is in memory and has no password")))
         case .loginPassword, .ownPassword:
-            changePassword(of: held, from: original, to: new, completion: completion)
+            changePassword(of: held, from: oldSecret, to: newSecret, completion: completion)
         case .loginKey:
             guard let login = login?.keychain else {
                 return completion(.failed(KeychainError(.noSuchKeychain, "there is no login keychain")))
             }
             let wait = login.passwordRetryWait()
             guard wait == 0 else { return completion(.notTried(waitSeconds: wait)) }
-            let (oldSecret, newSecret) = (SecretBytes(original), SecretBytes(new))
             let keychain = held.keychain
             let kdf = configuration.kdf
             offLoop(
                 { () -> Result<PasswordChange, KeychainError> in
                     do throws(KeychainError) {
-                        let key = try keychain.unwrapKey(using: try login.unwrapKey(password: oldSecret.bytes))
-                        return .success(try keychain.rewrap(key, to: newSecret.bytes, kdf: kdf))
+                        let loginKey = try oldSecret.withUnsafeBytes { (old) throws(KeychainError) in
+                            try login.unwrapKey(password: old)
+                        }
+                        let key = try keychain.unwrapKey(using: loginKey)
+                        return .success(
+                            try newSecret.withUnsafeBytes { (new) throws(KeychainError) in
+                                try keychain.rewrap(key, to: new, kdf: kdf)
+                            })
                     } catch {
                         return .failure(error)
                     }
@@ -173,16 +181,17 @@ extension KeychainRegistry {
         offLoop(
             onOwnThread: true,
             { () -> PreparedPasswordChange? in
-                let current: (([UInt8]) throws(KeychainError) -> UnwrappedKeychainKey) = {
+                let current: ((UnsafeRawBufferPointer) throws(KeychainError) -> UnwrappedKeychainKey) = {
                     (password) throws(KeychainError) in
                     guard underLogin, let login else { return try keychain.unwrapKey(password: password) }
                     return try keychain.unwrapKey(using: try login.unwrapKey(password: password))
                 }
                 guard let key = Self.askCurrentPassword(label, underLogin: underLogin, pinentry, current),
-                    var new = Self.askNewPassword(label, pinentry)
+                    let new = Self.askNewPassword(label, pinentry),
+                    let change = try? new.withUnsafeBytes({ (bytes) throws(KeychainError) in
+                        try keychain.rewrap(key, to: bytes, kdf: kdf)
+                    })
                 else { return nil }
-                defer { wipeBytes(&new) }
-                guard let change = try? keychain.rewrap(key, to: new, kdf: kdf) else { return nil }
                 return PreparedPasswordChange(change: change, key: key)
             },
             then: { [self] prepared in
@@ -206,7 +215,7 @@ extension KeychainRegistry {
     /// Asks for the current password until `derive` takes it (three tries); the keychain's key, or nil.
     private static func askCurrentPassword(
         _ label: String, underLogin: Bool, _ pinentry: Pinentry,
-        _ derive: ([UInt8]) throws(KeychainError) -> UnwrappedKeychainKey
+        _ derive: (UnsafeRawBufferPointer) throws(KeychainError) -> UnwrappedKeychainKey
     ) -> UnwrappedKeychainKey? {
         let request = PinentryRequest(
             title: "Change Keychain Password",
@@ -223,25 +232,21 @@ extension KeychainRegistry {
     }
 
     /// Asks for a new password and then for it again, until both match (three tries); nil when cancelled.
-    private static func askNewPassword(_ label: String, _ pinentry: Pinentry) -> [UInt8]? {
+    private static func askNewPassword(_ label: String, _ pinentry: Pinentry) -> SharedSecret? {
         var request = PinentryRequest(
             title: "Change Keychain Password",
             description: "Choose a new password for the \u{201C}\(label)\u{201D} keychain.",
             prompt: "New password:", error: nil, okLabel: "Continue")
         for _ in 0..<3 {
-            guard case .password(var first)? = try? pinentry.askPassword(request) else { return nil }
+            guard case .password(let first)? = try? pinentry.askPassword(request) else { return nil }
             var confirmation = request
             confirmation.description = "Enter the new password for the \u{201C}\(label)\u{201D} keychain again."
             confirmation.prompt = "Confirm:"
             confirmation.error = nil
             confirmation.okLabel = "Change Password"
-            guard case .password(var second)? = try? pinentry.askPassword(confirmation) else {
-                wipeBytes(&first)
-                return nil
-            }
-            defer { wipeBytes(&second) }
+            // Both answers are in secret memory, wiped when the last holder lets go.
+            guard case .password(let second)? = try? pinentry.askPassword(confirmation) else { return nil }
             if first == second { return first }
-            wipeBytes(&first)
             request.error = "The passwords did not match. Try again."
         }
         return nil

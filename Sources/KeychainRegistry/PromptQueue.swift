@@ -1,5 +1,6 @@
 import KeychainCore
 import Pinentry
+import Posix
 
 /// A face's place in a prompt. When the client that asked goes away or dismisses it, the face hands it back
 /// through ``KeychainRegistry/withdraw(_:)``: a prompt nobody waits for any more is ended at once.
@@ -21,10 +22,10 @@ struct PromptDialog {
     let retryMessage: String
     /// Asks the person, on the prompt's own thread: the secrets typed, or nil when they cancelled, the
     /// prompt failed or was cancelled. The second argument is the message to show after a refused answer.
-    let ask: @Sendable (Pinentry, String?, PinentryCancellation) -> [SecretBytes]?
+    let ask: @Sendable (Pinentry, String?, PinentryCancellation) -> [SharedSecret]?
     /// Tries the answers, on the worker (one attempt at a time with all other key derivations): what
     /// ``apply`` needs, or the error (`errSecAuthFailed` asks again while tries are left).
-    let attempt: @Sendable ([SecretBytes]) -> Result<any Sendable, KeychainError>
+    let attempt: @Sendable ([SharedSecret]) -> Result<any Sendable, KeychainError>
     /// Applies an accepted answer, on the serving thread.
     let apply: (any Sendable) -> Void
     /// Whether what the prompt is for is already done (checked on the serving thread before showing it and
@@ -141,6 +142,6 @@ extension KeychainRegistry {
 
 /// The secrets a prompt's thread hands to the serving thread.
 private struct AnswerBox: Sendable {
-    let secrets: [SecretBytes]?
-    init(_ secrets: [SecretBytes]?) { self.secrets = secrets }
+    let secrets: [SharedSecret]?
+    init(_ secrets: [SharedSecret]?) { self.secrets = secrets }
 }

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import KeychainCore
+import Posix
 
 /// How a keychain key is wrapped: under a password (through scrypt) or under
 /// the key of another keychain (a collection created over D-Bus is wrapped by
@@ -42,7 +43,8 @@ struct KeychainHeader: Sendable {
         throws(KeychainError) -> KeychainHeader
     {
         var header = try blank(wrapping: .parent(identifier: parentIdentifier))
-        header.wrappedKey = try AuthenticatedCipher.seal(keychainKey.data, key: parentKey, context: header.wrapContext)
+        header.wrappedKey = try AuthenticatedCipher.seal(
+            keychainKey.unownedData, key: parentKey, context: header.wrapContext)
         return header
     }
 
@@ -57,8 +59,8 @@ struct KeychainHeader: Sendable {
         _ keychainKey: SecretKey, password: some Collection<UInt8>, kdf: KDFParameters
     ) throws(KeychainError) {
         let salt = try SecureRandom.data(count: 16)
-        let wrappingKey = try kdf.deriveKey(password: Array(password), salt: salt)
-        let wrapped = try AuthenticatedCipher.seal(keychainKey.data, key: wrappingKey, context: wrapContext)
+        let wrappingKey = try kdf.deriveKey(password: password, salt: salt)
+        let wrapped = try AuthenticatedCipher.seal(keychainKey.unownedData, key: wrappingKey, context: wrapContext)
         self.wrapping = .password(kdf)
         self.salt = salt
         self.wrappedKey = wrapped
@@ -69,17 +71,19 @@ struct KeychainHeader: Sendable {
         guard let kdf else {
             throw KeychainError(.authFailed, "this keychain is unlocked by its parent keychain, not a password")
         }
-        return try unwrap(with: try kdf.deriveKey(password: Array(password), salt: salt))
+        return try unwrap(with: try kdf.deriveKey(password: password, salt: salt))
     }
 
     /// The keychain key, or `errSecAuthFailed` when `wrappingKey` does not open it.
     func unwrap(with wrappingKey: SecretKey) throws(KeychainError) -> SecretKey {
-        let keyBytes: Data
+        var keyBytes: Data
         do {
             keyBytes = try AuthenticatedCipher.open(wrappedKey, key: wrappingKey, context: wrapContext)
         } catch {
             throw KeychainError(.authFailed, "the password does not unlock this keychain")
         }
+        // The decrypted key goes into the key's secret pages; the buffer it was decrypted into is wiped.
+        defer { keyBytes.withUnsafeMutableBytes { wipeBytes($0) } }
         guard let key = SecretKey(copying: keyBytes) else {
             throw KeychainError(.invalidKeychain, "the keychain key has the wrong length")
         }

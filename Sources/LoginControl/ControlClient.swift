@@ -112,18 +112,16 @@ private struct PeerCredentials {
     var gid: gid_t = 0
 }
 
-func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline) -> ControlClientError? {
+func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer, deadline: Deadline) -> ControlClientError? {
     var sent = 0
-    while sent < bytes.count {
-        var count = bytes.withUnsafeBytes { raw in
-            Result { () throws(SystemError) in try Posix.send(fd, raw.baseAddress.map { $0 + sent }, raw.count - sent) }
+    while sent < raw.count {
+        var count = Result { () throws(SystemError) in
+            try Posix.send(fd, raw.baseAddress.map { $0 + sent }, raw.count - sent)
         }
         if case .failure(let error) = count, error.errno == ENOTSOCK {
             // A pipe (a test, or a person, driving the daemon's standard input and output).
-            count = bytes.withUnsafeBytes { raw in
-                Result { () throws(SystemError) in
-                    try Posix.write(fd, raw.baseAddress.map { $0 + sent }, raw.count - sent)
-                }
+            count = Result { () throws(SystemError) in
+                try Posix.write(fd, raw.baseAddress.map { $0 + sent }, raw.count - sent)
             }
         }
         switch count {
@@ -141,29 +139,34 @@ func writeAll(_ fd: Int32, _ bytes: [UInt8], deadline: Deadline) -> ControlClien
 package enum ControlFrames {
     /// Sends `request` on `fd`, giving up at `deadline`.
     package static func send(_ request: ControlRequest, on fd: Int32, deadline: Deadline) -> ControlClientError? {
-        var bytes = request.encoded()
-        defer { wipeBytes(&bytes) }
-        return writeAll(fd, bytes, deadline: deadline)
+        let bytes = request.encoded()
+        return bytes.withUnsafeBytes { writeAll(fd, $0, deadline: deadline) }
     }
 
     /// Reads one request from `fd`, giving up at `deadline`.
     package static func receiveRequest(on fd: Int32, deadline: Deadline) -> Result<ControlRequest, ControlClientError> {
-        switch readFrame(fd, maximum: ControlRequest.maximumBodyLength, deadline: deadline) {
-        case .success(var body):
-            defer { wipeBytes(&body) }
-            do {
-                return .success(try ControlRequest(body: body))
-            } catch {
-                return .failure(.failed(error.reason))
-            }
-        case .failure(let error):
-            return .failure(error)
+        // The body goes to secret memory: it holds passwords.
+        var prefix = [UInt8](repeating: 0, count: 4)
+        let readPrefix = prefix.withUnsafeMutableBytes { readExactly(fd, $0, deadline: deadline) }
+        if let error = readPrefix { return .failure(error) }
+        let length = Int(readLength(prefix))
+        guard length <= ControlRequest.maximumBodyLength else {
+            return .failure(.failed("a request of \(length) bytes is too long"))
+        }
+        var failure: ControlClientError?
+        let body = SecretBytes(count: length) { raw in failure = readExactly(fd, raw, deadline: deadline) }
+        if let failure { return .failure(failure) }
+        do {
+            return .success(
+                try body.withUnsafeBytes { (raw) throws(ControlProtocolError) in try ControlRequest(body: raw) })
+        } catch {
+            return .failure(.failed(error.reason))
         }
     }
 
     /// Sends `reply` on `fd`, giving up at `deadline`.
     package static func send(_ reply: ControlReply, on fd: Int32, deadline: Deadline) -> ControlClientError? {
-        writeAll(fd, reply.encoded(), deadline: deadline)
+        reply.encoded().withUnsafeBytes { writeAll(fd, $0, deadline: deadline) }
     }
 
     /// Reads one reply from `fd`, giving up at `deadline`.
@@ -184,19 +187,21 @@ package enum ControlFrames {
 /// Reads one length-prefixed frame of at most `maximum` body bytes.
 func readFrame(_ fd: Int32, maximum: Int, deadline: Deadline) -> Result<[UInt8], ControlClientError> {
     var prefix = [UInt8](repeating: 0, count: 4)
-    if let error = readExactly(fd, &prefix, deadline: deadline) { return .failure(error) }
-    let length = Int(readLength(prefix[...]))
+    if let error = prefix.withUnsafeMutableBytes({ readExactly(fd, $0, deadline: deadline) }) {
+        return .failure(error)
+    }
+    let length = Int(readLength(prefix))
     guard length <= maximum else { return .failure(.failed("a reply of \(length) bytes is too long")) }
     var body = [UInt8](repeating: 0, count: length)
-    if let error = readExactly(fd, &body, deadline: deadline) { return .failure(error) }
+    if let error = body.withUnsafeMutableBytes({ readExactly(fd, $0, deadline: deadline) }) { return .failure(error) }
     return .success(body)
 }
 
-private func readExactly(_ fd: Int32, _ buffer: inout [UInt8], deadline: Deadline) -> ControlClientError? {
+private func readExactly(_ fd: Int32, _ raw: UnsafeMutableRawBufferPointer, deadline: Deadline) -> ControlClientError? {
     var got = 0
-    while got < buffer.count {
-        let count = buffer.withUnsafeMutableBytes { raw in
-            Result { () throws(SystemError) in try Posix.read(fd, raw.baseAddress.map { $0 + got }, raw.count - got) }
+    while got < raw.count {
+        let count = Result { () throws(SystemError) in
+            try Posix.read(fd, raw.baseAddress.map { $0 + got }, raw.count - got)
         }
         switch count {
         case .success(0): return .failed("the daemon closed the connection")

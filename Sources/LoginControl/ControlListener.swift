@@ -161,9 +161,10 @@ package final class ControlListener {
                 index += 1
             }
         }
-        for (var request, uid, responder) in requests {
+        // Each request's passwords are wiped when the last holder (this loop, or the work the answer started)
+        // lets go of them.
+        for (request, uid, responder) in requests {
             answer(request, uid, responder)
-            request.wipe()
         }
     }
 

@@ -3,21 +3,22 @@ import Posix
 // The control socket's messages: what pam_latchkey asks of the user's daemon
 // and what it answers. The wire format is in docs/control-socket.md.
 
-/// A request on the control socket.
+/// A request on the control socket. Its passwords are ``SharedSecret``s: passing a request around never
+/// copies them, and each is wiped when the last holder lets go of it (there is no copy to forget to wipe).
 package enum ControlRequest: Equatable, Sendable {
     /// A login session starts; with the login password when the login gave
     /// one, which unlocks the login keychain (creating it if there is none).
-    case openSession(password: [UInt8]?)
+    case openSession(password: SharedSecret?)
     /// A login session ended; `lockIfLast` locks the login keychain when it was the last one.
     case closeSession(lockIfLast: Bool)
     /// The login password changed: re-wrap the login keychain's key from `old` to `new`.
-    case changePassword(old: [UInt8], new: [UInt8])
+    case changePassword(old: SharedSecret, new: SharedSecret)
     /// Whether the login keychain exists and is locked.
     case status
     /// A login hands over the password PAM verified (or none), and does not wait: the daemon counts the
     /// session, answers at once and unlocks (or creates) the login keychain in the background, holding its
     /// clients' requests until then. Accepted only from root or from the process that started the daemon.
-    case handOver(password: [UInt8]?)
+    case handOver(password: SharedSecret?)
 
     /// Largest request body accepted: two passwords of ``maximumPasswordLength`` and framing.
     package static let maximumBodyLength = 2 * maximumPasswordLength + 64
@@ -33,48 +34,47 @@ package enum ControlRequest: Equatable, Sendable {
         case handOver = 5
     }
 
-    /// The framed bytes: a 4-byte big-endian body length, then the body.
-    /// The request is built in one buffer, reserved up front, so no copy of
-    /// a password is left behind by a reallocation; wipe the result after use.
-    package func encoded() -> [UInt8] {
-        var body: [UInt8] = []
-        body.reserveCapacity(Self.maximumBodyLength + 4)
-        body += [0, 0, 0, 0, Self.version]
+    /// The framed bytes: a 4-byte big-endian body length, then the body, in secret memory of their own
+    /// (wiped when released).
+    package func encoded() -> SecretBytes {
+        var body = SecretBytes(capacity: Self.maximumBodyLength + 4)
+        body.append(0)
+        body.append(0)
+        body.append(0)
+        body.append(0)
+        body.append(Self.version)
         switch self {
         case .openSession(let password):
             body.append(Opcode.openSession.rawValue)
-            if let password { appendField(password, to: &body) }
+            if let password { password.withUnsafeBytes { appendField($0, to: &body) } }
         case .closeSession(let lockIfLast):
             body.append(Opcode.closeSession.rawValue)
-            appendField([lockIfLast ? 1 : 0], to: &body)
+            [lockIfLast ? UInt8(1) : 0].withUnsafeBytes { appendField($0, to: &body) }
         case .changePassword(let old, let new):
             body.append(Opcode.changePassword.rawValue)
-            appendField(old, to: &body)
-            appendField(new, to: &body)
+            old.withUnsafeBytes { appendField($0, to: &body) }
+            new.withUnsafeBytes { appendField($0, to: &body) }
         case .status:
             body.append(Opcode.status.rawValue)
         case .handOver(let password):
             body.append(Opcode.handOver.rawValue)
-            if let password { appendField(password, to: &body) }
+            if let password { password.withUnsafeBytes { appendField($0, to: &body) } }
         }
-        let length = body.count - 4
-        body.replaceSubrange(0..<4, with: lengthPrefix(length))
+        let length = UInt32(truncatingIfNeeded: body.count - 4)
+        body.withUnsafeMutableBytes { raw in
+            for index in 0..<4 { raw[index] = UInt8(truncatingIfNeeded: length >> (24 - 8 * UInt32(index))) }
+        }
         return body
     }
 
-    /// Reads a request body (without its length prefix).
-    package init(body: [UInt8]) throws(ControlProtocolError) {
-        try self.init(body: body[...])
-    }
-
-    /// Reads a request body in place, so that the only copies of its
-    /// passwords are the ones the request holds (and ``wipe()`` clears).
-    package init(body: ArraySlice<UInt8>) throws(ControlProtocolError) {
+    /// Reads a request body (without its length prefix), in place: the only copies of its passwords are
+    /// the ``SharedSecret``s the request holds.
+    package init<Body: Collection<UInt8>>(body: Body) throws(ControlProtocolError) {
         guard body.count >= 2, body.count <= Self.maximumBodyLength else {
             throw ControlProtocolError("a request body has 2 to \(Self.maximumBodyLength) bytes")
         }
         let version = body[body.startIndex]
-        let request = body[body.startIndex + 1]
+        let request = body[body.index(after: body.startIndex)]
         guard version == Self.version else { throw ControlProtocolError("unknown protocol version \(version)") }
         guard let opcode = Opcode(rawValue: request) else { throw ControlProtocolError("unknown request \(request)") }
         let fields = try Self.fields(body.dropFirst(2))
@@ -109,34 +109,20 @@ package enum ControlRequest: Equatable, Sendable {
         }
     }
 
-    /// Overwrites the passwords this request holds with zeros.
-    package mutating func wipe() {
-        switch self {
-        case .openSession(var password?):
-            wipeBytes(&password)
-            self = .openSession(password: password)
-        case .handOver(var password?):
-            wipeBytes(&password)
-            self = .handOver(password: password)
-        case .changePassword(var old, var new):
-            wipeBytes(&old)
-            wipeBytes(&new)
-            self = .changePassword(old: old, new: new)
-        default:
-            break
-        }
-    }
-
-    private static func password(_ field: ArraySlice<UInt8>) throws(ControlProtocolError) -> [UInt8] {
+    private static func password<Field: Collection<UInt8>>(_ field: Field) throws(ControlProtocolError)
+        -> SharedSecret
+    {
         guard !field.isEmpty, field.count <= maximumPasswordLength, !field.contains(0) else {
             throw ControlProtocolError("a password has 1 to \(maximumPasswordLength) bytes and no NUL")
         }
-        return Array(field)
+        return SharedSecret(SecretBytes(copying: field))
     }
 
-    private static func fields(_ bytes: ArraySlice<UInt8>) throws(ControlProtocolError) -> [ArraySlice<UInt8>] {
-        var fields: [ArraySlice<UInt8>] = []
-        var rest = bytes
+    private static func fields<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(ControlProtocolError)
+        -> [Bytes.SubSequence]
+    {
+        var fields: [Bytes.SubSequence] = []
+        var rest = bytes[...]
         while !rest.isEmpty {
             guard rest.count >= 4, fields.count < 2 else { throw ControlProtocolError("malformed request fields") }
             let length = Int(readLength(rest.prefix(4)))
@@ -201,7 +187,7 @@ package struct ControlProtocolError: Error, Equatable, Sendable {
 }
 
 /// The body length in a 4-byte big-endian prefix.
-func readLength(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+func readLength(_ bytes: some Collection<UInt8>) -> UInt32 {
     bytes.reduce(0) { $0 << 8 | UInt32($1) }
 }
 
@@ -214,7 +200,7 @@ func frame(_ body: [UInt8]) -> [UInt8] {
     lengthPrefix(body.count) + body
 }
 
-private func appendField(_ bytes: [UInt8], to body: inout [UInt8]) {
-    body += lengthPrefix(bytes.count)
-    body += bytes
+private func appendField(_ bytes: UnsafeRawBufferPointer, to body: inout SecretBytes) {
+    lengthPrefix(bytes.count).withUnsafeBytes { body.append($0) }
+    body.append(bytes)
 }

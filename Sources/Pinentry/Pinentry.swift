@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Posix
 
 /// What the prompt shows.
 package struct PinentryRequest: Sendable, Hashable {
@@ -32,8 +33,9 @@ package struct PinentryRequest: Sendable, Hashable {
 
 /// How a prompt ended.
 package enum PinentryOutcome: Sendable, Equatable {
-    /// The user entered this password: the UTF-8 bytes the program sent. The caller should zero them after use.
-    case password([UInt8])
+    /// The user entered this password: the UTF-8 bytes the program sent, in secret memory (wiped when the
+    /// last holder lets go).
+    case password(SharedSecret)
     /// The user dismissed the prompt.
     case cancelled
 }
@@ -92,7 +94,9 @@ package struct Pinentry: Sendable {
     package func askPassword(
         _ request: PinentryRequest, cancellation: PinentryCancellation? = nil
     ) throws(PinentryError) -> PinentryOutcome {
+        // Room for the longest Assuan line, so that appending never leaves a copy behind.
         var pin: [UInt8] = []
+        pin.reserveCapacity(1_024)
         let reply: AssuanReply
         do throws(PinentryError) {
             reply = try converse(request, cancellation) { session throws(PinentryError) in
@@ -105,7 +109,8 @@ package struct Pinentry: Sendable {
         }
         switch reply {
         case .ok:
-            return .password(pin)
+            defer { AssuanText.wipe(&pin) }
+            return .password(SharedSecret(copying: pin))
         case .error(let code, _) where code & 0xFFFF == Self.canceledCode:
             AssuanText.wipe(&pin)
             return .cancelled

@@ -16,6 +16,72 @@ package enum ProcessHardening {
         return nil
     }
 
+    /// Ends the process at once on a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT), as the
+    /// system would: the Swift runtime's crash handler starts a backtracer, which cannot read a process
+    /// that is not dumpable anyway, and then returns from the handler, so a `kill -SEGV` left the process
+    /// running. With the core limit at 0 the process ends without a core file.
+    package static func endOnFatalSignals() {
+        for number in [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT] { signal(number, SIG_DFL) }
+    }
+
+    /// Makes glibc's `free` overwrite every chunk it frees (`mallopt(M_PERTURB)`), so that what the process
+    /// decrypted into ordinary heap memory (labels, attribute values, D-Bus message buffers) does not stay
+    /// readable in freed memory until it is reused. Costs a `memset` of each freed chunk (docs/benchmarks.md).
+    /// False when glibc refused.
+    @discardableResult
+    package static func overwriteFreedMemory() -> Bool {
+        latchkey_perturb_freed_memory(0x5a) == 1
+    }
+
+    /// glibc settings a process holding secrets runs with: no per-thread cache of freed chunks (glibc's
+    /// tcache keeps up to 7 freed chunks of each small size untouched, even under `M_PERTURB`), and every
+    /// freed chunk overwritten (`perturb`).
+    package static let mallocTunables = "glibc.malloc.tcache_count=0:glibc.malloc.perturb=90"
+
+    /// Set in the environment of a process started with ``mallocTunables`` already (``mallocEnvironment``):
+    /// it need not start itself again.
+    package static let mallocTunedMarker = "LATCHKEY_MALLOC_TUNED"
+
+    /// What a starter (pam_latchkey, the systemd unit) puts in latchkeyd's environment so that it starts
+    /// with ``mallocTunables`` at once, saving the second start (about 15 ms).
+    package static let mallocEnvironment = ["GLIBC_TUNABLES=\(mallocTunables)", "\(mallocTunedMarker)=1"]
+
+    /// Runs this program again (same arguments, same descriptors, same process) with ``mallocTunables`` in
+    /// `GLIBC_TUNABLES`, which glibc reads only when a program starts; returns once they are in effect,
+    /// having taken the variable out of the environment again (children do not inherit it). The reason
+    /// when it did not: the program could not be run again, or it was started by a set-user-ID program
+    /// (`su`, `passwd`: glibc ignores these tunables in a secure-mode process), and goes on with
+    /// `M_PERTURB` alone (``overwriteFreedMemory()``).
+    package static func restartWithMallocTunables() -> String? {
+        let name = "GLIBC_TUNABLES"
+        let marker = mallocTunedMarker
+        let current = getenv(name).map { String(cString: $0) }
+        if getenv(marker) != nil {
+            // Started again, or started with them by pam_latchkey or systemd: glibc has read the tunables (or
+            // erased them, in secure mode). Never again.
+            unsetenv(marker)
+            if let current {
+                let others = current.replacing(mallocTunables, with: "").split(separator: ":").joined(separator: ":")
+                if others.isEmpty { unsetenv(name) } else { setenv(name, others, 1) }
+            }
+            return nil
+        }
+        guard latchkey_started_in_secure_mode() == 0 else {
+            return "started in secure mode (by a set-user-ID program): glibc ignores GLIBC_TUNABLES"
+        }
+        let value = current.map { $0.isEmpty ? mallocTunables : $0 + ":" + mallocTunables } ?? mallocTunables
+        guard setenv(name, value, 1) == 0, setenv(marker, "1", 1) == 0 else {
+            return "setenv: \(String(cString: strerror(errno)))"
+        }
+        // By its own path (not /proc/self/exe, which would rename the process "exe").
+        var path = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        if readlink("/proc/self/exe", &path, path.count - 1) > 0 { execv(path, CommandLine.unsafeArgv) }
+        let reason = "cannot run this program again: \(String(cString: strerror(errno)))"
+        unsetenv(marker)
+        if let current { setenv(name, current, 1) } else { unsetenv(name) }
+        return reason
+    }
+
     /// Whether the process may be dumped.
     package static var isDumpable: Bool { latchkey_is_dumpable() == 1 }
 }

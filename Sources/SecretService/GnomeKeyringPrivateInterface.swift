@@ -66,9 +66,12 @@ enum GnomeKeyringError {
 }
 
 extension SecretServiceDaemon {
-    /// A password a client sent as a secret in one of its sessions.
-    private func password(_ transport: TransportSecret, from caller: String) throws(DBusError) -> [UInt8] {
-        [UInt8](try receive(transport, from: caller))
+    /// A password a client sent as a secret in one of its sessions, in secret memory (the decoded buffer is
+    /// wiped).
+    private func password(_ transport: TransportSecret, from caller: String) throws(DBusError) -> SharedSecret {
+        var decoded = try receive(transport, from: caller)
+        defer { decoded.withUnsafeMutableBytes { wipeBytes($0) } }
+        return SharedSecret(copying: decoded)
     }
 
     /// A collection that has a password, or may be given one: not the session collection.
@@ -83,10 +86,8 @@ extension SecretServiceDaemon {
     func changeWithMasterPassword(
         _ path: String, _ original: TransportSecret, _ master: TransportSecret, call: DBusMethodCall
     ) throws(DBusError) -> DBusMethodResult {
-        var old = try password(original, from: call.sender)
-        defer { wipeBytes(&old) }
-        var new = try password(master, from: call.sender)
-        defer { wipeBytes(&new) }
+        let old = try password(original, from: call.sender)
+        let new = try password(master, from: call.sender)
         let held = try passwordCollection(path)
         registry.changePassword(of: held, original: old, to: new) { [self] outcome in
             guard case .accepted = outcome else { return reply(to: call, .failure(GnomeKeyringError.from(outcome))) }
@@ -99,8 +100,7 @@ extension SecretServiceDaemon {
     func unlockWithMasterPassword(_ path: String, _ master: TransportSecret, call: DBusMethodCall)
         throws(DBusError) -> DBusMethodResult
     {
-        var secret = try password(master, from: call.sender)
-        defer { wipeBytes(&secret) }
+        let secret = try password(master, from: call.sender)
         let held = try passwordCollection(path)
         guard held.isLocked else { return .reply([]) }
         registry.unlock(held, password: secret) { [self] outcome in
@@ -121,8 +121,7 @@ extension SecretServiceDaemon {
             label = text
         }
         try limits.check(label: label)
-        var secret = try password(master, from: call.sender)
-        defer { wipeBytes(&secret) }
+        let secret = try password(master, from: call.sender)
         registry.createKeychain(label: label, password: secret, pathElement: DBusNames.pathElement) { [self] result in
             switch result {
             case .success(let created): reply(to: call, .success([.objectPath(created.path)]))

@@ -94,9 +94,9 @@ struct NativeKeychainObject: DBusObject {
                     },
                     DBusMethod("Unlock", DBusInput("password", [UInt8].self)) {
                         (object, call, password) throws(DBusError) in
-                        var password = password
-                        defer { wipeBytes(&password) }
-                        return try object.unlock(password: password, call: call)
+                        // Into secret memory, and the decoded array's own storage wiped (not a copy of it).
+                        defer { wipeSharedStorage(of: password) }
+                        return try object.unlock(password: SharedSecret(copying: password), call: call)
                     },
                     DBusMethod("Lock") { object, _ in
                         object.daemon.registry.lock(object.keychain)
@@ -104,12 +104,12 @@ struct NativeKeychainObject: DBusObject {
                     },
                     DBusMethod("ChangePassword", DBusInput("old", [UInt8].self), DBusInput("new", [UInt8].self)) {
                         (object, call, old, new) throws(DBusError) in
-                        var (old, new) = (old, new)
                         defer {
-                            wipeBytes(&old)
-                            wipeBytes(&new)
+                            wipeSharedStorage(of: old)
+                            wipeSharedStorage(of: new)
                         }
-                        return try object.changePassword(from: old, to: new, call: call)
+                        return try object.changePassword(
+                            from: SharedSecret(copying: old), to: SharedSecret(copying: new), call: call)
                     },
                     DBusMethod("SetSettings", DBusInput("settings", NativeSettings.self)) {
                         (object, _, settings) throws(DBusError) in
@@ -161,7 +161,7 @@ struct NativeKeychainObject: DBusObject {
 
     /// Unlocks: the login keychain with its password, derived on the worker (the reply comes then); the
     /// others with the login keychain's key.
-    private func unlock(password: [UInt8], call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
+    private func unlock(password: SharedSecret, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
         guard keychain.isLocked else { return .reply([]) }
         if case .ownPassword = keychain.unlocking {
             daemon.registry.unlock(keychain, password: password) { [daemon] outcome in
@@ -187,7 +187,7 @@ struct NativeKeychainObject: DBusObject {
         return .deferred
     }
 
-    private func changePassword(from old: [UInt8], to new: [UInt8], call: DBusMethodCall) throws(DBusError)
+    private func changePassword(from old: SharedSecret, to new: SharedSecret, call: DBusMethodCall) throws(DBusError)
         -> DBusMethodResult
     {
         switch keychain.unlocking {

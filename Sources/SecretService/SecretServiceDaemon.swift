@@ -3,6 +3,7 @@ import FoundationEssentials
 import KeychainBus
 import KeychainCore
 import KeychainRegistry
+import Posix
 
 /// What the daemon serves and how it prompts.
 package struct SecretServiceConfiguration: Sendable {
@@ -50,7 +51,9 @@ package final class SecretServiceDaemon {
     }
 
     /// Opens the keychains (with `loginPassword`, unlocking or creating the login keychain) and serves them.
-    package convenience init(configuration: SecretServiceConfiguration, loginPassword: [UInt8]?) throws(KeychainError) {
+    package convenience init(
+        configuration: SecretServiceConfiguration, loginPassword: borrowing SecretBytes?
+    ) throws(KeychainError) {
         self.init(
             registry: try KeychainRegistry(configuration: configuration.registry, loginPassword: loginPassword),
             limits: configuration.limits)

@@ -88,6 +88,13 @@ package struct ServiceLoop {
     /// Serves until a termination signal or the end of the bus connection.
     /// While there is no bus, `connectBus` is asked for one.
     package func run(connectBus: () -> BusAttempt) -> Exit {
+        // When libdbus's buffers are next scrubbed: a moment after the last message read or sent, off the
+        // path of the requests themselves.
+        var scrubDue: Deadline?
+        func deliver(_ messages: [DBusMessage]) {
+            if !messages.isEmpty { scrubDue = Deadline(millisecondsFromNow: Self.scrubDelayMilliseconds) }
+            send(messages)
+        }
         while true {
             if bus.connection == nil {
                 switch connectBus() {
@@ -100,12 +107,14 @@ package struct ServiceLoop {
             }
             let connection = bus.connection
             while let message = connection?.popMessage() {
+                if message.isReadBufferScrub { continue }
+                scrubDue = Deadline(millisecondsFromNow: Self.scrubDelayMilliseconds)
                 send(daemon.handle(message))
             }
-            send(daemon.deliverCompletions())
+            deliver(daemon.deliverCompletions())
             if daemon.hasLostName { return .replaced }
             let (timerMessages, nextTimer) = daemon.runTimers()
-            send(timerMessages)
+            deliver(timerMessages)
             var fds = [
                 pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: daemon.registry.inbox.fileDescriptor, events: Int16(POLLIN), revents: 0),
@@ -129,6 +138,17 @@ package struct ServiceLoop {
                 fds += control.pollDescriptors
                 timeout = min(timeout, control.nextTimeoutMilliseconds ?? timeout)
             }
+            // Once the daemon has been quiet for a moment, the messages it read and sent are released: scrub
+            // libdbus's cache of released messages and its read buffer (docs/threat-model.md, "In memory").
+            if let due = scrubDue {
+                if due.hasPassed {
+                    DBusMessage.scrubReleasedMessages()
+                    connection?.scrubReadBuffer()
+                    scrubDue = nil
+                } else {
+                    timeout = min(timeout, max(due.remainingMilliseconds, 1))
+                }
+            }
             let ready: Int32
             do {
                 ready = try Posix.poll(&fds, timeoutMilliseconds: timeout)
@@ -143,8 +163,8 @@ package struct ServiceLoop {
             // Before any client is served: after a resume the announcement may only be read now.
             if let logindWatch, logindIndex < controlStart, fds[logindIndex].revents != 0 {
                 let announced = logindWatch.readAnnouncements()
-                if announced.contains(.sleep) { send(daemon.lockForSleep()) }
-                if announced.contains(.screenLock) { send(daemon.lockForScreenLock()) }
+                if announced.contains(.sleep) { deliver(daemon.lockForSleep()) }
+                if announced.contains(.screenLock) { deliver(daemon.lockForScreenLock()) }
             }
             if let connection, fds[2].revents != 0 || connection.hasOutgoingMessages {
                 if !connection.readWrite(timeoutMilliseconds: 0) { return .busGone }
@@ -155,7 +175,7 @@ package struct ServiceLoop {
                         control.respond(responder, reply)
                     }
                 }
-                send(daemon.deliverCompletions())
+                deliver(daemon.deliverCompletions())
             }
         }
     }
@@ -166,6 +186,9 @@ package struct ServiceLoop {
         for rule in SecretServiceDaemon.screenSaverMatchRules { try? connection.addMatch(rule) }
         for name in SecretServiceDaemon.followedNames { daemon.noteOwner(connection.owner(of: name), of: name) }
     }
+
+    /// How long after the last message the daemon read the buffers that held it are scrubbed.
+    static let scrubDelayMilliseconds = 50
 
     private func send(_ messages: [DBusMessage]) {
         guard let connection = bus.connection else { return }

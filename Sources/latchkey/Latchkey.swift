@@ -34,6 +34,9 @@ struct Latchkey: ParsableCommand {
             StandardError.write("latchkey: \(problem)")
             exit(withError: ExitCode.failure)
         }
+        ProcessHardening.endOnFatalSignals()
+        ProcessHardening.overwriteFreedMemory()
+        SecretBytes.reportLockFailures { StandardError.write("latchkey: \($0)") }
         let arguments = PasswordSourceOptions.rewritingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
         do {
             var command = try parseAsRoot(arguments)

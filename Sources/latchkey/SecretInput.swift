@@ -121,7 +121,7 @@ enum SecretInput {
         guard case .password(let password) = outcome else {
             throw KeychainError(.userCanceled, "the password prompt was dismissed")
         }
-        return password
+        return password.withUnsafeBytes { [UInt8]($0) }
     }
 
     /// Asks for a new password twice on the terminal until both agree (three tries).

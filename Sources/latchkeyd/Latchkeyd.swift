@@ -3,6 +3,7 @@ import DBus
 import FoundationEssentials
 import Glibc
 import GnomeKeyringImport
+import KeychainCore
 import KeychainRegistry
 import KeychainStore
 import LoginControl
@@ -70,11 +71,19 @@ struct Latchkeyd: ParsableCommand {
     var user: UInt32?
 
     mutating func run() throws {
+        // Before anything is read: freed heap memory is overwritten and never cached unwiped.
+        let restartProblem = ProcessHardening.restartWithMallocTunables()
         // Only root starts the daemon for a login: what it passes on standard input is a login's.
         let startedByRoot = getuid() == 0
         if let user, let problem = UserSwitch.become(uid: user) { throw fail(problem) }
         // After the switch: changing uid makes a process dumpable again.
         if let problem = ProcessHardening.forbidCoreDumps() { throw fail(problem) }
+        ProcessHardening.endOnFatalSignals()
+        // Labels and attribute values are decrypted into ordinary heap memory for replies: freed, they are
+        // overwritten (docs/threat-model.md, "In memory"; the cost is in docs/benchmarks.md).
+        ProcessHardening.overwriteFreedMemory()
+        SecretBytes.reportLockFailures { printError("latchkeyd: \($0)") }
+        if let restartProblem { printError("latchkeyd: freed memory may keep secrets: \(restartProblem)") }
         // A reader of our standard output that went away must not end the daemon.
         signal(SIGPIPE, SIG_IGN)
         let signalMask = ServiceLoop.blockTerminationSignals()
@@ -83,10 +92,10 @@ struct Latchkeyd: ParsableCommand {
             return
         }
         if changeLoginPassword { throw rekeyLoginFile(verifiedByLogin: startedByRoot) }
-        var password = (unlock ? try readPassword() : nil) ?? []
-        defer { wipeBytes(&password) }
+        // The --unlock password lives until the registry has opened the login keychain with it; the
+        // hand-over's until the unlock (or creation) it starts is done (docs/threat-model.md, "In memory").
+        var password: SecretBytes? = unlock ? try readPassword() : nil
         var handOver = login ? try readHandOver() : nil
-        defer { handOver?.wipe() }
 
         let connection = try? DBusConnection.session()
         if let connection, let refusal = claimName(connection) { throw fail(refusal) }
@@ -103,14 +112,16 @@ struct Latchkeyd: ParsableCommand {
                             environment: ProcessInfo.processInfo.environment),
                         flatpakAppDirectory: KeyringFile.flatpakAppDirectory(
                             environment: ProcessInfo.processInfo.environment))),
-                loginPassword: unlock ? password : nil)
+                loginPassword: password)
         } catch {
             throw fail("cannot open the login keychain: \(error.reason)")
         }
-        if let handOver {
+        password = nil
+        if let request = handOver {
             // The process that started the daemon passed the request: a login's.
-            daemon.answer(handOver, from: .login) { reply in Self.reportLogin(reply) }
+            daemon.answer(request, from: .login) { reply in Self.reportLogin(reply) }
         }
+        handOver = nil
         let loop: ServiceLoop
         do {
             loop = try ServiceLoop(
@@ -204,17 +215,21 @@ struct Latchkeyd: ParsableCommand {
     }
 
     private func rekeyLoginFile(_ received: Result<ControlRequest, ControlClientError>, limited: Bool) -> ControlReply {
-        guard case .success(var request) = received, case .changePassword(let old, let new) = request else {
+        guard case .success(let request) = received, case .changePassword(let old, let new) = request else {
             return ControlReply(.badRequest, "standard input must hold one change-password request")
         }
-        defer { request.wipe() }
         let path = KeychainLocation.loginKeychainPath(inDirectory: keychainDirectory)
         guard FileManager.default.fileExists(atPath: path) else {
             return ControlReply(.ok, "no login keychain; nothing to re-key")
         }
         do {
             // pam_latchkey runs this as root for `passwd`, whose PAM stack verified the old password.
-            try Keychain(opening: path).changePassword(from: old, to: new, limited: limited)
+            let keychain = try Keychain(opening: path)
+            try old.withUnsafeBytes { (old) throws(KeychainError) in
+                try new.withUnsafeBytes { (new) throws(KeychainError) in
+                    try keychain.changePassword(from: old, to: new, limited: limited)
+                }
+            }
         } catch {
             if error.retryAfterSeconds != nil { return ControlReply(.tooManyAttempts, error.reason) }
             return ControlReply(error.status == .authFailed ? .wrongPassword : .failed, error.reason)
@@ -224,24 +239,20 @@ struct Latchkeyd: ParsableCommand {
 
     /// Standard input up to the longest password accepted, without one final newline; longer input is
     /// refused, never cut.
-    private func readPassword() throws -> [UInt8] {
+    private func readPassword() throws -> SecretBytes {
         let limit = ControlRequest.maximumPasswordLength
-        var bytes = [UInt8](repeating: 0, count: limit + 2)
         var count = 0
-        while count < bytes.count {
-            let got = bytes.withUnsafeMutableBytes { raw in
-                (try? Posix.read(0, raw.baseAddress.map { $0 + count }, raw.count - count)) ?? 0
+        var bytes = SecretBytes(count: limit + 2) { raw in
+            while count < raw.count {
+                let got = (try? Posix.read(0, raw.baseAddress.map { $0 + count }, raw.count - count)) ?? 0
+                guard got > 0 else { break }
+                count += got
             }
-            guard got > 0 else { break }
-            count += got
         }
-        bytes.removeSubrange(count...)
-        if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
-        guard bytes.count <= limit else {
-            wipeBytes(&bytes)
-            throw fail("the password on standard input is longer than \(limit) bytes")
-        }
-        guard !bytes.isEmpty else { throw fail("--unlock needs the password on standard input") }
+        if count > 0, bytes.withUnsafeBytes({ $0[count - 1] }) == UInt8(ascii: "\n") { count -= 1 }
+        bytes.truncate(to: count)
+        guard count <= limit else { throw fail("the password on standard input is longer than \(limit) bytes") }
+        guard count > 0 else { throw fail("--unlock needs the password on standard input") }
         return bytes
     }
 

@@ -61,14 +61,12 @@ public func openSession(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32
         return PAM_IGNORE
     }
     let deadline = Deadline(millisecondsFromNow: callBudgetMilliseconds)
-    var password = handle.stashedPassword.map(bytes(of:)) ?? []
+    // From the stash straight into secret memory; the request shares it, and it is wiped when this step
+    // lets go of the request (the stash itself is wiped by its cleanup just below).
+    let password = handle.stashedPassword.map { SharedSecret(SecretBytes(copyingCString: $0)) }
     // The stash has served its one use.
     handle.clearStashedPassword()
-    var request = ControlRequest.handOver(password: password.isEmpty ? nil : password)
-    defer {
-        request.wipe()
-        wipeBytes(&password)
-    }
+    let request = ControlRequest.handOver(password: password?.count == 0 ? nil : password)
     let socket = ControlSocketPath.socket(inRuntimeDirectory: account.runtimeDirectory(handle))
     let report: StepReport
     switch ControlClient.exchange(request, socketPath: socket, owner: account.uid, deadline: deadline) {
@@ -116,8 +114,6 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
     }
     let deadline = Deadline(millisecondsFromNow: callBudgetMilliseconds)
     let socket = ControlSocketPath.socket(inRuntimeDirectory: account.runtimeDirectory(handle))
-    var request = ControlRequest.changePassword(old: bytes(of: old), new: bytes(of: new))
-    defer { request.wipe() }
     guard strlen(old) <= ControlRequest.maximumPasswordLength, strlen(new) <= ControlRequest.maximumPasswordLength
     else {
         handle.log(
@@ -126,6 +122,8 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
         )
         return PAM_IGNORE
     }
+    let request = ControlRequest.changePassword(
+        old: SharedSecret(SecretBytes(copyingCString: old)), new: SharedSecret(SecretBytes(copyingCString: new)))
     let report: StepReport
     switch ControlClient.exchange(request, socketPath: socket, owner: account.uid, deadline: deadline) {
     case .failure(.noDaemon):
@@ -140,11 +138,6 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
 private func launcher(_ handle: PAMHandle, _ options: ModuleOptions, _ account: UserAccount) -> DaemonLauncher {
     DaemonLauncher(
         path: options.daemonPath, environment: daemonEnvironment(handle, account), home: account.home, uid: account.uid)
-}
-
-/// The bytes of a C string, without its NUL (the caller wipes them).
-private func bytes(of string: UnsafePointer<CChar>) -> [UInt8] {
-    Array(UnsafeRawBufferPointer(start: string, count: strlen(string)))
 }
 
 /// The handle and options, or nil when the module should stay out (no
@@ -171,7 +164,7 @@ private func account(_ handle: PAMHandle) -> UserAccount? {
 }
 
 /// The daemon's environment: the PAM environment, plus HOME, USER, LOGNAME,
-/// SHELL, PATH and XDG_RUNTIME_DIR where it lacks them.
+/// SHELL, PATH and XDG_RUNTIME_DIR where it lacks them, and glibc's settings for freed memory.
 private func daemonEnvironment(_ handle: PAMHandle, _ account: UserAccount) -> [String] {
     var entries = handle.environment
     let defaults = [
@@ -181,6 +174,8 @@ private func daemonEnvironment(_ handle: PAMHandle, _ account: UserAccount) -> [
     for (name, value) in defaults where !entries.contains(where: { $0.hasPrefix(name + "=") }) {
         entries.append("\(name)=\(value)")
     }
+    // glibc's settings for freed memory, read at start: latchkeyd need not start itself again for them.
+    if !entries.contains(where: { $0.hasPrefix("GLIBC_TUNABLES=") }) { entries += ProcessHardening.mallocEnvironment }
     return entries
 }
 

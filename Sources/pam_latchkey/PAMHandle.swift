@@ -1,5 +1,7 @@
 import CPAM
 import Glibc
+import LoginControl
+import Posix
 
 /// The PAM handle a module call was given, with the few things the module asks of it.
 struct PAMHandle {
@@ -44,20 +46,24 @@ struct PAMHandle {
         return entries
     }
 
-    /// Keeps a copy of `secret` (a C string) in the handle until PAM ends; the
-    /// copy is zeroed before it is freed.
+    /// Room in the stash: the longest password carried and its NUL.
+    static let stashCapacity = ControlRequest.maximumPasswordLength + 1
+
+    /// Keeps a copy of `secret` (a C string of at most ``ControlRequest/maximumPasswordLength`` bytes) in the
+    /// handle until the session step or the end of PAM, in secret memory (``SecretBytes``: out of core
+    /// dumps, locked in memory), wiped and released by the data's cleanup.
     func stashPassword(_ secret: UnsafePointer<CChar>) -> Bool {
-        guard let copy = strdup(secret) else { return false }
+        let length = strlen(secret)
+        guard length < Self.stashCapacity else { return false }
+        var stash = SecretBytes(capacity: Self.stashCapacity)
+        stash.append(UnsafeRawBufferPointer(start: secret, count: length))
+        // The pages are zeros after the password: it stays a C string.
+        let pages = stash.handedToC()
         let stored = pam_set_data(
-            pointer, Self.passwordDataName, copy,
-            { _, data, _ in
-                guard let data else { return }
-                explicit_bzero(data, strlen(data.assumingMemoryBound(to: CChar.self)))
-                free(data)
-            })
+            pointer, Self.passwordDataName, pages,
+            { _, data, _ in SecretBytes.wipeAndRelease(data, capacity: PAMHandle.stashCapacity) })
         if stored != PAM_SUCCESS {
-            explicit_bzero(copy, strlen(copy))
-            free(copy)
+            SecretBytes.wipeAndRelease(pages, capacity: Self.stashCapacity)
             return false
         }
         return true

@@ -159,7 +159,9 @@ import Testing
         #expect(try keychain.settings() == KeychainSettings(lockTimeout: 60))
         try raw.run("DELETE FROM meta WHERE name IN ('x-settings', 'settings_mac')")
         #expect(statusOf { _ = try keychain.settings() } == .decode, "removed settings are not the defaults")
-        #expect(KeychainSettings.afterTampering == KeychainSettings(lockTimeout: 300, lockOnSleep: true))
+        #expect(
+            KeychainSettings.afterTampering
+                == KeychainSettings(lockTimeout: 300, lockOnSleep: true, lockOnScreenLock: true))
         #expect(statusOf { try keychain.setMetadata("settings", Data("timeout=0\n".utf8)) } == .param)
     }
 

@@ -1,15 +1,26 @@
+import Glibc
 import LoginControl
+import Posix
 import Testing
+
+/// The bytes of a secret, as an array (tests only).
+private func array(_ secret: borrowing SecretBytes) -> [UInt8] {
+    secret.withUnsafeBytes { [UInt8]($0) }
+}
+
+private func secret(_ text: String) -> SharedSecret {
+    SharedSecret(copying: Array(text.utf8))
+}
 
 @Suite struct ControlMessagesTests {
     static let requests: [ControlRequest] = [
-        .openSession(password: Array("pw".utf8)), .openSession(password: nil), .closeSession(lockIfLast: true),
-        .closeSession(lockIfLast: false), .changePassword(old: Array("old".utf8), new: Array("new".utf8)), .status,
+        .openSession(password: secret("pw")), .openSession(password: nil), .closeSession(lockIfLast: true),
+        .closeSession(lockIfLast: false), .changePassword(old: secret("old"), new: secret("new")), .status,
     ]
 
     @Test(arguments: requests)
     func requestsSurviveTheirEncoding(_ request: ControlRequest) throws {
-        let framed = request.encoded()
+        let framed = array(request.encoded())
         let length = framed.prefix(4).reduce(0) { $0 << 8 | Int($1) }
         #expect(length == framed.count - 4)
         #expect(try ControlRequest(body: Array(framed.dropFirst(4))) == request)
@@ -19,7 +30,7 @@ import Testing
 
     @Test(arguments: requests)
     func everyTruncationIsRefusedWithoutATrap(_ request: ControlRequest) {
-        let body = Array(request.encoded().dropFirst(4))
+        let body = Array(array(request.encoded()).dropFirst(4))
         for count in 0..<body.count {
             let cut = Array(body.prefix(count))
             // A request cut after a whole field can still be a valid shorter request.
@@ -49,10 +60,47 @@ import Testing
         #expect(throws: ControlProtocolError.self) { try ControlRequest(body: tooLong) }
     }
 
-    @Test func wipeZeroesThePasswords() {
-        var request = ControlRequest.changePassword(old: Array("old".utf8), new: Array("new".utf8))
-        request.wipe()
-        #expect(request == .changePassword(old: [0, 0, 0], new: [0, 0, 0]))
+    /// A request's passwords live in one buffer each, which every copy of the request shares and which is
+    /// wiped when the last one goes: the daemon's loop and the unlock it starts both hold the request, and
+    /// neither can leave an unwiped copy behind (binding the password to a `var` and wiping it wiped a copy).
+    @Test func passwordsAreSharedNotCopiedAndWipedWithTheLastRequest() throws {
+        final class Seen: @unchecked Sendable {
+            var mutex = pthread_mutex_t()
+            var wiped: [UInt: Bool] = [:]
+        }
+        let seen = Seen()
+        SecretBytes.observeReleasesForTesting { pages in
+            pthread_mutex_lock(&seen.mutex)
+            seen.wiped[UInt(bitPattern: pages.baseAddress)] = pages.allSatisfy { $0 == 0 }
+            pthread_mutex_unlock(&seen.mutex)
+        }
+        defer { SecretBytes.observeReleasesForTesting(nil) }
+        let framed = array(ControlRequest.handOver(password: secret("login password, 2026")).encoded())
+        var request: ControlRequest? = try ControlRequest(body: framed.dropFirst(4))
+        guard case .handOver(let password?) = request else {
+            Issue.record("not read back as a hand-over with a password")
+            return
+        }
+        let page = password.bytes.pageAddress
+        let address = try #require(page)
+        // Pages are reused: forget what an earlier secret at this address did.
+        pthread_mutex_lock(&seen.mutex)
+        seen.wiped[address] = nil
+        pthread_mutex_unlock(&seen.mutex)
+        var copies = [request, request]
+        let stillHeld = password.withUnsafeBytes { Array($0) } == Array("login password, 2026".utf8)
+        #expect(stillHeld)
+        copies.removeAll()
+        request = nil
+        pthread_mutex_lock(&seen.mutex)
+        let beforeLast = seen.wiped[address]
+        pthread_mutex_unlock(&seen.mutex)
+        #expect(beforeLast == nil)
+        _ = consume password
+        pthread_mutex_lock(&seen.mutex)
+        let afterLast = seen.wiped[address]
+        pthread_mutex_unlock(&seen.mutex)
+        #expect(afterLast == true)
     }
 
     @Test func repliesAreBoundedAndReadBack() throws {

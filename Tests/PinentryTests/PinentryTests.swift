@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Pinentry
+import Posix
 import Synchronization
 import Testing
 
@@ -137,23 +138,25 @@ private final class TypingTerminal: Sendable {
     @Test func passwordWithPercentSpacesAndUTF8IsReturned() throws {
         let sandbox = try Sandbox(answers: ["password  p%ss wörd ✓ 100%0A "])
         let outcome = try sandbox.pinentry().askPassword(simpleRequest)
-        #expect(outcome == .password(Array(" p%ss wörd ✓ 100%0A ".utf8)))
+        #expect(outcome == .password(SharedSecret(copying: Array(" p%ss wörd ✓ 100%0A ".utf8))))
     }
 
     @Test func emptyPasswordIsReturned() throws {
         let sandbox = try Sandbox(answers: ["password "])
-        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password([]))
+        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret(copying: [])))
     }
 
     @Test func passwordSpanningSeveralDataLinesIsJoined() throws {
         let password = String(repeating: "abc%defgh ", count: 300)
         let sandbox = try Sandbox(answers: ["password " + password])
-        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password(Array(password.utf8)))
+        #expect(
+            try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret(copying: Array(password.utf8))))
     }
 
     @Test func passwordAfterAnInquiryIsReturned() throws {
         let sandbox = try Sandbox(answers: ["password-after-inquire secret"])
-        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password(Array("secret".utf8)))
+        #expect(
+            try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret(copying: Array("secret".utf8))))
         let commands = try sandbox.log().map(\.command)
         #expect(commands.suffix(3) == ["GETPIN", "END", "BYE"])
     }
@@ -201,7 +204,7 @@ private final class TypingTerminal: Sendable {
     @Test func overlongDescriptionIsCutToTheLineLimit() throws {
         let sandbox = try Sandbox(answers: ["password x"])
         let request = PinentryRequest(title: "T", description: String(repeating: "100% é\n", count: 400))
-        #expect(try sandbox.pinentry().askPassword(request) == .password(Array("x".utf8)))
+        #expect(try sandbox.pinentry().askPassword(request) == .password(SharedSecret(copying: Array("x".utf8))))
         let description = try #require(try sandbox.log().first { $0.command == "SETDESC" }?.argument)
         #expect(!description.isEmpty)
         #expect(request.description.hasPrefix(description))
@@ -222,10 +225,10 @@ private final class TypingTerminal: Sendable {
     @Test func retryAfterWrongPasswordShowsTheError() throws {
         let sandbox = try Sandbox(answers: ["password wrong", "password right"])
         let pinentry = sandbox.pinentry()
-        #expect(try pinentry.askPassword(simpleRequest) == .password(Array("wrong".utf8)))
+        #expect(try pinentry.askPassword(simpleRequest) == .password(SharedSecret(copying: Array("wrong".utf8))))
         var retry = simpleRequest
         retry.error = "Wrong password, try again"
-        #expect(try pinentry.askPassword(retry) == .password(Array("right".utf8)))
+        #expect(try pinentry.askPassword(retry) == .password(SharedSecret(copying: Array("right".utf8))))
         let log = try sandbox.log()
         let first = try #require(log.first?.pid)
         let second = try #require(log.last?.pid)
@@ -264,7 +267,7 @@ private final class TypingTerminal: Sendable {
         let sandbox = try Sandbox(answers: ["password from-env"])
         let pinentry = Pinentry.fromEnvironment(sandbox.environment(["PINENTRY": scriptedPinentry]))
         #expect(pinentry.program == scriptedPinentry)
-        #expect(try pinentry.askPassword(simpleRequest) == .password(Array("from-env".utf8)))
+        #expect(try pinentry.askPassword(simpleRequest) == .password(SharedSecret(copying: Array("from-env".utf8))))
         #expect(Pinentry.fromEnvironment(baseEnvironment).program == "pinentry")
     }
 
@@ -369,7 +372,7 @@ private final class TypingTerminal: Sendable {
         let request = PinentryRequest(
             title: "Latchkey", description: "Line one\nLine two: 100% sure, C:\\path\\", prompt: "Secret please:")
         let pinentry = Pinentry(program: "pinentry-tty", environment: environment, timeout: .seconds(20))
-        #expect(try pinentry.askPassword(request) == .password(Array("s3cr%t wörd".utf8)))
+        #expect(try pinentry.askPassword(request) == .password(SharedSecret(copying: Array("s3cr%t wörd".utf8))))
         let screen = terminal.screen
         #expect(screen.contains("Line one\r\nLine two: 100% sure, C:\\path\\"))
     }

@@ -5,6 +5,7 @@ import KeychainCore
 import KeychainRegistry
 import KeychainStore
 import LoginControl
+import Posix
 import Testing
 
 @testable import SecretService
@@ -361,10 +362,14 @@ private struct DeclaredInterface {
         daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
         #expect(replies.last?.status == .ok)
         #expect(daemon.daemon.registry.login?.isLocked == true)
-        daemon.daemon.answer(.openSession(password: Array("wrong".utf8)), from: .login) { replies.append($0) }
+        daemon.daemon.answer(.openSession(password: SharedSecret(copying: Array("wrong".utf8))), from: .login) {
+            replies.append($0)
+        }
         daemon.settle()
         #expect(replies.last?.status == .wrongPassword)
-        daemon.daemon.answer(.openSession(password: InProcessDaemon.password), from: .login) { replies.append($0) }
+        daemon.daemon.answer(.openSession(password: SharedSecret(copying: InProcessDaemon.password)), from: .login) {
+            replies.append($0)
+        }
         #expect(replies.count == 2)  // not answered before the key is derived
         daemon.settle()
         #expect(replies.last == ControlReply(.ok, "login keychain unlocked"))
@@ -379,7 +384,9 @@ private struct DeclaredInterface {
         let login = "/org/freedesktop/secrets/collection/login"
         try daemon.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", [.objectPaths([login])])
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.handOver(password: InProcessDaemon.password), from: .login) { replies.append($0) }
+        daemon.daemon.answer(.handOver(password: SharedSecret(copying: InProcessDaemon.password)), from: .login) {
+            replies.append($0)
+        }
         #expect(replies == [ControlReply(.ok, "unlocking the login keychain")])
         let (early, call) = try daemon.send(
             login, "org.freedesktop.DBus.Properties", "Get",
@@ -443,7 +450,8 @@ private struct DeclaredInterface {
         let daemon = try InProcessDaemon(answers: ["password in-process password"])
         var replies: [ControlReply] = []
         daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
-        daemon.daemon.answer(.openSession(password: Array("attacker".utf8)), from: .userProcess) {
+        daemon.daemon.answer(.openSession(password: SharedSecret(copying: Array("attacker".utf8))), from: .userProcess)
+        {
             replies.append($0)
         }
         daemon.settle()
@@ -457,7 +465,9 @@ private struct DeclaredInterface {
         try FileManager.default.removeItem(atPath: path)
         let fresh = SecretServiceDaemon(
             registry: try KeychainRegistry(configuration: empty.daemon.registry.configuration, loginPassword: nil))
-        fresh.answer(.openSession(password: Array("attacker".utf8)), from: .userProcess) { replies.append($0) }
+        fresh.answer(.openSession(password: SharedSecret(copying: Array("attacker".utf8))), from: .userProcess) {
+            replies.append($0)
+        }
         fresh.registry.deliverCompletions()
         #expect(replies.last?.status == .failed)
         #expect(fresh.registry.login == nil)

@@ -6,6 +6,7 @@ import KeychainRegistry
 import KeychainStore
 import LoginControl
 import Pinentry
+import Posix
 import Testing
 
 @testable import SecretService
@@ -133,7 +134,7 @@ import Testing
                 registry: RegistryConfiguration(
                     keychainDirectory: daemon.directory + "/keychains",
                     pinentry: Pinentry(program: "/bin/false", environment: [:], timeout: .seconds(1)))),
-            loginPassword: InProcessDaemon.password)
+            loginPassword: SecretBytes(copying: InProcessDaemon.password))
         defer { restarted.registry.shutDown() }
         let vault = try #require(restarted.registry.keychain(id: "vault"))
         #expect(vault.isLocked && vault.label == "Vault")
@@ -218,7 +219,9 @@ import Testing
         daemon.settle()
         try lock(daemon, [Self.login])
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.handOver(password: InProcessDaemon.password), from: .login) { replies.append($0) }
+        daemon.daemon.answer(.handOver(password: SharedSecret(copying: InProcessDaemon.password)), from: .login) {
+            replies.append($0)
+        }
         daemon.settle(seconds: 60)
         #expect(replies.first?.status == .ok)
         #expect(try !isLocked(daemon, Self.login))

@@ -4,6 +4,7 @@ import Glibc
 import KeychainRegistry
 import KeychainStore
 import Pinentry
+import Posix
 import Testing
 
 @testable import SecretService
@@ -42,7 +43,8 @@ final class InProcessDaemon {
         let configuration = SecretServiceConfiguration(
             registry: RegistryConfiguration(
                 keychainDirectory: directory + "/keychains", pinentry: pinentry))
-        daemon = try SecretServiceDaemon(configuration: configuration, loginPassword: Self.password)
+        daemon = try SecretServiceDaemon(
+            configuration: configuration, loginPassword: SecretBytes(copying: Self.password))
     }
 
     deinit {

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import KeychainRegistry
 import LoginControl
+import Posix
 import Testing
 
 @testable import SecretService
@@ -107,7 +108,7 @@ import Testing
         let daemon = try InProcessDaemon(answers: ["cancel", "password in-process password"])
         var replies: [ControlReply] = []
         daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
-        daemon.daemon.answer(.openSession(password: Array("a new login password".utf8)), from: .login) {
+        daemon.daemon.answer(.openSession(password: SharedSecret(copying: Array("a new login password".utf8))), from: .login) {
             replies.append($0)
         }
         Self.wait(daemon) { daemon.daemon.registry.promptCount == 1 }

@@ -1,6 +1,7 @@
 import COpenSSL
 import FoundationEssentials
 import KeychainCore
+import Posix
 
 /// The cost of scrypt, the memory-hard function that turns a keychain password
 /// into the key that wraps the keychain key. Stored in the keychain file.
@@ -55,8 +56,10 @@ public struct KDFParameters: Hashable, Sendable, CustomStringConvertible {
     /// These, or ``production`` where production costs more: what a password change wraps with.
     public var raisedToProduction: KDFParameters { work >= Self.production.work ? self : .production }
 
-    /// Derives a 256-bit key from `password` and `salt`.
-    func deriveKey(password: some DataProtocol, salt: Data) throws(KeychainError) -> SecretKey {
+    /// Derives a 256-bit key from `password` and `salt`. The password is copied into secret memory for
+    /// OpenSSL (which keeps its own copy in the context and cleanses it when the context is freed), and the
+    /// key is derived straight into the key's own pages.
+    func deriveKey(password: some Collection<UInt8>, salt: Data) throws(KeychainError) -> SecretKey {
         guard isAcceptable else {
             throw KeychainError(.invalidKeychain, "KDF parameters \(self) are out of range")
         }
@@ -68,35 +71,32 @@ public struct KDFParameters: Hashable, Sendable, CustomStringConvertible {
             throw KeychainError(.allocate, "cannot allocate a KDF context")
         }
         defer { EVP_KDF_CTX_free(ctx) }
-        var out = [UInt8](repeating: 0, count: SecretKey.length)
-        defer { OPENSSL_cleanse(&out, out.count) }
         var n = UInt64(1) << UInt64(logN)
         var r = self.r
         var p = self.p
         var maxMemory = memoryBytes * 2 + (1 << 20)
-        let passwordBytes = [UInt8](password)
-        var passwordCopy = passwordBytes
-        defer { OPENSSL_cleanse(&passwordCopy, passwordCopy.count) }
+        var passwordBytes = SecretBytes(copying: password)
         let saltBytes = [UInt8](salt)
-        let status = passwordCopy.withUnsafeMutableBytes { pass in
-            saltBytes.withUnsafeBytes { saltBuffer in
-                var params = [
-                    OSSL_PARAM_construct_octet_string(cName("pass"), pass.baseAddress, pass.count),
-                    OSSL_PARAM_construct_octet_string(
-                        cName("salt"), UnsafeMutableRawPointer(mutating: saltBuffer.baseAddress),
-                        saltBuffer.count),
-                    OSSL_PARAM_construct_uint64(cName("n"), &n),
-                    OSSL_PARAM_construct_uint32(cName("r"), &r),
-                    OSSL_PARAM_construct_uint32(cName("p"), &p),
-                    OSSL_PARAM_construct_uint64(cName("maxmem_bytes"), &maxMemory),
-                    OSSL_PARAM_construct_end(),
-                ]
-                return EVP_KDF_derive(ctx, &out, out.count, &params)
+        let description = self.description
+        return try SecretKey.filled { (out) throws(KeychainError) in
+            let status = passwordBytes.withUnsafeMutableBytes { pass in
+                saltBytes.withUnsafeBytes { saltBuffer in
+                    var params = [
+                        OSSL_PARAM_construct_octet_string(cName("pass"), pass.baseAddress, pass.count),
+                        OSSL_PARAM_construct_octet_string(
+                            cName("salt"), UnsafeMutableRawPointer(mutating: saltBuffer.baseAddress),
+                            saltBuffer.count),
+                        OSSL_PARAM_construct_uint64(cName("n"), &n),
+                        OSSL_PARAM_construct_uint32(cName("r"), &r),
+                        OSSL_PARAM_construct_uint32(cName("p"), &p),
+                        OSSL_PARAM_construct_uint64(cName("maxmem_bytes"), &maxMemory),
+                        OSSL_PARAM_construct_end(),
+                    ]
+                    return EVP_KDF_derive(
+                        ctx, out.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count, &params)
+                }
             }
+            guard status == 1 else { throw KeychainError(.internalComponent, "scrypt failed (\(description))") }
         }
-        guard status == 1, let key = SecretKey(copying: out) else {
-            throw KeychainError(.internalComponent, "scrypt failed (\(self))")
-        }
-        return key
     }
 }

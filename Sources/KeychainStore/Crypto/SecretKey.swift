@@ -1,21 +1,33 @@
 import COpenSSL
 import FoundationEssentials
 import KeychainCore
+import Posix
 
-/// A 256-bit key in memory of its own that is wiped when the key is released.
+/// A 256-bit key in secret memory of its own (``SecretBytes``: kept out of core dumps, locked in memory where
+/// the limit allows, wiped and unmapped when the key is released).
 final class SecretKey: @unchecked Sendable {
     /// Key length in bytes.
     static let length = 32
+    /// The key's pages; they never move while the key lives.
+    private let storage: SecretBytes
+    /// The key bytes, for OpenSSL; valid while the key lives.
     let bytes: UnsafeMutableRawBufferPointer
 
     /// A new random key.
     static func random() throws(KeychainError) -> SecretKey {
+        try filled { (bytes) throws(KeychainError) in try SecureRandom.fill(bytes) }
+    }
+
+    /// A key whose bytes `fill` writes (a key derivation writes straight into the key's pages).
+    static func filled(_ fill: (UnsafeMutableRawBufferPointer) throws(KeychainError) -> Void) throws(KeychainError)
+        -> SecretKey
+    {
         let key = SecretKey()
-        try SecureRandom.fill(key.bytes)
+        try fill(key.bytes)
         return key
     }
 
-    /// A key holding a copy of `data`, which must be ``length`` bytes.
+    /// A key holding a copy of `data`, which must be ``length`` bytes (the caller wipes its own).
     convenience init?(copying data: some DataProtocol) {
         guard data.count == Self.length else { return nil }
         self.init()
@@ -23,17 +35,20 @@ final class SecretKey: @unchecked Sendable {
     }
 
     private init() {
-        bytes = .allocate(byteCount: Self.length, alignment: 16)
-        bytes.initializeMemory(as: UInt8.self, repeating: 0)
-    }
-
-    deinit {
-        OPENSSL_cleanse(bytes.baseAddress, bytes.count)
-        bytes.deallocate()
+        var storage = SecretBytes(count: Self.length) { _ in }
+        bytes = storage.withUnsafeMutableBytes { $0 }
+        self.storage = storage
     }
 
     /// The key bytes as `Data` (for storing a key that is not secret, such as the index key).
     var data: Data { Data(bytes) }
+
+    /// The key's own bytes seen as `Data`, without a copy (to seal the key under another); valid while the
+    /// key lives.
+    var unownedData: Data {
+        guard let base = bytes.baseAddress else { return Data() }
+        return Data(bytesNoCopy: base, count: bytes.count, deallocator: .none)
+    }
 }
 
 /// Random bytes from OpenSSL's CSPRNG.

@@ -86,6 +86,13 @@ final class DHSessionCipher: @unchecked Sendable {
 
     /// Encrypts a secret for the client: (parameters: 16-byte IV, value: ciphertext).
     func encrypt(_ plaintext: [UInt8]) throws(SessionCryptoError) -> (parameters: [UInt8], value: [UInt8]) {
+        try plaintext.withUnsafeBytes { bytes in Result { () throws(SessionCryptoError) in try encrypt(bytes) } }.get()
+    }
+
+    /// Encrypts a secret lent from secret memory for the client: (parameters: 16-byte IV, value: ciphertext).
+    func encrypt(_ plaintext: UnsafeRawBufferPointer) throws(SessionCryptoError) -> (
+        parameters: [UInt8], value: [UInt8]
+    ) {
         guard plaintext.count <= Int(Int32.max) - Self.blockLength else {
             throw .invalidSecret("a secret of \(plaintext.count) bytes is too long to encrypt")
         }
@@ -109,14 +116,18 @@ final class DHSessionCipher: @unchecked Sendable {
         guard value.count <= Int(Int32.max) - Self.blockLength else {
             throw .invalidSecret("a ciphertext of \(value.count) bytes is too long to decrypt")
         }
-        return try crypt(value, iv: parameters, encrypting: false)
+        return try value.withUnsafeBytes { bytes in
+            Result { () throws(SessionCryptoError) in try crypt(bytes, iv: parameters, encrypting: false) }
+        }.get()
     }
 
     /// Runs AES-128-CBC with PKCS#7 padding over `input` in one pass.
     ///
     /// Lengths are checked by the callers. On failure the output buffer is wiped before it is dropped, and a
     /// failing final step of a decryption (the padding check) is reported as `invalidSecret`.
-    private func crypt(_ input: [UInt8], iv: [UInt8], encrypting: Bool) throws(SessionCryptoError) -> [UInt8] {
+    private func crypt(_ input: UnsafeRawBufferPointer, iv: [UInt8], encrypting: Bool) throws(SessionCryptoError)
+        -> [UInt8]
+    {
         guard let context = EVP_CIPHER_CTX_new() else {
             throw openSSLFailure("cannot allocate a cipher context")
         }
@@ -135,7 +146,11 @@ final class DHSessionCipher: @unchecked Sendable {
                 failure = openSSLFailure("cannot initialise AES-128-CBC")
                 return
             }
-            guard input.isEmpty || EVP_CipherUpdate(context, out, &updateLength, input, Int32(input.count)) == 1
+            guard
+                input.isEmpty
+                    || EVP_CipherUpdate(
+                        context, out, &updateLength, input.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                        Int32(input.count)) == 1
             else {
                 OPENSSL_cleanse(out, capacity)
                 failure = openSSLFailure("AES-128-CBC failed")

@@ -1,6 +1,7 @@
 import DBus
 import FoundationEssentials
 import KeychainCore
+import Posix
 
 /// An open session: which client owns it and how secrets are protected in transit.
 final class SecretSession {
@@ -26,17 +27,26 @@ final class SecretSession {
         self.algorithm = algorithm
     }
 
-    /// The `(oayays)` secret structure for `secret`, encrypted for this session.
+    /// The `(oayays)` secret structure for `secret`, encrypted for this session. The decrypted secret is
+    /// moved into secret memory for the session cipher and the buffer it was decrypted into is wiped (it is
+    /// this reply's own: the store decrypts a secret afresh for each read); a plain session's reply must
+    /// carry it as an array (the D-Bus layer's type), freed once the reply is built.
     func encode(_ secret: Data, contentType: String) throws(DBusError) -> DBusValue {
+        let plaintext = SecretBytes(copying: secret)
+        secret.withUnsafeBytes { raw in
+            wipeBytes(UnsafeMutableRawBufferPointer(mutating: raw))
+        }
         let parameters: [UInt8]
         let value: [UInt8]
         switch algorithm {
         case .plain:
             parameters = []
-            value = [UInt8](secret)
+            value = plaintext.withUnsafeBytes { [UInt8]($0) }
         case .diffieHellman(let cipher):
             do {
-                (parameters, value) = try cipher.encrypt([UInt8](secret))
+                (parameters, value) = try plaintext.withUnsafeBytes {
+                    (bytes) throws(SessionCryptoError) in try cipher.encrypt(bytes)
+                }
             } catch {
                 throw DBusError(.failed, "cannot encrypt the secret for the session: \(error)")
             }

@@ -1,0 +1,50 @@
+// Times sealing and unsealing a 32-byte key against the TPM named by LATCHKEY_TPM_TCTI (or /dev/tpmrm0).
+// Run through Benchmarks/tpm_seal_bench.py, which starts a software TPM for it.
+import Glibc
+import Posix
+import TPMSealing
+
+let samples = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 50 : 50
+let sealing = KeySealing()
+var key = [UInt8](repeating: 0x5A, count: 32)
+let pin = Array("4711".utf8)
+
+func milliseconds(_ body: () throws -> Void) rethrows -> Double {
+    var begin = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &begin)
+    try body()
+    var end = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &end)
+    return Double(end.tv_sec - begin.tv_sec) * 1000 + Double(end.tv_nsec - begin.tv_nsec) / 1_000_000
+}
+
+func tenths(_ value: Double) -> String {
+    let rounded = Int((value * 10).rounded())
+    return "\(rounded / 10).\(rounded % 10)"
+}
+
+func percentiles(_ values: [Double]) -> String {
+    let sorted = values.sorted()
+    let p50 = sorted[sorted.count / 2]
+    let p99 = sorted[min(sorted.count - 1, sorted.count * 99 / 100)]
+    return "\(tenths(p50)) / \(tenths(p99))"
+}
+
+print("| variant | seal ms (p50 / p99) | unseal ms (p50 / p99) |")
+print("|---|---:|---:|")
+for (name, usesPIN, pcrs) in [("no PIN", false, [UInt8]()), ("PIN", true, []), ("PIN + PCR 7", true, [7])] {
+    var seals: [Double] = []
+    var unseals: [Double] = []
+    for _ in 0..<samples {
+        var sealed: SealedKey?
+        seals.append(try milliseconds { sealed = try sealing.seal(key: key, pin: usesPIN ? pin : nil, pcrs: pcrs) })
+        guard let sealed else { continue }
+        unseals.append(
+            try milliseconds {
+                var unsealed = try sealing.unseal(sealed, pin: usesPIN ? pin : nil)
+                wipeBytes(&unsealed)
+            })
+    }
+    print("| \(name) | \(percentiles(seals)) | \(percentiles(unseals)) |")
+}
+wipeBytes(&key)
