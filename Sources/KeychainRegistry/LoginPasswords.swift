@@ -381,7 +381,9 @@ extension KeychainRegistry {
         var request = request
         for _ in 0..<tries {
             // The answer is in secret memory, wiped when `password` goes at the end of this try.
-            guard case .password(let password)? = try? pinentry.askPassword(request, cancellation: cancellation) else { return false }
+            guard case .password(let password)? = try? pinentry.askPassword(request, cancellation: cancellation) else {
+                return false
+            }
             do {
                 try password.withUnsafeBytes(accept)
                 return true

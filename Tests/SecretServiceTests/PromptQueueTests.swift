@@ -108,7 +108,9 @@ import Testing
         let daemon = try InProcessDaemon(answers: ["cancel", "password in-process password"])
         var replies: [ControlReply] = []
         daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
-        daemon.daemon.answer(.openSession(password: SharedSecret(copying: Array("a new login password".utf8))), from: .login) {
+        daemon.daemon.answer(
+            .openSession(password: SharedSecret(copying: Array("a new login password".utf8))), from: .login
+        ) {
             replies.append($0)
         }
         Self.wait(daemon) { daemon.daemon.registry.promptCount == 1 }
