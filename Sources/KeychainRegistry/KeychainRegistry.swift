@@ -50,9 +50,10 @@ package enum RegistryEvent {
 /// keychains unlocked under the login key. The Secret Service objects, `org.latchkey.Keychain1` and the
 /// control socket are adapters over it.
 ///
-/// It lives on the serving thread. Slow work (key derivation, checkpoints) goes to a worker thread and
-/// prompts to threads of their own; their results come back through ``inbox`` and are applied by
-/// ``deliverCompletions()`` on the serving thread, so every change of state happens on that one thread.
+/// It lives on the serving thread. Slow work (key derivation, checkpoints, the passwords typed into prompts)
+/// goes to one worker thread, and the pinentry showing (one at a time) to a thread of its own; their
+/// results come back through ``inbox`` and are applied by ``deliverCompletions()`` on the serving thread,
+/// so every change of state happens on that one thread.
 package final class KeychainRegistry {
     /// The configuration.
     package let configuration: RegistryConfiguration
@@ -65,8 +66,9 @@ package final class KeychainRegistry {
     /// Where results of work done elsewhere arrive; poll its descriptor.
     package let inbox: LoopInbox
     let worker: Worker
-    /// Whether a "your login password changed" prompt is showing.
-    var rekeyPromptShowing = false
+    /// Prompts waiting or showing, the one showing first (see `enqueuePrompt`).
+    var promptQueue: [QueuedPrompt] = []
+    var promptTicketNumber: UInt64 = 0
     /// How many times the login keychain was locked: an unlock whose key was derived across a lock is dropped.
     var locksOfLogin = 0
     /// Unlocks handed over by a login that are still deriving their key.

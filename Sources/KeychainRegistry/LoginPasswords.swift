@@ -46,6 +46,12 @@ package enum LoginUnlockOutcome {
     case notUnlocked(LoginPasswordOutcome)
 }
 
+/// What the worker prepared from the previous password a re-key prompt was given.
+private struct RekeyAnswer: Sendable {
+    let change: PasswordChange
+    let key: UnwrappedKeychainKey
+}
+
 extension KeychainRegistry {
     /// Unlocks the login keychain with the login password, or creates it when there is none, deriving the
     /// key on the worker; `completion` runs on the serving thread. A wrong password means the login password
@@ -257,97 +263,127 @@ extension KeychainRegistry {
 
     // MARK: Prompts
 
-    /// Asks the user for the login password through pinentry, on a thread of its own, until it unlocks the
-    /// login keychain; then unlocks `waiting` (collections under the login key) on the serving thread and
-    /// runs `completion` with whether the login keychain is unlocked.
-    package func promptForLoginPassword(unlocking waiting: [HeldKeychain], completion: @escaping (Bool) -> Void) {
-        guard let login = login?.keychain else { return completion(false) }
-        let pinentry = configuration.pinentry
-        offLoop(
-            onOwnThread: true, { Self.askLoginPassword(login, pinentry) },
-            then: { [self] key in
-                if let key, let held = self.login, held.isLocked {
-                    held.keychain.unlock(with: key)
-                    announce(.lockChanged(held))
-                }
-                guard let held = self.login, !held.isLocked else { return completion(false) }
-                unlockUnderLogin(among: waiting)
-                completion(true)
-            })
-    }
-
-    /// Asks for the login password until it opens the login keychain (its key), or the user cancels, the
-    /// prompt fails, or five tries are wrong (nil).
-    private static func askLoginPassword(_ login: Keychain, _ pinentry: Pinentry) -> UnwrappedKeychainKey? {
+    /// Asks the user for the login password through pinentry until it unlocks the login keychain; then
+    /// unlocks `waiting` (collections under the login key) and runs `completion` with whether the login
+    /// keychain is unlocked, on the serving thread. Requests made while one is queued or showing share its
+    /// pinentry; each answer's key is derived on the worker and applied by the serving thread, which then
+    /// completes every request in the same turn (so no lock can come between the unlock and the answer).
+    /// Withdraw the ticket when the requester leaves.
+    @discardableResult
+    package func promptForLoginPassword(
+        unlocking waiting: [HeldKeychain], completion: @escaping (Bool) -> Void
+    ) -> PromptTicket? {
+        guard let keychain = login?.keychain else {
+            completion(false)
+            return nil
+        }
         let request = PinentryRequest(
             title: "Unlock Keychain",
             description: "An application wants to use your login keychain.\nEnter your login password to unlock it.",
             prompt: "Password:", error: nil, okLabel: "Unlock")
-        var key: UnwrappedKeychainKey?
-        _ = askUntilAccepted(pinentry, request, tries: 5, retryMessage: "The password was not correct. Try again.") {
-            (password) throws(KeychainError) in key = try login.unwrapKey(password: password)
-        }
-        return key
-    }
-
-    /// Asks, through pinentry on a thread of its own, for the keychain's previous password, and re-keys the
-    /// login keychain to `loginPassword` with it (once at a time).
-    private func askToRekey(_ login: Keychain, to loginPassword: SharedSecret) {
-        guard !rekeyPromptShowing else { return }
-        rekeyPromptShowing = true
-        let pinentry = configuration.pinentry
-        offLoop(
-            onOwnThread: true, { Self.askOldPassword(login, rekeyingTo: loginPassword, pinentry) },
-            then: {
-                [self] rekeyed in
-                rekeyPromptShowing = false
-                guard let (change, key) = rekeyed, let held = self.login, held.keychain === login else { return }
+        let dialog = PromptDialog(
+            sharingKey: "unlock-login", tries: 5, retryMessage: "The password was not correct. Try again.",
+            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
+            attempt: { answers in
                 do throws(KeychainError) {
-                    try login.commit(change)
+                    return .success(
+                        try answers[0].withUnsafeBytes { (password) throws(KeychainError) in
+                            try keychain.unwrapKey(password: password)
+                        })
                 } catch {
-                    return
+                    return .failure(error)
                 }
-                scheduleCheckpoint(login.path)
-                if held.isLocked {
-                    login.unlock(with: key)
-                    announceLoginUnlocked()
-                }
-            })
+            },
+            apply: { [self] key in
+                guard let key = key as? UnwrappedKeychainKey, let held = login, held.keychain === keychain,
+                    held.isLocked
+                else { return }
+                held.keychain.unlock(with: key)
+                announce(.lockChanged(held))
+            },
+            isSatisfied: { [self] in login?.isLocked == false })
+        return enqueuePrompt(dialog) { [self] _ in
+            guard let held = login, !held.isLocked else { return completion(false) }
+            unlockUnderLogin(among: waiting)
+            completion(true)
+        }
     }
 
-    private static func askOldPassword(
-        _ login: Keychain, rekeyingTo newPassword: SharedSecret, _ pinentry: Pinentry
-    ) -> (PasswordChange, UnwrappedKeychainKey)? {
+    /// One password through pinentry (with `error` shown, if any), nil when not given.
+    static func askOne(
+        _ pinentry: Pinentry, _ request: PinentryRequest, _ error: String?, _ cancellation: PinentryCancellation
+    ) -> [SharedSecret]? {
+        var request = request
+        request.error = error
+        guard case .password(let password)? = try? pinentry.askPassword(request, cancellation: cancellation) else {
+            return nil
+        }
+        return [password]
+    }
+
+    /// Asks, through pinentry, for the keychain's previous password, and re-keys the login keychain to
+    /// `loginPassword` with it (one such prompt at a time: a second request joins the first).
+    private func askToRekey(_ login: Keychain, to loginPassword: SharedSecret) {
         let request = PinentryRequest(
             title: "Login Keychain",
             description:
                 "Your login password no longer unlocks your login keychain: it was changed without the keychain."
                 + "\nEnter the keychain's previous password to re-key it to your login password.",
             prompt: "Previous password:", error: nil, okLabel: "Re-key")
-        var prepared: (PasswordChange, UnwrappedKeychainKey)?
-        _ = askUntilAccepted(
-            pinentry, request, tries: 3, retryMessage: "That password does not unlock the keychain either. Try again."
-        ) { (old) throws(KeychainError) in
-            let key = try login.unwrapKey(password: old)
-            prepared = (
-                try newPassword.withUnsafeBytes { (new) throws(KeychainError) in try login.rewrap(from: old, to: new) },
-                key
-            )
-        }
-        return prepared
+        let dialog = PromptDialog(
+            sharingKey: "rekey-login", tries: 3,
+            retryMessage: "That password does not unlock the keychain either. Try again.",
+            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
+            attempt: { answers in
+                do throws(KeychainError) {
+                    let answer = try answers[0].withUnsafeBytes { (old) throws(KeychainError) in
+                        let key = try login.unwrapKey(password: old)
+                        let change = try loginPassword.withUnsafeBytes { (new) throws(KeychainError) in
+                            try login.rewrap(from: old, to: new)
+                        }
+                        return RekeyAnswer(change: change, key: key)
+                    }
+                    return .success(answer)
+                } catch {
+                    return .failure(error)
+                }
+            },
+            apply: { [self] answer in
+                guard let answer = answer as? RekeyAnswer, let held = self.login, held.keychain === login else {
+                    return
+                }
+                do throws(KeychainError) {
+                    try login.commit(answer.change)
+                } catch {
+                    return
+                }
+                scheduleCheckpoint(login.path)
+                if held.isLocked {
+                    login.unlock(with: answer.key)
+                    announceLoginUnlocked()
+                }
+            },
+            isSatisfied: { false })
+        _ = enqueuePrompt(dialog) { _ in }
     }
 
     /// Asks with `request` until `accept` takes the password (true), or the
     /// user cancels, the prompt fails, `accept` fails other than with a wrong
     /// password, or `tries` are wrong (false). Each password is wiped after use.
+    ///
+    /// The whole exchange, `accept` included, runs on the calling thread, outside the prompt queue: a prompt
+    /// should rather go through `enqueuePrompt` (one pinentry at a time, each answer tried on the worker,
+    /// ended when nobody waits for it). Kept for prompts not moved there yet; `cancellation` ends it.
     static func askUntilAccepted(
         _ pinentry: Pinentry, _ request: PinentryRequest, tries: Int, retryMessage: String,
-        accept: (UnsafeRawBufferPointer) throws(KeychainError) -> Void
+        cancellation: PinentryCancellation? = nil, accept: (UnsafeRawBufferPointer) throws(KeychainError) -> Void
     ) -> Bool {
         var request = request
         for _ in 0..<tries {
             // The answer is in secret memory, wiped when `password` goes at the end of this try.
-            guard case .password(let password)? = try? pinentry.askPassword(request) else { return false }
+            guard case .password(let password)? = try? pinentry.askPassword(request, cancellation: cancellation) else {
+                return false
+            }
             do {
                 try password.withUnsafeBytes(accept)
                 return true

@@ -256,7 +256,12 @@ extension KeychainRegistry {
     /// keychain (see ``promptForLoginPassword(unlocking:completion:)``), then each keychain with a password of
     /// its own, asked for in turn on a thread of its own (three tries each; a cancel stops the asking).
     /// `completion` gets whether every one of them is unlocked.
-    package func promptForPasswords(unlocking waiting: [HeldKeychain], completion: @escaping (Bool) -> Void) {
+    /// The ticket is the login prompt's, when one is needed (withdrawing it ends that prompt); the prompts
+    /// for keychains with a password of their own do not go through the prompt queue yet.
+    @discardableResult
+    package func promptForPasswords(
+        unlocking waiting: [HeldKeychain], completion: @escaping (Bool) -> Void
+    ) -> PromptTicket? {
         let ownPassword = waiting.filter {
             if case .ownPassword = $0.unlocking { return true }
             return false
@@ -286,8 +291,11 @@ extension KeychainRegistry {
                     completion(waiting.allSatisfy { !$0.isLocked })
                 })
         }
-        guard !underLogin.isEmpty, underLogin.contains(where: \.isLocked) else { return askOwn() }
-        promptForLoginPassword(unlocking: underLogin) { unlocked in
+        guard !underLogin.isEmpty, underLogin.contains(where: \.isLocked) else {
+            askOwn()
+            return nil
+        }
+        return promptForLoginPassword(unlocking: underLogin) { unlocked in
             guard unlocked else { return completion(false) }
             askOwn()
         }

@@ -23,10 +23,19 @@ final class AssuanSession {
     private var storage = [UInt8](repeating: 0, count: AssuanText.maxLineLength)
     private var filled = 0
     private var reaped = false
+    /// Ends the exchange from another thread; nil: only the deadline does.
+    private let cancellation: PinentryCancellation?
 
-    /// Starts `executable` with `environment` and no arguments.
-    init(executable: String, environment: [String: String], timeout: Duration) throws(PinentryError) {
+    /// How long a child told to stop (`SIGTERM`) may take before it is killed (`SIGKILL`).
+    static let terminationGraceMilliseconds = 300
+
+    /// Starts `executable` with `environment` and no arguments; `cancellation` may end the exchange early.
+    init(
+        executable: String, environment: [String: String], timeout: Duration,
+        cancellation: PinentryCancellation? = nil
+    ) throws(PinentryError) {
         self.timeout = timeout
+        self.cancellation = cancellation
         deadline = Deadline(millisecondsFromNow: Self.milliseconds(timeout))
         var pair: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
@@ -150,12 +159,13 @@ final class AssuanSession {
         closeAndReap(graceMilliseconds: 1000)
     }
 
-    /// Kills the child at once and reaps it.
+    /// Ends the child at once and reaps it: `SIGTERM` (a graphical pinentry lets go of the keyboard and
+    /// the screen), then `SIGKILL` if it has not exited within ``terminationGraceMilliseconds``.
     func terminate() {
         if !reaped {
-            kill(pid, SIGKILL)
+            kill(pid, SIGTERM)
         }
-        closeAndReap(graceMilliseconds: 0)
+        closeAndReap(graceMilliseconds: Self.terminationGraceMilliseconds)
     }
 
     private func closeAndReap(graceMilliseconds: Int) {
@@ -239,10 +249,28 @@ final class AssuanSession {
         }
     }
 
-    /// Waits until the socket is ready for `events`, or throws when the deadline passes.
+    /// Waits until the socket is ready for `events`, or throws when the deadline passes or the exchange is
+    /// cancelled.
     private func waitUntilReady(_ events: Int16) throws(PinentryError) {
-        guard deadline.waitUntil(socket, isReadyFor: events) else {
-            throw PinentryError(reason: "no answer within \(timeout)")
+        guard let cancellation else {
+            guard deadline.waitUntil(socket, isReadyFor: events) else {
+                throw PinentryError(reason: "no answer within \(timeout)")
+            }
+            return
+        }
+        while true {
+            guard !cancellation.isCancelled else { throw PinentryError.cancelled }
+            let left = deadline.remainingMilliseconds
+            guard left > 0 else { throw PinentryError(reason: "no answer within \(timeout)") }
+            var entries = [
+                pollfd(fd: socket, events: events, revents: 0),
+                pollfd(fd: cancellation.fileDescriptor, events: Int16(POLLIN), revents: 0),
+            ]
+            guard (try? Posix.poll(&entries, timeoutMilliseconds: left)) != nil else {
+                throw PinentryError(reason: "cannot wait for the program")
+            }
+            if entries[1].revents != 0 { throw PinentryError.cancelled }
+            if entries[0].revents != 0 { return }
         }
     }
 

@@ -52,12 +52,18 @@ package struct PinentryError: Error, Sendable, Equatable, CustomStringConvertibl
 
     /// The reason, prefixed so that it reads well in a log.
     package var description: String { "pinentry: \(reason)" }
+
+    /// The exchange was ended through its ``PinentryCancellation``; `askPassword` and `confirm` answer it as a
+    /// cancel rather than throw it.
+    static let cancelled = PinentryError(reason: "the prompt was withdrawn")
 }
 
 /// Runs a pinentry program.
 ///
 /// Each call starts a fresh child process, talks Assuan to it over a socket that is the child's stdin and stdout,
-/// says `BYE`, and reaps it. Calls block and may run on several threads at once.
+/// says `BYE`, and reaps it. Calls block and may run on several threads at once. A call given a
+/// ``PinentryCancellation`` ends as soon as it is cancelled: the child gets `SIGTERM`, then `SIGKILL`, and
+/// is reaped before the call returns.
 package struct Pinentry: Sendable {
     /// The program: a path, or a name searched in the `PATH` of `environment`.
     package let program: String
@@ -84,18 +90,21 @@ package struct Pinentry: Sendable {
         return Pinentry(program: chosen, environment: environment)
     }
 
-    /// Asks for a password (GETPIN). Blocking.
-    package func askPassword(_ request: PinentryRequest) throws(PinentryError) -> PinentryOutcome {
+    /// Asks for a password (GETPIN). Blocking; `.cancelled` also when `cancellation` ends it.
+    package func askPassword(
+        _ request: PinentryRequest, cancellation: PinentryCancellation? = nil
+    ) throws(PinentryError) -> PinentryOutcome {
         // Room for the longest Assuan line, so that appending never leaves a copy behind.
         var pin: [UInt8] = []
         pin.reserveCapacity(1_024)
         let reply: AssuanReply
         do throws(PinentryError) {
-            reply = try converse(request) { session throws(PinentryError) in
+            reply = try converse(request, cancellation) { session throws(PinentryError) in
                 try session.transact(Array("GETPIN".utf8), data: &pin)
             }
         } catch {
             AssuanText.wipe(&pin)
+            if error == .cancelled { return .cancelled }
             throw error
         }
         switch reply {
@@ -111,12 +120,21 @@ package struct Pinentry: Sendable {
         }
     }
 
-    /// Asks for a yes/no confirmation (CONFIRM): true for OK, false for cancel. Blocking.
-    package func confirm(_ request: PinentryRequest) throws(PinentryError) -> Bool {
+    /// Asks for a yes/no confirmation (CONFIRM): true for OK, false for cancel (also when `cancellation` ends
+    /// it). Blocking.
+    package func confirm(
+        _ request: PinentryRequest, cancellation: PinentryCancellation? = nil
+    ) throws(PinentryError) -> Bool {
         var ignored: [UInt8] = []
         defer { AssuanText.wipe(&ignored) }
-        let reply = try converse(request) { session throws(PinentryError) in
-            try session.transact(Array("CONFIRM".utf8), data: &ignored)
+        let reply: AssuanReply
+        do throws(PinentryError) {
+            reply = try converse(request, cancellation) { session throws(PinentryError) in
+                try session.transact(Array("CONFIRM".utf8), data: &ignored)
+            }
+        } catch {
+            if error == .cancelled { return false }
+            throw error
         }
         switch reply {
         case .ok:
@@ -133,13 +151,16 @@ package struct Pinentry: Sendable {
     /// `GPG_ERR_NOT_CONFIRMED`, answered to `CONFIRM` when the user declines.
     private static let notConfirmedCode: UInt32 = 114
 
-    /// Starts the program, shows `request`, runs `ask`, then ends politely with `BYE`; on any thrown error the
-    /// child is killed instead. Either way it is reaped before this returns.
+    /// Starts the program, shows `request`, runs `ask`, then ends politely with `BYE`; on any thrown error
+    /// (a cancellation among them) the child is ended instead. Either way it is reaped before this returns.
     private func converse(
-        _ request: PinentryRequest, _ ask: (AssuanSession) throws(PinentryError) -> AssuanReply
+        _ request: PinentryRequest, _ cancellation: PinentryCancellation?,
+        _ ask: (AssuanSession) throws(PinentryError) -> AssuanReply
     ) throws(PinentryError) -> AssuanReply {
+        if cancellation?.isCancelled == true { throw .cancelled }
         let path = try executablePath()
-        let session = try AssuanSession(executable: path, environment: environment, timeout: timeout)
+        let session = try AssuanSession(
+            executable: path, environment: environment, timeout: timeout, cancellation: cancellation)
         do throws(PinentryError) {
             try session.expectGreeting()
             for (name, value) in terminalOptions() {

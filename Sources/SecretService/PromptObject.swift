@@ -8,6 +8,8 @@ final class UnlockPrompt {
     let objects: [String]
     let waiting: [HeldKeychain]
     var started = false
+    /// Its place in the registry's prompt queue once started: handed back when it ends early.
+    var ticket: PromptTicket?
     /// Set for gnome-keyring's `ChangeWithPrompt`: the collection whose password the prompt changes.
     var changing: HeldKeychain?
 
@@ -38,7 +40,7 @@ struct PromptObject: DBusObject {
                     },
                     DBusMethod("Dismiss") { (object, call) throws(DBusError) in
                         try object.requireOwner(call)
-                        object.daemon.prompts[object.prompt.path] = nil
+                        object.daemon.drop(object.prompt)
                         object.daemon.completed(object.prompt, unlocked: nil)
                         return .reply([])
                     },
@@ -101,12 +103,20 @@ extension SecretServiceDaemon {
         guard !prompt.started else { return }
         prompt.started = true
         if let changing = prompt.changing { return startPasswordChange(prompt, of: changing) }
-        registry.promptForPasswords(unlocking: prompt.waiting) { [self] unlocked in
+        prompt.ticket = registry.promptForPasswords(unlocking: prompt.waiting) { [self] unlocked in
             // A prompt dismissed or dropped meanwhile has already ended.
             guard prompts.removeValue(forKey: prompt.path) != nil else { return }
             completed(
                 prompt, unlocked: unlocked ? prompt.objects.filter { owningCollection($0)?.isLocked == false } : nil)
         }
+    }
+
+    /// Forgets a prompt that ended before its answer (dismissed, or its client left): its pinentry is ended
+    /// unless another request shares it.
+    func drop(_ prompt: UnlockPrompt) {
+        prompts[prompt.path] = nil
+        if let ticket = prompt.ticket { registry.withdraw(ticket) }
+        prompt.ticket = nil
     }
 
     /// Sends a prompt's `Completed`: with the paths unlocked, or dismissed (nil).

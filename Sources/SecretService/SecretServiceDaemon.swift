@@ -164,7 +164,7 @@ package final class SecretServiceDaemon {
         screenSaver.noteOwner(newOwner, of: name)
         if newOwner.isEmpty, name.hasPrefix(":") {
             sessions = sessions.filter { $0.value.owner != name }
-            prompts = prompts.filter { $0.value.owner != name }
+            for prompt in prompts.values where prompt.owner == name { drop(prompt) }
             portalRequests = portalRequests.filter { $0.value.owner != name }
         }
     }

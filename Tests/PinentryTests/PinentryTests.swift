@@ -302,6 +302,39 @@ private final class TypingTerminal: Sendable {
         #expect(isGone(pid))
     }
 
+    /// A prompt withdrawn from another thread ends at once as cancelled, its child ended (SIGTERM, or SIGKILL
+    /// when it ignores SIGTERM) and reaped before the call returns; the timeout is far away.
+    @Test(arguments: ["hang", "hang-ignoring-term"])
+    func cancellingEndsAHangingPromptAndReapsItsChild(answer: String) throws {
+        let sandbox = try Sandbox(answers: [answer])
+        let cancellation = try PinentryCancellation()
+        let outcome = Mutex<PinentryOutcome?>(nil)
+        let (pinentry, request) = (sandbox.pinentry(timeout: .seconds(120)), simpleRequest)
+        let thread = Thread {
+            let result = try? pinentry.askPassword(request, cancellation: cancellation)
+            outcome.withLock { $0 = result }
+        }
+        thread.start()
+        let shown = Date().addingTimeInterval(20)
+        while try !sandbox.log().contains(where: { $0.command == "HANGING" }), Date() < shown { usleep(20_000) }
+        let pid = try #require(try sandbox.log().last?.pid)
+        cancellation.cancel()
+        let bound = Date().addingTimeInterval(10)
+        while outcome.withLock({ $0 }) == nil, Date() < bound { usleep(10_000) }
+        #expect(outcome.withLock { $0 } == .cancelled)
+        #expect(isGone(pid), "the child was reaped before the call returned")
+    }
+
+    /// A cancellation made before the call shows nothing.
+    @Test func aCancelledPromptStartsNoProgram() throws {
+        let sandbox = try Sandbox(answers: ["password unused"])
+        let cancellation = try PinentryCancellation()
+        cancellation.cancel()
+        #expect(try sandbox.pinentry().askPassword(simpleRequest, cancellation: cancellation) == .cancelled)
+        #expect(try sandbox.pinentry().confirm(simpleRequest, cancellation: cancellation) == false)
+        #expect(try sandbox.log().isEmpty)
+    }
+
     @Test(arguments: [
         "echo 'HELLO I am not a pinentry'; exec sleep 600",
         "echo 'ERR 83886081 go away'; exec sleep 600",

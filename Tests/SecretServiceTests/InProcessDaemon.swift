@@ -19,6 +19,8 @@ final class InProcessDaemon {
     static let password = Array("in-process password".utf8)
     let directory: String
     let answers: String
+    /// What the scripted pinentry received, one JSON object a line (see Tests/Support/scripted-pinentry).
+    let pinentryLog: String
     let daemon: SecretServiceDaemon
     private var serial: UInt32 = 0
     /// Every signal the daemon sent, in order.
@@ -30,9 +32,13 @@ final class InProcessDaemon {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("inproc-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         answers = directory + "/answers"
+        pinentryLog = directory + "/pinentry-log"
         try (lines.joined(separator: "\n") + "\n").write(toFile: answers, atomically: true, encoding: .utf8)
         let pinentry = Pinentry(
-            program: scriptedPinentry, environment: ["SCRIPTED_PINENTRY_ANSWERS": answers, "PATH": "/usr/bin:/bin"],
+            program: scriptedPinentry,
+            environment: [
+                "SCRIPTED_PINENTRY_ANSWERS": answers, "SCRIPTED_PINENTRY_LOG": pinentryLog, "PATH": "/usr/bin:/bin",
+            ],
             timeout: .seconds(30))
         let configuration = SecretServiceConfiguration(
             registry: RegistryConfiguration(
@@ -114,6 +120,29 @@ final class InProcessDaemon {
     private func record(_ messages: [DBusMessage], for call: DBusMessage) -> DBusMessage? {
         signals += messages.filter { $0.kind == .signal }
         return messages.first { $0.kind != .signal && $0.replySerial == call.serial }
+    }
+
+    /// The bus's word that `client` left (`NameOwnerChanged` with no new owner); what the daemon sent.
+    @discardableResult
+    func leave(_ client: String) throws -> [DBusMessage] {
+        let signal = try DBusMessage.signal(
+            path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+            arguments: [.string(client), .string(client), .string("")])
+        serial += 1
+        signal.stampAsDelivered(from: "org.freedesktop.DBus", serial: serial)
+        let sent = daemon.handle(signal)
+        signals += sent.filter { $0.kind == .signal }
+        return sent
+    }
+
+    /// What the scripted pinentry received so far: (pid, command) in order.
+    func pinentryCommands() throws -> [(pid: Int32, command: String)] {
+        guard let text = try? String(contentsOfFile: pinentryLog, encoding: .utf8) else { return [] }
+        return try text.split(separator: "\n").map { line in
+            let entry = try #require(
+                try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            return (Int32(try #require(entry["pid"] as? Int)), try #require(entry["command"] as? String))
+        }
     }
 
     /// Forgets the signals seen so far.

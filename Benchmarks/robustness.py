@@ -1,0 +1,944 @@
+#!/usr/bin/python3
+"""Fault and load tests of a Secret Service daemon, each printing its figures.
+
+Scenarios (each on its own private dbus-daemon and throwaway keychain directory):
+
+  kill        SIGKILL of the daemon at random moments while several clients run CreateItem, SetSecret and
+              Delete; after each restart every acknowledged operation must be there, nothing whose delete was
+              acknowledged may come back, and (latchkeyd) `PRAGMA integrity_check` must say ok.
+  load        N concurrent clients (one process each) of mixed operations for a bounded time: operations,
+              errors, p50/p99 latency, lost writes (checked at the end against what each client was told),
+              the daemon's peak RSS.
+  sessions    many sessions opened and dropped (over many connections), calls whose caller leaves before
+              the reply, and prompts whose caller leaves mid-prompt: the daemon's RSS, descriptors, threads
+              and children before and after, and how long each departed caller's pinentry outlived it.
+  prompts     C clients x P concurrent Unlock prompts answered with the right password while another client
+              keeps locking: how many completed dismissed, the daemon's peak RSS, pinentries at once.
+  full-disk   the keychain directory on a small tmpfs (root only): the disk filled, a write refused with an
+              error, reads still served, writes resumed once space is freed, nothing lost after a restart.
+
+`scripts/stress` runs them with the full counts against a release build, gnome-keyring-daemon beside
+latchkeyd where the comparison means something; Tests/Integration/test_robustness.py runs them with small
+counts and asserts the properties (not the timings).
+"""
+
+import argparse
+import datetime
+import json
+import multiprocessing
+import os
+import pathlib
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "Tests" / "Integration"))
+from conftest import SCRIPTED_PINENTRY, Bus  # noqa: E402  (the integration tests' bus)
+from dbus_client import DEFAULT, SERVICE, Client  # noqa: E402  (the integration tests' raw D-Bus client)
+
+PASSWORD = "robustness password"
+LOGIN = "/org/freedesktop/secrets/collection/login"
+SECRET_SERVICE = "org.freedesktop.Secret.Service"
+COLLECTION = "org.freedesktop.Secret.Collection"
+ITEM = "org.freedesktop.Secret.Item"
+PROMPT = "org.freedesktop.Secret.Prompt"
+
+
+# MARK: Processes
+
+def proc_status(pid):
+    """VmRSS, VmHWM (KiB) and Threads of a process."""
+    fields = {}
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM", "Threads"):
+            fields[name] = int(value.split()[0])
+    return fields
+
+
+def children_of(pid):
+    """The pids whose parent is `pid` (zombies included)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = pathlib.Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def probe(pid):
+    """What a process holds now: RSS (MiB), open descriptors, threads, children."""
+    status = proc_status(pid)
+    return {"rss_mib": round(status["VmRSS"] / 1024, 1), "fds": len(os.listdir(f"/proc/{pid}/fd")),
+            "threads": status["Threads"], "children": len(children_of(pid))}
+
+
+def settle_probe(pid, baseline, seconds=5.0):
+    """The probe once descriptors, threads and children are back to `baseline` (or after `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        now = probe(pid)
+        if all(now[k] <= baseline[k] for k in ("fds", "threads", "children")) or time.monotonic() > deadline:
+            return now
+        time.sleep(0.05)
+
+
+def load_context():
+    """The machine's load average and how many processors, for the record."""
+    return {"loadavg": pathlib.Path("/proc/loadavg").read_text().split()[:3], "cpus": os.cpu_count()}
+
+
+# MARK: Servers
+
+class PrivateBus(Bus):
+    """A private session bus that starts no service: a call to a name nobody owns fails at once
+    (ServiceUnknown) instead of activating the machine's `org.freedesktop.secrets` (gnome-keyring-daemon,
+    or an installed latchkeyd, over the real home directory) while the daemon under test is down."""
+
+    def __init__(self, scratch):
+        text = pathlib.Path("/usr/share/dbus-1/session.conf").read_text()
+        text = "\n".join(line for line in text.splitlines() if "servicedir" not in line)
+        text = text.replace("<includedir>session.d</includedir>", "")
+        config = pathlib.Path(scratch) / "bus.conf"
+        config.write_text(text)
+        out = subprocess.run(
+            ["dbus-daemon", f"--config-file={config}", "--fork", "--print-address=1", "--print-pid=1"],
+            check=True, capture_output=True, text=True).stdout.split()
+        self.address, self.pid = out[0], int(out[1])
+
+
+class Server:
+    """A Secret Service daemon on a private bus, restartable over the same files."""
+
+    kind = "?"
+
+    def __init__(self, scratch):
+        self.scratch = pathlib.Path(scratch)
+        self.bus = PrivateBus(scratch)
+        self.process = None
+
+    @property
+    def pid(self):
+        return self.process.pid
+
+    def client(self):
+        return Client(self.bus.address)
+
+    def kill(self):
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def close(self):
+        # Children left (a pinentry a daemon failed to end) are ended here, not left to their own timeout.
+        if self.process and self.process.poll() is None:
+            for child in children_of(self.process.pid):
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.stop()
+        self.bus.stop()
+
+    def wait_for_name(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.kind} exited with {self.process.returncode}")
+            if self.bus.has_owner():
+                owner = self.owner_pid()
+                if owner != self.process.pid:
+                    raise RuntimeError(f"org.freedesktop.secrets is owned by process {owner}, not {self.kind}")
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"{self.kind} did not claim org.freedesktop.secrets")
+
+    def owner_pid(self):
+        from jeepney.bus_messages import message_bus
+        client = self.client()
+        try:
+            return client.connection.send_and_get_reply(
+                message_bus.GetConnectionUnixProcessID("org.freedesktop.secrets")).body[0]
+        finally:
+            client.close()
+
+
+class Latchkeyd(Server):
+    kind = "latchkeyd"
+
+    def __init__(self, scratch, binary, answers=(), keychains=None):
+        super().__init__(scratch)
+        self.binary = binary
+        self.keychains = pathlib.Path(keychains) if keychains else self.scratch / "keychains"
+        self.answers = self.scratch / "pinentry-answers"
+        self.log = self.scratch / "pinentry-log"
+        self.set_answers(answers)
+
+    def set_answers(self, answers):
+        self.answers.write_text("".join(a + "\n" for a in answers))
+        pathlib.Path(str(self.answers) + ".pos").unlink(missing_ok=True)
+
+    def start(self):
+        runtime = self.scratch / "run"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        env = self.bus.env(SCRIPTED_PINENTRY_ANSWERS=str(self.answers), SCRIPTED_PINENTRY_LOG=str(self.log),
+                           XDG_RUNTIME_DIR=str(runtime),
+                           DBUS_SYSTEM_BUS_ADDRESS=f"unix:path={self.scratch}/no-system-bus")
+        self.process = subprocess.Popen(
+            [self.binary, "--foreground", "--unlock", "--keychain-directory", str(self.keychains),
+             "--pinentry", str(SCRIPTED_PINENTRY)],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=open(self.scratch / "daemon.stderr", "ab"))
+        self.process.stdin.write(PASSWORD.encode())
+        self.process.stdin.close()
+        self.wait_for_name()
+        # The bus name comes first, the control socket just after.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not (runtime / "latchkey" / "control").exists():
+            time.sleep(0.02)
+        # The login keychain unlocks in the background (key derivation); calls wait for it. Served once done.
+        client = self.client()
+        try:
+            client.call(LOGIN, "org.freedesktop.DBus.Properties", "Get", "ss", (COLLECTION, "Locked"), timeout=60)
+        finally:
+            client.close()
+        return self
+
+    def integrity(self):
+        """`PRAGMA integrity_check` of the login keychain file, read-only."""
+        uri = "file:" + str(self.keychains / "login.keychain-db") + "?mode=ro"
+        db = sqlite3.connect(uri, uri=True, timeout=10)
+        try:
+            return db.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            db.close()
+
+
+class GnomeKeyringServer(Server):
+    kind = "gnome-keyring"
+
+    def start(self):
+        home = self.scratch / "home"
+        (home / "run").mkdir(parents=True, exist_ok=True, mode=0o700)
+        (home / ".local" / "share").mkdir(parents=True, exist_ok=True)
+        env = self.bus.env(HOME=str(home), XDG_DATA_HOME=str(home / ".local" / "share"),
+                           XDG_RUNTIME_DIR=str(home / "run"), XDG_CONFIG_HOME=str(home / ".config"))
+        env.pop("DISPLAY", None)
+        env.pop("WAYLAND_DISPLAY", None)
+        self.process = subprocess.Popen(
+            ["gnome-keyring-daemon", "--foreground", "--components=secrets", "--unlock"],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=open(self.scratch / "daemon.stderr", "ab"))
+        self.process.stdin.write(PASSWORD.encode())
+        self.process.stdin.close()
+        self.wait_for_name()
+        # The login keyring comes once the password on stdin has been read.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            client = self.client()
+            try:
+                reply = client.call(DEFAULT, "org.freedesktop.DBus.Properties", "Get", "ss", (COLLECTION, "Locked"))
+                if not reply.is_error and reply.body == (("b", False),):
+                    return self
+            finally:
+                client.close()
+            time.sleep(0.1)
+        raise RuntimeError("gnome-keyring-daemon did not unlock its login keyring")
+
+    def stray_files(self):
+        """Files gnome-keyring left half-written (its temporary files) in the keyrings directory."""
+        keyrings = self.scratch / "home" / ".local" / "share" / "keyrings"
+        return [p.name for p in keyrings.glob("*") if not p.name.endswith(".keyring") and p.is_file()]
+
+
+def make_server(kind, scratch, binary, **kwargs):
+    return Latchkeyd(scratch, binary, **kwargs) if kind == "latchkeyd" else GnomeKeyringServer(scratch)
+
+
+# MARK: Client operations
+
+def create(client, session, key, secret, run):
+    """CreateItem with a unique key attribute; the item's path, or None when not acknowledged."""
+    try:
+        reply = client.call(DEFAULT, COLLECTION, "CreateItem", "a{sv}(oayays)b",
+                            ({"org.freedesktop.Secret.Item.Label": ("s", key),
+                              "org.freedesktop.Secret.Item.Attributes": ("a{ss}", {"run": run, "key": key})},
+                             (session, b"", secret, "text/plain"), False))
+    except Exception:
+        return None, "no reply"
+    if reply.is_error:
+        return None, reply.error_name + (f": {reply.body[0]}" if reply.body else "")
+    return reply.body[0], None
+
+
+def set_secret(client, session, path, secret):
+    try:
+        reply = client.call(path, ITEM, "SetSecret", "(oayays)", ((session, b"", secret, "text/plain"),))
+    except Exception:
+        return "no reply"
+    return reply.error_name if reply.is_error else None
+
+
+def delete(client, path):
+    try:
+        reply = client.call(path, ITEM, "Delete")
+    except Exception:
+        return "no reply"
+    return reply.error_name if reply.is_error else None
+
+
+def get_secret(client, session, path):
+    try:
+        reply = client.call(path, ITEM, "GetSecret", "o", (session,))
+    except Exception:
+        return None, "no reply"
+    return (None, reply.error_name) if reply.is_error else (bytes(reply.body[0][2]), None)
+
+
+def search(client, attributes):
+    reply = client.call(SERVICE, SECRET_SERVICE, "SearchItems", "a{ss}", (attributes,))
+    if reply.is_error:
+        return None, reply.error_name
+    return reply.body[0] + reply.body[1], None
+
+
+def stored_secret(client, session, run, key):
+    """What the daemon holds for `key` now: its secret, None when absent; (value, number of items)."""
+    paths, error = search(client, {"run": run, "key": key})
+    if error:
+        raise RuntimeError(f"SearchItems failed: {error}")
+    if not paths:
+        return None, 0
+    secret, error = get_secret(client, session, paths[0])
+    if error:
+        raise RuntimeError(f"GetSecret failed: {error}")
+    return secret, len(paths)
+
+
+# MARK: kill
+
+def scenario_kill(kind, binary, kills=20, clients=4, seed=1, max_run=1.5):
+    """SIGKILLs the daemon `kills` times at random moments while `clients` threads write; after each restart
+    checks every acknowledged operation (and, for latchkeyd, the file's integrity)."""
+    rng = random.Random(seed)
+    scratch = tempfile.mkdtemp(prefix=f"stress-kill-{kind}-")
+    server = make_server(kind, scratch, binary)
+    run = f"kill{seed}"
+    # key -> set of what may be stored (None: absent); path of acknowledged creations.
+    possible, paths = {}, {}
+    lock = threading.Lock()
+    totals = {"acknowledged": 0, "unacknowledged": 0, "lost": 0, "resurrected": 0, "wrong": 0, "duplicates": 0,
+              "integrity_failures": 0, "restarts": 0, "restart_failures": 0, "stray_files": 0}
+    counter = [0]
+
+    def writer(number, stop):
+        client = server.client()
+        try:
+            session = client.open_plain()
+        except Exception:
+            client.close()
+            return
+        local = random.Random(rng.random())
+        mine = []
+        while not stop.is_set():
+            with lock:
+                counter[0] += 1
+                serial = counter[0]
+            choice = local.random()
+            if choice < 0.5 or not mine:
+                key, secret = f"k{number}-{serial}", f"s{serial}".encode()
+                with lock:
+                    possible[key] = {None, secret}
+                path, error = create(client, session, key, secret, run)
+                with lock:
+                    if error:
+                        totals["unacknowledged"] += 1
+                        if error.startswith("org.freedesktop.DBus.Error.ServiceUnknown"):
+                            possible[key] = {None}  # never reached a daemon
+                    else:
+                        totals["acknowledged"] += 1
+                        possible[key] = {secret}
+                        paths[key] = path
+                        mine.append(key)
+            elif choice < 0.8:
+                key = local.choice(mine)
+                secret = f"s{serial}".encode()
+                with lock:
+                    possible[key] = possible[key] | {secret}
+                error = set_secret(client, session, paths[key], secret)
+                with lock:
+                    if error:
+                        totals["unacknowledged"] += 1
+                    else:
+                        totals["acknowledged"] += 1
+                        possible[key] = {secret}
+            else:
+                key = local.choice(mine)
+                mine.remove(key)
+                with lock:
+                    possible[key] = possible[key] | {None}
+                error = delete(client, paths[key])
+                with lock:
+                    if error:
+                        totals["unacknowledged"] += 1
+                    else:
+                        totals["acknowledged"] += 1
+                        possible[key] = {None}
+            if error:
+                break
+        client.close()
+
+    def verify():
+        """Reads every item of the run in three calls (SearchItems, GetSecrets, and the attributes of the
+        items whose creation was not acknowledged) and compares each key with what it may hold."""
+        client = server.client()
+        try:
+            session = client.open_plain()
+            found, error = search(client, {"run": run})
+            if error:
+                raise RuntimeError(f"SearchItems failed: {error}")
+            reply = client.call(SERVICE, SECRET_SERVICE, "GetSecrets", "aoo", (found, session), timeout=120)
+            if reply.is_error:
+                raise RuntimeError(f"GetSecrets failed: {reply.error_name}")
+            secrets = {path: bytes(value[2]) for path, value in reply.body[0].items()}
+            with lock:
+                expected = dict(possible)
+                key_of = {path: key for key, path in paths.items()}
+            stored = {}
+            for path in found:
+                key = key_of.get(path)
+                if key is None:
+                    attributes = client.ok(path, "org.freedesktop.DBus.Properties", "Get", "ss", (ITEM, "Attributes"))
+                    key = attributes[0][1].get("key")
+                if key in stored:
+                    totals["duplicates"] += 1
+                stored[key] = secrets.get(path)
+            for key, allowed in expected.items():
+                value = stored.get(key)
+                if value in allowed:
+                    continue
+                if value is None:
+                    totals["lost"] += 1
+                elif allowed == {None}:
+                    totals["resurrected"] += 1
+                else:
+                    totals["wrong"] += 1
+                # What is there now is what later rounds build on.
+                possible[key] = {value}
+        finally:
+            client.close()
+
+    try:
+        server.start()
+        for _ in range(kills):
+            stop = threading.Event()
+            threads = [threading.Thread(target=writer, args=(n, stop)) for n in range(clients)]
+            for thread in threads:
+                thread.start()
+            time.sleep(rng.uniform(0.05, max_run))
+            server.kill()
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=30)
+            if kind == "gnome-keyring":
+                totals["stray_files"] += len(server.stray_files())
+            try:
+                server.start()
+                totals["restarts"] += 1
+            except RuntimeError:
+                totals["restart_failures"] += 1
+                server.stop()
+                server.start()
+            verify()
+            if kind == "latchkeyd" and server.integrity() != "ok":
+                totals["integrity_failures"] += 1
+        totals["items_checked"] = len(possible)
+    finally:
+        server.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return totals
+
+
+# MARK: load
+
+def load_client(address, number, seconds, run, results):
+    """One client process: mixed operations until the deadline, then checks its own items."""
+    client = Client(address)
+    session = client.open_plain()
+    rng = random.Random(number)
+    latencies, errors, expected, paths = [], 0, {}, {}
+    deadline = time.monotonic() + seconds
+    serial = 0
+    while time.monotonic() < deadline:
+        serial += 1
+        choice = rng.random()
+        start = time.perf_counter()
+        if choice < 0.3 or not paths:
+            key, secret = f"c{number}-{serial}", f"s{serial}".encode()
+            path, error = create(client, session, key, secret, run)
+            if not error:
+                expected[key], paths[key] = secret, path
+        elif choice < 0.6:
+            key = rng.choice(list(paths))
+            value, error = get_secret(client, session, paths[key])
+            if not error and value != expected[key]:
+                errors += 1
+        elif choice < 0.75:
+            _, error = search(client, {"run": run, "key": rng.choice(list(paths))})
+        elif choice < 0.9:
+            key = rng.choice(list(paths))
+            secret = f"s{serial}".encode()
+            error = set_secret(client, session, paths[key], secret)
+            if not error:
+                expected[key] = secret
+        else:
+            key = rng.choice(list(paths))
+            error = delete(client, paths.pop(key))
+            if not error:
+                expected[key] = None
+        latencies.append(time.perf_counter() - start)
+        if error:
+            errors += 1
+    lost = 0
+    for key, secret in expected.items():
+        value, _ = stored_secret(client, session, run, key)
+        lost += value != secret
+    client.close()
+    results.put({"latencies": latencies, "errors": errors, "lost": lost, "checked": len(expected)})
+
+
+def scenario_load(kind, binary, clients=64, seconds=20.0):
+    """`clients` processes of mixed operations for `seconds`."""
+    scratch = tempfile.mkdtemp(prefix=f"stress-load-{kind}-")
+    server = make_server(kind, scratch, binary)
+    try:
+        server.start()
+        context = multiprocessing.get_context("fork")
+        results = context.Queue()
+        processes = [context.Process(target=load_client, args=(server.bus.address, n, seconds, "load", results))
+                     for n in range(clients)]
+        peak = [0]
+        sampling = threading.Event()
+
+        def sample():
+            while not sampling.is_set():
+                try:
+                    peak[0] = max(peak[0], proc_status(server.pid)["VmRSS"])
+                except OSError:
+                    return
+                time.sleep(0.2)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        started = time.monotonic()
+        for process in processes:
+            process.start()
+        gathered = [results.get(timeout=seconds + 300) for _ in processes]
+        elapsed = time.monotonic() - started
+        sampling.set()
+        sampler.join()
+        for process in processes:
+            process.join()
+        latencies = sorted(x for g in gathered for x in g["latencies"])
+        return {"clients": clients, "seconds": seconds, "operations": len(latencies),
+                "operations_per_second": round(len(latencies) / elapsed),
+                "errors": sum(g["errors"] for g in gathered), "lost_writes": sum(g["lost"] for g in gathered),
+                "items_checked": sum(g["checked"] for g in gathered),
+                "p50_ms": round(latencies[len(latencies) // 2] * 1000, 1) if latencies else None,
+                "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000, 1)
+                if latencies else None,
+                "peak_rss_mib": round(peak[0] / 1024, 1), "alive": server.process.poll() is None}
+    finally:
+        server.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+# MARK: sessions and disconnects
+
+def lock_login(client):
+    client.ok(SERVICE, SECRET_SERVICE, "Lock", "ao", ([LOGIN],))
+
+
+def leave_mid_prompt(address):
+    """Asks to unlock the login collection, shows the prompt, and leaves the bus at once."""
+    client = Client(address)
+    try:
+        _, prompt = client.service("Unlock", "ao", ([LOGIN],))
+        if prompt != "/":
+            client.ok(prompt, PROMPT, "Prompt", "s", ("",))
+    finally:
+        client.close()
+
+
+def pinentries_showing(log, seen):
+    """Pids of pinentries that logged HANGING and were not in `seen`."""
+    if not log.exists():
+        return []
+    pids = []
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        if entry["command"] == "HANGING" and entry["pid"] not in seen:
+            pids.append(entry["pid"])
+    return pids
+
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def scenario_sessions(kind, binary, sessions=10_000, connections=100, mid_call=500, mid_prompt=500,
+                      timed_prompts=20, workers=10):
+    """Sessions opened and dropped, calls and prompts left mid-way; what the daemon holds before and after."""
+    scratch = tempfile.mkdtemp(prefix=f"stress-sessions-{kind}-")
+    answers = ["hang"] * (mid_prompt + timed_prompts + 10) if kind == "latchkeyd" else ()
+    server = make_server(kind, scratch, binary, **({"answers": answers} if kind == "latchkeyd" else {}))
+    figures = {"sessions": sessions, "mid_call": mid_call}
+    try:
+        server.start()
+        warm = server.client()
+        create(warm, warm.open_plain(), "warm", b"warm", "sessions")
+        warm.close()
+        time.sleep(0.3)
+        figures["before"] = before = probe(server.pid)
+
+        # Sessions: `connections` clients open their share, then leave without closing them.
+        per = sessions // connections
+        for _ in range(connections):
+            client = server.client()
+            for _ in range(per):
+                client.open_plain()
+            client.close()
+        figures["after_sessions"] = settle_probe(server.pid, before)
+
+        # Calls whose caller leaves before the reply (a write and a search, sent, then the connection closed).
+        from jeepney import DBusAddress, new_method_call
+        for n in range(mid_call):
+            client = server.client()
+            session = client.open_plain()
+            collection = DBusAddress(DEFAULT, bus_name="org.freedesktop.secrets", interface=COLLECTION)
+            client.connection.send(new_method_call(
+                collection, "CreateItem", "a{sv}(oayays)b",
+                ({"org.freedesktop.Secret.Item.Label": ("s", "left"),
+                  "org.freedesktop.Secret.Item.Attributes": ("a{ss}", {"run": "left", "n": str(n)})},
+                 (session, b"", b"secret", "text/plain"), True)))
+            service = DBusAddress(SERVICE, bus_name="org.freedesktop.secrets", interface=SECRET_SERVICE)
+            client.connection.send(new_method_call(service, "SearchItems", "a{ss}", ({"run": "left"},)))
+            client.close()
+        figures["after_mid_call"] = settle_probe(server.pid, before)
+
+        if kind == "latchkeyd" and mid_prompt:
+            client = server.client()
+            lock_login(client)
+            client.close()
+            # Each caller waits until its pinentry shows, then leaves: how long the pinentry outlives it.
+            seen, outlived = set(), []
+            for _ in range(timed_prompts):
+                client = Client(server.bus.address)
+                _, prompt = client.service("Unlock", "ao", ([LOGIN],))
+                client.ok(prompt, PROMPT, "Prompt", "s", ("",))
+                deadline = time.monotonic() + 20
+                showing = []
+                while not showing and time.monotonic() < deadline:
+                    showing = pinentries_showing(server.log, seen)
+                    time.sleep(0.01)
+                client.close()
+                left = time.monotonic()
+                for pid in showing:
+                    while not gone(pid) and time.monotonic() - left < 30:
+                        time.sleep(0.005)
+                    outlived.append(time.monotonic() - left)
+                    seen.add(pid)
+            outlived.sort()
+            figures["pinentry_outlived_caller_ms"] = {
+                "p50": round(outlived[len(outlived) // 2] * 1000), "max": round(outlived[-1] * 1000),
+                "count": len(outlived)}
+            # Then a burst: `mid_prompt` callers in `workers` threads, each leaving right after Prompt.
+            peak_children = [0]
+            done = threading.Event()
+
+            def watch():
+                while not done.is_set():
+                    peak_children[0] = max(peak_children[0], len(children_of(server.pid)))
+                    time.sleep(0.02)
+
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+            queue = list(range(mid_prompt))
+            queue_lock = threading.Lock()
+
+            def burst():
+                while True:
+                    with queue_lock:
+                        if not queue:
+                            return
+                        queue.pop()
+                    leave_mid_prompt(server.bus.address)
+
+            threads = [threading.Thread(target=burst) for _ in range(workers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            last_left = time.monotonic()
+            time.sleep(1.0)
+            figures["one_second_after_burst"] = probe(server.pid)
+            done.set()
+            watcher.join()
+            figures["burst_peak_children"] = peak_children[0]
+            figures["mid_prompt"] = mid_prompt + timed_prompts
+            figures["after_mid_prompt"] = settle_probe(server.pid, before)
+            figures["settled_after_s"] = round(time.monotonic() - last_left, 2)
+        figures["alive"] = server.process.poll() is None
+    finally:
+        server.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return figures
+
+
+# MARK: prompts
+
+def scenario_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeout=300):
+    """`clients` connections each with `per_client` concurrent Unlock prompts, the pinentry answering the right
+    password, while another connection locks the login collection every `lock_every` seconds."""
+    from jeepney import MatchRule, message_bus
+    from jeepney.io.blocking import Proxy
+    from jeepney.low_level import HeaderFields
+    scratch = tempfile.mkdtemp(prefix="stress-prompts-")
+    server = Latchkeyd(scratch, binary, answers=[f"password {PASSWORD}"] * (clients * per_client * 2))
+    outcome = {"completed": 0, "dismissed": 0, "errors": 0}
+    outcome_lock = threading.Lock()
+    try:
+        server.start()
+        before = probe(server.pid)
+        stop = threading.Event()
+        peak = {"rss": 0, "children": 0}
+
+        def watch():
+            while not stop.is_set():
+                peak["rss"] = max(peak["rss"], proc_status(server.pid)["VmRSS"])
+                peak["children"] = max(peak["children"], len(children_of(server.pid)))
+                time.sleep(0.05)
+
+        def locker():
+            client = server.client()
+            while not stop.is_set():
+                lock_login(client)
+                time.sleep(lock_every)
+            client.close()
+
+        def asker():
+            client = server.client()
+            rule = MatchRule(type="signal", interface=PROMPT, member="Completed")
+            Proxy(message_bus, client.connection).AddMatch(rule)
+            try:
+                with client.connection.filter(rule, bufsize=1000) as queue:
+                    prompts = []
+                    for _ in range(per_client):
+                        _, prompt = client.service("Unlock", "ao", ([LOGIN],))
+                        if prompt == "/":
+                            with outcome_lock:
+                                outcome["completed"] += 1
+                            continue
+                        prompts.append(prompt)
+                    for prompt in prompts:
+                        client.ok(prompt, PROMPT, "Prompt", "s", ("",))
+                    waiting = set(prompts)
+                    deadline = time.monotonic() + timeout
+                    while waiting and time.monotonic() < deadline:
+                        completed = client.connection.recv_until_filtered(queue, timeout=deadline - time.monotonic())
+                        path = completed.header.fields.get(HeaderFields.path)
+                        if path in waiting:
+                            waiting.discard(path)
+                            with outcome_lock:
+                                outcome["completed"] += 1
+                                outcome["dismissed"] += bool(completed.body[0])
+            except Exception:
+                with outcome_lock:
+                    outcome["errors"] += 1
+            finally:
+                client.close()
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        locking = threading.Thread(target=locker)
+        locking.start()
+        started = time.monotonic()
+        askers = [threading.Thread(target=asker) for _ in range(clients)]
+        for thread in askers:
+            thread.start()
+        for thread in askers:
+            thread.join()
+        elapsed = time.monotonic() - started
+        stop.set()
+        locking.join()
+        watcher.join()
+        log = server.log.read_text().splitlines() if server.log.exists() else []
+        getpins = sum(1 for line in log if json.loads(line)["command"] == "GETPIN")
+        outcome.update({"prompts": clients * per_client, "pinentries": getpins,
+                        "peak_rss_mib": round(peak["rss"] / 1024, 1), "peak_children": peak["children"],
+                        "seconds": round(elapsed, 1), "before": before,
+                        "after": settle_probe(server.pid, before), "alive": server.process.poll() is None})
+        outcome["peak_hwm_mib"] = round(proc_status(server.pid)["VmHWM"] / 1024, 1)
+    finally:
+        server.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return outcome
+
+
+# MARK: full disk
+
+def scenario_full_disk(binary, size_mib=8, items_before=20):
+    """The keychain directory on a `size_mib` tmpfs: filled up, a write refused, reads served, writes resumed
+    once space is freed, and after a restart everything acknowledged is there. Root only."""
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="stress-disk-"))
+    mount = scratch / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m,mode=0700", "tmpfs", str(mount)], check=True)
+    server = Latchkeyd(scratch, binary, keychains=mount / "keychains")
+    figures = {"size_mib": size_mib}
+    try:
+        server.start()
+        client = server.client()
+        session = client.open_plain()
+        acknowledged = {}
+        for n in range(items_before):
+            key = f"before{n}"
+            _, error = create(client, session, key, key.encode() * 10, "disk")
+            assert error is None, error
+            acknowledged[key] = key.encode() * 10
+        filler = mount / "filler"
+        descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(descriptor, b"\0" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(descriptor)
+        # Writes until one is refused: each refusal's error name.
+        refused = []
+        for n in range(200):
+            key = f"full{n}"
+            _, error = create(client, session, key, os.urandom(2048), "disk")
+            if error:
+                refused.append(error)
+                if len(refused) >= 3:
+                    break
+            else:
+                acknowledged[key] = None  # stored while some space was left; its secret is random
+        figures["refusal_errors"] = sorted(set(refused))
+        figures["writes_refused"] = len(refused)
+        readable = 0
+        for key, secret in acknowledged.items():
+            value, _ = stored_secret(client, session, "disk", key)
+            readable += value is not None and (secret is None or value == secret)
+        figures["reads_while_full"] = f"{readable}/{len(acknowledged)}"
+        figures["alive_while_full"] = server.process.poll() is None
+        filler.unlink()
+        resumed = 0
+        for n in range(10):
+            key = f"after{n}"
+            _, error = create(client, session, key, key.encode(), "disk")
+            if error is None:
+                acknowledged[key] = key.encode()
+                resumed += 1
+        figures["writes_after_freeing"] = f"{resumed}/10"
+        client.close()
+        server.stop()
+        server.start()
+        client = server.client()
+        session = client.open_plain()
+        present = 0
+        for key, secret in acknowledged.items():
+            value, _ = stored_secret(client, session, "disk", key)
+            present += value is not None and (secret is None or value == secret)
+        client.close()
+        figures["present_after_restart"] = f"{present}/{len(acknowledged)}"
+        figures["lost"] = len(acknowledged) - present
+        figures["integrity"] = server.integrity()
+    finally:
+        server.close()
+        if subprocess.run(["umount", str(mount)], check=False).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return figures
+
+
+# MARK: command line
+
+def main():
+    # A SIGTERM (a bounded run's timeout) unwinds like an exception, so each scenario's `finally` stops its
+    # daemon and bus and removes its files.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latchkeyd", required=True, help="the latchkeyd binary")
+    parser.add_argument("--only", action="append", choices=["kill", "load", "sessions", "prompts", "full-disk"],
+                        help="run only these scenarios (repeatable)")
+    parser.add_argument("--no-gnome-keyring", action="store_true", help="leave out gnome-keyring-daemon")
+    parser.add_argument("--kills", type=int, default=50)
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--disconnects", type=int, default=500)
+    parser.add_argument("--json", help="also write the figures to this file")
+    arguments = parser.parse_args()
+    chosen = arguments.only or ["kill", "load", "sessions", "prompts", "full-disk"]
+    kinds = ["latchkeyd"] + ([] if arguments.no_gnome_keyring or not shutil.which("gnome-keyring-daemon")
+                             else ["gnome-keyring"])
+    report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "machine": f"{os.uname().machine}, {os.cpu_count()} cpus, {os.uname().release}",
+              "load_at_start": load_context(), "results": {}}
+    print(f"# robustness {report['date']} on {report['machine']}, load {report['load_at_start']['loadavg']}")
+
+    def record(name, kind, figures):
+        report["results"].setdefault(name, {})[kind] = figures
+        print(f"{name:10} {kind:14} {json.dumps(figures)}", flush=True)
+
+    for kind in kinds:
+        if "kill" in chosen:
+            record("kill", kind, scenario_kill(kind, arguments.latchkeyd, kills=arguments.kills))
+        if "load" in chosen:
+            record("load", kind, scenario_load(kind, arguments.latchkeyd, clients=arguments.clients,
+                                               seconds=arguments.seconds))
+        if "sessions" in chosen:
+            record("sessions", kind, scenario_sessions(
+                kind, arguments.latchkeyd, sessions=arguments.sessions, mid_call=arguments.disconnects,
+                mid_prompt=arguments.disconnects if kind == "latchkeyd" else 0))
+    if "prompts" in chosen:
+        record("prompts", "latchkeyd", scenario_prompts(arguments.latchkeyd))
+    if "full-disk" in chosen:
+        if os.geteuid() == 0:
+            record("full-disk", "latchkeyd", scenario_full_disk(arguments.latchkeyd))
+        else:
+            print("full-disk: skipped (needs root to mount a tmpfs)")
+    report["load_at_end"] = load_context()
+    if arguments.json:
+        pathlib.Path(arguments.json).write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

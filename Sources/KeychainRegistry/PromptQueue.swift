@@ -1,0 +1,147 @@
+import KeychainCore
+import Pinentry
+import Posix
+
+/// A face's place in a prompt. When the client that asked goes away or dismisses it, the face hands it back
+/// through ``KeychainRegistry/withdraw(_:)``: a prompt nobody waits for any more is ended at once.
+package final class PromptTicket {
+    let number: UInt64
+
+    init(number: UInt64) {
+        self.number = number
+    }
+}
+
+/// What one prompt asks and how its answer is used; the queue runs it (see ``KeychainRegistry``'s prompts).
+struct PromptDialog {
+    /// Requests with the same key share one showing while it is queued or showing (nil: never shared).
+    let sharingKey: String?
+    /// How many answers may be refused before the prompt gives up.
+    let tries: Int
+    /// The message shown when asking again after a refused answer.
+    let retryMessage: String
+    /// Asks the person, on the prompt's own thread: the secrets typed, or nil when they cancelled, the
+    /// prompt failed or was cancelled. The second argument is the message to show after a refused answer.
+    let ask: @Sendable (Pinentry, String?, PinentryCancellation) -> [SharedSecret]?
+    /// Tries the answers, on the worker (one attempt at a time with all other key derivations): what
+    /// ``apply`` needs, or the error (`errSecAuthFailed` asks again while tries are left).
+    let attempt: @Sendable ([SharedSecret]) -> Result<any Sendable, KeychainError>
+    /// Applies an accepted answer, on the serving thread.
+    let apply: (any Sendable) -> Void
+    /// Whether what the prompt is for is already done (checked on the serving thread before showing it and
+    /// when an answer comes): the prompt then ends as accepted without asking or trying.
+    let isSatisfied: () -> Bool
+}
+
+/// A prompt in the queue, with the requests waiting for it.
+final class QueuedPrompt {
+    let dialog: PromptDialog
+    let cancellation: PinentryCancellation
+    /// Each waiting request's continuation (with whether the prompt's answer was accepted), by ticket.
+    var waiters: [(number: UInt64, completion: (Bool) -> Void)] = []
+    var isShowing = false
+    var triesLeft: Int
+
+    init(_ dialog: PromptDialog, cancellation: PinentryCancellation) {
+        self.dialog = dialog
+        self.cancellation = cancellation
+        self.triesLeft = dialog.tries
+    }
+}
+
+extension KeychainRegistry {
+    /// Queues a prompt: one pinentry at a time for the whole daemon (one user), first come first shown. A
+    /// request whose `dialog` shares its key with one queued or showing joins it (one pinentry for both).
+    /// `completion` runs on the serving thread once the prompt has ended (true when an answer was accepted
+    /// and applied, or the prompt was already satisfied), unless the ticket was withdrawn first.
+    func enqueuePrompt(_ dialog: PromptDialog, completion: @escaping (Bool) -> Void) -> PromptTicket {
+        promptTicketNumber += 1
+        let ticket = PromptTicket(number: promptTicketNumber)
+        if let key = dialog.sharingKey,
+            let shared = promptQueue.first(where: { $0.dialog.sharingKey == key && !$0.cancellation.isCancelled })
+        {
+            shared.waiters.append((ticket.number, completion))
+            return ticket
+        }
+        guard let cancellation = try? PinentryCancellation() else {
+            completion(false)
+            return ticket
+        }
+        let queued = QueuedPrompt(dialog, cancellation: cancellation)
+        queued.waiters.append((ticket.number, completion))
+        promptQueue.append(queued)
+        showNextPrompt()
+        return ticket
+    }
+
+    /// Hands back a request's place: its continuation will not run. A prompt left with no request is
+    /// dropped from the queue, or, while it shows, ended at once (its pinentry sent `SIGTERM`, then
+    /// `SIGKILL`, and reaped on its thread, after which the next prompt shows).
+    package func withdraw(_ ticket: PromptTicket) {
+        guard let index = promptQueue.firstIndex(where: { $0.waiters.contains { $0.number == ticket.number } })
+        else { return }
+        let queued = promptQueue[index]
+        queued.waiters.removeAll { $0.number == ticket.number }
+        guard queued.waiters.isEmpty else { return }
+        queued.cancellation.cancel()
+        if !queued.isShowing { promptQueue.remove(at: index) }
+    }
+
+    /// Prompts queued or showing (one shows at a time).
+    package var promptCount: Int { promptQueue.count }
+
+    /// Shows the first queued prompt, unless one is showing.
+    private func showNextPrompt() {
+        guard let next = promptQueue.first, !next.isShowing else { return }
+        if next.dialog.isSatisfied() { return finishPrompt(next, accepted: true) }
+        next.isShowing = true
+        showPrompt(next, error: nil)
+    }
+
+    /// Runs the pinentry on a thread of its own, then tries the answer on the worker; asks again after a
+    /// refused answer while tries are left and somebody waits.
+    private func showPrompt(_ queued: QueuedPrompt, error: String?) {
+        let (pinentry, dialog, cancellation) = (configuration.pinentry, queued.dialog, queued.cancellation)
+        let (ask, attempt) = (dialog.ask, dialog.attempt)
+        offLoop(
+            onOwnThread: true, { AnswerBox(ask(pinentry, error, cancellation)) },
+            then: { [self] (answers: AnswerBox) in
+                guard let answers = answers.secrets else { return finishPrompt(queued, accepted: false) }
+                // Unlocked meanwhile by another way: nothing to try.
+                if dialog.isSatisfied() { return finishPrompt(queued, accepted: true) }
+                // Tried even when every request went meanwhile: the person typed it to be used.
+                offLoop(
+                    { attempt(answers) },
+                    then: { [self] (result: Result<any Sendable, KeychainError>) in
+                        switch result {
+                        case .success(let accepted):
+                            dialog.apply(accepted)
+                            finishPrompt(queued, accepted: true)
+                        case .failure(let failure)
+                        where failure.status == .authFailed && failure.retryAfterSeconds == nil
+                            && queued.triesLeft > 1 && !queued.cancellation.isCancelled:
+                            queued.triesLeft -= 1
+                            showPrompt(queued, error: dialog.retryMessage)
+                        case .failure:
+                            finishPrompt(queued, accepted: false)
+                        }
+                    })
+            })
+    }
+
+    /// Ends a prompt: its waiting requests' continuations run, and the next prompt shows.
+    private func finishPrompt(_ queued: QueuedPrompt, accepted: Bool) {
+        promptQueue.removeAll { $0 === queued }
+        queued.isShowing = false
+        let waiters = queued.waiters
+        queued.waiters.removeAll()
+        for waiter in waiters { waiter.completion(accepted) }
+        showNextPrompt()
+    }
+}
+
+/// The secrets a prompt's thread hands to the serving thread.
+private struct AnswerBox: Sendable {
+    let secrets: [SharedSecret]?
+    init(_ secrets: [SharedSecret]?) { self.secrets = secrets }
+}
