@@ -8,15 +8,24 @@ import Glibc
 @testable import Pinentry
 
 @_cdecl("LLVMFuzzerInitialize")
-public func initialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> Int32 {
+public func initialize(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> Int32 {
     SeedCorpus.writeIfAsked {
         // What pinentry-curses 1.2.1 (Debian 12) answers, and what the scripted pinentry of the tests answers.
         let greeting = "OK Pleased to meet you, process 4242\n"
         let oks = String(repeating: "OK\n", count: 7)
         return [
-            ("getpin", Array(("\u{0}" + greeting + oks + "S PIN_REPEATED\nD p%25ss w%0Ard\nOK\nOK closing connection\n").utf8)),
+            (
+                "getpin",
+                Array(("\u{0}" + greeting + oks + "S PIN_REPEATED\nD p%25ss w%0Ard\nOK\nOK closing connection\n").utf8)
+            ),
             ("getpin-cancel", Array(("\u{0}" + greeting + oks + "ERR 83886179 Operation cancelled <Pinentry>\n").utf8)),
-            ("getpin-inquire", Array(("\u{0}" + greeting + "# comment\r\n" + oks + "INQUIRE QUALITY x\nD pw\nOK\n").utf8)),
+            (
+                "getpin-inquire",
+                Array(("\u{0}" + greeting + "# comment\r\n" + oks + "INQUIRE QUALITY x\nD pw\nOK\n").utf8)
+            ),
             ("confirm", Array(("\u{1}" + greeting + oks + "OK\nOK closing connection\n").utf8)),
             ("confirm-no", Array(("\u{1}" + greeting + oks + "ERR 83886194 Not confirmed <Pinentry>\n").utf8)),
         ]
@@ -55,7 +64,9 @@ func converse(_ session: AssuanSession, asksPassword: Bool) {
         _ = try session.command("OPTION", raw: "ttyname=/dev/pts/1")
         _ = try session.command("OPTION", raw: "lc-ctype=C.UTF-8")
         _ = try session.command("SETTIMEOUT", raw: "60")
-        for (command, text) in [("SETTITLE", "Unlock"), ("SETDESC", "Unlock the login keychain\n100%"), ("SETPROMPT", "Password:")] {
+        for (command, text) in [
+            ("SETTITLE", "Unlock"), ("SETDESC", "Unlock the login keychain\n100%"), ("SETPROMPT", "Password:"),
+        ] {
             if case .error = try session.command(command, text: text) { throw PinentryError(reason: command) }
         }
         var pin: [UInt8] = []

@@ -6,18 +6,22 @@
 // the peer sends before closing its side.
 import FuzzSupport
 import Glibc
-@testable import Posix
 
 @testable import LoginControl
+@testable import Posix
 
 nonisolated(unsafe) var listener: ControlListener?
 nonisolated(unsafe) var socketPath = ""
 
 @_cdecl("LLVMFuzzerInitialize")
-public func initialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> Int32 {
+public func initialize(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> Int32 {
     SeedCorpus.writeIfAsked {
         let requests: [(String, ControlRequest)] = [
-            ("open-session", .openSession(password: Array("pw".utf8))), ("open-session-none", .openSession(password: nil)),
+            ("open-session", .openSession(password: Array("pw".utf8))),
+            ("open-session-none", .openSession(password: nil)),
             ("close-session", .closeSession(lockIfLast: true)),
             ("change-password", .changePassword(old: Array("old".utf8), new: Array("new".utf8))),
             ("status", .status), ("hand-over", .handOver(password: Array("pw".utf8))),

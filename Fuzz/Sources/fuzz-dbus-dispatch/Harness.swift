@@ -40,14 +40,17 @@ struct DeclaredMethod: Hashable {
 
 func methods<Object>(_ interfaces: [DBusInterface<Object>]) -> [DeclaredMethod] {
     interfaces.flatMap { interface in
-        interface.methods.map { DeclaredMethod(interface: interface.name, member: $0.name, signature: $0.inputSignature) }
+        interface.methods.map {
+            DeclaredMethod(interface: interface.name, member: $0.name, signature: $0.inputSignature)
+        }
     }
 }
 
 /// Every method of every object the daemon serves, in a fixed order.
 let declaredMethods: [DeclaredMethod] = {
     var seen = Set<DeclaredMethod>()
-    return (methods(ServiceObject.interfaces) + methods(CollectionObject.interfaces) + methods(ItemObject.interfaces)
+    return
+        (methods(ServiceObject.interfaces) + methods(CollectionObject.interfaces) + methods(ItemObject.interfaces)
         + methods(SessionObject.interfaces) + methods(PromptObject.interfaces) + methods(KeychainListObject.interfaces)
         + methods(NativeKeychainObject.interfaces)).filter { seen.insert($0).inserted }
 }()
@@ -124,7 +127,10 @@ nonisolated(unsafe) var fixture: Fixture?
 nonisolated(unsafe) var inputsSinceFresh = 0
 
 @_cdecl("LLVMFuzzerInitialize")
-public func initialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> Int32 {
+public func initialize(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> Int32 {
     SeedCorpus.writeIfAsked(seeds)
     return 0
 }
@@ -237,10 +243,14 @@ func bodyBytes(_ message: DBusMessage) -> [UInt8] {
 }
 
 /// One seed: the calls, each a path selector, a method, flags and arguments.
-func seed(_ calls: [(path: Int, interface: String, member: String, flags: UInt8, arguments: [DBusValue])]) throws -> [UInt8] {
+func seed(_ calls: [(path: Int, interface: String, member: String, flags: UInt8, arguments: [DBusValue])]) throws
+    -> [UInt8]
+{
     var builder = SeedBuilder()
     for call in calls {
-        guard let index = declaredMethods.firstIndex(where: { $0.interface == call.interface && $0.member == call.member })
+        guard
+            let index = declaredMethods.firstIndex(where: { $0.interface == call.interface && $0.member == call.member }
+            )
         else { fatalError("no method \(call.interface).\(call.member)") }
         let message = try DBusMessage.methodCall(
             destination: nil, path: "/", interface: nil, member: "x", arguments: call.arguments)
@@ -262,13 +272,17 @@ func seeds() throws -> [(name: String, bytes: [UInt8])] {
     let properties = "org.freedesktop.DBus.Properties"
     let native = KeychainBus.interface
     let openPlain = (0, service, "OpenSession", UInt8(0), [DBusValue.string("plain"), .variant(.string(""))])
-    let clientKey = try DHSessionCipher(clientPublicKey: [2], serverPrivateKey: [0x42, 0x17] + [UInt8](repeating: 3, count: 30))
+    let clientKey = try DHSessionCipher(
+        clientPublicKey: [2], serverPrivateKey: [0x42, 0x17] + [UInt8](repeating: 3, count: 30))
     let openDH = (
         0, service, "OpenSession", UInt8(0),
         [DBusValue.string("dh-ietf1024-sha256-aes128-cbc-pkcs7"), .variant(.bytes(clientKey.serverPublicKey))]
     )
     func secret(_ text: String) -> DBusValue {
-        .structure([.objectPath("/org/freedesktop/secrets/session/s1"), .bytes([]), .bytes(Array(text.utf8)), .string("text/plain")])
+        .structure([
+            .objectPath("/org/freedesktop/secrets/session/s1"), .bytes([]), .bytes(Array(text.utf8)),
+            .string("text/plain"),
+        ])
     }
     let createItem = (
         1, collection, "CreateItem", UInt8(0),
@@ -279,39 +293,100 @@ func seeds() throws -> [(name: String, bytes: [UInt8])] {
             ]), secret("pw"), .bool(true),
         ]
     )
-    let query = KeychainBus.encode(ItemQuery(.genericPassword, attributes: [.service: .string("svc")], limit: .all, returning: [.attributes, .data]))
+    let query = KeychainBus.encode(
+        ItemQuery(
+            .genericPassword, attributes: [.service: .string("svc")], limit: .all, returning: [.attributes, .data]))
     let attributes = KeychainBus.encode([.service: .string("svc"), .account: .string("bob")] as ItemAttributes)
     let calls: [(String, [(path: Int, interface: String, member: String, flags: UInt8, arguments: [DBusValue])])] = [
         ("open-plain", [openPlain]),
         ("open-dh", [openDH]),
-        ("create-collection", [(0, service, "CreateCollection", 0, [.variantDictionary(["org.freedesktop.Secret.Collection.Label": .string("second")]), .string("")])]),
+        (
+            "create-collection",
+            [
+                (
+                    0, service, "CreateCollection", 0,
+                    [.variantDictionary(["org.freedesktop.Secret.Collection.Label": .string("second")]), .string("")]
+                )
+            ]
+        ),
         ("search", [(0, service, "SearchItems", 0, [.stringDictionary(["service": "fuzz"])])]),
-        ("lock-unlock-prompt", [
-            (0, service, "Lock", 0, [.objectPaths(["/org/freedesktop/secrets/collection/login"])]),
-            (0, service, "Unlock", 0, [.objectPaths(["/org/freedesktop/secrets/collection/login"])]),
-            (5, "org.freedesktop.Secret.Prompt", "Prompt", 0, [.string("")]),
-            (8, native, "Unlock", 0, [.bytes(loginPassword)]),
-        ]),
-        ("prompt-dismiss", [
-            (0, service, "Lock", 0, [.objectPaths(["/org/freedesktop/secrets/collection/login"])]),
-            (0, service, "Unlock", 0, [.objectPaths(["/org/freedesktop/secrets/collection/login"])]),
-            (5, "org.freedesktop.Secret.Prompt", "Dismiss", 0, []),
-            (8, native, "Unlock", 0, [.bytes(loginPassword)]),
-        ]),
-        ("get-secrets", [openPlain, createItem, (0, service, "GetSecrets", 0, [.objectPaths(["/org/freedesktop/secrets/collection/login/x"]), .objectPath("/org/freedesktop/secrets/session/s1")])]),
+        (
+            "lock-unlock-prompt",
+            [
+                (0, service, "Lock", 0, [.objectPaths(["/org/freedesktop/secrets/collection/login"])]),
+                (0, service, "Unlock", 0, [.objectPaths(["/org/freedesktop/secrets/collection/login"])]),
+                (5, "org.freedesktop.Secret.Prompt", "Prompt", 0, [.string("")]),
+                (8, native, "Unlock", 0, [.bytes(loginPassword)]),
+            ]
+        ),
+        (
+            "prompt-dismiss",
+            [
+                (0, service, "Lock", 0, [.objectPaths(["/org/freedesktop/secrets/collection/login"])]),
+                (0, service, "Unlock", 0, [.objectPaths(["/org/freedesktop/secrets/collection/login"])]),
+                (5, "org.freedesktop.Secret.Prompt", "Dismiss", 0, []),
+                (8, native, "Unlock", 0, [.bytes(loginPassword)]),
+            ]
+        ),
+        (
+            "get-secrets",
+            [
+                openPlain, createItem,
+                (
+                    0, service, "GetSecrets", 0,
+                    [
+                        .objectPaths(["/org/freedesktop/secrets/collection/login/x"]),
+                        .objectPath("/org/freedesktop/secrets/session/s1"),
+                    ]
+                ),
+            ]
+        ),
         ("read-alias", [(0, service, "ReadAlias", 0, [.string("default")])]),
-        ("set-alias", [(0, service, "SetAlias", 0, [.string("fuzz"), .objectPath("/org/freedesktop/secrets/collection/login")])]),
-        ("collection-delete", [(0, service, "CreateCollection", 0, [.variantDictionary([:]), .string("")]), (6, collection, "Delete", 0, [])]),
+        (
+            "set-alias",
+            [(0, service, "SetAlias", 0, [.string("fuzz"), .objectPath("/org/freedesktop/secrets/collection/login")])]
+        ),
+        (
+            "collection-delete",
+            [
+                (0, service, "CreateCollection", 0, [.variantDictionary([:]), .string("")]),
+                (6, collection, "Delete", 0, []),
+            ]
+        ),
         ("collection-search", [(1, collection, "SearchItems", 0, [.stringDictionary(["user": "alice"])])]),
         ("create-item", [openPlain, createItem]),
-        ("create-item-dh", [openDH, (1, collection, "CreateItem", 0, [.variantDictionary([:]), .structure([.objectPath("/"), .bytes([UInt8](repeating: 7, count: 16)), .bytes([UInt8](repeating: 9, count: 32)), .string("text/plain")]), .bool(false)])]),
+        (
+            "create-item-dh",
+            [
+                openDH,
+                (
+                    1, collection, "CreateItem", 0,
+                    [
+                        .variantDictionary([:]),
+                        .structure([
+                            .objectPath("/"), .bytes([UInt8](repeating: 7, count: 16)),
+                            .bytes([UInt8](repeating: 9, count: 32)), .string("text/plain"),
+                        ]), .bool(false),
+                    ]
+                ),
+            ]
+        ),
         ("item-get-secret", [openPlain, createItem, (3, item, "GetSecret", 0, [.objectPath("/")])]),
         ("item-set-secret", [openPlain, createItem, (3, item, "SetSecret", 0, [secret("new")])]),
         ("item-delete", [openPlain, createItem, (3, item, "Delete", 0, [])]),
         ("session-close", [openPlain, (4, "org.freedesktop.Secret.Session", "Close", 0, [])]),
         ("properties-get", [(1, properties, "Get", 0, [.string(collection), .string("Label")])]),
         ("properties-getall", [(0, properties, "GetAll", 0, [.string(service)])]),
-        ("properties-set", [openPlain, createItem, (3, properties, "Set", 0, [.string(item), .string("Attributes"), .variant(.stringDictionary(["a": "b"]))])]),
+        (
+            "properties-set",
+            [
+                openPlain, createItem,
+                (
+                    3, properties, "Set", 0,
+                    [.string(item), .string("Attributes"), .variant(.stringDictionary(["a": "b"]))]
+                ),
+            ]
+        ),
         ("introspect", [(9, "org.freedesktop.DBus.Introspectable", "Introspect", 0, [])]),
         ("peer", [(0, "org.freedesktop.DBus.Peer", "Ping", 0, [])]),
         ("native-list", [(7, native, "List", 0, [])]),

@@ -15,14 +15,20 @@ import FuzzSupport
 let password = Array("gnome login pw".utf8)
 
 @_cdecl("LLVMFuzzerInitialize")
-public func initialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> Int32 {
+public func initialize(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> Int32 {
     SeedCorpus.writeIfAsked {
-        let fixtures = String(#filePath.split(separator: "/Fuzz/Sources/").first ?? "") + "/Tests/GnomeKeyringImportTests/Fixtures/"
+        let fixtures =
+            String(#filePath.split(separator: "/Fuzz/Sources/").first ?? "")
+            + "/Tests/GnomeKeyringImportTests/Fixtures/"
         var seeds: [(name: String, bytes: [UInt8])] = []
         for name in ["login.keyring", "open.keyring", "second.keyring"] {
             seeds.append((name, [0] + (try KeyringFile(path: fixtures + name).bytes)))
         }
-        var clear: [UInt8] = [0, 0, 0, 0] + text("Login") + [UInt8](repeating: 0, count: 8) + be(1_795_353_043, 1_795_353_043)
+        var clear: [UInt8] =
+            [0, 0, 0, 0] + text("Login") + [UInt8](repeating: 0, count: 8) + be(1_795_353_043, 1_795_353_043)
         clear += be(0, 0) + be(1000) + [1, 2, 3, 4, 5, 6, 7, 8] + [UInt8](repeating: 0, count: 16)
         clear += be(1) + be(7, 0) + be(1) + text("xdg:schema") + be(0) + text("0123456789abcdef")
         var inner = text("An item") + text("s3cret") + be(0, 1_795_353_043, 0, 1_795_353_043) + be(0xffff_ffff)

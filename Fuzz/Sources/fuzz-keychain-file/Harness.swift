@@ -52,7 +52,10 @@ struct Fixture {
 nonisolated(unsafe) var fixture: Fixture?
 
 @_cdecl("LLVMFuzzerInitialize")
-public func initialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> Int32 {
+public func initialize(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> Int32 {
     SeedCorpus.writeIfAsked {
         var edit = SeedBuilder()
         edit.byte(0)
@@ -66,7 +69,9 @@ public func initialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutabl
         raw.byte(2)
         raw.byte(3)
         raw.field(Array("not sealed".utf8))
-        return [("unchanged", []), ("attempts", edit.bytes), ("sealed-attributes", sealed.bytes), ("raw-column", raw.bytes)]
+        return [
+            ("unchanged", []), ("attempts", edit.bytes), ("sealed-attributes", sealed.bytes), ("raw-column", raw.bytes),
+        ]
     }
     do {
         fixture = try Fixture()
@@ -100,7 +105,8 @@ func applyEdits(_ input: inout FuzzInput, to path: String, fixture: Fixture) {
         let value = Data(input.field())
         switch op % 4 {
         case 0:
-            try? db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") { (statement) throws(KeychainError) in
+            try? db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
+                (statement) throws(KeychainError) in
                 statement.bind(1, metaNames[target % metaNames.count])
                 statement.bind(2, value)
                 try statement.run()
@@ -112,7 +118,8 @@ func applyEdits(_ input: inout FuzzInput, to path: String, fixture: Fixture) {
             }
         case 2:
             let column = columns[target % columns.count]
-            try? db.withStatement("UPDATE items SET \(column) = ?1 WHERE id = ?2") { (statement) throws(KeychainError) in
+            try? db.withStatement("UPDATE items SET \(column) = ?1 WHERE id = ?2") {
+                (statement) throws(KeychainError) in
                 if column == "id" || column == "sync" {
                     statement.bind(1, value.reduce(Int64(0)) { $0 << 8 | Int64($1) })
                 } else if column == "class" {
@@ -127,10 +134,12 @@ func applyEdits(_ input: inout FuzzInput, to path: String, fixture: Fixture) {
             let row = Int64(target / 2 % 3 + 1)
             let field: Keychain.SealedField = target % 2 == 0 ? .attributes : .secret
             guard
-                let found = try? db.withStatement("SELECT uuid, class FROM items WHERE id = ?1", { (statement) throws(KeychainError) -> (Data?, String?) in
-                    statement.bind(1, row)
-                    return try statement.step() ? (statement.data(0), statement.string(1)) : (nil, nil)
-                }),
+                let found = try? db.withStatement(
+                    "SELECT uuid, class FROM items WHERE id = ?1",
+                    { (statement) throws(KeychainError) -> (Data?, String?) in
+                        statement.bind(1, row)
+                        return try statement.step() ? (statement.data(0), statement.string(1)) : (nil, nil)
+                    }),
                 let uuid = found.0, let classCode = found.1, let itemClass = ItemClass(rawValue: classCode),
                 let identifier = try? KeychainHeader.load(from: db).identifier
             else { continue }
@@ -139,8 +148,9 @@ func applyEdits(_ input: inout FuzzInput, to path: String, fixture: Fixture) {
             guard let sealed = try? AuthenticatedCipher.seal(value, key: fixture.childKey, context: context) else {
                 continue
             }
-            try? db.withStatement("UPDATE items SET \(field == .attributes ? "attributes" : "secret") = ?1 WHERE id = ?2")
-            { (statement) throws(KeychainError) in
+            try? db.withStatement(
+                "UPDATE items SET \(field == .attributes ? "attributes" : "secret") = ?1 WHERE id = ?2"
+            ) { (statement) throws(KeychainError) in
                 statement.bind(1, sealed)
                 statement.bind(2, row)
                 try statement.run()
