@@ -388,7 +388,10 @@ func seeds() throws -> [(name: String, bytes: [UInt8])] {
             ]
         ),
         ("introspect", [(9, "org.freedesktop.DBus.Introspectable", "Introspect", 0, [])]),
-        ("peer", [(0, "org.freedesktop.DBus.Peer", "Ping", 0, [])]),
+        (
+            "peer",
+            [(0, "org.freedesktop.DBus.Peer", "Ping", 0, []), (1, "org.freedesktop.DBus.Peer", "GetMachineId", 0, [])]
+        ),
         ("native-list", [(7, native, "List", 0, [])]),
         ("native-add", [(8, native, "Add", 0, [.string("genp"), attributes, .bytes(Array("pw".utf8)), .bool(true)])]),
         ("native-search", [(8, native, "Search", 0, [query])]),
