@@ -18,6 +18,11 @@ let package = Package(
         .executable(name: "latchkey", targets: ["latchkey"]),
         // Installed as pam_latchkey.so; build it with `swift build -c release --product pam_latchkey`.
         .library(name: "pam_latchkey", type: .dynamic, targets: ["pam_latchkey"]),
+        // Not an API: the modules the Fuzz/ package's libFuzzer harnesses import (`@testable`, to reach their
+        // `package` symbols). Nothing builds it unless asked; see docs/robustness.md.
+        .library(
+            name: "LatchkeyFuzzSurface",
+            targets: ["SecretService", "KeychainRegistry", "GnomeKeyringImport", "Pinentry", "LoginControl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")

@@ -82,6 +82,16 @@ final class AssuanSession {
         socket = pair[0]
     }
 
+    /// A conversation over `socket`, already connected to a server this process did not start: nothing to
+    /// reap or kill. For the fuzz harness of Assuan replies (Fuzz/), which plays the pinentry from a socket pair.
+    init(connectedSocket socket: Int32, timeout: Duration) {
+        self.timeout = timeout
+        deadline = Deadline(millisecondsFromNow: Self.milliseconds(timeout))
+        pid = 0
+        self.socket = socket
+        reaped = true
+    }
+
     deinit {
         if !reaped {
             terminate()
