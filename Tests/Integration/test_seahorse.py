@@ -91,9 +91,16 @@ class Seahorse:
                                         stderr=open(self.stderr, "wb"))
         self.window = wait_for(lambda: xdotool(self.env, "search", "--onlyvisible", "--class", "seahorse"), 30,
                                "Seahorse's window").split()[0]
-        # Wide enough for the sidebar of keyrings beside the item list.
-        xdotool(self.env, "windowmove", self.window, "0", "0")
-        xdotool(self.env, "windowsize", self.window, "1000", "640")
+        # Wide enough for the sidebar of keyrings beside the item list (narrow, Seahorse folds the sidebar away
+        # and shows the keyring's name in its header only). A resize sent before the window is ready is lost:
+        # sent again until the window has the size.
+        def resized():
+            xdotool(self.env, "windowmove", self.window, "0", "0")
+            xdotool(self.env, "windowsize", self.window, "1000", "640")
+            time.sleep(0.3)
+            geometry = xdotool(self.env, "getwindowgeometry", self.window)
+            return re.search(r"Geometry: (\d+)x", geometry) and int(re.search(r"Geometry: (\d+)x", geometry)[1]) >= 1000
+        wait_for(resized, 30, "Seahorse's window to be widened")
 
     def capture(self):
         assert self.process.poll() is None, f"seahorse exited: {self.stderr.read_text()}"
@@ -102,7 +109,8 @@ class Seahorse:
 
     def login_in_sidebar(self):
         """Where the sidebar shows the login keyring (its label, read from the daemon), once it does."""
-        return wait_for(lambda: locate(self.capture(), "Login"), 30, "the login keyring in Seahorse's sidebar")
+        return wait_for(lambda: locate(self.capture(), "Login", leftmost=True), 30,
+                        "the login keyring in Seahorse's sidebar")
 
     def click(self, x, y, button="1", window=None):
         xdotool(self.env, "mousemove", "--window", window or self.window, str(x), str(y), "click", button)
@@ -161,8 +169,8 @@ def test_seahorse_changes_the_login_keyring_password(make_daemon, bus, xserver, 
     try:
         with watcher.filter(completed) as signals:
             seahorse.click(*seahorse.login_in_sidebar(), button="3")
-            menu, left, top = wait_for(seahorse.popup, 15, "the keyring's menu")
-            change = wait_for(lambda: locate(capture_to(seahorse.env, menu, tmp_path / "menu.png"), "Change"), 15,
+            menu, left, top = wait_for(seahorse.popup, 45, "the keyring's menu")
+            change = wait_for(lambda: locate(capture_to(seahorse.env, menu, tmp_path / "menu.png"), "Change"), 45,
                               "'Change Password' in the menu")
             xdotool(seahorse.env, "mousemove", str(left + change[0]), str(top + change[1]), "click", "1")
             signal = watcher.recv_until_filtered(signals, timeout=90)
@@ -205,14 +213,18 @@ def read_text(png, output="txt"):
                           capture_output=True, text=True, timeout=60).stdout
 
 
-def locate(png, word):
-    """The centre of `word` in the screenshot (window coordinates), read by tesseract; None if not there."""
+def locate(png, word, leftmost=False):
+    """The centre of `word` in the screenshot (window coordinates), read by tesseract; None if not there. The
+    first one read, or with `leftmost` the one furthest left (the sidebar's, not the header's)."""
+    found = []
     for line in read_text(png, "tsv").splitlines()[1:]:
         fields = line.split("\t")
         if len(fields) == 12 and fields[11].strip() == word:
             left, top, width, height = (int(value) // 2 for value in fields[6:10])
-            return left + width // 2, top + height // 2
-    return None
+            found.append((left + width // 2, top + height // 2))
+    if not found:
+        return None
+    return min(found) if leftmost else found[0]
 
 
 def word_in(label, text):
