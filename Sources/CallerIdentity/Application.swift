@@ -55,19 +55,6 @@ package struct FileDigest: Hashable, Sendable, CustomStringConvertible {
         self.bytes = bytes
     }
 
-    /// Reads 64 hexadecimal digits, as `sha256sum` prints them; nil for anything else.
-    package init?(hex: String) {
-        let digits = Array(hex.utf8)
-        guard digits.count == 64 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(32)
-        for index in stride(from: 0, to: 64, by: 2) {
-            guard let high = Self.nibble(digits[index]), let low = Self.nibble(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        self.bytes = bytes
-    }
-
     /// Lower-case hexadecimal, as `sha256sum` prints it.
     package var description: String {
         let digits = Array("0123456789abcdef".utf8)
@@ -78,14 +65,5 @@ package struct FileDigest: Hashable, Sendable, CustomStringConvertible {
             text.append(digits[Int(byte & 0x0f)])
         }
         return String(decoding: text, as: UTF8.self)
-    }
-
-    private static func nibble(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

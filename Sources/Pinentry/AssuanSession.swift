@@ -86,6 +86,7 @@ final class AssuanSession {
     /// reap or kill. For the fuzz harness of Assuan replies (Fuzz/), which plays the pinentry from a socket pair.
     init(connectedSocket socket: Int32, timeout: Duration) {
         self.timeout = timeout
+        cancellation = nil
         deadline = Deadline(millisecondsFromNow: Self.milliseconds(timeout))
         pid = 0
         self.socket = socket
