@@ -20,16 +20,21 @@ public func initialize(
 ) -> Int32 {
     SeedCorpus.writeIfAsked {
         let requests: [(String, ControlRequest)] = [
-            ("open-session", .openSession(password: Array("pw".utf8))),
+            ("open-session", .openSession(password: SharedSecret(copying: Array("pw".utf8)))),
             ("open-session-none", .openSession(password: nil)),
             ("close-session", .closeSession(lockIfLast: true)),
-            ("change-password", .changePassword(old: Array("old".utf8), new: Array("new".utf8))),
-            ("status", .status), ("hand-over", .handOver(password: Array("pw".utf8))),
+            (
+                "change-password",
+                .changePassword(
+                    old: SharedSecret(copying: Array("old".utf8)), new: SharedSecret(copying: Array("new".utf8)))
+            ),
+            ("status", .status), ("hand-over", .handOver(password: SharedSecret(copying: Array("pw".utf8)))),
         ]
         var seeds: [(name: String, bytes: [UInt8])] = []
         for (name, request) in requests {
-            seeds.append(("listener-" + name, [0] + request.encoded()))
-            seeds.append(("pair-" + name, [1] + request.encoded()))
+            let frame = request.encoded().withUnsafeBytes { [UInt8]($0) }
+            seeds.append(("listener-" + name, [0] + frame))
+            seeds.append(("pair-" + name, [1] + frame))
         }
         seeds.append(("reply-ok", [2] + ControlReply(.ok, "unlocked").encoded()))
         seeds.append(("reply-bad", [2] + ControlReply(.badRequest, "malformed").encoded()))
@@ -65,14 +70,11 @@ public func testOneInput(_ start: UnsafePointer<UInt8>?, _ count: Int) -> Int32 
         shutdown(pair[1], Int32(SHUT_WR))
         let deadline = Deadline(millisecondsFromNow: 1000)
         if reader == 1 {
-            if case .success(var request) = ControlFrames.receiveRequest(on: pair[0], deadline: deadline) {
-                // What was read survives its own encoding unchanged.
-                var again = request.encoded()
-                guard (try? ControlRequest(body: again.dropFirst(4))) == request else {
-                    fatalError("a request does not survive its encoding")
-                }
-                wipeBytes(&again)
-                request.wipe()
+            if case .success(let request) = ControlFrames.receiveRequest(on: pair[0], deadline: deadline) {
+                // What was read survives its own encoding unchanged (the frame is in secret memory).
+                let again = request.encoded()
+                let decoded = again.withUnsafeBytes { (frame) in try? ControlRequest(body: frame.dropFirst(4)) }
+                guard decoded == request else { fatalError("a request does not survive its encoding") }
             }
         } else {
             if case .success(let reply) = ControlFrames.receiveReply(on: pair[0], deadline: deadline) {

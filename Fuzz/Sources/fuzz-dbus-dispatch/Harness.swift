@@ -68,7 +68,7 @@ final class Fixture {
         daemon = try SecretServiceDaemon(
             configuration: SecretServiceConfiguration(
                 registry: RegistryConfiguration(keychainDirectory: directory + "/keychains", pinentry: pinentry)),
-            loginPassword: loginPassword)
+            loginPassword: SecretBytes(copying: loginPassword))
     }
 
     deinit {
