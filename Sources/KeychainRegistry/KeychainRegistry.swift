@@ -88,6 +88,9 @@ package final class KeychainRegistry {
     private var checkpointRunning = false
     /// What waits for the log of a file to be emptied (a password change's reply).
     private var checkpointWaiters: [String: [(Bool) -> Void]] = [:]
+    /// How many checkpoints were asked for each path: a checkpoint that started before the latest request
+    /// (a password change committed while it ran) does not answer that request's waiters.
+    private var checkpointRequests: [String: UInt64] = [:]
 
     /// The id of the login keychain.
     package static let loginID = "login"
@@ -362,7 +365,10 @@ package final class KeychainRegistry {
         let now = MonotonicClock.seconds()
         var next: Int64?
         for held in keychains {
-            if held.keychain.takeCheckpointRequest() { scheduleCheckpoint(held.keychain.path) }
+            // The in-memory session collection has no log to empty.
+            if held.keychain.takeCheckpointRequest(), held.keychain.path != ":memory:" {
+                scheduleCheckpoint(held.keychain.path)
+            }
             guard let deadline = held.lockDeadline else { continue }
             if deadline <= now {
                 lock(held)
@@ -408,6 +414,7 @@ package final class KeychainRegistry {
     /// thread with whether it did (false once it was retried for ``checkpointTries``).
     func scheduleCheckpoint(_ path: String, then completion: ((Bool) -> Void)? = nil) {
         pendingCheckpoints[path] = (due: 0, tries: 0)
+        checkpointRequests[path, default: 0] += 1
         if let completion { checkpointWaiters[path, default: []].append(completion) }
         _ = startDueCheckpoint()
     }
@@ -420,10 +427,17 @@ package final class KeychainRegistry {
         guard let (path, state) = pendingCheckpoints.min(by: { $0.value.due < $1.value.due }) else { return nil }
         guard state.due <= now else { return state.due - now }
         checkpointRunning = true
+        let request = checkpointRequests[path, default: 0]
         offLoop(
             { Keychain.checkpoint(at: path, waitMilliseconds: 0) },
             then: { [self] completed in
                 checkpointRunning = false
+                if checkpointRequests[path, default: 0] != request {
+                    // Asked for again while it ran: what was committed since may still be in the log.
+                    pendingCheckpoints[path] = (due: 0, tries: 0)
+                    _ = startDueCheckpoint()
+                    return
+                }
                 if completed || state.tries >= Self.checkpointTries {
                     pendingCheckpoints[path] = nil
                     for waiter in checkpointWaiters.removeValue(forKey: path) ?? [] { waiter(completed) }

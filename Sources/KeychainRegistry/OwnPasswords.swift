@@ -86,8 +86,12 @@ extension KeychainRegistry {
                 then: { [self] result in
                     switch result {
                     case .success(let key):
-                        // Locked meanwhile: the lock wins, as for the login keychain.
-                        if held.locks == locksBefore { applyUnlock(held, key) }
+                        // Locked meanwhile: the lock wins, as for the login keychain, and the caller is told.
+                        guard held.locks == locksBefore else {
+                            return completion(
+                                .failed(KeychainError(.interactionNotAllowed, "the keychain was locked meanwhile")))
+                        }
+                        applyUnlock(held, key)
                         completion(.accepted)
                     case .failure(let error):
                         if let wait = error.retryAfterSeconds { return completion(.notTried(waitSeconds: wait)) }

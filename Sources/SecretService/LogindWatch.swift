@@ -21,6 +21,9 @@ package final class LogindWatch {
 
     private let connection: DBusConnection
     private let userID: uid_t
+    /// logind's unique name, as `GetNameOwner` answered once and `NameOwnerChanged` said since: signals are
+    /// believed only from it, with no call to the bus while serving.
+    private var logindOwner: String?
     /// Serials of the `User` questions sent about sessions that announced `Lock`, awaiting logind's answer.
     private var pendingSessionQuestions: Set<UInt32> = []
     /// At most this many questions wait at once; further `Lock`s are dropped until logind answers.
@@ -34,6 +37,8 @@ package final class LogindWatch {
         "type='signal',sender='\(logindName)',path='/org/freedesktop/login1',"
             + "interface='org.freedesktop.login1.Manager',member='PrepareForSleep'",
         "type='signal',sender='\(logindName)',interface='\(sessionInterface)',member='Lock'",
+        "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',"
+            + "arg0='\(logindName)'",
     ]
 
     /// Subscribes `connection`, a connection to the system bus, to logind's announcements for the sessions of
@@ -42,6 +47,8 @@ package final class LogindWatch {
         for rule in Self.matchRules { try connection.addMatch(rule) }
         self.connection = connection
         self.userID = userID
+        // Once, at start (the match above is in place first, so a change after this answer is heard).
+        logindOwner = connection.owner(of: Self.logindName)
     }
 
     /// The socket to poll while the connection is open; nil once the system bus has gone.
@@ -63,6 +70,7 @@ package final class LogindWatch {
                 let refusal = DBusError(.unknownMethod, "latchkeyd serves nothing on the system bus")
                 if !message.expectsNoReply, let reply = message.errorReply(refusal) { connection.send(reply) }
             case .signal:
+                noteOwnerChange(message)
                 if isSleepAnnouncement(message) { announced.insert(.sleep) }
                 if isSessionLock(message), let session = message.path { askWhoseSession(session) }
             case .methodReturn, .error:
@@ -90,7 +98,16 @@ package final class LogindWatch {
 
     private func isFromLogind(_ message: DBusMessage) -> Bool {
         guard let sender = message.sender else { return false }
-        return sender == connection.owner(of: Self.logindName)
+        return sender == logindOwner
+    }
+
+    /// Follows who owns `org.freedesktop.login1`, as the bus itself says (a client could send the signal too).
+    private func noteOwnerChange(_ message: DBusMessage) {
+        guard message.sender == "org.freedesktop.DBus", message.interface == "org.freedesktop.DBus",
+            message.member == "NameOwnerChanged", let arguments = try? message.arguments(), arguments.count == 3,
+            case .string(Self.logindName) = arguments[0], case .string(let newOwner) = arguments[2]
+        else { return }
+        logindOwner = newOwner.isEmpty ? nil : newOwner
     }
 
     /// Asks logind for the `User` of the session at `path`; the answer is read by ``readAnnouncements()``.
@@ -106,7 +123,7 @@ package final class LogindWatch {
     /// Whether `message` is logind's answer naming this daemon's user: `User` is `(uo)`, the uid and the
     /// user's object path.
     private func isUserAnswer(_ message: DBusMessage) -> Bool {
-        guard message.kind == .methodReturn, message.sender == connection.owner(of: Self.logindName),
+        guard message.kind == .methodReturn, message.sender == logindOwner,
             case .variant(.structure(let fields))? = try? message.arguments().first,
             case .uint32(let uid)? = fields.first
         else { return false }
