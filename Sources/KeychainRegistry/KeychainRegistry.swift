@@ -383,7 +383,7 @@ package final class KeychainRegistry {
 
     /// Runs `work` on the worker thread (`onOwnThread`: on a thread of its own, for prompts that wait for a
     /// person), then `continuation` with its result on the serving thread.
-    func offLoop<Result: Sendable>(
+    package func offLoop<Result: Sendable>(
         onOwnThread: Bool = false, _ work: @escaping @Sendable () -> Result,
         then continuation: @escaping (Result) -> Void
     ) {
