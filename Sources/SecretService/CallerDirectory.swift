@@ -1,7 +1,7 @@
 import CallerIdentity
 import DBus
-import KeychainCore
 import Glibc
+import KeychainCore
 
 /// Who each D-Bus client is, asked of the bus once per connection and kept by unique name until the name
 /// goes (docs/threat-model.md, "Who is asking").
@@ -117,7 +117,9 @@ struct InspectorOnWorker: @unchecked Sendable {
 extension ItemAccess {
     /// The access list of an item `application` creates: that application, fingerprinted.
     static func creatorAccess(_ application: Application) -> ItemAccess {
-        ItemAccess(trustedApplications: [TrustedApplication(name: application.name, digest: application.digest?.description)])
+        ItemAccess(trustedApplications: [
+            TrustedApplication(name: application.name, digest: application.digest?.description)
+        ])
     }
 
     /// Whether every application this list trusts, the other trusts too (and any application only if the

@@ -96,7 +96,9 @@ package final class SecretServiceDaemon {
         case .signal:
             busSignal(message)
         case .methodReturn, .error:
-            if let callers, let answer = callers.takeAnswer(message) { identify(answer.sender, answer.credentials, callers) }
+            if let callers, let answer = callers.takeAnswer(message) {
+                identify(answer.sender, answer.credentials, callers)
+            }
         default:
             break
         }

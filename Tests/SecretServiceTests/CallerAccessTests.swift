@@ -59,9 +59,11 @@ import Testing
         #expect(access.trustedApplications == [try Self.thisProcess()])
         #expect(!access.anyApplication)
         // Asked once per connection: the second call is served at once.
-        let again = try inproc.send(Self.collection, "org.freedesktop.Secret.Collection", "SearchItems", [
-            .stringDictionary(["service": "mail"])
-        ])
+        let again = try inproc.send(
+            Self.collection, "org.freedesktop.Secret.Collection", "SearchItems",
+            [
+                .stringDictionary(["service": "mail"])
+            ])
         #expect(again.reply?.kind == .methodReturn)
     }
 
@@ -135,7 +137,8 @@ import Testing
             path, "org.freedesktop.DBus.Properties", "Set",
             [
                 .string(Self.itemInterface), .string("Attributes"),
-                .variant(.stringDictionary(["service": "mail", "lk:trusted-apps": "/usr/bin/evil", "lk:any-app": "1"])),
+                .variant(
+                    .stringDictionary(["service": "mail", "lk:trusted-apps": "/usr/bin/evil", "lk:any-app": "1"])),
             ])
         #expect(set == "org.freedesktop.DBus.Error.InvalidArgs")
         #expect(try Self.access(of: path, in: inproc) == before)
