@@ -2,6 +2,7 @@ import CallerIdentity
 import DBus
 import Glibc
 import KeychainCore
+import Synchronization
 
 /// Who each D-Bus client is, asked of the bus once per connection and kept by unique name until the name
 /// goes (docs/threat-model.md, "Who is asking").
@@ -9,9 +10,9 @@ import KeychainCore
 /// Without I/O on the serving thread: the first call from a sender the directory does not know makes the
 /// daemon send the bus `GetConnectionCredentials` (with a serial of the directory's own, so that the reply
 /// is told apart among the messages read) and hold that sender's calls, in order. When the bus answers,
-/// `/proc` is read and the program hashed on the registry's worker (one thread, so the ``ProcessInspector``
-/// and its ``FileDigester`` are only ever used from that thread); then the held calls are served. Other
-/// senders are not held meanwhile.
+/// `/proc` is read and the program hashed on a thread of its own (not the registry's worker, where a key
+/// derivation may take a second; the ``ProcessInspector`` and its ``FileDigester`` are used under a lock, one
+/// identification at a time); then the held calls are served. Other senders are not held meanwhile.
 final class CallerDirectory {
     /// What is known of one sender.
     enum Entry {
@@ -25,8 +26,8 @@ final class CallerDirectory {
 
     /// The uid the daemon serves: callers of another user are unidentified.
     let uid: uid_t
-    /// Reads `/proc`; used only on the worker thread.
-    let inspector: InspectorOnWorker
+    /// Reads `/proc`, off the serving thread, one caller at a time.
+    let inspector: SharedInspector
     private(set) var entries: [String: Entry] = [:]
     /// Senders whose credentials were asked for, by the serial of the request.
     private var asked: [UInt32: String] = [:]
@@ -35,9 +36,9 @@ final class CallerDirectory {
     static let firstSerial: UInt32 = 0x6000_0000
 
     /// A directory for the callers of `uid`.
-    init(uid: uid_t = getuid(), inspector: ProcessInspector = ProcessInspector()) {
+    init(uid: uid_t = getuid()) {
         self.uid = uid
-        self.inspector = InspectorOnWorker(inspector)
+        self.inspector = SharedInspector()
     }
 
     /// The program behind `sender`, nil while unknown or when it could not be identified.
@@ -108,10 +109,22 @@ final class CallerDirectory {
     }
 }
 
-/// A ``ProcessInspector`` handed to the worker thread, the only thread that uses it.
-struct InspectorOnWorker: @unchecked Sendable {
-    let inspector: ProcessInspector
-    init(_ inspector: ProcessInspector) { self.inspector = inspector }
+/// A ``ProcessInspector`` (and the digests its ``FileDigester`` remembers) used from the threads that identify
+/// callers, one at a time.
+final class SharedInspector: Sendable {
+    private let inspector: Mutex<ProcessInspector>
+    init() { self.inspector = Mutex(ProcessInspector()) }
+
+    /// ``ProcessInspector/identify(pid:uid:expectedUID:)`` under the lock.
+    func identify(pid: pid_t, uid: uid_t, expectedUID: uid_t) -> Result<Caller, CallerIdentityError> {
+        inspector.withLock { inspector in
+            do throws(CallerIdentityError) {
+                return .success(try inspector.identify(pid: pid, uid: uid, expectedUID: expectedUID))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
 }
 
 extension ItemAccess {
