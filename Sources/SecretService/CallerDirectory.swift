@@ -10,9 +10,10 @@ import Synchronization
 /// Without I/O on the serving thread: the first call from a sender the directory does not know makes the
 /// daemon send the bus `GetConnectionCredentials` (with a serial of the directory's own, so that the reply
 /// is told apart among the messages read) and hold that sender's calls, in order. When the bus answers,
-/// `/proc` is read and the program hashed on a thread of its own (not the registry's worker, where a key
-/// derivation may take a second; the ``ProcessInspector`` and its ``FileDigester`` are used under a lock, one
-/// identification at a time); then the held calls are served. Other senders are not held meanwhile.
+/// `/proc` is read and the program hashed on the registry's quick worker (a thread of its own, not the worker
+/// where a key derivation may take a second; the ``ProcessInspector`` and its ``FileDigester`` are used under
+/// a lock as well, so that no other thread can ever race it); then the held calls are served. Other senders
+/// are not held meanwhile.
 final class CallerDirectory {
     /// What is known of one sender.
     enum Entry {

@@ -108,8 +108,8 @@ package final class SecretServiceDaemon {
     /// The program behind `sender` (a bus unique name), nil when it is not identified.
     func application(of sender: String?) -> Application? { callers?.application(of: sender) }
 
-    /// Identifies `sender` from the credentials the bus gave, on a thread of its own (it reads `/proc` and
-    /// may hash a large file; the worker may be busy deriving a key), then serves the calls it held.
+    /// Identifies `sender` from the credentials the bus gave, on the registry's quick worker (it reads `/proc`
+    /// and may hash a large file; the main worker may be busy deriving a key), then serves the calls it held.
     private func identify(_ sender: String, _ credentials: (pid: pid_t, uid: uid_t)?, _ callers: CallerDirectory) {
         guard let credentials else {
             for call in callers.settle(sender, .failure(.processGone(0))) { outbox += handle(call) }
@@ -118,7 +118,7 @@ package final class SecretServiceDaemon {
         let inspector = callers.inspector
         let uid = callers.uid
         registry.offLoop(
-            onOwnThread: true,
+            quick: true,
             { inspector.identify(pid: credentials.pid, uid: credentials.uid, expectedUID: uid) },
             then: { [self] outcome in
                 for call in callers.settle(sender, outcome) { outbox += handle(call) }
