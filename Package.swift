@@ -92,7 +92,7 @@ let package = Package(
             name: "SecretService",
             dependencies: [
                 "KeychainCore", "KeychainStore", "KeychainRegistry", "KeychainBus", "DBus", "LoginControl", "Posix",
-                "COpenSSL",
+                "COpenSSL", "CallerIdentity",
             ]),
         .executableTarget(
             name: "latchkeyd",
@@ -133,6 +133,7 @@ let package = Package(
             name: "SecretServiceTests",
             dependencies: [
                 "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry", "Posix",
+                "CallerIdentity",
             ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
         .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),

@@ -97,6 +97,13 @@ package final class DBusMessage: @unchecked Sendable {
         dbus_message_set_serial(pointer, serial)
     }
 
+    /// Gives a message about to be sent its serial (libdbus keeps a serial set before sending), so that
+    /// the sender can tell its reply among the messages it reads; within the connection's own serials'
+    /// reach only if the caller chooses badly.
+    package func assignSerial(_ serial: UInt32) {
+        dbus_message_set_serial(pointer, serial)
+    }
+
     /// Reads every argument.
     package func arguments() throws(DBusError) -> [DBusValue] {
         var iterator = DBusMessageIter()

@@ -66,6 +66,9 @@ package final class KeychainRegistry {
     /// Where results of work done elsewhere arrive; poll its descriptor.
     package let inbox: LoopInbox
     let worker: Worker
+    /// A second worker thread, for jobs of a few milliseconds that must not queue behind a key derivation
+    /// (identifying a D-Bus caller).
+    let quickWorker: Worker
     /// Prompts waiting or showing, the one showing first (see `enqueuePrompt`).
     var promptQueue: [QueuedPrompt] = []
     var promptTicketNumber: UInt64 = 0
@@ -105,6 +108,7 @@ package final class KeychainRegistry {
         self.configuration = configuration
         self.inbox = try LoopInbox()
         self.worker = try Worker()
+        self.quickWorker = try Worker()
         try openKeychains(loginPassword: loginPassword)
     }
 
@@ -389,8 +393,8 @@ package final class KeychainRegistry {
 
     /// Runs `work` on the worker thread (`onOwnThread`: on a thread of its own, for prompts that wait for a
     /// person), then `continuation` with its result on the serving thread.
-    func offLoop<Result: Sendable>(
-        onOwnThread: Bool = false, _ work: @escaping @Sendable () -> Result,
+    package func offLoop<Result: Sendable>(
+        onOwnThread: Bool = false, quick: Bool = false, _ work: @escaping @Sendable () -> Result,
         then continuation: @escaping (Result) -> Void
     ) {
         continuationNumber += 1
@@ -401,7 +405,11 @@ package final class KeychainRegistry {
         }
         let inbox = inbox
         let job: @Sendable () -> Void = { inbox.post(number, work()) }
-        if onOwnThread { runDetached(job) } else { worker.enqueue(job) }
+        if onOwnThread {
+            runDetached(job)
+        } else {
+            (quick ? quickWorker : worker).enqueue(job)
+        }
     }
 
     /// Whether work handed off is still to come back.

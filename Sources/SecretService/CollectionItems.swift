@@ -1,3 +1,4 @@
+import CallerIdentity
 import DBus
 import FoundationEssentials
 import KeychainCore
@@ -50,10 +51,21 @@ extension HeldKeychain {
         return try keychain.items(matching: query).first
     }
 
+    /// Refuses Secret Service attribute names beginning with `lk:`: Latchkey's own attributes (an item's
+    /// access list among them) are neither shown to Secret Service clients nor set by them, and a name that
+    /// looks like one would only mislead.
+    static func refuseLatchkeyNames(_ attributes: [String: String]) throws(DBusError) {
+        if let name = attributes.keys.first(where: { $0.hasPrefix("lk:") }) {
+            throw SecretServiceError.invalidArgs("attribute '\(name)': names beginning with lk: are Latchkey's own")
+        }
+    }
+
     /// Adds an item made through the Secret Service, or with `replace` changes
-    /// the first item whose attributes include all of `attributes`.
+    /// the first item whose attributes include all of `attributes`. A new item trusts `creator`, the
+    /// application that made it, when it was identified (a replaced item keeps its access list).
     func createItem(
-        label: String, attributes: [String: String], secret: Data, contentType: String, replace: Bool
+        label: String, attributes: [String: String], secret: Data, contentType: String, replace: Bool,
+        creator: Application? = nil
     ) throws(KeychainError) -> (reference: ItemReference, replaced: Bool) {
         if replace, let existing = try search(attributes).first {
             try update(existing, label: label, attributes: attributes, secret: secret, contentType: contentType)
@@ -63,6 +75,7 @@ extension HeldKeychain {
         stored[.label] = .string(label)
         stored[.contentType] = .string(contentType)
         stored[.secretServiceItem] = .string("1")
+        if let creator { stored.merge(ItemAccess.creatorAccess(creator).attributes) { $1 } }
         let item = try keychain.add(.genericPassword, attributes: stored, secret: secret)
         touch()
         return (item.reference, false)

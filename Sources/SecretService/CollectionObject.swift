@@ -1,3 +1,4 @@
+import CallerIdentity
 import DBus
 import FoundationEssentials
 import KeychainCore
@@ -91,13 +92,14 @@ struct CollectionObject: DBusObject {
         }
         try daemon.limits.check(label: label)
         try daemon.limits.check(attributes: attributes)
+        try HeldKeychain.refuseLatchkeyNames(attributes)
         let secret = try daemon.receive(transport, from: caller)
         guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
         let result: (reference: ItemReference, replaced: Bool)
         do {
             result = try collection.createItem(
                 label: label, attributes: attributes, secret: secret, contentType: transport.contentType,
-                replace: replace)
+                replace: replace, creator: daemon.application(of: caller))
         } catch {
             throw SecretServiceError.from(error)
         }
@@ -163,6 +165,7 @@ struct ItemObject: DBusObject {
                         },
                         set: { (object, _, attributes) throws(DBusError) in
                             try object.daemon.limits.check(attributes: attributes)
+                            try HeldKeychain.refuseLatchkeyNames(attributes)
                             try object.change { () throws(KeychainError) in
                                 try object.collection.update(object.reference, attributes: attributes)
                             }

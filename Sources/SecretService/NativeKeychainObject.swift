@@ -43,15 +43,21 @@ struct NativeKeychainObject: DBusObject {
                         "Add", DBusInput("class", String.self), DBusInput("attributes", NativeAttributes.self),
                         DBusInput("secret", [UInt8].self), DBusInput("hasSecret", Bool.self),
                         returns: [.init("item", "a{sv}")]
-                    ) { (object, _, itemClass, attributes, secret, hasSecret) throws(DBusError) in
+                    ) { (object, call, itemClass, attributes, secret, hasSecret) throws(DBusError) in
                         try native { () throws(KeychainError) in
                             guard let itemClass = ItemClass(rawValue: itemClass) else {
                                 throw KeychainError(.noSuchClass, "not a keychain item class")
                             }
                             let secret = try object.secret(secret, present: hasSecret)
                             try object.checkBounds(attributes.attributes)
-                            let item = try object.keychain.keychain.add(
-                                itemClass, attributes: attributes.attributes, secret: secret)
+                            var stored = attributes.attributes
+                            // An item given no access list trusts the application that made it, when known.
+                            if !stored.keys.contains(where: ItemAccess.keys.contains),
+                                let creator = object.daemon.application(of: call.sender)
+                            {
+                                stored.merge(ItemAccess.creatorAccess(creator).attributes) { $1 }
+                            }
+                            let item = try object.keychain.keychain.add(itemClass, attributes: stored, secret: secret)
                             object.changed()
                             return [KeychainBus.encode(item)]
                         }
@@ -75,6 +81,7 @@ struct NativeKeychainObject: DBusObject {
                             )
                             try object.checkBounds(query.query.attributes)
                             try object.checkBounds(changes.attributes)
+                            try object.refuseWideningAccess(matching: query.query, with: changes)
                             let count = try object.keychain.keychain.update(matching: query.query, with: changes)
                             object.changed()
                             return [.uint32(UInt32(clamping: count))]
@@ -148,6 +155,23 @@ struct NativeKeychainObject: DBusObject {
             let most = key == .label ? limits.labelBytes : limits.attributeValueBytes
             guard length <= most else {
                 throw KeychainError(.dataTooLarge, "attribute '\(key.rawValue)' is longer than \(most) bytes")
+            }
+        }
+    }
+
+    /// Refuses a change that would add to an item's access list: through `Keychain1` a list can only be
+    /// narrowed after the item is made (`remove-access`), so that no client can trust itself with another
+    /// application's item. Trust is added by the user, in an access prompt.
+    private func refuseWideningAccess(matching query: ItemQuery, with changes: ItemChanges) throws(KeychainError) {
+        guard changes.attributes.keys.contains(where: ItemAccess.keys.contains) else { return }
+        var reading = query
+        reading.returning = .attributes
+        reading.limit = .all
+        for item in try keychain.keychain.items(matching: reading) {
+            let current = item.attributes ?? [:]
+            let changed = current.merging(changes.attributes) { $1 }
+            guard ItemAccess(attributes: changed).isNarrowing(ItemAccess(attributes: current)) else {
+                throw KeychainError.param("an item's access list can only be narrowed once it is made")
             }
         }
     }

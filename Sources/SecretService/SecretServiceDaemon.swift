@@ -1,5 +1,7 @@
+import CallerIdentity
 import DBus
 import FoundationEssentials
+import Glibc
 import KeychainBus
 import KeychainCore
 import KeychainRegistry
@@ -11,11 +13,16 @@ package struct SecretServiceConfiguration: Sendable {
     package var registry: RegistryConfiguration
     /// Bounds on client input.
     package var limits: InputLimits
+    /// Whether each client is identified from the bus and `/proc` (docs/threat-model.md, "Who is asking");
+    /// off, every caller is unidentified.
+    package var identifiesCallers: Bool
 
     /// A configuration.
-    package init(registry: RegistryConfiguration, limits: InputLimits = InputLimits()) {
+    package init(registry: RegistryConfiguration, limits: InputLimits = InputLimits(), identifiesCallers: Bool = false)
+    {
         self.registry = registry
         self.limits = limits
+        self.identifiesCallers = identifiesCallers
     }
 }
 
@@ -43,11 +50,14 @@ package final class SecretServiceDaemon {
     private var heldCalls: [DBusMessage] = []
     /// Who owns the desktop's screen saver names, for believing its `ActiveChanged`.
     private var screenSaver = ScreenSaverWatch()
+    /// Who each client is, when callers are identified.
+    let callers: CallerDirectory?
 
-    /// Serves `registry`.
-    package init(registry: KeychainRegistry, limits: InputLimits = InputLimits()) {
+    /// Serves `registry`; with `identifiesCallers`, each client is identified before its calls are served.
+    package init(registry: KeychainRegistry, limits: InputLimits = InputLimits(), identifiesCallers: Bool = false) {
         self.registry = registry
         self.limits = limits
+        self.callers = identifiesCallers ? CallerDirectory() : nil
     }
 
     /// Opens the keychains (with `loginPassword`, unlocking or creating the login keychain) and serves them.
@@ -56,7 +66,7 @@ package final class SecretServiceDaemon {
     ) throws(KeychainError) {
         self.init(
             registry: try KeychainRegistry(configuration: configuration.registry, loginPassword: loginPassword),
-            limits: configuration.limits)
+            limits: configuration.limits, identifiesCallers: configuration.identifiesCallers)
     }
 
     func nextSerial() -> UInt64 {
@@ -73,6 +83,8 @@ package final class SecretServiceDaemon {
         switch message.kind {
         case .methodCall where registry.isUnlockingAtLogin:
             heldCalls.append(message)
+        case .methodCall where callers?.hold(message, asking: &outbox) == true:
+            break
         case .methodCall:
             if let call = DBusMethodCall(message) {
                 if let reply = route(call) { outbox.append(reply) }
@@ -83,10 +95,34 @@ package final class SecretServiceDaemon {
             }
         case .signal:
             busSignal(message)
+        case .methodReturn, .error:
+            if let callers, let answer = callers.takeAnswer(message) {
+                identify(answer.sender, answer.credentials, callers)
+            }
         default:
             break
         }
         return takeOutgoing()
+    }
+
+    /// The program behind `sender` (a bus unique name), nil when it is not identified.
+    func application(of sender: String?) -> Application? { callers?.application(of: sender) }
+
+    /// Identifies `sender` from the credentials the bus gave, on the registry's quick worker (it reads `/proc`
+    /// and may hash a large file; the main worker may be busy deriving a key), then serves the calls it held.
+    private func identify(_ sender: String, _ credentials: (pid: pid_t, uid: uid_t)?, _ callers: CallerDirectory) {
+        guard let credentials else {
+            for call in callers.settle(sender, .failure(.processGone(0))) { outbox += handle(call) }
+            return
+        }
+        let inspector = callers.inspector
+        let uid = callers.uid
+        registry.offLoop(
+            quick: true,
+            { inspector.identify(pid: credentials.pid, uid: credentials.uid, expectedUID: uid) },
+            then: { [self] outcome in
+                for call in callers.settle(sender, outcome) { outbox += handle(call) }
+            })
     }
 
     /// Applies what finished off the serving thread (key derivations, prompts): their replies and signals.
@@ -163,6 +199,7 @@ package final class SecretServiceDaemon {
         else { return }
         screenSaver.noteOwner(newOwner, of: name)
         if newOwner.isEmpty, name.hasPrefix(":") {
+            callers?.forget(name)
             sessions = sessions.filter { $0.value.owner != name }
             for prompt in prompts.values where prompt.owner == name { drop(prompt) }
             portalRequests = portalRequests.filter { $0.value.owner != name }

@@ -111,7 +111,8 @@ struct Latchkeyd: ParsableCommand {
                         gnomeKeyringDirectory: KeyringFile.keyringDirectory(
                             environment: ProcessInfo.processInfo.environment),
                         flatpakAppDirectory: KeyringFile.flatpakAppDirectory(
-                            environment: ProcessInfo.processInfo.environment))),
+                            environment: ProcessInfo.processInfo.environment)),
+                    identifiesCallers: true),
                 loginPassword: password)
         } catch {
             throw fail("cannot open the login keychain: \(error.reason)")

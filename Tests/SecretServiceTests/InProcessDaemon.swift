@@ -28,7 +28,7 @@ final class InProcessDaemon {
 
     /// A daemon over a new keychain directory whose login keychain is made with ``password`` (cheap KDF);
     /// pinentry prompts answer from `answers` (scripted-pinentry lines).
-    init(answers lines: [String] = []) throws {
+    init(answers lines: [String] = [], identifiesCallers: Bool = false) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("inproc-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         answers = directory + "/answers"
@@ -42,7 +42,8 @@ final class InProcessDaemon {
             timeout: .seconds(30))
         let configuration = SecretServiceConfiguration(
             registry: RegistryConfiguration(
-                keychainDirectory: directory + "/keychains", pinentry: pinentry))
+                keychainDirectory: directory + "/keychains", pinentry: pinentry),
+            identifiesCallers: identifiesCallers)
         daemon = try SecretServiceDaemon(
             configuration: configuration, loginPassword: SecretBytes(copying: Self.password))
     }
@@ -143,6 +144,29 @@ final class InProcessDaemon {
                 try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
             return (Int32(try #require(entry["pid"] as? Int)), try #require(entry["command"] as? String))
         }
+    }
+
+    /// Answers, as the bus would, the daemon's `GetConnectionCredentials` requests among `messages`: process
+    /// `pid` (this test process unless told) of this user, or an error (`pid` 0: the name is gone). Returns
+    /// what the daemon sent in return.
+    @discardableResult
+    func answerCredentials(in messages: [DBusMessage], pid: Int32 = getpid()) throws -> [DBusMessage] {
+        var sent: [DBusMessage] = []
+        for request in messages where request.kind == .methodCall && request.member == "GetConnectionCredentials" {
+            let answer: DBusMessage
+            if pid == 0 {
+                answer = try #require(
+                    request.errorReply(DBusError(name: "org.freedesktop.DBus.Error.NameHasNoOwner", message: "gone")))
+            } else {
+                answer = try request.reply([
+                    .variantDictionary(["ProcessID": .uint32(UInt32(pid)), "UnixUserID": .uint32(getuid())])
+                ])
+            }
+            serial += 1
+            answer.stampAsDelivered(from: "org.freedesktop.DBus", serial: serial)
+            sent += daemon.handle(answer)
+        }
+        return sent
     }
 
     /// Forgets the signals seen so far.

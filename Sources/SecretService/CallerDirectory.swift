@@ -1,0 +1,144 @@
+import CallerIdentity
+import DBus
+import Glibc
+import KeychainCore
+import Synchronization
+
+/// Who each D-Bus client is, asked of the bus once per connection and kept by unique name until the name
+/// goes (docs/threat-model.md, "Who is asking").
+///
+/// Without I/O on the serving thread: the first call from a sender the directory does not know makes the
+/// daemon send the bus `GetConnectionCredentials` (with a serial of the directory's own, so that the reply
+/// is told apart among the messages read) and hold that sender's calls, in order. When the bus answers,
+/// `/proc` is read and the program hashed on the registry's quick worker (a thread of its own, not the worker
+/// where a key derivation may take a second; the ``ProcessInspector`` and its ``FileDigester`` are used under
+/// a lock as well, so that no other thread can ever race it); then the held calls are served. Other senders
+/// are not held meanwhile.
+final class CallerDirectory {
+    /// What is known of one sender.
+    enum Entry {
+        /// Asked; its calls wait.
+        case pending([DBusMessage])
+        /// Identified.
+        case identified(Caller)
+        /// Could not be identified (gone, non-dumpable, another user): the reason.
+        case unidentified(String)
+    }
+
+    /// The uid the daemon serves: callers of another user are unidentified.
+    let uid: uid_t
+    /// Reads `/proc`, off the serving thread, one caller at a time.
+    let inspector: SharedInspector
+    private(set) var entries: [String: Entry] = [:]
+    /// Senders whose credentials were asked for, by the serial of the request.
+    private var asked: [UInt32: String] = [:]
+    private var nextSerial: UInt32 = CallerDirectory.firstSerial
+    /// Far above the serials libdbus gives the connection's own messages (counted from 1).
+    static let firstSerial: UInt32 = 0x6000_0000
+
+    /// A directory for the callers of `uid`.
+    init(uid: uid_t = getuid()) {
+        self.uid = uid
+        self.inspector = SharedInspector()
+    }
+
+    /// The program behind `sender`, nil while unknown or when it could not be identified.
+    func application(of sender: String?) -> Application? {
+        guard let sender, case .identified(let caller)? = entries[sender] else { return nil }
+        return caller.application
+    }
+
+    /// Holds `call` if its sender is not identified yet; the request to send the bus when this is the
+    /// sender's first call. Returns whether the call was held.
+    func hold(_ call: DBusMessage, asking outbox: inout [DBusMessage]) -> Bool {
+        guard let sender = call.sender, sender.hasPrefix(":") else { return false }
+        switch entries[sender] {
+        case .identified?, .unidentified?: return false
+        case .pending(let calls)?:
+            entries[sender] = .pending(calls + [call])
+            return true
+        case nil:
+            guard
+                let request = try? DBusMessage.methodCall(
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                    interface: "org.freedesktop.DBus", member: "GetConnectionCredentials", arguments: [.string(sender)])
+            else { return false }
+            let serial = nextSerial
+            nextSerial = nextSerial == UInt32.max ? Self.firstSerial : nextSerial + 1
+            request.assignSerial(serial)
+            asked[serial] = sender
+            entries[sender] = .pending([call])
+            outbox.append(request)
+            return true
+        }
+    }
+
+    /// The bus's answer to a credentials request, if `message` is one: the sender it is about and its pid and
+    /// uid (nil when the bus refused: the sender is gone).
+    func takeAnswer(_ message: DBusMessage) -> (sender: String, credentials: (pid: pid_t, uid: uid_t)?)? {
+        guard message.kind == .methodReturn || message.kind == .error, message.sender == "org.freedesktop.DBus",
+            let sender = asked.removeValue(forKey: message.replySerial)
+        else { return nil }
+        guard message.kind == .methodReturn, case .dictionary("s", "v", let entries)? = try? message.arguments().first
+        else { return (sender, nil) }
+        var pid: pid_t?
+        var uid: uid_t?
+        for entry in entries {
+            guard case .string(let key) = entry.key, case .variant(.uint32(let value)) = entry.value else { continue }
+            if key == "ProcessID" { pid = pid_t(bitPattern: value) }
+            if key == "UnixUserID" { uid = value }
+        }
+        guard let pid, let uid, pid > 0 else { return (sender, nil) }
+        return (sender, (pid, uid))
+    }
+
+    /// Records what identifying `sender` gave; the calls it held, in order (none if the sender left
+    /// meanwhile).
+    func settle(_ sender: String, _ outcome: Result<Caller, CallerIdentityError>) -> [DBusMessage] {
+        guard case .pending(let calls)? = entries[sender] else { return [] }
+        switch outcome {
+        case .success(let caller): entries[sender] = .identified(caller)
+        case .failure(let error): entries[sender] = .unidentified(error.description)
+        }
+        return calls
+    }
+
+    /// Forgets `sender`, which left the bus (its held calls are dropped: nobody is there to answer).
+    func forget(_ sender: String) {
+        entries[sender] = nil
+        asked = asked.filter { $0.value != sender }
+    }
+}
+
+/// A ``ProcessInspector`` (and the digests its ``FileDigester`` remembers) used from the threads that identify
+/// callers, one at a time.
+final class SharedInspector: Sendable {
+    private let inspector: Mutex<ProcessInspector>
+    init() { self.inspector = Mutex(ProcessInspector()) }
+
+    /// ``ProcessInspector/identify(pid:uid:expectedUID:)`` under the lock.
+    func identify(pid: pid_t, uid: uid_t, expectedUID: uid_t) -> Result<Caller, CallerIdentityError> {
+        inspector.withLock { inspector in
+            do throws(CallerIdentityError) {
+                return .success(try inspector.identify(pid: pid, uid: uid, expectedUID: expectedUID))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+}
+
+extension ItemAccess {
+    /// The access list of an item `application` creates: that application, fingerprinted.
+    static func creatorAccess(_ application: Application) -> ItemAccess {
+        ItemAccess(trustedApplications: [
+            TrustedApplication(name: application.name, digest: application.digest?.description)
+        ])
+    }
+
+    /// Whether every application this list trusts, the other trusts too (and any application only if the
+    /// other does): a change from `other` to this list only takes trust away.
+    func isNarrowing(_ other: ItemAccess) -> Bool {
+        (!anyApplication || other.anyApplication) && trustedApplications.allSatisfy(other.trustedApplications.contains)
+    }
+}

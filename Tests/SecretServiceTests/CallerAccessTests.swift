@@ -1,0 +1,197 @@
+import CallerIdentity
+import DBus
+import Foundation
+import Glibc
+import KeychainBus
+import KeychainCore
+import Testing
+
+@testable import SecretService
+
+/// The daemon identifies each client from the bus and `/proc`, records the application that creates an
+/// item in its access list, and keeps the list out of the Secret Service's reach.
+@Suite struct CallerAccessTests {
+    static let collection = "/org/freedesktop/secrets/collection/login"
+    static let itemInterface = "org.freedesktop.Secret.Item"
+
+    /// This test process as the daemon should record it: its executable and the file's SHA-256.
+    static func thisProcess() throws -> TrustedApplication {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        try #require(count > 0)
+        let path = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return TrustedApplication(name: path, digest: try FileDigester().digest(ofFileAt: path).description)
+    }
+
+    /// Opens a plain session for `sender`, answering the daemon's credentials request with `pid` (0: the
+    /// bus says the name is gone); the session's path.
+    static func introduce(_ sender: String, to inproc: InProcessDaemon, pid: Int32 = getpid()) throws -> String {
+        let call = try inproc.message(
+            "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "OpenSession",
+            [.string("plain"), .variant(.string(""))], sender: sender)
+        let first = inproc.daemon.handle(call)
+        #expect(!first.contains { $0.replySerial == call.serial }, "the first call waits for the caller's identity")
+        let asked = first.filter { $0.member == "GetConnectionCredentials" }
+        #expect(asked.count == 1)
+        #expect(try asked.first?.arguments() == [.string(sender)])
+        let answered = try inproc.answerCredentials(in: first, pid: pid)
+        let reply =
+            try answered.first { $0.replySerial == call.serial } ?? #require(inproc.awaitCompletion(of: call))
+        #expect(reply.kind == .methodReturn)
+        return try #require(try reply.arguments().last?.text)
+    }
+
+    /// The access list stored with the item at `path` (read past the Secret Service's view).
+    static func access(of path: String, in inproc: InProcessDaemon) throws -> ItemAccess {
+        guard case .item(let held, let reference)? = inproc.daemon.resolve(path) else {
+            Issue.record("no item at \(path)")
+            return ItemAccess()
+        }
+        let item = try #require(try held.item(reference, returning: .attributes))
+        return ItemAccess(attributes: item.attributes ?? [:])
+    }
+
+    @Test func anItemCreatedByAnIdentifiedClientTrustsThatClient() throws {
+        let inproc = try InProcessDaemon(identifiesCallers: true)
+        let session = try Self.introduce(":1.7", to: inproc)
+        let path = try inproc.createItem(session: session, attributes: ["service": "mail"], secret: "s3cret")
+        let access = try Self.access(of: path, in: inproc)
+        #expect(access.trustedApplications == [try Self.thisProcess()])
+        #expect(!access.anyApplication)
+        // Asked once per connection: the second call is served at once.
+        let again = try inproc.send(
+            Self.collection, "org.freedesktop.Secret.Collection", "SearchItems",
+            [
+                .stringDictionary(["service": "mail"])
+            ])
+        #expect(again.reply?.kind == .methodReturn)
+    }
+
+    @Test func anUnidentifiedClientCreatesAnItemWithNoList() throws {
+        let inproc = try InProcessDaemon(identifiesCallers: true)
+        let session = try Self.introduce(":1.9", to: inproc, pid: 0)
+        let path = try inproc.createItem(
+            session: session, attributes: ["service": "mail"], secret: "s3cret", sender: ":1.9")
+        #expect(try Self.access(of: path, in: inproc).isEmpty)
+    }
+
+    @Test func callsOfAnUnidentifiedSenderWaitInOrderAndOthersDoNot() throws {
+        let inproc = try InProcessDaemon(identifiesCallers: true)
+        let first = try inproc.message(
+            "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "OpenSession",
+            [.string("plain"), .variant(.string(""))], sender: ":1.7")
+        let asked = inproc.daemon.handle(first)
+        let second = try inproc.message(
+            Self.collection, "org.freedesktop.DBus.Properties", "Get",
+            [.string("org.freedesktop.Secret.Collection"), .string("Label")], sender: ":1.7")
+        #expect(inproc.daemon.handle(second).isEmpty, "held behind the first, not asked again")
+        // Another client that is identified already is not held.
+        _ = try Self.introduce(":1.8", to: inproc)
+        let other = try inproc.send(
+            Self.collection, "org.freedesktop.DBus.Properties", "Get",
+            [.string("org.freedesktop.Secret.Collection"), .string("Label")], sender: ":1.8")
+        #expect(other.reply?.kind == .methodReturn)
+        var sent = try inproc.answerCredentials(in: asked)
+        let deadline = Date().addingTimeInterval(30)
+        while sent.filter({ $0.kind == .methodReturn }).count < 2, Date() < deadline {
+            var entry = pollfd(fd: inproc.daemon.registry.inbox.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            _ = poll(&entry, 1, 100)
+            sent += inproc.daemon.deliverCompletions()
+        }
+        #expect(sent.filter { $0.kind == .methodReturn }.map(\.replySerial) == [first.serial, second.serial])
+    }
+
+    @Test func aSenderThatLeftIsAskedAgainUnderItsNameNoMore() throws {
+        let inproc = try InProcessDaemon(identifiesCallers: true)
+        _ = try Self.introduce(":1.7", to: inproc)
+        #expect(inproc.daemon.application(of: ":1.7") != nil)
+        try inproc.leave(":1.7")
+        #expect(inproc.daemon.application(of: ":1.7") == nil)
+        #expect(inproc.daemon.callers?.entries[":1.7"] == nil)
+    }
+
+    @Test func latchkeyAttributesAreNeitherShownNorMatchedNorSetThroughTheSecretService() throws {
+        let inproc = try InProcessDaemon(identifiesCallers: true)
+        let session = try Self.introduce(":1.7", to: inproc)
+        let path = try inproc.createItem(session: session, attributes: ["service": "mail"], secret: "s3cret")
+        let before = try Self.access(of: path, in: inproc)
+        #expect(!before.isEmpty)
+
+        let shown = try inproc.ok(
+            path, "org.freedesktop.DBus.Properties", "Get", [.string(Self.itemInterface), .string("Attributes")])
+        guard case .variant(let attributes)? = shown.first, let pairs = attributes.stringPairs else {
+            Issue.record("Attributes is a{ss}: \(shown)")
+            return
+        }
+        #expect(pairs == ["service": "mail"])
+
+        var stored = ""
+        if case .string(let text)? = before.attributes[ItemAccess.trustedApplicationsKey] { stored = text }
+        let search = try inproc.ok(
+            Self.collection, "org.freedesktop.Secret.Collection", "SearchItems",
+            [.stringDictionary(["lk:trusted-apps": stored])])
+        let found = search.first?.objectPathList
+        #expect(found == [])
+
+        let set = try inproc.errorName(
+            path, "org.freedesktop.DBus.Properties", "Set",
+            [
+                .string(Self.itemInterface), .string("Attributes"),
+                .variant(
+                    .stringDictionary(["service": "mail", "lk:trusted-apps": "/usr/bin/evil", "lk:any-app": "1"])),
+            ])
+        #expect(set == "org.freedesktop.DBus.Error.InvalidArgs")
+        #expect(try Self.access(of: path, in: inproc) == before)
+
+        let create = try inproc.errorName(
+            Self.collection, "org.freedesktop.Secret.Collection", "CreateItem",
+            [
+                .variantDictionary([
+                    "org.freedesktop.Secret.Item.Attributes": .stringDictionary(["lk:any-app": "1"])
+                ]),
+                .structure([.objectPath(session), .bytes([]), .bytes([1]), .string("text/plain")]),
+                .bool(false),
+            ])
+        #expect(create == "org.freedesktop.DBus.Error.InvalidArgs")
+    }
+
+    @Test func keychain1AddTrustsItsCallerAndUpdatesMayOnlyNarrowTheList() throws {
+        let inproc = try InProcessDaemon(identifiesCallers: true)
+        _ = try Self.introduce(":1.7", to: inproc)
+        let native = KeychainBus.path(collection: "login")
+        try inproc.ok(
+            native, KeychainBus.interface, "Add",
+            [
+                .string(ItemClass.genericPassword.rawValue),
+                KeychainBus.encode([.service: .string("native"), .account: .string("me")]), .bytes([1]), .bool(true),
+            ])
+        let query = ItemQuery(.genericPassword, attributes: [.service: .string("native")], returning: .attributes)
+        func stored() throws -> ItemAccess {
+            let found = try inproc.ok(native, KeychainBus.interface, "Search", [KeychainBus.encode(query)])
+            guard case .array(_, let items)? = found.first, let item = items.first else {
+                Issue.record("no item: \(found)")
+                return ItemAccess()
+            }
+            return ItemAccess(attributes: try KeychainBus.decodeItem(item).attributes ?? [:])
+        }
+        let me = try Self.thisProcess()
+        #expect(try stored().trustedApplications == [me])
+
+        // Adding an application, or any application, is refused; the list stays.
+        var wider = ItemAccess(trustedApplications: [me])
+        wider.trust(TrustedApplication(name: "/usr/bin/other", digest: nil))
+        for widened in [wider, ItemAccess(anyApplication: true, trustedApplications: [me])] {
+            let refused = try inproc.errorName(
+                native, KeychainBus.interface, "Update",
+                [KeychainBus.encode(query), KeychainBus.encode(widened.attributes), .bytes([]), .bool(false)])
+            #expect(refused == KeychainBus.statusError)
+            #expect(try stored().trustedApplications == [me])
+            #expect(try !stored().anyApplication)
+        }
+        // Removing is allowed (remove-access).
+        try inproc.ok(
+            native, KeychainBus.interface, "Update",
+            [KeychainBus.encode(query), KeychainBus.encode(ItemAccess().attributes), .bytes([]), .bool(false)])
+        #expect(try stored().isEmpty)
+    }
+}
