@@ -52,9 +52,6 @@ package struct InterpreterCommandLine: Sendable {
         return families[name]
     }
 
-    /// Whether the executable at `path` is an interpreter whose scripts are told apart.
-    package static func isInterpreter(_ path: String) -> Bool { family(ofExecutable: path) != nil }
-
     /// What the command line `arguments` (argv, the interpreter's own name first) runs, for the interpreter
     /// at `executable`; nil when `executable` is not a known interpreter.
     package static func target(of arguments: [String], executable: String) -> Target? {

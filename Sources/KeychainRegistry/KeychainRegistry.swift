@@ -146,11 +146,8 @@ package final class KeychainRegistry {
             }
         }
         let login = login?.keychain
-        var random = SystemRandomNumberGenerator()
         let held = SharedSecret(
-            SecretBytes(count: 32) { raw in
-                for index in raw.indices { raw[index] = UInt8.random(in: 0...255, using: &random) }
-            })
+            try SecretBytes(count: 32) { (raw) throws(KeychainError) in try SecureRandom.fill(raw) })
         let session = try held.withUnsafeBytes { (bytes) throws(KeychainError) in
             try Keychain.createInMemory(password: bytes)
         }

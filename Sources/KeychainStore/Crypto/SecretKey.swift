@@ -52,8 +52,9 @@ final class SecretKey: @unchecked Sendable {
 }
 
 /// Random bytes from OpenSSL's CSPRNG.
-enum SecureRandom {
-    static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws(KeychainError) {
+package enum SecureRandom {
+    /// Fills `buffer` from OpenSSL's CSPRNG.
+    package static func fill(_ buffer: UnsafeMutableRawBufferPointer) throws(KeychainError) {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
         guard RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1 else {
             throw KeychainError(.internalComponent, "OpenSSL RAND_bytes failed")
