@@ -28,3 +28,13 @@ static inline int latchkey_perturb_freed_memory(int byte) {
 static inline int latchkey_started_in_secure_mode(void) {
     return getauxval(AT_SECURE) != 0;
 }
+
+#include <string.h>
+
+/* Overwrites 256 KiB of the calling thread's stack below the caller's frame: the frames of calls that have
+   returned leave what they held (decrypted attributes, encodings made on the stack) where the next calls may
+   not reach. Not inlined, so that its buffer lies below the caller, where those frames were. */
+static __attribute__((noinline)) void latchkey_wipe_dead_stack(void) {
+    unsigned char buffer[262144];
+    explicit_bzero(buffer, sizeof buffer);
+}

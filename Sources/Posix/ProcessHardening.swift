@@ -33,6 +33,12 @@ package enum ProcessHardening {
         latchkey_perturb_freed_memory(0x5a) == 1
     }
 
+    /// Overwrites the calling thread's stack below the caller (256 KiB): what returned calls left in their
+    /// frames (a decrypted value, an encoding built on the stack) is gone even where no later call reaches.
+    package static func wipeDeadStack() {
+        latchkey_wipe_dead_stack()
+    }
+
     /// glibc settings a process holding secrets runs with: no per-thread cache of freed chunks (glibc's
     /// tcache keeps up to 7 freed chunks of each small size untouched, even under `M_PERTURB`), and every
     /// freed chunk overwritten (`perturb`).

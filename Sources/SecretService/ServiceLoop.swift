@@ -139,11 +139,13 @@ package struct ServiceLoop {
                 timeout = min(timeout, control.nextTimeoutMilliseconds ?? timeout)
             }
             // Once the daemon has been quiet for a moment, the messages it read and sent are released: scrub
-            // libdbus's cache of released messages and its read buffer (docs/threat-model.md, "In memory").
+            // libdbus's cache of released messages and its read buffer, and the stack the handlers used
+            // (docs/threat-model.md, "In memory").
             if let due = scrubDue {
                 if due.hasPassed {
                     DBusMessage.scrubReleasedMessages()
                     connection?.scrubReadBuffer()
+                    ProcessHardening.wipeDeadStack()
                     scrubDue = nil
                 } else {
                     timeout = min(timeout, max(due.remainingMilliseconds, 1))
