@@ -258,9 +258,11 @@ def test_bad_input_gets_one_line_and_status_1(cli):
 
 def test_show_and_set_keychain_settings(cli):
     login = f"{cli.keychains}/login.keychain-db"
-    assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" no-timeout'
+    # The daemon holds the login keychain unlocked and checks the policy; a file is read locked, unchecked.
+    policy = "access-policy=prompt" + ("" if cli.mode == "daemon" else ",unchecked")
+    assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" no-timeout {policy}'
     cli.ok("set-keychain-settings", "-l", "-t", "600")
-    assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" lock-on-sleep timeout=600s'
+    assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" lock-on-sleep timeout=600s {policy}'
     cli.ok("set-keychain-settings", "-u")
     info = cli.json("show-keychain-info")
     assert (info["lockTimeout"], info["lockOnSleep"], info["heldByDaemon"]) == (300, False, cli.mode == "daemon")
