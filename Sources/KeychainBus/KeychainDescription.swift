@@ -74,7 +74,9 @@ extension KeychainBus {
         }
         // A daemon that does not tell its policy (an older one) is described as asking, unchecked.
         var accessPolicy: KeychainAccessPolicy? = .prompt
-        if case .string(let name)? = pairs["AccessPolicy"]?.unwrapped { accessPolicy = KeychainAccessPolicy(rawValue: name) }
+        if case .string(let name)? = pairs["AccessPolicy"]?.unwrapped {
+            accessPolicy = KeychainAccessPolicy(rawValue: name)
+        }
         var checked = false
         if case .bool(let flag)? = pairs["AccessPolicyChecked"]?.unwrapped { checked = flag }
         return KeychainDescription(

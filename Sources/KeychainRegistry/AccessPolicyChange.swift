@@ -79,7 +79,8 @@ extension KeychainRegistry {
                 case .notAsked:
                     completion(
                         KeychainError(
-                            .interactionNotAllowed, "allow-all needs the user's confirmation, and no prompt could be shown"
+                            .interactionNotAllowed,
+                            "allow-all needs the user's confirmation, and no prompt could be shown"
                         ))
                 }
                 return

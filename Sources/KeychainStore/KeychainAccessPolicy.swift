@@ -92,7 +92,8 @@ extension Keychain {
         let identifier = identifier
         return try withDatabase { (db, key) throws(KeychainError) in
             guard let key else {
-                throw KeychainError(.interactionNotAllowed, "the keychain is locked: its access policy cannot be checked")
+                throw KeychainError(
+                    .interactionNotAllowed, "the keychain is locked: its access policy cannot be checked")
             }
             return try AccessPolicyRecord.verified(AccessPolicyRecord.load(from: db), key: key, keychain: identifier)
         }
