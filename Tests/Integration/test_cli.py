@@ -703,14 +703,14 @@ def test_a_format_1_file_still_opens(tmp_path):
     cli.keychains.mkdir(parents=True)
     path = cli.keychains / "old.keychain-db"
     shutil.copy(FIXTURES / "format1.keychain-db", path)
-    assert cli.ok("show-keychain-info", "old").stdout.strip() == f'Keychain "{path}" lock-on-sleep timeout=600s'
+    assert cli.ok("show-keychain-info", "old").stdout.strip() == f'Keychain "{path}" lock-on-sleep timeout=600s access-policy=prompt,unchecked'
     cli.set_answers(["password fixture password"] * 5)
     assert cli.ok("find-generic-password", "-s", "one.example", "-w", "old").stdout == "secret one\n"
     assert cli.ok("find-internet-password", "-s", "web.example", "-w", "old").stdout == "web secret\n"
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (2,)
     db.close()
-    assert cli.ok("show-keychain-info", "old").stdout.strip() == f'Keychain "{path}" lock-on-sleep timeout=600s'
+    assert cli.ok("show-keychain-info", "old").stdout.strip() == f'Keychain "{path}" lock-on-sleep timeout=600s access-policy=prompt,unchecked'
 
 
 def test_crafted_kdf_parameters_are_refused_before_any_allocation(tmp_path):
