@@ -616,7 +616,8 @@ public final class Keychain: Sendable {
 
     /// Stores a value beside the items, in clear; see ``metadata(_:)``.
     ///
-    /// - Throws: `errSecParam` for `settings`, which ``setSettings(_:)`` stores with its MAC.
+    /// - Throws: `errSecParam` for `settings` and `access-policy`, which ``setSettings(_:)`` and
+    ///   ``setAccessPolicy(_:)`` store with their MAC.
     public func setMetadata(_ name: String, _ value: Data) throws(KeychainError) {
         try Self.checkMetadataName(name)
         try state.withLock { (state) throws(KeychainError) in
@@ -633,6 +634,9 @@ public final class Keychain: Sendable {
     private static func checkMetadataName(_ name: String) throws(KeychainError) {
         guard "x-" + name != SettingsRecord.valueName else {
             throw KeychainError.param("the settings are stored with setSettings, which authenticates them")
+        }
+        guard "x-" + name != AccessPolicyRecord.valueName else {
+            throw KeychainError.param("the access policy is stored with setAccessPolicy, which authenticates it")
         }
     }
 

@@ -374,9 +374,11 @@ struct SetKeychainSettings: ParsableCommand {
 
 struct ShowKeychainInfo: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show a keychain's lock settings.",
+        abstract: "Show a keychain's lock settings and access policy.",
         discussion: """
             Prints: Keychain "PATH" [lock-on-sleep] [lock-on-screen-lock] timeout=SECONDSs|no-timeout
+            access-policy=prompt|allow-all, the policy followed by ",unchecked" while the keychain is locked (it
+            is checked under the keychain's key; an altered one is an error).
             Examples:
               latchkey show-keychain-info
               latchkey show-keychain-info --json work
@@ -384,7 +386,9 @@ struct ShowKeychainInfo: ParsableCommand {
 
     @Flag(
         help:
-            "Print path, lockOnSleep, lockOnScreenLock, lockTimeout (null for none), locked and heldByDaemon as JSON.")
+            ArgumentHelp(
+                "Print path, lockOnSleep, lockOnScreenLock, lockTimeout (null for none), accessPolicy,"
+                    + " accessPolicyChecked, locked and heldByDaemon as JSON."))
     var json = false
 
     @Argument(help: "The keychain; the default keychain if omitted.")
@@ -394,12 +398,14 @@ struct ShowKeychainInfo: ParsableCommand {
         try reportingFailures { () throws(KeychainError) in
             let target = try KeychainTarget.open(keychain, unlocked: false)
             let settings = try target.backend.settings()
+            let policy = try target.backend.storedAccessPolicy()
             if json {
                 print(
                     JSONValue.object([
                         "path": .string(target.path), "lockOnSleep": .bool(settings.lockOnSleep),
                         "lockOnScreenLock": .bool(settings.lockOnScreenLock),
                         "lockTimeout": settings.lockTimeout.map { .number(Int64($0)) } ?? .null,
+                        "accessPolicy": .string(policy.policy.rawValue), "accessPolicyChecked": .bool(policy.checked),
                         "locked": .bool(target.backend.isLocked), "heldByDaemon": .bool(target.held != nil),
                     ]).text)
                 return
@@ -408,6 +414,7 @@ struct ShowKeychainInfo: ParsableCommand {
             if settings.lockOnSleep { words.append("lock-on-sleep") }
             if settings.lockOnScreenLock { words.append("lock-on-screen-lock") }
             words.append(settings.lockTimeout.map { "timeout=\($0)s" } ?? "no-timeout")
+            words.append("access-policy=" + policy.policy.rawValue + (policy.checked ? "" : ",unchecked"))
             print(words.joined(separator: " "))
         }
     }
