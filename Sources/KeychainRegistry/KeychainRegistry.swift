@@ -146,8 +146,9 @@ package final class KeychainRegistry {
             }
         }
         let login = login?.keychain
-        let held = SharedSecret(
-            try SecretBytes(count: 32) { (raw) throws(KeychainError) in try SecureRandom.fill(raw) })
+        var random = try KeychainError.allocating { () throws(SecretMemoryError) in try SecretBytes(zeros: 32) }
+        try random.withUnsafeMutableBytes { (raw) throws(KeychainError) in try SecureRandom.fill(raw) }
+        let held = SharedSecret(random)
         let session = try held.withUnsafeBytes { (bytes) throws(KeychainError) in
             try Keychain.createInMemory(password: bytes)
         }

@@ -5,6 +5,13 @@ import Testing
 
 /// Checks `DHSessionCipher` against an independent client: python's `cryptography` package, the one
 /// python-secretstorage uses, doing the client side of dh-ietf1024-sha256-aes128-cbc-pkcs7.
+extension DHSessionCipher {
+    /// The decrypted secret as an array, to compare (tests only).
+    fileprivate func decryptedBytes(parameters: [UInt8], value: [UInt8]) throws(SessionCryptoError) -> [UInt8] {
+        try decrypt(parameters: parameters, value: value).withUnsafeBytes { [UInt8]($0) }
+    }
+}
+
 @Suite struct DHSessionCipherTests {
     /// Secrets of interesting lengths: empty, short, exactly one block, and several blocks.
     static let sampleSecrets: [[UInt8]] = [
@@ -28,7 +35,9 @@ import Testing
         let client = try PythonClient.generateKey()
         let session = try DHSessionCipher(clientPublicKey: client.publicKey)
         let result = try client.exchange(serverPublicKey: session.serverPublicKey, toServer: Self.sampleSecrets)
-        let decrypted = try result.encrypted.map { try session.decrypt(parameters: $0.parameters, value: $0.value) }
+        let decrypted = try result.encrypted.map {
+            try session.decryptedBytes(parameters: $0.parameters, value: $0.value)
+        }
         #expect(decrypted == Self.sampleSecrets)
     }
 
@@ -44,7 +53,7 @@ import Testing
         #expect(result.decrypted == [[]])
         let fromClient = try #require(result.encrypted.first)
         #expect(fromClient.value.count == 16)
-        #expect(try session.decrypt(parameters: fromClient.parameters, value: fromClient.value) == [])
+        #expect(try session.decryptedBytes(parameters: fromClient.parameters, value: fromClient.value) == [])
     }
 
     /// A client public key whose big-endian encoding is 127 bytes or fewer (as secretstorage sends it, without
@@ -162,7 +171,8 @@ import Testing
     @Test func malformedSecretIsRejected() throws {
         let session = try DHSessionCipher(clientPublicKey: [2])
         let sealed = try session.encrypt(Array("a secret".utf8))
-        #expect(try session.decrypt(parameters: sealed.parameters, value: sealed.value) == Array("a secret".utf8))
+        #expect(
+            try session.decryptedBytes(parameters: sealed.parameters, value: sealed.value) == Array("a secret".utf8))
         let cases: [(String, [UInt8], [UInt8])] = [
             ("15-byte IV", Array(sealed.parameters.prefix(15)), sealed.value),
             ("17-byte IV", sealed.parameters + [0], sealed.value),
@@ -173,7 +183,7 @@ import Testing
         ]
         for (name, parameters, value) in cases {
             let error = #expect(throws: SessionCryptoError.self, "\(name)") {
-                try session.decrypt(parameters: parameters, value: value)
+                try session.decryptedBytes(parameters: parameters, value: value)
             }
             #expect(Self.isInvalidSecret(error), "\(name): \(String(describing: error))")
         }
@@ -185,7 +195,7 @@ import Testing
         let session = try DHSessionCipher(clientPublicKey: [2])
         for plaintext in [[], Array("0123456789abcdef".utf8)] {
             let sealed = try session.encrypt(plaintext)
-            #expect(try session.decrypt(parameters: sealed.parameters, value: sealed.value) == plaintext)
+            #expect(try session.decryptedBytes(parameters: sealed.parameters, value: sealed.value) == plaintext)
             for mask: UInt8 in [0x01, 0x10] {
                 var parameters = sealed.parameters
                 var value = sealed.value
@@ -195,7 +205,7 @@ import Testing
                     value[value.count - 17] ^= mask
                 }
                 let error = #expect(throws: SessionCryptoError.self) {
-                    try session.decrypt(parameters: parameters, value: value)
+                    try session.decryptedBytes(parameters: parameters, value: value)
                 }
                 #expect(Self.isInvalidSecret(error), "\(String(describing: error))")
             }
@@ -218,10 +228,10 @@ import Testing
         ]
         let result = try client.exchange(serverPublicKey: session.serverPublicKey, rawBlocks: blocks)
         let control = try #require(result.raw.first)
-        #expect(try session.decrypt(parameters: control.parameters, value: control.value) == body + [0x41])
+        #expect(try session.decryptedBytes(parameters: control.parameters, value: control.value) == body + [0x41])
         for (block, sealed) in zip(blocks.dropFirst(), result.raw.dropFirst()) {
             let error = #expect(throws: SessionCryptoError.self, "\(block)") {
-                try session.decrypt(parameters: sealed.parameters, value: sealed.value)
+                try session.decryptedBytes(parameters: sealed.parameters, value: sealed.value)
             }
             #expect(Self.isInvalidSecret(error), "\(block): \(String(describing: error))")
         }
@@ -243,7 +253,7 @@ import Testing
         var rejected = 0
         for (secret, verdict) in zip(tampered, verdicts) {
             do throws(SessionCryptoError) {
-                let plaintext = try session.decrypt(parameters: secret.parameters, value: secret.value)
+                let plaintext = try session.decryptedBytes(parameters: secret.parameters, value: secret.value)
                 #expect(plaintext == verdict)
             } catch {
                 rejected += 1
@@ -272,7 +282,9 @@ import Testing
         let result = try client.exchange(
             serverPublicKey: session.serverPublicKey, fromServer: sealed, toServer: sampleSecrets)
         #expect(result.decrypted == sampleSecrets)
-        let decrypted = try result.encrypted.map { try session.decrypt(parameters: $0.parameters, value: $0.value) }
+        let decrypted = try result.encrypted.map {
+            try session.decryptedBytes(parameters: $0.parameters, value: $0.value)
+        }
         #expect(decrypted == sampleSecrets)
         return result
     }
