@@ -154,6 +154,29 @@ private final class TypingTerminal: Sendable {
                 == .password(SharedSecret.forTesting(Array(password.utf8))))
     }
 
+    /// A long answer over many `D` lines, with escapes split across them, is assembled in secret memory that
+    /// grows several times (each time to new pages, the old ones wiped) and comes back whole.
+    @Test func longAnswerOverManyDataLinesIsAssembledWhole() throws {
+        let password = (0..<2_000).map { "\($0 % 10)%2A✓ " }.joined()
+        let sandbox = try Sandbox(answers: ["password " + password])
+        let outcome = try sandbox.pinentry().askPassword(simpleRequest)
+        guard case .password(let secret) = outcome else {
+            Issue.record("not a password: \(outcome)")
+            return
+        }
+        let expected = Array(password.utf8)
+        #expect(expected.count > 8_000)
+        #expect(secret.count == expected.count)
+        #expect(secret.withUnsafeBytes { $0.elementsEqual(expected) })
+        #expect(secret.bytes.capacity < 4 * expected.count)
+    }
+
+    /// An answer longer than any password (64 KiB) is refused, not taken.
+    @Test func answerLongerThanAnyPasswordIsAnError() throws {
+        let sandbox = try Sandbox(answers: ["password " + String(repeating: "x", count: 70_000)])
+        #expect(throws: PinentryError.self) { try sandbox.pinentry().askPassword(simpleRequest) }
+    }
+
     @Test func passwordAfterAnInquiryIsReturned() throws {
         let sandbox = try Sandbox(answers: ["password-after-inquire secret"])
         #expect(
