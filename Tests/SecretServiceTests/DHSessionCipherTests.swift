@@ -1,4 +1,5 @@
 import Foundation
+import Posix
 import Testing
 
 @testable import SecretService
@@ -552,5 +553,57 @@ extension DHSessionCipherTests {
             let digits = Array((text.count % 2 == 1 ? "0" : "") + text)
             return stride(from: 0, to: digits.count, by: 2).map { UInt8(String(digits[$0...$0 + 1]), radix: 16) ?? 0 }
         }
+    }
+}
+
+/// A secret a client sends lands in secret memory, with nothing left behind in what it was decoded from.
+@Suite struct SessionSecretMemoryTests {
+    /// The `VmFlags` of the mapping of this process holding `address` (from /proc/self/smaps).
+    static func mappingFlags(at address: UInt) throws -> [Substring] {
+        // Read to the end (procfs files report no size).
+        let handle = try #require(FileHandle(forReadingAtPath: "/proc/self/smaps"))
+        defer { try? handle.close() }
+        let smaps = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
+        var inside = false
+        for line in smaps.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 1)
+            if let range = fields.first, range.contains("-"), !range.hasSuffix(":") {
+                let bounds = range.split(separator: "-").compactMap { UInt($0, radix: 16) }
+                inside = bounds.count == 2 && bounds[0] <= address && address < bounds[1]
+            } else if inside, line.hasPrefix("VmFlags:") {
+                return line.dropFirst("VmFlags:".count).split(separator: " ")
+            }
+        }
+        return []
+    }
+
+    /// A plain session's secret is copied into secret memory and the array libdbus's decoding produced (shared
+    /// with every copy of the message's value) is wiped in place, short or long.
+    @Test(arguments: [4, 14, 15, 300])
+    func aPlainSessionWipesTheDecodedArray(_ count: Int) throws {
+        let session = SecretSession(path: "/s/1", owner: ":1.1", algorithm: .plain)
+        let sent = (0..<count).map { UInt8(truncatingIfNeeded: 0x41 + $0 % 26) }
+        // Storage of its own (Array(sent) would share sent's).
+        var value: [UInt8] = []
+        value.append(contentsOf: sent)
+        let sharedCopy = value
+        let secret = try session.decode(parameters: [], value: value)
+        #expect(secret.withUnsafeBytes { $0.elementsEqual(sent) })
+        #expect(sharedCopy.allSatisfy { $0 == 0 })
+    }
+
+    /// A DH session decrypts a client's secret straight into secret memory (pages no core dump holds).
+    @Test func aDHSessionDecryptsIntoSecretMemory() throws {
+        let client = try DHSessionCipherTests.PythonClient.generateKey()
+        let cipher = try DHSessionCipher(clientPublicKey: client.publicKey)
+        let text = Array("a secret sent through a DH session".utf8)
+        let result = try client.exchange(serverPublicKey: cipher.serverPublicKey, fromServer: [], toServer: [text])
+        let sent = try #require(result.encrypted.first)
+        let session = SecretSession(path: "/s/2", owner: ":1.1", algorithm: .diffieHellman(cipher))
+        let secret = try session.decode(parameters: sent.parameters, value: sent.value)
+        #expect(secret.withUnsafeBytes { $0.elementsEqual(text) })
+        let page = secret.bytes.pageAddress
+        let address = try #require(page)
+        #expect(try Self.mappingFlags(at: address).contains("dd"))
     }
 }
