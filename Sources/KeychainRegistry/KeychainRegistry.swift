@@ -146,8 +146,9 @@ package final class KeychainRegistry {
             }
         }
         let login = login?.keychain
-        let held = SharedSecret(
-            try SecretBytes(count: 32) { (raw) throws(KeychainError) in try SecureRandom.fill(raw) })
+        var random = try KeychainError.allocating { () throws(SecretMemoryError) in try SecretBytes(zeros: 32) }
+        try random.withUnsafeMutableBytes { (raw) throws(KeychainError) in try SecureRandom.fill(raw) }
+        let held = SharedSecret(random)
         let session = try held.withUnsafeBytes { (bytes) throws(KeychainError) in
             try Keychain.createInMemory(password: bytes)
         }
@@ -392,7 +393,8 @@ package final class KeychainRegistry {
     }
 
     /// Runs `work` on the worker thread (`onOwnThread`: on a thread of its own, for prompts that wait for a
-    /// person), then `continuation` with its result on the serving thread.
+    /// person), then `continuation` with its result on the serving thread. The stack `work` used is wiped
+    /// after it (``ProcessHardening/wipeDeadStack()``).
     package func offLoop<Result: Sendable>(
         onOwnThread: Bool = false, quick: Bool = false, _ work: @escaping @Sendable () -> Result,
         then continuation: @escaping (Result) -> Void
@@ -404,7 +406,14 @@ package final class KeychainRegistry {
             continuation(result)
         }
         let inbox = inbox
-        let job: @Sendable () -> Void = { inbox.post(number, work()) }
+        // Work done off the loop handles secrets (a password through the key derivation, a typed answer, a
+        // decrypted keyring): once it has returned, the stack it used below this frame is overwritten, on a
+        // standing worker before its next job, and on a prompt's thread before the thread ends (glibc keeps
+        // the stacks of ended threads for reuse, bytes untouched).
+        let job: @Sendable () -> Void = {
+            inbox.post(number, work())
+            ProcessHardening.wipeDeadStack()
+        }
         if onOwnThread {
             runDetached(job)
         } else {

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import KeychainCore
+import Posix
 import Synchronization
 
 #if canImport(Glibc)
@@ -40,7 +41,7 @@ public final class Keychain: Sendable {
     private init(path: String, db: sending SQLiteDatabase, header: KeychainHeader, key: SecretKey?)
         throws(KeychainError)
     {
-        guard let indexKey = SecretKey(copying: header.indexKey) else {
+        guard let indexKey = try SecretKey(copying: header.indexKey) else {
             throw KeychainError(.invalidKeychain, "index key has the wrong length")
         }
         let formatVersion = try FileSchema.userVersion(db)
@@ -481,6 +482,22 @@ public final class Keychain: Sendable {
         }
     }
 
+    /// The first item that matches `query`, with its attributes when it asks for them, and its secret
+    /// decrypted straight into secret memory (``SharedSecret``; the returned item's `secret` is nil): for a
+    /// holder that hands the secret on (the daemon's session cipher) and leaves no `Data` copy of it behind.
+    /// Nil when nothing matches.
+    package func itemWithSecret(matching query: ItemQuery) throws(KeychainError) -> (
+        item: KeychainItem, secret: SharedSecret?
+    )? {
+        try query.validate()
+        return try state.withLock { (state) throws(KeychainError) in
+            var returning = query.returning
+            returning.insert(.data)
+            return try state.find(query, in: self, limit: 1, returning: returning, secretInSecretMemory: true)
+                .first.map { ($0.item, $0.secretInSecretMemory) }
+        }
+    }
+
     /// Changes every item that matches `query` (its limit is ignored) and
     /// returns how many changed. The modification date is set to now.
     ///
@@ -752,6 +769,9 @@ private struct Match {
     /// The item's version (see ``Keychain/context(_:_:version:)``).
     let version: Int64
     let item: KeychainItem
+    /// The item's secret, when ``Keychain/State/find(_:in:limit:returning:secretInSecretMemory:)`` was asked to
+    /// decrypt it into secret memory.
+    var secretInSecretMemory: SharedSecret? = nil
 }
 
 extension Keychain.State {
@@ -787,7 +807,8 @@ extension Keychain.State {
 
     /// Runs a query against the index and opens what `returning` asks for.
     fileprivate func find(
-        _ query: ItemQuery, in keychain: Keychain, limit: Int?, returning: ReturnOptions
+        _ query: ItemQuery, in keychain: Keychain, limit: Int?, returning: ReturnOptions,
+        secretInSecretMemory: Bool = false
     ) throws(KeychainError) -> [Match] {
         // Attributes outside the index (the dates) are compared after decryption. While the keychain is
         // unlocked, every match the index gives is also confirmed against its decrypted attributes, and the
@@ -858,6 +879,7 @@ extension Keychain.State {
                 let version = statement.int64(4)
                 var attributes: ItemAttributes?
                 var secret: Data?
+                var protectedSecret: SharedSecret?
                 if let key, wantsAttributes {
                     let sealed = statement.data(2) ?? Data()
                     let opened = try AttributeCodec.decode(
@@ -874,12 +896,18 @@ extension Keychain.State {
                     attributes = returning.contains(.attributes) ? opened : nil
                 }
                 if let key, wantsSecret, let sealed = statement.data(3) {
-                    secret = try Self.open(sealed, key, keychain.context(reference, .secret, version: version))
+                    let context = keychain.context(reference, .secret, version: version)
+                    if secretInSecretMemory {
+                        protectedSecret = SharedSecret(try Self.openSecret(sealed, key, context))
+                    } else {
+                        secret = try Self.open(sealed, key, context)
+                    }
                 }
                 matches.append(
                     Match(
                         row: row, version: version,
-                        item: KeychainItem(reference: reference, attributes: attributes, secret: secret)))
+                        item: KeychainItem(reference: reference, attributes: attributes, secret: secret),
+                        secretInSecretMemory: protectedSecret))
                 if let limit, matches.count >= limit { break }
             }
             return matches
@@ -915,11 +943,29 @@ extension Keychain.State {
         do {
             return try AuthenticatedCipher.open(sealed, key: key, context: context)
         } catch {
-            throw KeychainError(
-                .decode,
-                "an item's stored value failed authentication: the keychain file was altered (damaged, or a value"
-                    + " of another item or an older one of this item put in its place)")
+            throw alteredValue
         }
+    }
+
+    /// Opens an item's sealed secret straight into secret memory; as ``open(_:_:_:)``.
+    fileprivate static func openSecret(_ sealed: Data, _ key: SecretKey, _ context: Data) throws(KeychainError)
+        -> SecretBytes
+    {
+        do {
+            return try AuthenticatedCipher.openSecret(sealed, key: key, context: context)
+        } catch  where error.status == .allocate {
+            throw error
+        } catch {
+            throw alteredValue
+        }
+    }
+
+    /// `errSecDecode` for a sealed value that does not open, saying what that means.
+    private static var alteredValue: KeychainError {
+        KeychainError(
+            .decode,
+            "an item's stored value failed authentication: the keychain file was altered (damaged, or a value"
+                + " of another item or an older one of this item put in its place)")
     }
 
     /// The tags the attribute index holds for the item in `row`.

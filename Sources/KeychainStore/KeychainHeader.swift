@@ -76,18 +76,22 @@ struct KeychainHeader: Sendable {
 
     /// The keychain key, or `errSecAuthFailed` when `wrappingKey` does not open it.
     func unwrap(with wrappingKey: SecretKey) throws(KeychainError) -> SecretKey {
-        var keyBytes: Data
-        do {
-            keyBytes = try AuthenticatedCipher.open(wrappedKey, key: wrappingKey, context: wrapContext)
-        } catch {
-            throw KeychainError(.authFailed, "the password does not unlock this keychain")
-        }
-        // The decrypted key goes into the key's secret pages; the buffer it was decrypted into is wiped.
-        defer { keyBytes.withUnsafeMutableBytes { wipeBytes($0) } }
-        guard let key = SecretKey(copying: keyBytes) else {
+        guard (try? AuthenticatedCipher.plaintextLength(of: wrappedKey)) == SecretKey.length else {
+            // Not what this format wraps: a wrong password is still told as such.
+            guard var opened = try? AuthenticatedCipher.open(wrappedKey, key: wrappingKey, context: wrapContext) else {
+                throw KeychainError(.authFailed, "the password does not unlock this keychain")
+            }
+            opened.withUnsafeMutableBytes { wipeBytes($0) }
             throw KeychainError(.invalidKeychain, "the keychain key has the wrong length")
         }
-        return key
+        // Decrypted straight into the key's secret pages.
+        return try SecretKey.filled { (keyBytes) throws(KeychainError) in
+            do {
+                try AuthenticatedCipher.open(wrappedKey, key: wrappingKey, context: wrapContext, into: keyBytes)
+            } catch {
+                throw KeychainError(.authFailed, "the password does not unlock this keychain")
+            }
+        }
     }
 
     func save(to db: SQLiteDatabase) throws(KeychainError) {

@@ -139,8 +139,12 @@ func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer, deadline: Deadline) ->
 package enum ControlFrames {
     /// Sends `request` on `fd`, giving up at `deadline`.
     package static func send(_ request: ControlRequest, on fd: Int32, deadline: Deadline) -> ControlClientError? {
-        let bytes = request.encoded()
-        return bytes.withUnsafeBytes { writeAll(fd, $0, deadline: deadline) }
+        do {
+            let bytes = try request.encoded()
+            return bytes.withUnsafeBytes { writeAll(fd, $0, deadline: deadline) }
+        } catch {
+            return .failed("\(error)")
+        }
     }
 
     /// Reads one request from `fd`, giving up at `deadline`.
@@ -151,9 +155,15 @@ package enum ControlFrames {
         case .success(let value): length = value
         case .failure(let error): return .failure(error)
         }
-        var failure: ControlClientError?
-        let body = SecretBytes(count: length) { raw in failure = readExactly(fd, raw, deadline: deadline) }
-        if let failure { return .failure(failure) }
+        var body: SecretBytes
+        do {
+            body = try SecretBytes(zeros: length)
+        } catch {
+            return .failure(.failed("\(error)"))
+        }
+        if let failure = body.withUnsafeMutableBytes({ readExactly(fd, $0, deadline: deadline) }) {
+            return .failure(failure)
+        }
         do {
             return .success(
                 try body.withUnsafeBytes { (raw) throws(ControlProtocolError) in try ControlRequest(body: raw) })

@@ -35,9 +35,9 @@ package enum ControlRequest: Equatable, Sendable {
     }
 
     /// The framed bytes: a 4-byte big-endian body length, then the body, in secret memory of their own
-    /// (wiped when released).
-    package func encoded() -> SecretBytes {
-        var body = SecretBytes(capacity: Self.maximumBodyLength + 4)
+    /// (wiped when released); ``SecretMemoryError`` when no secret memory can be had.
+    package func encoded() throws(SecretMemoryError) -> SecretBytes {
+        var body = try SecretBytes(capacity: Self.maximumBodyLength + 4)
         body.append(0)
         body.append(0)
         body.append(0)
@@ -115,7 +115,11 @@ package enum ControlRequest: Equatable, Sendable {
         guard !field.isEmpty, field.count <= maximumPasswordLength, !field.contains(0) else {
             throw ControlProtocolError("a password has 1 to \(maximumPasswordLength) bytes and no NUL")
         }
-        return SharedSecret(SecretBytes(copying: field))
+        do {
+            return try SharedSecret(copying: field)
+        } catch {
+            throw ControlProtocolError("\(error)")
+        }
     }
 
     private static func fields<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(ControlProtocolError)

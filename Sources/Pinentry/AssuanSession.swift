@@ -136,6 +136,37 @@ final class AssuanSession {
     /// Sends `line` (without its newline), if any, then reads until `OK` or `ERR`, appending the decoded payload
     /// of `D` lines to `data`, skipping status and comment lines, and answering inquiries with an empty `END`.
     func transact(_ line: [UInt8]?, data: inout [UInt8]) throws(PinentryError) -> AssuanReply {
+        try transact(line) { (encoded) throws(PinentryError) in
+            var chunk = AssuanText.unescape(encoded)
+            AssuanText.append(chunk, to: &data)
+            AssuanText.wipe(&chunk)
+        }
+    }
+
+    /// As ``transact(_:data:)``, with the data lines (a password) decoded straight into `secret`, which grows
+    /// in secret memory without leaving a copy behind; more than ``maximumSecretLength`` bytes is an error.
+    func transact(_ line: [UInt8]?, secret: inout SecretBytes) throws(PinentryError) -> AssuanReply {
+        try transact(line) { (encoded) throws(PinentryError) in
+            // Encoded, the bytes are at least as many as decoded.
+            guard secret.count + encoded.count <= Self.maximumSecretLength else {
+                throw PinentryError(reason: "the program answered more than \(Self.maximumSecretLength) bytes")
+            }
+            do {
+                try AssuanText.unescape(encoded, appendingTo: &secret)
+            } catch {
+                throw PinentryError(reason: "\(error)")
+            }
+        }
+    }
+
+    /// The longest answer taken (a password of 64 KiB is far beyond any real one).
+    static let maximumSecretLength = 65_536
+
+    /// Sends `line` and reads the response up to its `OK` or `ERR`, giving each data line's encoded bytes
+    /// to `receive` (the line is wiped after).
+    private func transact(
+        _ line: [UInt8]?, receivingData receive: (ArraySlice<UInt8>) throws(PinentryError) -> Void
+    ) throws(PinentryError) -> AssuanReply {
         if let line {
             try send(line + [UInt8(ascii: "\n")])
         }
@@ -150,9 +181,7 @@ final class AssuanSession {
                 let text = rest.dropFirst(code.count).drop { $0 == UInt8(ascii: " ") }
                 return .error(code: UInt32(String(decoding: code, as: UTF8.self)) ?? 0, text: Self.printable(text))
             } else if Self.keyword(response, is: "D") {
-                var chunk = AssuanText.unescape(response.dropFirst(2))
-                AssuanText.append(chunk, to: &data)
-                AssuanText.wipe(&chunk)
+                try receive(response.dropFirst(2))
             } else if Self.keyword(response, is: "INQUIRE") {
                 try send(Array("END\n".utf8))
             } else if !(Self.keyword(response, is: "S") || response.first == UInt8(ascii: "#")) {

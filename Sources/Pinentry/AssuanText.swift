@@ -1,4 +1,5 @@
 import Glibc
+import Posix
 
 /// Line-level encoding of the Assuan protocol: percent escapes, the line length limit, and zeroing secrets.
 enum AssuanText {
@@ -41,6 +42,27 @@ enum AssuanText {
             }
         }
         return result
+    }
+
+    /// Decodes `bytes` (percent escapes) and appends them to `secret`, which grows in secret memory when they
+    /// do not fit (``SecretBytes/reserveCapacity(forAppending:)``): the decoded bytes exist nowhere else.
+    static func unescape(_ bytes: ArraySlice<UInt8>, appendingTo secret: inout SecretBytes)
+        throws(SecretMemoryError)
+    {
+        // Decoded, the bytes are never longer than encoded.
+        try secret.reserveCapacity(forAppending: bytes.count)
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.endIndex,
+                let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
+            {
+                secret.append(high << 4 | low)
+                index += 3
+            } else {
+                secret.append(bytes[index])
+                index += 1
+            }
+        }
     }
 
     /// Appends `bytes` to `buffer`, moving to a larger buffer by hand so the old storage is zeroed, not just freed.

@@ -94,28 +94,29 @@ package struct Pinentry: Sendable {
     package func askPassword(
         _ request: PinentryRequest, cancellation: PinentryCancellation? = nil
     ) throws(PinentryError) -> PinentryOutcome {
-        // Room for the longest Assuan line, so that appending never leaves a copy behind.
-        var pin: [UInt8] = []
-        pin.reserveCapacity(1_024)
+        // The answer is decoded straight into secret memory, which grows (to new pages, the old ones wiped)
+        // when a long or many-line answer needs it: no other copy of it is made.
+        var pin: SecretBytes
+        do {
+            pin = try SecretBytes(capacity: AssuanText.maxLineLength)
+        } catch {
+            throw PinentryError(reason: "\(error)")
+        }
         let reply: AssuanReply
         do throws(PinentryError) {
             reply = try converse(request, cancellation) { session throws(PinentryError) in
-                try session.transact(Array("GETPIN".utf8), data: &pin)
+                try session.transact(Array("GETPIN".utf8), secret: &pin)
             }
         } catch {
-            AssuanText.wipe(&pin)
             if error == .cancelled { return .cancelled }
             throw error
         }
         switch reply {
         case .ok:
-            defer { AssuanText.wipe(&pin) }
-            return .password(SharedSecret(copying: pin))
+            return .password(SharedSecret(pin))
         case .error(let code, _) where code & 0xFFFF == Self.canceledCode:
-            AssuanText.wipe(&pin)
             return .cancelled
         case .error(let code, let text):
-            AssuanText.wipe(&pin)
             throw PinentryError(reason: "GETPIN failed with error \(code): \(text)")
         }
     }

@@ -20,7 +20,10 @@ package struct SecretBytes: ~Copyable, @unchecked Sendable {
     package let capacity: Int
 
     /// Room for `capacity` bytes, holding none yet.
-    package init(capacity: Int) {
+    ///
+    /// - Throws: ``SecretMemoryError`` when the pages cannot be mapped (no address space or memory left):
+    ///   never a crash, since pam_latchkey makes secrets in a login's own process.
+    package init(capacity: Int) throws(SecretMemoryError) {
         self.capacity = max(capacity, 0)
         count = 0
         guard capacity > 0 else {
@@ -32,10 +35,7 @@ package struct SecretBytes: ~Copyable, @unchecked Sendable {
         guard
             let mapped = mmap(nil, mappedLength, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
             mapped != MAP_FAILED
-        else {
-            // As the Swift runtime does when malloc fails: there is no memory to hold anything.
-            fatalError("cannot map \(mappedLength) bytes for a secret")
-        }
+        else { throw SecretMemoryError(length: mappedLength, errno: errno) }
         base = mapped
         // Anonymous pages are zeroed. Neither call failing stops the bytes from being kept.
         _ = madvise(mapped, mappedLength, MADV_DONTDUMP)
@@ -43,14 +43,14 @@ package struct SecretBytes: ~Copyable, @unchecked Sendable {
     }
 
     /// A copy of `bytes` (the caller wipes its own).
-    package init(copying bytes: UnsafeRawBufferPointer) {
-        self.init(capacity: bytes.count)
+    package init(copying bytes: UnsafeRawBufferPointer) throws(SecretMemoryError) {
+        try self.init(capacity: bytes.count)
         append(bytes)
     }
 
     /// A copy of `bytes` (the caller wipes its own, when they are not constants).
-    package init(copying bytes: some Collection<UInt8>) {
-        self.init(capacity: bytes.count)
+    package init(copying bytes: some Collection<UInt8>) throws(SecretMemoryError) {
+        try self.init(capacity: bytes.count)
         if let base {
             var index = 0
             for byte in bytes {
@@ -62,17 +62,14 @@ package struct SecretBytes: ~Copyable, @unchecked Sendable {
     }
 
     /// A copy of the bytes of the C string `string`, without its NUL (the caller wipes its own).
-    package init(copyingCString string: UnsafePointer<CChar>) {
-        self.init(copying: UnsafeRawBufferPointer(start: string, count: strlen(string)))
+    package init(copyingCString string: UnsafePointer<CChar>) throws(SecretMemoryError) {
+        try self.init(copying: UnsafeRawBufferPointer(start: string, count: strlen(string)))
     }
 
-    /// `count` bytes written by `initialize`, which is given all of them (zeros to start with).
-    package init<E: Error>(
-        count: Int, initializingWith initialize: (UnsafeMutableRawBufferPointer) throws(E) -> Void
-    ) throws(E) {
-        self.init(capacity: count)
-        self.count = count
-        try withUnsafeMutableBytes(initialize)
+    /// `count` zero bytes, to be written in place with ``withUnsafeMutableBytes(_:)``.
+    package init(zeros count: Int) throws(SecretMemoryError) {
+        try self.init(capacity: count)
+        self.count = self.capacity
     }
 
     deinit {
@@ -129,6 +126,16 @@ package struct SecretBytes: ~Copyable, @unchecked Sendable {
         count += bytes.count
     }
 
+    /// Makes room for `additional` more bytes. When they do not fit, the bytes move to new secret pages of
+    /// twice the room (or more), and the old pages are wiped and released: growing leaves no copy behind.
+    /// Pointers lent before may then be stale.
+    package mutating func reserveCapacity(forAppending additional: Int) throws(SecretMemoryError) {
+        guard additional > capacity - count else { return }
+        var larger = try SecretBytes(capacity: max(2 * capacity, count + additional))
+        withUnsafeBytes { larger.append($0) }
+        self = larger
+    }
+
     /// Appends one byte (within the ``capacity``).
     package mutating func append(_ byte: UInt8) {
         Swift.withUnsafeBytes(of: byte) { append($0) }
@@ -140,11 +147,6 @@ package struct SecretBytes: ~Copyable, @unchecked Sendable {
         let kept = max(newCount, 0)
         explicit_bzero(base + kept, count - kept)
         count = kept
-    }
-
-    /// A second, independent copy (in pages of its own): for the rare holder that must outlive this one.
-    package func duplicate() -> SecretBytes {
-        withUnsafeBytes { SecretBytes(copying: $0) }
     }
 
     /// Whether both hold the same bytes, compared in a time that does not depend on where they differ.
@@ -193,8 +195,8 @@ package final class SharedSecret: @unchecked Sendable {
     }
 
     /// A copy of `bytes` in secret memory (the caller wipes its own).
-    package convenience init(copying bytes: some Collection<UInt8>) {
-        self.init(SecretBytes(copying: bytes))
+    package convenience init(copying bytes: some Collection<UInt8>) throws(SecretMemoryError) {
+        self.init(try SecretBytes(copying: bytes))
     }
 
     /// Lends the bytes.
@@ -212,6 +214,26 @@ extension SharedSecret: Equatable {
     /// Same bytes (compared in constant time).
     package static func == (lhs: SharedSecret, rhs: SharedSecret) -> Bool {
         lhs === rhs || lhs.bytes.hasSameBytes(as: rhs.bytes)
+    }
+}
+
+/// Secret memory could not be made: `mmap` refused the pages (the address space or memory is used up). The
+/// secret is not kept anywhere else instead; whoever asked fails the one operation softly.
+package struct SecretMemoryError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The length of the pages asked for.
+    package let length: Int
+    /// `mmap`'s error number.
+    package let errno: Int32
+
+    /// A failure to map `length` bytes with error number `errno`.
+    package init(length: Int, errno: Int32) {
+        self.length = length
+        self.errno = errno
+    }
+
+    /// What failed, for a log line or an error reply.
+    package var description: String {
+        "cannot map \(length) bytes of secret memory: \(String(cString: strerror(errno)))"
     }
 }
 

@@ -4,6 +4,7 @@ import FoundationEssentials
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
+import Posix
 
 /// A keychain's items as the Secret Service shows them: password items, with text attributes.
 extension HeldKeychain {
@@ -49,6 +50,17 @@ extension HeldKeychain {
         let query = ItemQuery(
             reference.itemClass, synchronizable: .any, references: [reference], returning: returning)
         return try keychain.items(matching: query).first
+    }
+
+    /// One item with its attributes, and its secret decrypted straight into secret memory (the item's own
+    /// `secret` is nil); nil if it is not in this collection.
+    func itemWithSecret(_ reference: ItemReference) throws(KeychainError) -> (
+        item: KeychainItem, secret: SharedSecret?
+    )? {
+        guard Self.shownClasses.contains(reference.itemClass) else { return nil }
+        let query = ItemQuery(
+            reference.itemClass, synchronizable: .any, references: [reference], returning: .attributes)
+        return try keychain.itemWithSecret(matching: query)
     }
 
     /// Refuses Secret Service attribute names beginning with `lk:`: Latchkey's own attributes (an item's

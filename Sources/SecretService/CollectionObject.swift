@@ -4,6 +4,7 @@ import FoundationEssentials
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
+import Posix
 
 /// `/org/freedesktop/secrets/collection/…` (and its aliases): `org.freedesktop.Secret.Collection`.
 struct CollectionObject: DBusObject {
@@ -97,9 +98,11 @@ struct CollectionObject: DBusObject {
         guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
         let result: (reference: ItemReference, replaced: Bool)
         do {
-            result = try collection.createItem(
-                label: label, attributes: attributes, secret: secret, contentType: transport.contentType,
-                replace: replace, creator: daemon.application(of: caller))
+            result = try secret.withUnownedData { (data) throws(KeychainError) in
+                try collection.createItem(
+                    label: label, attributes: attributes, secret: data, contentType: transport.contentType,
+                    replace: replace, creator: daemon.application(of: caller))
+            }
         } catch {
             throw SecretServiceError.from(error)
         }
@@ -148,8 +151,10 @@ struct ItemObject: DBusObject {
                         (object, call, transport) throws(DBusError) in
                         let secret = try object.daemon.receive(transport, from: call.sender)
                         try object.change { () throws(KeychainError) in
-                            try object.collection.update(
-                                object.reference, secret: secret, contentType: transport.contentType)
+                            try secret.withUnownedData { (data) throws(KeychainError) in
+                                try object.collection.update(
+                                    object.reference, secret: data, contentType: transport.contentType)
+                            }
                         }
                         object.daemon.announceItems(object.collection, "ItemChanged", object.reference)
                         return .reply([])
@@ -229,20 +234,33 @@ struct ItemObject: DBusObject {
     private func secret(in sessionPath: String, caller: String) throws(DBusError) -> DBusValue {
         let session = try daemon.session(sessionPath, of: caller)
         guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
-        let item: KeychainItem?
+        let found: (item: KeychainItem, secret: SharedSecret?)?
         do {
-            item = try collection.item(reference, returning: [.data, .attributes])
+            found = try collection.itemWithSecret(reference)
         } catch {
             throw SecretServiceError.from(error)
         }
-        guard let item else { throw SecretServiceError.noSuchObject(ObjectPaths.item(reference, in: collection.id)) }
-        return try session.encode(item)
+        guard let found else { throw SecretServiceError.noSuchObject(ObjectPaths.item(reference, in: collection.id)) }
+        return try session.encode(found.item, secret: found.secret)
+    }
+}
+
+extension SharedSecret {
+    /// Lends the bytes as `Data` without a copy (the store's API takes `Data`): `body` must not keep it. A
+    /// secret of up to 14 bytes is copied into the `Data` value itself (Foundation keeps such short values
+    /// inline), which lives in `body`'s stack frames only.
+    func withUnownedData<R, E: Error>(_ body: (Data) throws(E) -> R) throws(E) -> R {
+        try withUnsafeBytes { (raw) throws(E) in
+            guard let base = raw.baseAddress, !raw.isEmpty else { return try body(Data()) }
+            return try body(
+                Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: raw.count, deallocator: .none))
+        }
     }
 }
 
 extension SecretServiceDaemon {
-    /// A secret a client sent: within bounds, in a session of the caller's, decrypted.
-    func receive(_ transport: TransportSecret, from caller: String) throws(DBusError) -> Data {
+    /// A secret a client sent: within bounds, in a session of the caller's, decrypted into secret memory.
+    func receive(_ transport: TransportSecret, from caller: String) throws(DBusError) -> SharedSecret {
         try limits.check(secret: transport)
         let session = try session(transport.session, of: caller)
         let secret = try session.decode(parameters: transport.parameters, value: transport.value)

@@ -66,12 +66,10 @@ enum GnomeKeyringError {
 }
 
 extension SecretServiceDaemon {
-    /// A password a client sent as a secret in one of its sessions, in secret memory (the decoded buffer is
-    /// wiped).
+    /// A password a client sent as a secret in one of its sessions, in secret memory (a DH session decrypts
+    /// it there; a plain session's decoded array is wiped in place after the copy).
     private func password(_ transport: TransportSecret, from caller: String) throws(DBusError) -> SharedSecret {
-        var decoded = try receive(transport, from: caller)
-        defer { decoded.withUnsafeMutableBytes { wipeBytes($0) } }
-        return SharedSecret(copying: decoded)
+        try receive(transport, from: caller)
     }
 
     /// A collection that has a password, or may be given one: not the session collection.

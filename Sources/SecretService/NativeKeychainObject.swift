@@ -103,7 +103,10 @@ struct NativeKeychainObject: DBusObject {
                         (object, call, password) throws(DBusError) in
                         // Into secret memory, and the decoded array's own storage wiped (not a copy of it).
                         defer { wipeSharedStorage(of: password) }
-                        return try object.unlock(password: SharedSecret(copying: password), call: call)
+                        let secret = try SecretServiceError.inSecretMemory { () throws(SecretMemoryError) in
+                            try SharedSecret(copying: password)
+                        }
+                        return try object.unlock(password: secret, call: call)
                     },
                     DBusMethod("Lock") { object, _ in
                         object.daemon.registry.lock(object.keychain)
@@ -115,8 +118,11 @@ struct NativeKeychainObject: DBusObject {
                             wipeSharedStorage(of: old)
                             wipeSharedStorage(of: new)
                         }
-                        return try object.changePassword(
-                            from: SharedSecret(copying: old), to: SharedSecret(copying: new), call: call)
+                        let (oldSecret, newSecret) = try SecretServiceError.inSecretMemory {
+                            () throws(SecretMemoryError) in
+                            (try SharedSecret(copying: old), try SharedSecret(copying: new))
+                        }
+                        return try object.changePassword(from: oldSecret, to: newSecret, call: call)
                     },
                     DBusMethod("SetAccessPolicy", DBusInput("policy", String.self)) {
                         (object, call, policy) throws(DBusError) in

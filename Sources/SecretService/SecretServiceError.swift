@@ -1,5 +1,6 @@
 import DBus
 import KeychainCore
+import Posix
 
 /// The Secret Service's error names, and the mapping of store errors onto them.
 enum SecretServiceError {
@@ -36,7 +37,20 @@ enum SecretServiceError {
             DBusError(name: "org.freedesktop.Secret.Error.NoSuchObject", message: error.reason)
         case .duplicateItem: alreadyExists(error.reason)
         case .param, .noSuchAttribute, .dataTooLarge: invalidArgs(error.reason)
+        case .allocate: DBusError(.noMemory, error.reason)
         default: DBusError(.failed, error.description)
+        }
+    }
+
+    /// What `make` makes in secret memory; `org.freedesktop.DBus.Error.NoMemory` when none can be had (the
+    /// call fails, the daemon goes on).
+    static func inSecretMemory<Made: ~Copyable>(_ make: () throws(SecretMemoryError) -> Made) throws(DBusError)
+        -> Made
+    {
+        do {
+            return try make()
+        } catch {
+            throw DBusError(.noMemory, error.description)
         }
     }
 }

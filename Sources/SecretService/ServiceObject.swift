@@ -3,6 +3,7 @@ import FoundationEssentials
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
+import Posix
 
 /// `/org/freedesktop/secrets`: `org.freedesktop.Secret.Service`.
 struct ServiceObject: DBusObject {
@@ -157,9 +158,9 @@ struct ServiceObject: DBusObject {
         var entries: [DBusDictEntry] = []
         for path in items {
             guard case .item(let held, let reference) = daemon.resolve(path), !held.isLocked,
-                let item = try? held.item(reference, returning: [.data, .attributes])
+                let found = try? held.itemWithSecret(reference)
             else { continue }
-            entries.append(DBusDictEntry(.objectPath(path), try session.encode(item)))
+            entries.append(DBusDictEntry(.objectPath(path), try session.encode(found.item, secret: found.secret)))
         }
         return [.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)]
     }

@@ -258,7 +258,13 @@ struct Latchkeyd: ParsableCommand {
     private func readPassword() throws -> SecretBytes {
         let limit = ControlRequest.maximumPasswordLength
         var count = 0
-        var bytes = SecretBytes(count: limit + 2) { raw in
+        var bytes: SecretBytes
+        do {
+            bytes = try SecretBytes(zeros: limit + 2)
+        } catch {
+            throw fail("cannot read the password: \(error)")
+        }
+        bytes.withUnsafeMutableBytes { raw in
             while count < raw.count {
                 let got = (try? Posix.read(0, raw.baseAddress.map { $0 + count }, raw.count - count)) ?? 0
                 guard got > 0 else { break }

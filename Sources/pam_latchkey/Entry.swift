@@ -63,7 +63,17 @@ public func openSession(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32
     let deadline = Deadline(millisecondsFromNow: callBudgetMilliseconds)
     // From the stash straight into secret memory; the request shares it, and it is wiped when this step
     // lets go of the request (the stash itself is wiped by its cleanup just below).
-    let password = handle.stashedPassword.map { SharedSecret(SecretBytes(copyingCString: $0)) }
+    let password: SharedSecret?
+    do {
+        password = try handle.stashedPassword.map { (stashed) throws(SecretMemoryError) in
+            SharedSecret(try SecretBytes(copyingCString: stashed))
+        }
+    } catch {
+        // The login goes on without the keychain.
+        handle.clearStashedPassword()
+        handle.log(LOG_WARNING, "the login keychain is not unlocked: \(error)")
+        return PAM_IGNORE
+    }
     // The stash has served its one use.
     handle.clearStashedPassword()
     let request = ControlRequest.handOver(password: password?.count == 0 ? nil : password)
@@ -122,8 +132,15 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
         )
         return PAM_IGNORE
     }
-    let request = ControlRequest.changePassword(
-        old: SharedSecret(SecretBytes(copyingCString: old)), new: SharedSecret(SecretBytes(copyingCString: new)))
+    let request: ControlRequest
+    do {
+        request = ControlRequest.changePassword(
+            old: SharedSecret(try SecretBytes(copyingCString: old)),
+            new: SharedSecret(try SecretBytes(copyingCString: new)))
+    } catch {
+        handle.log(LOG_WARNING, "the login keychain is not re-keyed: \(error)")
+        return PAM_IGNORE
+    }
     let report: StepReport
     switch ControlClient.exchange(request, socketPath: socket, owner: account.uid, deadline: deadline) {
     case .failure(.noDaemon):

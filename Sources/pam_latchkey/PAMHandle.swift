@@ -55,7 +55,8 @@ struct PAMHandle {
     func stashPassword(_ secret: UnsafePointer<CChar>) -> Bool {
         let length = strlen(secret)
         guard length < Self.stashCapacity else { return false }
-        var stash = SecretBytes(capacity: Self.stashCapacity)
+        // No secret memory (the address space is used up): nothing is kept, and the login goes on.
+        guard var stash = try? SecretBytes(capacity: Self.stashCapacity) else { return false }
         stash.append(UnsafeRawBufferPointer(start: secret, count: length))
         // The pages are zeros after the password: it stays a C string.
         let pages = stash.handedToC()

@@ -63,8 +63,41 @@ for kind in ("plain", "dh"):
         "label": label, "attributes": attributes,
     }
 client.service("Lock", "ao", ([login],))
-locked = client.ok(login, "org.freedesktop.DBus.Properties", "Get", "ss", ("org.freedesktop.Secret.Collection", "Locked"))
-read["locked"] = locked[0][1]
+def locked(collection):
+    return client.ok(collection, "org.freedesktop.DBus.Properties", "Get", "ss",
+                     ("org.freedesktop.Secret.Collection", "Locked"))[0][1]
+read["locked"] = locked(login)
+passwords = values.get("passwords")
+if passwords:
+    from jeepney import MatchRule, message_bus
+    from jeepney.io.blocking import Proxy
+    PRIVATE = "org.gnome.keyring.InternalUnsupportedGuiltRiddenInterface"
+    # Typed into pinentry: a wrong password (tried by scrypt on the worker, refused), then the right one.
+    unlocked, prompt = client.service("Unlock", "ao", ([login],))
+    rule = MatchRule(type="signal", interface="org.freedesktop.Secret.Prompt", member="Completed", path=prompt)
+    Proxy(message_bus, client.connection).AddMatch(rule)
+    with client.connection.filter(rule) as queue:
+        client.ok(prompt, "org.freedesktop.Secret.Prompt", "Prompt", "s", ("",))
+        completed = client.connection.recv_until_filtered(queue, timeout=60)
+    read["prompt_unlocked"] = completed.body == (False, ("ao", [login]))
+    client.service("Lock", "ao", ([login],))
+    # gnome-keyring's private interface: a collection made with its own password through the plain
+    # session, locked, then unlocked with it through the DH session, and a wrong one refused.
+    master = passwords["master"].encode()
+    properties = {"org.freedesktop.Secret.Collection.Label": ("s", "memory test")}
+    (made,) = client.call(SERVICE, PRIVATE, "CreateWithMasterPassword", "a{sv}(oayays)",
+                          (properties, (plain, b"", master, "text/plain")), timeout=60).body
+    client.service("Lock", "ao", ([made],))
+    iv, sealed = dh.encrypt(passwords["wrong master"].encode())
+    refused = client.call(SERVICE, PRIVATE, "UnlockWithMasterPassword", "o(oayays)",
+                          (made, (dh_session, iv, sealed, "text/plain")), timeout=60)
+    iv, sealed = dh.encrypt(master)
+    client.ok(SERVICE, PRIVATE, "UnlockWithMasterPassword", "o(oayays)", (made, (dh_session, iv, sealed, "text/plain")),
+              timeout=60)
+    read["master_refused"] = refused.is_error
+    read["master_unlocked"] = not locked(made)
+    client.service("Lock", "ao", ([login, made],))
+    read["all_locked"] = locked(login) and locked(made)
 client.close()
 print(json.dumps(read))
 """
@@ -116,21 +149,49 @@ def test_a_dump_of_the_daemon_holds_no_password_secret_label_or_attribute(servic
     assert read["locked"] is True
     (pid,) = user.daemon_pids()
     time.sleep(0.5)  # let the loop finish the Lock's announcements
+    assert_dump_holds_none(pid, tmp_path, {"login password": password}, values)
 
+
+def assert_dump_holds_none(pid, tmp_path, passwords, values):
+    """gcore of the daemon: none of `passwords` and none of the items' `values` is in it."""
     core = gcore(pid, tmp_path)
     if os.environ.get("LATCHKEY_KEEP_CORE"):
         keep = pathlib.Path(os.environ["LATCHKEY_KEEP_CORE"])
         keep.mkdir(exist_ok=True)
         (keep / "core").write_bytes(core)
         (keep / "maps").write_text(pathlib.Path(f"/proc/{pid}/maps").read_text())
-        (keep / "values.json").write_text(json.dumps({"password": password, **values}))
+        (keep / "values.json").write_text(json.dumps({**passwords, **values}))
     # The dump is a real one: it holds strings the daemon keeps for its whole life.
     assert b"org.freedesktop.secrets" in core
-    wanted = {"login password": password}
+    wanted = dict(passwords)
     for kind, v in values.items():
         wanted.update({f"{kind} {what}": v[what] for what in ("secret", "label", "attribute_name", "attribute")})
     found = {name: core.count(value.encode()) for name, value in wanted.items() if value.encode() in core}
     assert found == {}, f"the dump of latchkeyd holds {found}"
+
+
+def test_a_dump_holds_no_password_typed_into_pinentry_or_sent_to_the_private_interface(service, user, tmp_path):  # noqa: F811
+    """Passwords that went through a prompt thread (pinentry's answer, typed wrong then right), the key
+    derivation on the worker (a wrong one refused), and gnome-keyring's private interface (a collection's own
+    password sent through the plain session, then through the DH session, and a wrong one) are in no dump."""
+    password = unique("login", "password")
+    set_password(user, password)
+    passwords = {"typed wrong": unique("typed", "wrong"), "master": unique("master", "password"),
+                 "wrong master": unique("master", "wrong")}
+    values = {kind: {"secret": unique(kind, "secret"), "label": unique(kind, "label"),
+                     "attribute_name": unique(kind, "name"), "attribute": unique(kind, "attribute")}
+              for kind in ("plain", "dh")}
+    login(service, user, password=password)
+    user.wait_for_name()
+    user.set_pinentry_answers(["password " + passwords["typed wrong"], "password " + password])
+    read = use_the_daemon(user, {**values, "passwords": passwords})
+    assert read["locked"] is True and read["prompt_unlocked"] is True, read
+    assert read["master_refused"] and read["master_unlocked"] and read["all_locked"], read
+    # pinentry was really asked twice: the wrong answer was tried and refused.
+    assert user.pinentry_log.read_text().count('"GETPIN"') == 2
+    (pid,) = user.daemon_pids()
+    time.sleep(0.5)
+    assert_dump_holds_none(pid, tmp_path, {"login password": password, **passwords}, values)
 
 
 def test_the_daemon_is_not_dumpable_and_a_crash_leaves_no_core(service, user):  # noqa: F811

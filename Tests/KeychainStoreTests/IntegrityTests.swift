@@ -1,6 +1,7 @@
 import Foundation
 import KeychainCore
 import KeychainStore
+import Posix
 import Testing
 
 /// What someone who can write the keychain file can and cannot do to it (docs/file-format.md, "What a
@@ -230,4 +231,53 @@ import Testing
 private final class HeldReader: @unchecked Sendable {
     let reader: RawFile
     init(_ reader: RawFile) { self.reader = reader }
+}
+
+/// Item secrets the daemon hands to a session are decrypted straight into secret memory.
+@Suite struct SecretMemoryReadTests {
+    /// The `VmFlags` of the mapping of this process holding `address` (from /proc/self/smaps).
+    static func mappingFlags(at address: UInt) throws -> [Substring] {
+        // Read to the end (procfs files report no size).
+        let handle = try #require(FileHandle(forReadingAtPath: "/proc/self/smaps"))
+        defer { try? handle.close() }
+        let smaps = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
+        var inside = false
+        for line in smaps.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 1)
+            if let range = fields.first, range.contains("-"), !range.hasSuffix(":") {
+                let bounds = range.split(separator: "-").compactMap { UInt($0, radix: 16) }
+                inside = bounds.count == 2 && bounds[0] <= address && address < bounds[1]
+            } else if inside, line.hasPrefix("VmFlags:") {
+                return line.dropFirst("VmFlags:".count).split(separator: " ")
+            }
+        }
+        return []
+    }
+
+    /// Short secrets (which `Data` would keep inline, where no wipe reaches) and long ones alike land in pages
+    /// of their own that no core dump holds; the item itself carries no `Data` copy; a tampered secret is still
+    /// refused.
+    @Test(arguments: ["pin1", "a secret long enough to need storage of its own, 2026"])
+    func itemWithSecretDecryptsIntoSecretMemory(_ text: String) throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("keychains/test.keychain-db")
+        let keychain = try Keychain.create(at: path, password: "pw")
+        try keychain.add(.genericPassword, attributes: [.account: .string("a")], secret: Data(text.utf8))
+        let query = ItemQuery(.genericPassword, attributes: [.account: .string("a")], returning: .attributes)
+        let found = try #require(try keychain.itemWithSecret(matching: query))
+        #expect(found.item.secret == nil)
+        #expect(found.item.attributes?[.account] == .string("a"))
+        let secret = try #require(found.secret)
+        #expect(secret.withUnsafeBytes { $0.elementsEqual(Array(text.utf8)) })
+        let page = secret.bytes.pageAddress
+        let address = try #require(page)
+        #expect(try Self.mappingFlags(at: address).contains("dd"))
+
+        let raw = try RawFile(path)
+        let sealed = try #require(try raw.blobs("SELECT secret FROM items").first)
+        var altered = sealed
+        altered[altered.count - 1] ^= 1
+        try raw.run("UPDATE items SET secret = ?1", [altered])
+        #expect(statusOf { _ = try keychain.itemWithSecret(matching: query) } == .decode)
+    }
 }

@@ -9,7 +9,7 @@ private func array(_ secret: borrowing SecretBytes) -> [UInt8] {
 }
 
 private func secret(_ text: String) -> SharedSecret {
-    SharedSecret(copying: Array(text.utf8))
+    try! SharedSecret(copying: Array(text.utf8))
 }
 
 @Suite struct ControlMessagesTests {
@@ -20,7 +20,7 @@ private func secret(_ text: String) -> SharedSecret {
 
     @Test(arguments: requests)
     func requestsSurviveTheirEncoding(_ request: ControlRequest) throws {
-        let framed = array(request.encoded())
+        let framed = array(try request.encoded())
         let length = framed.prefix(4).reduce(0) { $0 << 8 | Int($1) }
         #expect(length == framed.count - 4)
         #expect(try ControlRequest(body: Array(framed.dropFirst(4))) == request)
@@ -29,8 +29,8 @@ private func secret(_ text: String) -> SharedSecret {
     }
 
     @Test(arguments: requests)
-    func everyTruncationIsRefusedWithoutATrap(_ request: ControlRequest) {
-        let body = Array(array(request.encoded()).dropFirst(4))
+    func everyTruncationIsRefusedWithoutATrap(_ request: ControlRequest) throws {
+        let body = Array(array(try request.encoded()).dropFirst(4))
         for count in 0..<body.count {
             let cut = Array(body.prefix(count))
             // A request cut after a whole field can still be a valid shorter request.
@@ -75,7 +75,7 @@ private func secret(_ text: String) -> SharedSecret {
             pthread_mutex_unlock(&seen.mutex)
         }
         defer { SecretBytes.observeReleasesForTesting(nil) }
-        let framed = array(ControlRequest.handOver(password: secret("login password, 2026")).encoded())
+        let framed = array(try ControlRequest.handOver(password: secret("login password, 2026")).encoded())
         var request: ControlRequest? = try ControlRequest(body: framed.dropFirst(4))
         guard case .handOver(let password?) = request else {
             Issue.record("not read back as a hand-over with a password")

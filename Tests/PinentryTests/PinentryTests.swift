@@ -138,25 +138,50 @@ private final class TypingTerminal: Sendable {
     @Test func passwordWithPercentSpacesAndUTF8IsReturned() throws {
         let sandbox = try Sandbox(answers: ["password  p%ss wörd ✓ 100%0A "])
         let outcome = try sandbox.pinentry().askPassword(simpleRequest)
-        #expect(outcome == .password(SharedSecret(copying: Array(" p%ss wörd ✓ 100%0A ".utf8))))
+        #expect(outcome == .password(SharedSecret.forTesting(Array(" p%ss wörd ✓ 100%0A ".utf8))))
     }
 
     @Test func emptyPasswordIsReturned() throws {
         let sandbox = try Sandbox(answers: ["password "])
-        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret(copying: [])))
+        #expect(try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret.forTesting([])))
     }
 
     @Test func passwordSpanningSeveralDataLinesIsJoined() throws {
         let password = String(repeating: "abc%defgh ", count: 300)
         let sandbox = try Sandbox(answers: ["password " + password])
         #expect(
-            try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret(copying: Array(password.utf8))))
+            try sandbox.pinentry().askPassword(simpleRequest)
+                == .password(SharedSecret.forTesting(Array(password.utf8))))
+    }
+
+    /// A long answer over many `D` lines, with escapes split across them, is assembled in secret memory that
+    /// grows several times (each time to new pages, the old ones wiped) and comes back whole.
+    @Test func longAnswerOverManyDataLinesIsAssembledWhole() throws {
+        let password = (0..<2_000).map { "\($0 % 10)%2A✓ " }.joined()
+        let sandbox = try Sandbox(answers: ["password " + password])
+        let outcome = try sandbox.pinentry().askPassword(simpleRequest)
+        guard case .password(let secret) = outcome else {
+            Issue.record("not a password: \(outcome)")
+            return
+        }
+        let expected = Array(password.utf8)
+        #expect(expected.count > 8_000)
+        #expect(secret.count == expected.count)
+        #expect(secret.withUnsafeBytes { $0.elementsEqual(expected) })
+        #expect(secret.bytes.capacity < 4 * expected.count)
+    }
+
+    /// An answer longer than any password (64 KiB) is refused, not taken.
+    @Test func answerLongerThanAnyPasswordIsAnError() throws {
+        let sandbox = try Sandbox(answers: ["password " + String(repeating: "x", count: 70_000)])
+        #expect(throws: PinentryError.self) { try sandbox.pinentry().askPassword(simpleRequest) }
     }
 
     @Test func passwordAfterAnInquiryIsReturned() throws {
         let sandbox = try Sandbox(answers: ["password-after-inquire secret"])
         #expect(
-            try sandbox.pinentry().askPassword(simpleRequest) == .password(SharedSecret(copying: Array("secret".utf8))))
+            try sandbox.pinentry().askPassword(simpleRequest)
+                == .password(SharedSecret.forTesting(Array("secret".utf8))))
         let commands = try sandbox.log().map(\.command)
         #expect(commands.suffix(3) == ["GETPIN", "END", "BYE"])
     }
@@ -204,7 +229,7 @@ private final class TypingTerminal: Sendable {
     @Test func overlongDescriptionIsCutToTheLineLimit() throws {
         let sandbox = try Sandbox(answers: ["password x"])
         let request = PinentryRequest(title: "T", description: String(repeating: "100% é\n", count: 400))
-        #expect(try sandbox.pinentry().askPassword(request) == .password(SharedSecret(copying: Array("x".utf8))))
+        #expect(try sandbox.pinentry().askPassword(request) == .password(SharedSecret.forTesting(Array("x".utf8))))
         let description = try #require(try sandbox.log().first { $0.command == "SETDESC" }?.argument)
         #expect(!description.isEmpty)
         #expect(request.description.hasPrefix(description))
@@ -225,10 +250,10 @@ private final class TypingTerminal: Sendable {
     @Test func retryAfterWrongPasswordShowsTheError() throws {
         let sandbox = try Sandbox(answers: ["password wrong", "password right"])
         let pinentry = sandbox.pinentry()
-        #expect(try pinentry.askPassword(simpleRequest) == .password(SharedSecret(copying: Array("wrong".utf8))))
+        #expect(try pinentry.askPassword(simpleRequest) == .password(SharedSecret.forTesting(Array("wrong".utf8))))
         var retry = simpleRequest
         retry.error = "Wrong password, try again"
-        #expect(try pinentry.askPassword(retry) == .password(SharedSecret(copying: Array("right".utf8))))
+        #expect(try pinentry.askPassword(retry) == .password(SharedSecret.forTesting(Array("right".utf8))))
         let log = try sandbox.log()
         let first = try #require(log.first?.pid)
         let second = try #require(log.last?.pid)
@@ -267,7 +292,7 @@ private final class TypingTerminal: Sendable {
         let sandbox = try Sandbox(answers: ["password from-env"])
         let pinentry = Pinentry.fromEnvironment(sandbox.environment(["PINENTRY": scriptedPinentry]))
         #expect(pinentry.program == scriptedPinentry)
-        #expect(try pinentry.askPassword(simpleRequest) == .password(SharedSecret(copying: Array("from-env".utf8))))
+        #expect(try pinentry.askPassword(simpleRequest) == .password(SharedSecret.forTesting(Array("from-env".utf8))))
         #expect(Pinentry.fromEnvironment(baseEnvironment).program == "pinentry")
     }
 
@@ -374,8 +399,15 @@ private final class TypingTerminal: Sendable {
         let request = PinentryRequest(
             title: "Latchkey", description: "Line one\nLine two: 100% sure, C:\\path\\", prompt: "Secret please:")
         let pinentry = Pinentry(program: "pinentry-tty", environment: environment, timeout: .seconds(20))
-        #expect(try pinentry.askPassword(request) == .password(SharedSecret(copying: Array("s3cr%t wörd".utf8))))
+        #expect(try pinentry.askPassword(request) == .password(SharedSecret.forTesting(Array("s3cr%t wörd".utf8))))
         let screen = terminal.screen
         #expect(screen.contains("Line one\r\nLine two: 100% sure, C:\\path\\"))
+    }
+}
+
+extension SharedSecret {
+    /// A copy of `bytes` in secret memory, for a test (which has the memory to spare).
+    fileprivate static func forTesting(_ bytes: some Collection<UInt8>) -> SharedSecret {
+        try! SharedSecret(copying: bytes)
     }
 }

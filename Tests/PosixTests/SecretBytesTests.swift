@@ -54,14 +54,14 @@ private func mappingFlags(at address: UInt) -> [Substring]? {
 @Suite(.serialized) struct SecretBytesTests {
     static let sample = Array("correct horse battery staple, 2026".utf8)
 
-    @Test func holdsWhatItWasGiven() {
-        let secret = SecretBytes(copying: Self.sample)
+    @Test func holdsWhatItWasGiven() throws {
+        let secret = try SecretBytes(copying: Self.sample)
         let count = secret.count
         #expect(count == Self.sample.count)
         let holds = secret.hasSameBytes(as: Self.sample)
         let holdsOther = secret.hasSameBytes(as: Array("correct horse battery staple, 2027".utf8))
         #expect(holds && !holdsOther)
-        let same = secret.duplicate()
+        let same = try SecretBytes(copying: Self.sample)
         let equal = same.hasSameBytes(as: secret)
         let (here, there) = (same.pageAddress, secret.pageAddress)
         #expect(equal && here != there)
@@ -71,7 +71,7 @@ private func mappingFlags(at address: UInt) -> [Substring]? {
         let released = ReleasedPages()
         SecretBytes.observeReleasesForTesting { released.record($0) }
         defer { SecretBytes.observeReleasesForTesting(nil) }
-        var secret = SecretBytes(capacity: 64)
+        var secret = try SecretBytes(capacity: 64)
         Self.sample.withUnsafeBytes { secret.append($0) }
         let page = secret.pageAddress
         let address = try #require(page)
@@ -84,7 +84,7 @@ private func mappingFlags(at address: UInt) -> [Substring]? {
         let released = ReleasedPages()
         SecretBytes.observeReleasesForTesting { released.record($0) }
         defer { SecretBytes.observeReleasesForTesting(nil) }
-        let secret = SecretBytes(copying: Self.sample)
+        let secret = try SecretBytes(copying: Self.sample)
         let page = secret.pageAddress
         let address = try #require(page)
         released.forget(address)
@@ -104,7 +104,7 @@ private func mappingFlags(at address: UInt) -> [Substring]? {
     }
 
     @Test func pagesStayOutOfCoreDumpsAndInMemory() throws {
-        let secret = SecretBytes(copying: Self.sample)
+        let secret = try SecretBytes(copying: Self.sample)
         let page = secret.pageAddress
         let address = try #require(page)
         let flags = try #require(mappingFlags(at: address))
@@ -119,7 +119,7 @@ private func mappingFlags(at address: UInt) -> [Substring]? {
     }
 
     @Test func truncatingWipesTheRest() throws {
-        var secret = SecretBytes(copying: Self.sample)
+        var secret = try SecretBytes(copying: Self.sample)
         secret.truncate(to: 7)
         let holds = secret.hasSameBytes(as: Self.sample.prefix(7))
         #expect(holds)
@@ -136,7 +136,7 @@ private func mappingFlags(at address: UInt) -> [Substring]? {
         let released = ReleasedPages()
         SecretBytes.observeReleasesForTesting { released.record($0) }
         defer { SecretBytes.observeReleasesForTesting(nil) }
-        var stash = SecretBytes(capacity: 4097)
+        var stash = try SecretBytes(capacity: 4097)
         Self.sample.withUnsafeBytes { stash.append($0) }
         let handed = stash.handedToC()
         let pages = try #require(handed)
@@ -149,9 +149,64 @@ private func mappingFlags(at address: UInt) -> [Substring]? {
         #expect(released.wiped(at: address) == true)
     }
 
-    @Test func anEmptySecretHoldsNoPages() {
-        let secret = SecretBytes(capacity: 0)
+    @Test func anEmptySecretHoldsNoPages() throws {
+        let secret = try SecretBytes(capacity: 0)
         let (empty, address, lent) = (secret.isEmpty, secret.pageAddress, secret.withUnsafeBytes { $0.isEmpty })
         #expect(empty && address == nil && lent)
+    }
+
+    /// Growing moves the bytes to new secret pages and wipes the old ones: no copy is left behind.
+    @Test func growingWipesTheOldPages() throws {
+        let released = ReleasedPages()
+        SecretBytes.observeReleasesForTesting { released.record($0) }
+        defer { SecretBytes.observeReleasesForTesting(nil) }
+        var secret = try SecretBytes(capacity: 40)
+        Self.sample.withUnsafeBytes { secret.append($0) }
+        let page = secret.pageAddress
+        let first = try #require(page)
+        released.forget(first)
+        try secret.reserveCapacity(forAppending: 5)
+        #expect(released.wiped(at: first) == nil)
+        try secret.reserveCapacity(forAppending: 10_000)
+        let capacity = secret.capacity
+        #expect(capacity >= Self.sample.count + 10_000)
+        #expect(released.wiped(at: first) == true)
+        let moved = secret.pageAddress
+        let holds = secret.hasSameBytes(as: Self.sample)
+        #expect(moved != first && holds)
+        let more = [UInt8](repeating: 0x41, count: 10_000)
+        more.withUnsafeBytes { secret.append($0) }
+        let holdsAll = secret.hasSameBytes(as: Self.sample + more)
+        #expect(holdsAll)
+    }
+
+    /// When no pages can be mapped (here: an address-space limit of 0 in a child process), making a secret
+    /// throws instead of ending the process; before, it called fatalError, which a PAM module must never do.
+    @Test func noMemoryToMapIsAnErrorNotACrash() throws {
+        let child = fork()
+        try #require(child >= 0)
+        if child == 0 {
+            // Only async-signal-safe work from here: the test process has other threads.
+            var none = rlimit(rlim_cur: 0, rlim_max: rlim_t.max)
+            guard setrlimit(Int32(RLIMIT_AS.rawValue), &none) == 0 else { _exit(2) }
+            do {
+                _ = try SecretBytes(capacity: 4096)
+                _exit(3)
+            } catch {
+                guard error.errno == ENOMEM, error.length == 4096 else { _exit(4) }
+            }
+            do {
+                _ = try SecretBytes(copying: UnsafeRawBufferPointer(start: nil, count: 0))
+                // Nothing to hold needs no pages, so it cannot fail.
+            } catch {
+                _exit(5)
+            }
+            _exit(0)
+        }
+        var status: Int32 = 0
+        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        // Exited (not killed by a trap) with 0: the failure came back as an error.
+        #expect(status & 0x7f == 0)
+        #expect((status >> 8) & 0xff == 0)
     }
 }

@@ -1,10 +1,18 @@
 import Foundation
+import Posix
 import Testing
 
 @testable import SecretService
 
 /// Checks `DHSessionCipher` against an independent client: python's `cryptography` package, the one
 /// python-secretstorage uses, doing the client side of dh-ietf1024-sha256-aes128-cbc-pkcs7.
+extension DHSessionCipher {
+    /// The decrypted secret as an array, to compare (tests only).
+    fileprivate func decryptedBytes(parameters: [UInt8], value: [UInt8]) throws(SessionCryptoError) -> [UInt8] {
+        try decrypt(parameters: parameters, value: value).withUnsafeBytes { [UInt8]($0) }
+    }
+}
+
 @Suite struct DHSessionCipherTests {
     /// Secrets of interesting lengths: empty, short, exactly one block, and several blocks.
     static let sampleSecrets: [[UInt8]] = [
@@ -28,7 +36,9 @@ import Testing
         let client = try PythonClient.generateKey()
         let session = try DHSessionCipher(clientPublicKey: client.publicKey)
         let result = try client.exchange(serverPublicKey: session.serverPublicKey, toServer: Self.sampleSecrets)
-        let decrypted = try result.encrypted.map { try session.decrypt(parameters: $0.parameters, value: $0.value) }
+        let decrypted = try result.encrypted.map {
+            try session.decryptedBytes(parameters: $0.parameters, value: $0.value)
+        }
         #expect(decrypted == Self.sampleSecrets)
     }
 
@@ -44,7 +54,7 @@ import Testing
         #expect(result.decrypted == [[]])
         let fromClient = try #require(result.encrypted.first)
         #expect(fromClient.value.count == 16)
-        #expect(try session.decrypt(parameters: fromClient.parameters, value: fromClient.value) == [])
+        #expect(try session.decryptedBytes(parameters: fromClient.parameters, value: fromClient.value) == [])
     }
 
     /// A client public key whose big-endian encoding is 127 bytes or fewer (as secretstorage sends it, without
@@ -162,7 +172,8 @@ import Testing
     @Test func malformedSecretIsRejected() throws {
         let session = try DHSessionCipher(clientPublicKey: [2])
         let sealed = try session.encrypt(Array("a secret".utf8))
-        #expect(try session.decrypt(parameters: sealed.parameters, value: sealed.value) == Array("a secret".utf8))
+        #expect(
+            try session.decryptedBytes(parameters: sealed.parameters, value: sealed.value) == Array("a secret".utf8))
         let cases: [(String, [UInt8], [UInt8])] = [
             ("15-byte IV", Array(sealed.parameters.prefix(15)), sealed.value),
             ("17-byte IV", sealed.parameters + [0], sealed.value),
@@ -173,7 +184,7 @@ import Testing
         ]
         for (name, parameters, value) in cases {
             let error = #expect(throws: SessionCryptoError.self, "\(name)") {
-                try session.decrypt(parameters: parameters, value: value)
+                try session.decryptedBytes(parameters: parameters, value: value)
             }
             #expect(Self.isInvalidSecret(error), "\(name): \(String(describing: error))")
         }
@@ -185,7 +196,7 @@ import Testing
         let session = try DHSessionCipher(clientPublicKey: [2])
         for plaintext in [[], Array("0123456789abcdef".utf8)] {
             let sealed = try session.encrypt(plaintext)
-            #expect(try session.decrypt(parameters: sealed.parameters, value: sealed.value) == plaintext)
+            #expect(try session.decryptedBytes(parameters: sealed.parameters, value: sealed.value) == plaintext)
             for mask: UInt8 in [0x01, 0x10] {
                 var parameters = sealed.parameters
                 var value = sealed.value
@@ -195,7 +206,7 @@ import Testing
                     value[value.count - 17] ^= mask
                 }
                 let error = #expect(throws: SessionCryptoError.self) {
-                    try session.decrypt(parameters: parameters, value: value)
+                    try session.decryptedBytes(parameters: parameters, value: value)
                 }
                 #expect(Self.isInvalidSecret(error), "\(String(describing: error))")
             }
@@ -218,10 +229,10 @@ import Testing
         ]
         let result = try client.exchange(serverPublicKey: session.serverPublicKey, rawBlocks: blocks)
         let control = try #require(result.raw.first)
-        #expect(try session.decrypt(parameters: control.parameters, value: control.value) == body + [0x41])
+        #expect(try session.decryptedBytes(parameters: control.parameters, value: control.value) == body + [0x41])
         for (block, sealed) in zip(blocks.dropFirst(), result.raw.dropFirst()) {
             let error = #expect(throws: SessionCryptoError.self, "\(block)") {
-                try session.decrypt(parameters: sealed.parameters, value: sealed.value)
+                try session.decryptedBytes(parameters: sealed.parameters, value: sealed.value)
             }
             #expect(Self.isInvalidSecret(error), "\(block): \(String(describing: error))")
         }
@@ -243,7 +254,7 @@ import Testing
         var rejected = 0
         for (secret, verdict) in zip(tampered, verdicts) {
             do throws(SessionCryptoError) {
-                let plaintext = try session.decrypt(parameters: secret.parameters, value: secret.value)
+                let plaintext = try session.decryptedBytes(parameters: secret.parameters, value: secret.value)
                 #expect(plaintext == verdict)
             } catch {
                 rejected += 1
@@ -272,7 +283,9 @@ import Testing
         let result = try client.exchange(
             serverPublicKey: session.serverPublicKey, fromServer: sealed, toServer: sampleSecrets)
         #expect(result.decrypted == sampleSecrets)
-        let decrypted = try result.encrypted.map { try session.decrypt(parameters: $0.parameters, value: $0.value) }
+        let decrypted = try result.encrypted.map {
+            try session.decryptedBytes(parameters: $0.parameters, value: $0.value)
+        }
         #expect(decrypted == sampleSecrets)
         return result
     }
@@ -540,5 +553,57 @@ extension DHSessionCipherTests {
             let digits = Array((text.count % 2 == 1 ? "0" : "") + text)
             return stride(from: 0, to: digits.count, by: 2).map { UInt8(String(digits[$0...$0 + 1]), radix: 16) ?? 0 }
         }
+    }
+}
+
+/// A secret a client sends lands in secret memory, with nothing left behind in what it was decoded from.
+@Suite struct SessionSecretMemoryTests {
+    /// The `VmFlags` of the mapping of this process holding `address` (from /proc/self/smaps).
+    static func mappingFlags(at address: UInt) throws -> [Substring] {
+        // Read to the end (procfs files report no size).
+        let handle = try #require(FileHandle(forReadingAtPath: "/proc/self/smaps"))
+        defer { try? handle.close() }
+        let smaps = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
+        var inside = false
+        for line in smaps.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 1)
+            if let range = fields.first, range.contains("-"), !range.hasSuffix(":") {
+                let bounds = range.split(separator: "-").compactMap { UInt($0, radix: 16) }
+                inside = bounds.count == 2 && bounds[0] <= address && address < bounds[1]
+            } else if inside, line.hasPrefix("VmFlags:") {
+                return line.dropFirst("VmFlags:".count).split(separator: " ")
+            }
+        }
+        return []
+    }
+
+    /// A plain session's secret is copied into secret memory and the array libdbus's decoding produced (shared
+    /// with every copy of the message's value) is wiped in place, short or long.
+    @Test(arguments: [4, 14, 15, 300])
+    func aPlainSessionWipesTheDecodedArray(_ count: Int) throws {
+        let session = SecretSession(path: "/s/1", owner: ":1.1", algorithm: .plain)
+        let sent = (0..<count).map { UInt8(truncatingIfNeeded: 0x41 + $0 % 26) }
+        // Storage of its own (Array(sent) would share sent's).
+        var value: [UInt8] = []
+        value.append(contentsOf: sent)
+        let sharedCopy = value
+        let secret = try session.decode(parameters: [], value: value)
+        #expect(secret.withUnsafeBytes { $0.elementsEqual(sent) })
+        #expect(sharedCopy.allSatisfy { $0 == 0 })
+    }
+
+    /// A DH session decrypts a client's secret straight into secret memory (pages no core dump holds).
+    @Test func aDHSessionDecryptsIntoSecretMemory() throws {
+        let client = try DHSessionCipherTests.PythonClient.generateKey()
+        let cipher = try DHSessionCipher(clientPublicKey: client.publicKey)
+        let text = Array("a secret sent through a DH session".utf8)
+        let result = try client.exchange(serverPublicKey: cipher.serverPublicKey, fromServer: [], toServer: [text])
+        let sent = try #require(result.encrypted.first)
+        let session = SecretSession(path: "/s/2", owner: ":1.1", algorithm: .diffieHellman(cipher))
+        let secret = try session.decode(parameters: sent.parameters, value: sent.value)
+        #expect(secret.withUnsafeBytes { $0.elementsEqual(text) })
+        let page = secret.bytes.pageAddress
+        let address = try #require(page)
+        #expect(try Self.mappingFlags(at: address).contains("dd"))
     }
 }

@@ -362,12 +362,12 @@ private struct DeclaredInterface {
         daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
         #expect(replies.last?.status == .ok)
         #expect(daemon.daemon.registry.login?.isLocked == true)
-        daemon.daemon.answer(.openSession(password: SharedSecret(copying: Array("wrong".utf8))), from: .login) {
+        daemon.daemon.answer(.openSession(password: SharedSecret.forTesting(Array("wrong".utf8))), from: .login) {
             replies.append($0)
         }
         daemon.settle()
         #expect(replies.last?.status == .wrongPassword)
-        daemon.daemon.answer(.openSession(password: SharedSecret(copying: InProcessDaemon.password)), from: .login) {
+        daemon.daemon.answer(.openSession(password: SharedSecret.forTesting(InProcessDaemon.password)), from: .login) {
             replies.append($0)
         }
         #expect(replies.count == 2)  // not answered before the key is derived
@@ -384,7 +384,7 @@ private struct DeclaredInterface {
         let login = "/org/freedesktop/secrets/collection/login"
         try daemon.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", [.objectPaths([login])])
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.handOver(password: SharedSecret(copying: InProcessDaemon.password)), from: .login) {
+        daemon.daemon.answer(.handOver(password: SharedSecret.forTesting(InProcessDaemon.password)), from: .login) {
             replies.append($0)
         }
         #expect(replies == [ControlReply(.ok, "unlocking the login keychain")])
@@ -450,8 +450,9 @@ private struct DeclaredInterface {
         let daemon = try InProcessDaemon(answers: ["password in-process password"])
         var replies: [ControlReply] = []
         daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
-        daemon.daemon.answer(.openSession(password: SharedSecret(copying: Array("attacker".utf8))), from: .userProcess)
-        {
+        daemon.daemon.answer(
+            .openSession(password: SharedSecret.forTesting(Array("attacker".utf8))), from: .userProcess
+        ) {
             replies.append($0)
         }
         daemon.settle()
@@ -465,7 +466,7 @@ private struct DeclaredInterface {
         try FileManager.default.removeItem(atPath: path)
         let fresh = SecretServiceDaemon(
             registry: try KeychainRegistry(configuration: empty.daemon.registry.configuration, loginPassword: nil))
-        fresh.answer(.openSession(password: SharedSecret(copying: Array("attacker".utf8))), from: .userProcess) {
+        fresh.answer(.openSession(password: SharedSecret.forTesting(Array("attacker".utf8))), from: .userProcess) {
             replies.append($0)
         }
         fresh.registry.deliverCompletions()

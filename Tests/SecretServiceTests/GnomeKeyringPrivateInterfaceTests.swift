@@ -134,7 +134,7 @@ import Testing
                 registry: RegistryConfiguration(
                     keychainDirectory: daemon.directory + "/keychains",
                     pinentry: Pinentry(program: "/bin/false", environment: [:], timeout: .seconds(1)))),
-            loginPassword: SecretBytes(copying: InProcessDaemon.password))
+            loginPassword: try SecretBytes(copying: InProcessDaemon.password))
         defer { restarted.registry.shutDown() }
         let vault = try #require(restarted.registry.keychain(id: "vault"))
         #expect(vault.isLocked && vault.label == "Vault")
@@ -219,7 +219,7 @@ import Testing
         daemon.settle()
         try lock(daemon, [Self.login])
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.handOver(password: SharedSecret(copying: InProcessDaemon.password)), from: .login) {
+        daemon.daemon.answer(.handOver(password: SharedSecret.forTesting(InProcessDaemon.password)), from: .login) {
             replies.append($0)
         }
         daemon.settle(seconds: 60)

@@ -45,7 +45,7 @@ final class InProcessDaemon {
                 keychainDirectory: directory + "/keychains", pinentry: pinentry),
             identifiesCallers: identifiesCallers)
         daemon = try SecretServiceDaemon(
-            configuration: configuration, loginPassword: SecretBytes(copying: Self.password))
+            configuration: configuration, loginPassword: try SecretBytes(copying: Self.password))
     }
 
     deinit {
@@ -196,5 +196,12 @@ final class InProcessDaemon {
                 .bool(false),
             ], sender: sender)
         return try #require(reply.first?.text)
+    }
+}
+
+extension SharedSecret {
+    /// A copy of `bytes` in secret memory, for a test (which has the memory to spare).
+    static func forTesting(_ bytes: some Collection<UInt8>) -> SharedSecret {
+        try! SharedSecret(copying: bytes)
     }
 }

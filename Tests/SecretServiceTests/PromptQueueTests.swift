@@ -109,7 +109,7 @@ import Testing
         var replies: [ControlReply] = []
         daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
         daemon.daemon.answer(
-            .openSession(password: SharedSecret(copying: Array("a new login password".utf8))), from: .login
+            .openSession(password: SharedSecret.forTesting(Array("a new login password".utf8))), from: .login
         ) {
             replies.append($0)
         }

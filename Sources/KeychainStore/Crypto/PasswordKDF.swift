@@ -75,7 +75,9 @@ public struct KDFParameters: Hashable, Sendable, CustomStringConvertible {
         var r = self.r
         var p = self.p
         var maxMemory = memoryBytes * 2 + (1 << 20)
-        var passwordBytes = SecretBytes(copying: password)
+        var passwordBytes = try KeychainError.allocating { () throws(SecretMemoryError) in
+            try SecretBytes(copying: password)
+        }
         let saltBytes = [UInt8](salt)
         let description = self.description
         return try SecretKey.filled { (out) throws(KeychainError) in

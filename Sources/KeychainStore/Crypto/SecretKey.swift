@@ -22,20 +22,22 @@ final class SecretKey: @unchecked Sendable {
     static func filled(_ fill: (UnsafeMutableRawBufferPointer) throws(KeychainError) -> Void) throws(KeychainError)
         -> SecretKey
     {
-        let key = SecretKey()
+        let key = try SecretKey()
         try fill(key.bytes)
         return key
     }
 
-    /// A key holding a copy of `data`, which must be ``length`` bytes (the caller wipes its own).
-    convenience init?(copying data: some DataProtocol) {
+    /// A key holding a copy of `data`, which must be ``length`` bytes (the caller wipes its own); nil when it
+    /// is not.
+    convenience init?(copying data: some DataProtocol) throws(KeychainError) {
         guard data.count == Self.length else { return nil }
-        self.init()
+        try self.init()
         bytes.copyBytes(from: data)
     }
 
-    private init() {
-        var storage = SecretBytes(count: Self.length) { _ in }
+    private init() throws(KeychainError) {
+        var storage = try KeychainError.allocating { () throws(SecretMemoryError) in try SecretBytes(zeros: Self.length)
+        }
         bytes = storage.withUnsafeMutableBytes { $0 }
         self.storage = storage
     }
@@ -48,6 +50,20 @@ final class SecretKey: @unchecked Sendable {
     var unownedData: Data {
         guard let base = bytes.baseAddress else { return Data() }
         return Data(bytesNoCopy: base, count: bytes.count, deallocator: .none)
+    }
+}
+
+extension KeychainError {
+    /// What `make` makes in secret memory; `errSecAllocate` when no secret memory can be had (``SecretBytes``
+    /// cannot map its pages), so the one operation fails and the process goes on.
+    package static func allocating<Made: ~Copyable>(_ make: () throws(SecretMemoryError) -> Made)
+        throws(KeychainError) -> Made
+    {
+        do {
+            return try make()
+        } catch {
+            throw KeychainError(.allocate, error.description)
+        }
     }
 }
 

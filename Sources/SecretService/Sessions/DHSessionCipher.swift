@@ -1,5 +1,6 @@
 import COpenSSL
 import FoundationEssentials
+import Posix
 
 /// Errors of the transport encryption (the daemon maps them to D-Bus errors).
 enum SessionCryptoError: Error, Equatable {
@@ -9,6 +10,8 @@ enum SessionCryptoError: Error, Equatable {
     case invalidSecret(String)
     /// OpenSSL failed: an allocation, a missing algorithm, or an internal error.
     case openSSL(String)
+    /// No secret memory for the plaintext (``SecretBytes`` could not map its pages).
+    case noSecretMemory(SecretMemoryError)
 }
 
 /// Server side of the dh-ietf1024-sha256-aes128-cbc-pkcs7 key exchange and the AES key it yields.
@@ -100,12 +103,22 @@ final class DHSessionCipher: @unchecked Sendable {
         guard RAND_bytes(&iv, Int32(iv.count)) == 1 else {
             throw openSSLFailure("RAND_bytes failed")
         }
-        let value = try crypt(plaintext, iv: iv, encrypting: true)
+        var failure: SessionCryptoError?
+        let value = [UInt8](unsafeUninitializedCapacity: plaintext.count + Self.blockLength) { buffer, initialized in
+            do throws(SessionCryptoError) {
+                initialized = try crypt(
+                    plaintext, iv: iv, encrypting: true, into: UnsafeMutableRawBufferPointer(buffer))
+            } catch {
+                failure = error
+                initialized = 0
+            }
+        }
+        if let failure { throw failure }
         return (parameters: iv, value: value)
     }
 
-    /// Decrypts a secret the client sent.
-    func decrypt(parameters: [UInt8], value: [UInt8]) throws(SessionCryptoError) -> [UInt8] {
+    /// Decrypts a secret the client sent, straight into secret memory.
+    func decrypt(parameters: [UInt8], value: [UInt8]) throws(SessionCryptoError) -> SecretBytes {
         guard parameters.count == Self.blockLength else {
             throw .invalidSecret("the IV is \(parameters.count) bytes long, expected \(Self.blockLength)")
         }
@@ -116,62 +129,63 @@ final class DHSessionCipher: @unchecked Sendable {
         guard value.count <= Int(Int32.max) - Self.blockLength else {
             throw .invalidSecret("a ciphertext of \(value.count) bytes is too long to decrypt")
         }
-        return try value.withUnsafeBytes { bytes in
-            Result { () throws(SessionCryptoError) in try crypt(bytes, iv: parameters, encrypting: false) }
+        var plaintext: SecretBytes
+        do throws(SecretMemoryError) {
+            plaintext = try SecretBytes(zeros: value.count + Self.blockLength)
+        } catch {
+            throw .noSecretMemory(error)
+        }
+        let count = try value.withUnsafeBytes { bytes in
+            Result { () throws(SessionCryptoError) in
+                try plaintext.withUnsafeMutableBytes { (out) throws(SessionCryptoError) in
+                    try crypt(bytes, iv: parameters, encrypting: false, into: out)
+                }
+            }
         }.get()
+        plaintext.truncate(to: count)
+        return plaintext
     }
 
-    /// Runs AES-128-CBC with PKCS#7 padding over `input` in one pass.
+    /// Runs AES-128-CBC with PKCS#7 padding over `input` in one pass into `out` (at least a block longer than
+    /// `input`), and returns how many bytes it wrote; the rest of `out` is wiped.
     ///
-    /// Lengths are checked by the callers. On failure the output buffer is wiped before it is dropped, and a
-    /// failing final step of a decryption (the padding check) is reported as `invalidSecret`.
-    private func crypt(_ input: UnsafeRawBufferPointer, iv: [UInt8], encrypting: Bool) throws(SessionCryptoError)
-        -> [UInt8]
-    {
+    /// Lengths are checked by the callers. On failure the output buffer is wiped, and a failing final step of a
+    /// decryption (the padding check) is reported as `invalidSecret`.
+    private func crypt(
+        _ input: UnsafeRawBufferPointer, iv: [UInt8], encrypting: Bool, into output: UnsafeMutableRawBufferPointer
+    ) throws(SessionCryptoError) -> Int {
         guard let context = EVP_CIPHER_CTX_new() else {
             throw openSSLFailure("cannot allocate a cipher context")
         }
         defer { EVP_CIPHER_CTX_free(context) }
-        let capacity = input.count + Self.blockLength
-        var failure: SessionCryptoError?
-        let output = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initializedCount in
-            initializedCount = 0
-            guard let out = buffer.baseAddress else {
-                failure = .openSSL("cannot allocate the output buffer")
-                return
-            }
-            var updateLength: Int32 = 0
-            var finalLength: Int32 = 0
-            guard EVP_CipherInit_ex2(context, cipher, key, iv, encrypting ? 1 : 0, nil) == 1 else {
-                failure = openSSLFailure("cannot initialise AES-128-CBC")
-                return
-            }
-            guard
-                input.isEmpty
-                    || EVP_CipherUpdate(
-                        context, out, &updateLength, input.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                        Int32(input.count)) == 1
-            else {
-                OPENSSL_cleanse(out, capacity)
-                failure = openSSLFailure("AES-128-CBC failed")
-                return
-            }
-            guard EVP_CipherFinal_ex(context, out + Int(updateLength), &finalLength) == 1 else {
-                OPENSSL_cleanse(out, capacity)
-                if encrypting {
-                    failure = openSSLFailure("AES-128-CBC failed")
-                } else {
-                    ERR_clear_error()
-                    failure = .invalidSecret("the secret does not decrypt: bad padding")
-                }
-                return
-            }
-            let count = Int(updateLength) + Int(finalLength)
-            OPENSSL_cleanse(out + count, capacity - count)
-            initializedCount = count
+        let capacity = output.count
+        precondition(capacity >= input.count + Self.blockLength, "the output buffer is too short")
+        guard let out = output.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            throw .openSSL("no output buffer")
         }
-        if let failure { throw failure }
-        return output
+        var updateLength: Int32 = 0
+        var finalLength: Int32 = 0
+        guard EVP_CipherInit_ex2(context, cipher, key, iv, encrypting ? 1 : 0, nil) == 1 else {
+            throw openSSLFailure("cannot initialise AES-128-CBC")
+        }
+        guard
+            input.isEmpty
+                || EVP_CipherUpdate(
+                    context, out, &updateLength, input.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    Int32(input.count)) == 1
+        else {
+            OPENSSL_cleanse(out, capacity)
+            throw openSSLFailure("AES-128-CBC failed")
+        }
+        guard EVP_CipherFinal_ex(context, out + Int(updateLength), &finalLength) == 1 else {
+            OPENSSL_cleanse(out, capacity)
+            if encrypting { throw openSSLFailure("AES-128-CBC failed") }
+            ERR_clear_error()
+            throw .invalidSecret("the secret does not decrypt: bad padding")
+        }
+        let count = Int(updateLength) + Int(finalLength)
+        OPENSSL_cleanse(out + count, capacity - count)
+        return count
     }
 
     /// Validates the client package key, picks the server private key, and derives the AES key into `key`.

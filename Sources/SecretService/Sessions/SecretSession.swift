@@ -27,26 +27,24 @@ final class SecretSession {
         self.algorithm = algorithm
     }
 
-    /// The `(oayays)` secret structure for `secret`, encrypted for this session. The decrypted secret is
-    /// moved into secret memory for the session cipher and the buffer it was decrypted into is wiped (it is
-    /// this reply's own: the store decrypts a secret afresh for each read); a plain session's reply must
-    /// carry it as an array (the D-Bus layer's type), freed once the reply is built.
-    func encode(_ secret: Data, contentType: String) throws(DBusError) -> DBusValue {
-        let plaintext = SecretBytes(copying: secret)
-        secret.withUnsafeBytes { raw in
-            wipeBytes(UnsafeMutableRawBufferPointer(mutating: raw))
-        }
+    /// The `(oayays)` secret structure for `secret`, lent from secret memory, encrypted for this session. A
+    /// DH session encrypts it from its pages; a plain session's reply must carry it as an array (the D-Bus
+    /// layer's type), freed (and overwritten by the allocator) once the reply is built.
+    func encode(_ secret: borrowing SecretBytes, contentType: String) throws(DBusError) -> DBusValue {
+        try secret.withUnsafeBytes { (bytes) throws(DBusError) in try encode(bytes: bytes, contentType: contentType) }
+    }
+
+    /// The `(oayays)` secret structure for `secret`'s bytes, encrypted for this session.
+    private func encode(bytes secret: UnsafeRawBufferPointer, contentType: String) throws(DBusError) -> DBusValue {
         let parameters: [UInt8]
         let value: [UInt8]
         switch algorithm {
         case .plain:
             parameters = []
-            value = plaintext.withUnsafeBytes { [UInt8]($0) }
+            value = [UInt8](secret)
         case .diffieHellman(let cipher):
             do {
-                (parameters, value) = try plaintext.withUnsafeBytes {
-                    (bytes) throws(SessionCryptoError) in try cipher.encrypt(bytes)
-                }
+                (parameters, value) = try cipher.encrypt(secret)
             } catch {
                 throw DBusError(.failed, "cannot encrypt the secret for the session: \(error)")
             }
@@ -54,21 +52,33 @@ final class SecretSession {
         return .structure([.objectPath(path), .bytes(parameters), .bytes(value), .string(contentType)])
     }
 
-    /// An item's secret, with its content type (`text/plain` when it has none), encrypted for this session.
-    func encode(_ item: KeychainItem) throws(DBusError) -> DBusValue {
+    /// An item's secret, which the store decrypted straight into secret memory, with the item's content type
+    /// (`text/plain` when it has none), encrypted for this session. An item without a secret gives an empty
+    /// one.
+    func encode(_ item: KeychainItem, secret: SharedSecret?) throws(DBusError) -> DBusValue {
         var contentType = "text/plain"
         if case .string(let type) = item.attributes?[.contentType] { contentType = type }
-        return try encode(item.secret ?? Data(), contentType: contentType)
+        guard let secret else {
+            return try encode(bytes: UnsafeRawBufferPointer(start: nil, count: 0), contentType: contentType)
+        }
+        return try encode(secret.bytes, contentType: contentType)
     }
 
-    /// Reads a secret a client sent in this session.
-    func decode(parameters: [UInt8], value: [UInt8]) throws(DBusError) -> Data {
+    /// Reads a secret a client sent in this session into secret memory: a DH session decrypts it straight
+    /// into its pages; a plain session's bytes are copied there and the decoded array's own storage (shared
+    /// with the message's decoded value) is wiped in place.
+    func decode(parameters: [UInt8], value: [UInt8]) throws(DBusError) -> SharedSecret {
         switch algorithm {
         case .plain:
-            return Data(value)
+            defer { wipeSharedStorage(of: value) }
+            return try SecretServiceError.inSecretMemory { () throws(SecretMemoryError) in
+                try SharedSecret(copying: value)
+            }
         case .diffieHellman(let cipher):
             do {
-                return Data(try cipher.decrypt(parameters: parameters, value: value))
+                return SharedSecret(try cipher.decrypt(parameters: parameters, value: value))
+            } catch .noSecretMemory(let failure) {
+                throw DBusError(.noMemory, "\(failure)")
             } catch {
                 throw SecretServiceError.invalidArgs("the secret could not be decrypted with the session key")
             }
