@@ -84,8 +84,8 @@ let package = Package(
         .target(name: "Pinentry", dependencies: ["Posix"]),
         // Seals a 32-byte key to the machine's TPM 2.0 (optional PIN and PCR policy) and unseals it.
         .target(name: "TPMSealing", dependencies: ["CTSS2", "COpenSSL", "Posix"]),
-        // Key slots that unlock a keychain without its password; for now the recovery key's format.
-        .target(name: "KeySlots", dependencies: ["COpenSSL", "Posix"]),
+        // Key slots that unlock a keychain without its password: tpm2 (through TPMSealing) and the recovery key.
+        .target(name: "KeySlots", dependencies: ["KeychainCore", "KeychainStore", "TPMSealing", "COpenSSL", "Posix"]),
         // Who is calling: a process's program (executable, interpreter and script, Flatpak app id) from /proc.
         .target(name: "CallerIdentity", dependencies: ["COpenSSL", "Posix"]),
         .target(
@@ -137,7 +137,9 @@ let package = Package(
             ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
         .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),
-        .testTarget(name: "KeySlotsTests", dependencies: ["KeySlots"]),
+        .testTarget(
+            name: "KeySlotsTests",
+            dependencies: ["KeySlots", "KeychainStore", "KeychainCore", "TPMSealing", "Posix", "CSQLite"]),
         .testTarget(name: "CallerIdentityTests", dependencies: ["CallerIdentity"]),
         .testTarget(
             name: "GnomeKeyringImportTests",

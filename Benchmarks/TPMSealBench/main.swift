@@ -6,8 +6,8 @@ import TPMSealing
 
 let samples = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 50 : 50
 let sealing = KeySealing()
-var key = [UInt8](repeating: 0x5A, count: 32)
-let pin = Array("4711".utf8)
+let key = SecretBytes(copying: [UInt8](repeating: 0x5A, count: 32))
+let pin = SecretBytes(copying: Array("4711".utf8))
 
 func milliseconds(_ body: () throws -> Void) rethrows -> Double {
     var begin = timespec()
@@ -37,14 +37,16 @@ for (name, usesPIN, pcrs) in [("no PIN", false, [UInt8]()), ("PIN", true, []), (
     var unseals: [Double] = []
     for _ in 0..<samples {
         var sealed: SealedKey?
-        seals.append(try milliseconds { sealed = try sealing.seal(key: key, pin: usesPIN ? pin : nil, pcrs: pcrs) })
+        seals.append(
+            try milliseconds {
+                sealed =
+                    usesPIN ? try sealing.seal(key: key, pin: pin, pcrs: pcrs) : try sealing.seal(key: key, pcrs: pcrs)
+            })
         guard let sealed else { continue }
         unseals.append(
             try milliseconds {
-                var unsealed = try sealing.unseal(sealed, pin: usesPIN ? pin : nil)
-                wipeBytes(&unsealed)
+                _ = usesPIN ? try sealing.unseal(sealed, pin: pin) : try sealing.unseal(sealed)
             })
     }
     print("| \(name) | \(percentiles(seals)) | \(percentiles(unseals)) |")
 }
-wipeBytes(&key)
