@@ -79,7 +79,9 @@ let package = Package(
         // The daemon's keychains with no bus in them: the Secret Service and the control socket are adapters over it.
         .target(
             name: "KeychainRegistry",
-            dependencies: ["KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix"]),
+            dependencies: [
+                "KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix", "KeySlots", "TPMSealing",
+            ]),
         .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus"]),
         .target(name: "Pinentry", dependencies: ["Posix"]),
         // Seals a 32-byte key to the machine's TPM 2.0 (optional PIN and PCR policy) and unseals it.
@@ -105,7 +107,7 @@ let package = Package(
             name: "latchkey",
             dependencies: [
                 "KeychainClient", "KeychainBus", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
-                "GnomeKeyringImport", "CallerIdentity",
+                "GnomeKeyringImport", "CallerIdentity", "KeySlots", "TPMSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

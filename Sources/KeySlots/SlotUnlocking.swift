@@ -141,33 +141,19 @@ package enum RecoverySlot {
     static let saltLength = 16
     static let info = Array("latchkey recovery slot v1".utf8)
 
-    /// Adds a recovery slot to `keychain` (unlocked) and returns it with the new recovery key, which the caller
-    /// shows once and wipes.
-    package static func add(to keychain: Keychain) throws(KeySlotError) -> (slot: KeySlot, key: RecoveryKey) {
+    /// Adds a recovery slot to `keychain` (unlocked) that `recoveryKey` (new, from ``RecoveryKey/generate()``,
+    /// shown once to the user by the caller) opens.
+    package static func add(to keychain: Keychain, recoveryKey: RecoveryKey) throws(KeySlotError) -> KeySlot {
         guard !keychain.isLocked else {
             throw .keychain(KeychainError(.interactionNotAllowed, "the keychain is locked"))
         }
-        var recoveryKey: RecoveryKey
-        do throws(RecoveryKeyError) {
-            recoveryKey = try RecoveryKey.generate()
-        } catch {
-            throw .recoveryKey(error)
-        }
         var salt = [UInt8](repeating: 0, count: saltLength)
-        guard RAND_bytes(&salt, Int32(saltLength)) == 1 else {
-            recoveryKey.wipe()
-            throw .recoveryKey(.noRandomness)
-        }
-        do throws(KeySlotError) {
-            let slotKey = try derive(recoveryKey, salt: salt)
-            do throws(KeychainError) {
-                return (try keychain.addKeySlot(.recovery, parameters: Data(salt), slotKey: slotKey), recoveryKey)
-            } catch {
-                throw .keychain(error)
-            }
+        guard RAND_bytes(&salt, Int32(saltLength)) == 1 else { throw .recoveryKey(.noRandomness) }
+        let slotKey = try derive(recoveryKey, salt: salt)
+        do throws(KeychainError) {
+            return try keychain.addKeySlot(.recovery, parameters: Data(salt), slotKey: slotKey)
         } catch {
-            recoveryKey.wipe()
-            throw error
+            throw .keychain(error)
         }
     }
 
@@ -175,12 +161,12 @@ package enum RecoverySlot {
     ///
     /// - Throws: ``KeySlotError/recoveryKey(_:)`` for a mistyped key (nothing tried), `errSecAuthFailed`
     ///   when it opens no recovery slot, ``KeySlotError/noSlot(_:)`` when there is none.
-    package static func unwrapKey(_ keychain: Keychain, recoveryText: UnsafeRawBufferPointer) throws(KeySlotError)
+    package static func unwrapKey(_ keychain: Keychain, recoveryText: [UInt8]) throws(KeySlotError)
         -> UnwrappedKeychainKey
     {
         var recoveryKey: RecoveryKey
         do throws(RecoveryKeyError) {
-            recoveryKey = try RecoveryKey(parsing: [UInt8](recoveryText))
+            recoveryKey = try RecoveryKey(parsing: recoveryText)
         } catch {
             throw .recoveryKey(error)
         }

@@ -110,7 +110,8 @@ struct KeySlotTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let keychain = try newKeychain()
         try keychain.add(.genericPassword, attributes: [.service: .string("slots")], secret: Data("rec".utf8))
-        var (slot, recoveryKey) = try RecoverySlot.add(to: keychain)
+        var recoveryKey = try RecoveryKey.generate()
+        let slot = try RecoverySlot.add(to: keychain, recoveryKey: recoveryKey)
         defer { recoveryKey.wipe() }
         #expect(slot.kind == .recovery)
         var text = recoveryKey.formatted()
@@ -121,20 +122,20 @@ struct KeySlotTests {
         defer { wrong.wipe() }
         let wrongText = wrong.formatted()
         #expect {
-            try wrongText.withUnsafeBytes { try RecoverySlot.unwrapKey(locked, recoveryText: $0) }
+            try RecoverySlot.unwrapKey(locked, recoveryText: wrongText)
         } throws: { error in
             (error as? KeySlotError)?.keychainError.status == .authFailed
         }
         var typo = text
         typo[3] = typo[3] == UInt8(ascii: "a") ? UInt8(ascii: "b") : UInt8(ascii: "a")
         #expect {
-            try typo.withUnsafeBytes { try RecoverySlot.unwrapKey(locked, recoveryText: $0) }
+            try RecoverySlot.unwrapKey(locked, recoveryText: typo)
         } throws: { error in
             if case .recoveryKey(.checkFailed)? = error as? KeySlotError { return true }
             return false
         }
         #expect(locked.isLocked)
-        locked.unlock(with: try text.withUnsafeBytes { try RecoverySlot.unwrapKey(locked, recoveryText: $0) })
+        locked.unlock(with: try RecoverySlot.unwrapKey(locked, recoveryText: text))
         #expect(try secretOf(locked) == Data("rec".utf8))
     }
 
@@ -146,7 +147,8 @@ struct KeySlotTests {
         let keychain = try newKeychain()
         try keychain.add(.genericPassword, attributes: [.service: .string("slots")], secret: Data("pw".utf8))
         _ = try TPMSlot.add(to: keychain, pin: nil, pcrs: [], sealing: sealing)
-        var (_, recoveryKey) = try RecoverySlot.add(to: keychain)
+        var recoveryKey = try RecoveryKey.generate()
+        _ = try RecoverySlot.add(to: keychain, recoveryKey: recoveryKey)
         defer { recoveryKey.wipe() }
         let text = recoveryKey.formatted()
         try keychain.changePassword(from: password, to: Array("new password".utf8))
@@ -159,7 +161,7 @@ struct KeySlotTests {
         second.unlock(with: try TPMSlot.unwrapKey(second, pin: nil, sealing: sealing))
         #expect(try secretOf(second) == Data("pw".utf8))
         let third = try reopened(keychain)
-        third.unlock(with: try text.withUnsafeBytes { try RecoverySlot.unwrapKey(third, recoveryText: $0) })
+        third.unlock(with: try RecoverySlot.unwrapKey(third, recoveryText: text))
         #expect(try secretOf(third) == Data("pw".utf8))
     }
 
@@ -172,7 +174,8 @@ struct KeySlotTests {
             to: keychain, pin: nil, pcrs: [], sealing: KeySealing(configuration: tpm.configuration))
         // Password and tpm2: the password is the last password-like slot.
         #expect(throws: KeychainError.self) { try keychain.removeKeySlot(id: KeySlot.passwordID) }
-        var (recovery, recoveryKey) = try RecoverySlot.add(to: keychain)
+        var recoveryKey = try RecoveryKey.generate()
+        let recovery = try RecoverySlot.add(to: keychain, recoveryKey: recoveryKey)
         defer { recoveryKey.wipe() }
         // With a recovery slot the password may go, and then the recovery slot is the last.
         try keychain.removeKeySlot(id: KeySlot.passwordID)
@@ -187,12 +190,12 @@ struct KeySlotTests {
         let locked = try reopened(keychain)
         #expect(throws: KeychainError.self) { try locked.unlock(password: password) }
         let text = recoveryKey.formatted()
-        locked.unlock(with: try text.withUnsafeBytes { try RecoverySlot.unwrapKey(locked, recoveryText: $0) })
+        locked.unlock(with: try RecoverySlot.unwrapKey(locked, recoveryText: text))
         #expect(try locked.keySlots().slots.map(\.kind) == [.recovery])
         // Adding a slot or removing one needs the key.
         let lockedAgain = try reopened(keychain)
         #expect {
-            _ = try RecoverySlot.add(to: lockedAgain)
+            _ = try RecoverySlot.add(to: lockedAgain, recoveryKey: recoveryKey)
         } throws: { error in
             (error as? KeySlotError)?.keychainError.status == .interactionNotAllowed
         }
@@ -201,7 +204,8 @@ struct KeySlotTests {
     @Test func aRemovedSlotPutBackOrAnEditedRowIsRefused() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let keychain = try newKeychain()
-        var (slot, recoveryKey) = try RecoverySlot.add(to: keychain)
+        var recoveryKey = try RecoveryKey.generate()
+        let slot = try RecoverySlot.add(to: keychain, recoveryKey: recoveryKey)
         defer { recoveryKey.wipe() }
         let text = recoveryKey.formatted()
         let row = try metaRow(keychain.path, "slot-\(slot.id)")
@@ -211,7 +215,7 @@ struct KeySlotTests {
         let restored = try reopened(keychain)
         #expect(try restored.keySlots().slots.map(\.kind) == [.password, .recovery])
         #expect {
-            try text.withUnsafeBytes { try RecoverySlot.unwrapKey(restored, recoveryText: $0) }
+            try RecoverySlot.unwrapKey(restored, recoveryText: text)
         } throws: { error in
             (error as? KeySlotError)?.keychainError.status == .decode
         }
@@ -222,7 +226,7 @@ struct KeySlotTests {
         }
         // And no slot can be added on top of it (that would authenticate the row put back).
         #expect {
-            _ = try RecoverySlot.add(to: restored)
+            _ = try RecoverySlot.add(to: restored, recoveryKey: recoveryKey)
         } throws: { error in
             (error as? KeySlotError)?.keychainError.status == .decode
         }
