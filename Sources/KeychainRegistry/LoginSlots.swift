@@ -18,42 +18,30 @@ extension KeychainRegistry {
     /// the password had come; clients' requests wait for it meanwhile (``isUnlockingAtLogin``). Nothing happens
     /// when there is no such slot or the TPM refuses (then the first request prompts as before); a slot with a
     /// PIN is used by the first prompt instead (``promptForLoginPassword(unlocking:completion:)``).
-    package func unlockLoginFromTPM(completion: @escaping (String) -> Void) {
-        guard let held = login, held.isLocked else {
-            return completion("login keychain \(login == nil ? "absent" : "unlocked")")
-        }
+    /// Returns what it started, for the hand-over's reply.
+    @discardableResult
+    package func unlockLoginFromTPM() -> String {
+        guard let held = login, held.isLocked else { return "login keychain \(login == nil ? "absent" : "unlocked")" }
         let keychain = held.keychain
         let slots = TPMSlot.kinds(of: keychain)
         guard slots.withoutPIN else {
-            return completion(
-                slots.withPIN
-                    ? "login keychain locked; its tpm2 slot asks for the PIN at the first request"
-                    : "login keychain locked; no tpm2 slot")
+            return slots.withPIN
+                ? "login keychain locked; its tpm2 slot's PIN is asked at the first request" : "login keychain locked"
         }
         unlocksAtLogin += 1
         let locksBefore = locksOfLogin
         let sealing = configuration.sealing
         offLoop(
-            { () -> Result<UnwrappedKeychainKey, KeySlotError> in
-                do throws(KeySlotError) {
-                    return .success(try TPMSlot.unwrapKey(keychain, pin: nil, sealing: sealing))
-                } catch {
-                    return .failure(error)
-                }
-            },
-            then: { [self] result in
+            { () -> UnwrappedKeychainKey? in try? TPMSlot.unwrapKey(keychain, pin: nil, sealing: sealing) },
+            then: { [self] key in
                 unlocksAtLogin -= 1
-                switch result {
-                case .success(let key):
-                    if let login, login.keychain === keychain, login.isLocked, locksOfLogin == locksBefore {
-                        login.keychain.unlock(with: key)
-                        announceLoginUnlocked()
-                    }
-                    completion("login keychain unlocked from its tpm2 slot")
-                case .failure(let error):
-                    completion("login keychain locked: its tpm2 slot did not open (\(error.description))")
-                }
+                // Not opened (TPM gone or cleared, PCRs changed): the first request prompts as before.
+                guard let key, let login, login.keychain === keychain, login.isLocked, locksOfLogin == locksBefore
+                else { return }
+                login.keychain.unlock(with: key)
+                announceLoginUnlocked()
             })
+        return "unlocking the login keychain from its tpm2 slot"
     }
 
     /// The PIN prompt for the login keychain's tpm2 slot, when it has one with a PIN: nil otherwise. A wrong

@@ -33,13 +33,7 @@ extension SecretServiceDaemon {
             guard let password else {
                 // A login with no password (autologin, fingerprint): a tpm2 slot without a PIN opens the
                 // login keychain; the reply does not wait for the TPM.
-                registry.unlockLoginFromTPM { _ in }
-                return reply(
-                    ControlReply(
-                        .ok,
-                        "session counted; no password given: "
-                            + (registry.isUnlockingAtLogin
-                                ? "unlocking the login keychain from its tpm2 slot" : loginState)))
+                return reply(ControlReply(.ok, "session counted; no password given: " + registry.unlockLoginFromTPM()))
             }
             let creating = registry.login == nil
             registry.unlockLogin(password: password, from: .verifiedByPAM, holdingClients: true) { _ in }
