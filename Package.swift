@@ -118,7 +118,8 @@ let package = Package(
             ]),
         .executableTarget(name: "latchkey-example", dependencies: ["Security"]),
         .executableTarget(
-            name: "tpm-seal-bench", dependencies: ["TPMSealing", "Posix"], path: "Benchmarks/TPMSealBench"),
+            name: "tpm-seal-bench", dependencies: ["TPMSealing", "KeySlots", "KeychainStore", "Posix"],
+            path: "Benchmarks/TPMSealBench"),
         .executableTarget(name: "secitem-client", dependencies: ["Security"], path: "Tests/SecItemClient"),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],

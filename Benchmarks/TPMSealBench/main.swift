@@ -1,6 +1,8 @@
 // Times sealing and unsealing a 32-byte key against the TPM named by LATCHKEY_TPM_TCTI (or /dev/tpmrm0).
 // Run through Benchmarks/tpm_seal_bench.py, which starts a software TPM for it.
 import Glibc
+import KeySlots
+import KeychainStore
 import Posix
 import TPMSealing
 
@@ -50,3 +52,30 @@ for (name, usesPIN, pcrs) in [("no PIN", false, [UInt8]()), ("PIN", true, []), (
     }
     print("| \(name) | \(percentiles(seals)) | \(percentiles(unseals)) |")
 }
+
+// Unlocking a keychain file: its password slot (scrypt) against its tpm2 slot (unseal, then the slot's wrap).
+var template = Array("/tmp/latchkey-slot-bench-XXXXXX".utf8CString)
+guard let directory = mkdtemp(&template).map({ String(cString: $0) }) else { fatalError("mkdtemp failed") }
+let path = directory + "/bench.keychain-db"
+let password = Array("benchmark password".utf8)
+let keychain = try Keychain.create(at: path, password: password)
+_ = try TPMSlot.add(to: keychain, pin: nil, pcrs: [], sealing: sealing)
+let slotPIN = SharedSecret(copying: Array("4711".utf8))
+_ = try TPMSlot.add(to: keychain, pin: slotPIN, pcrs: [], sealing: sealing)
+let passwordSamples = min(samples, 20)
+var byPassword: [Double] = []
+var byTPM: [Double] = []
+var byTPMWithPIN: [Double] = []
+for _ in 0..<passwordSamples { byPassword.append(try milliseconds { _ = try keychain.unwrapKey(password: password) }) }
+for _ in 0..<samples {
+    byTPM.append(try milliseconds { _ = try TPMSlot.unwrapKey(keychain, pin: nil, sealing: sealing) })
+    byTPMWithPIN.append(try milliseconds { _ = try TPMSlot.unwrapKey(keychain, pin: slotPIN, sealing: sealing) })
+}
+print("")
+print("| unlock of a keychain file by | ms (p50 / p99) | samples |")
+print("|---|---:|---:|")
+print("| password slot (scrypt N=2^16, r=8, p=2) | \(percentiles(byPassword)) | \(passwordSamples) |")
+print("| tpm2 slot, no PIN | \(percentiles(byTPM)) | \(samples) |")
+print("| tpm2 slot, PIN | \(percentiles(byTPMWithPIN)) | \(samples) |")
+Keychain.removeFiles(at: path)
+rmdir(directory)

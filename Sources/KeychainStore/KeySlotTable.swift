@@ -384,7 +384,28 @@ extension Keychain {
                 "slot \(id) is not in the keychain's authenticated slot list (removed, then put back outside"
                     + " Latchkey); refused")
         }
+        guard try opensAnItem(key) else {
+            throw KeychainError(
+                .decode,
+                "slot \(id) gives a key that opens none of the keychain's items: it was planted in the file; refused")
+        }
         return UnwrappedKeychainKey(key: key, keychain: identifier)
+    }
+
+    /// Whether `key` opens the sealed attributes of the keychain's first item (true when it has none): a slot
+    /// planted with a key of its own (and a list authenticated under that key) gives a key that opens nothing.
+    private func opensAnItem(_ key: SecretKey) throws(KeychainError) -> Bool {
+        try withDatabase { (db, _) throws(KeychainError) -> Bool in
+            try db.withStatement("SELECT uuid, class, attributes, version FROM items ORDER BY id LIMIT 1") {
+                (select) throws(KeychainError) -> Bool in
+                guard try select.step() else { return true }
+                guard let uuid = select.data(0), let name = select.string(1), let itemClass = ItemClass(rawValue: name)
+                else { return false }
+                let reference = ItemReference(itemClass: itemClass, identifier: uuid)
+                let context = context(reference, .attributes, version: select.int64(3))
+                return (try? AuthenticatedCipher.open(select.data(2) ?? Data(), key: key, context: context)) != nil
+            }
+        }
     }
 }
 

@@ -2,10 +2,11 @@ import CSQLite
 import Foundation
 import KeySlots
 import KeychainCore
-import KeychainStore
 import Posix
 import TPMSealing
 import Testing
+
+@testable import KeychainStore
 
 /// The slot table of a real keychain file, with tpm2 slots sealed by a real software TPM (swtpm).
 @Suite(.enabled(if: SoftwareTPM.isAvailable, "swtpm is not installed"))
@@ -230,6 +231,33 @@ struct KeySlotTests {
         } throws: { error in
             (error as? KeySlotError)?.keychainError.status == .decode
         }
+    }
+
+    @Test func aSlotPlantedWithAKeyOfItsOwnIsRefused() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keychain = try newKeychain()
+        try keychain.add(.genericPassword, attributes: [.service: .string("slots")], secret: Data("old".utf8))
+        // Someone with the file (but not the keychain key) writes a slot wrapping a key of their own under a
+        // slot key of their own, and a slot list authenticated under their key.
+        let plantedKey = try SecretKey.random()
+        let slotKey = try SecretKey.random()
+        let slot = KeySlot(id: 1, kind: .recovery, created: 1, parameters: Data(repeating: 7, count: 16))
+        let row =
+            KeySlotRecord.head(slot)
+            + (try AuthenticatedCipher.seal(
+                plantedKey.unownedData, key: slotKey,
+                context: KeySlotRecord.wrapContext(slot, keychain: keychain.identifier)))
+        try setMetaRow(keychain.path, "slot-1", row)
+        try setMetaRow(
+            keychain.path, "slots", try KeySlotRecord.manifest([1: row], key: plantedKey, keychain: keychain.identifier)
+        )
+        let locked = try reopened(keychain)
+        #expect {
+            try locked.unwrapKey(slot: 1, slotKey: SecretBytes(copying: slotKey.data))
+        } throws: { error in
+            (error as? KeychainError)?.status == .decode
+        }
+        #expect(locked.isLocked)
     }
 
     @Test func aKeychainWithoutSlotsHasItsPasswordSlot() throws {
