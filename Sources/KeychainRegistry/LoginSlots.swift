@@ -10,6 +10,7 @@ import TPMSealing
 /// back to the password. Set on the worker, read on the serving thread.
 private final class PINUnusable: Sendable {
     let reason = Mutex<String?>(nil)
+    let wrongPINs = Mutex(0)
 }
 
 extension KeychainRegistry {
@@ -44,9 +45,13 @@ extension KeychainRegistry {
         return "unlocking the login keychain from its tpm2 slot"
     }
 
+    /// Wrong PINs one PIN prompt takes before it asks for the password instead.
+    static let loginPINTries = 3
+
     /// The PIN prompt for the login keychain's tpm2 slot, when it has one with a PIN: nil otherwise. A wrong
     /// PIN asks again (the TPM counts it towards its lockout); a TPM that cannot be used (locked out, gone,
-    /// changed PCRs) ends it, and `fallback` then runs with why (to ask for the password instead).
+    /// changed PCRs) or ``loginPINTries`` wrong PINs end it, and `fallback` then runs with why (to ask for the
+    /// password instead). Cancelling ends it with no fallback.
     func loginPINDialog(_ keychain: Keychain, fallback: @escaping (String) -> Void) -> (PromptDialog, (Bool) -> Bool)? {
         guard TPMSlot.kinds(of: keychain).withPIN else { return nil }
         let sealing = configuration.sealing
@@ -56,14 +61,23 @@ extension KeychainRegistry {
             description: "An application wants to use your login keychain.\nEnter your keychain PIN to unlock it.",
             prompt: "PIN:", error: nil, okLabel: "Unlock")
         let dialog = PromptDialog(
-            sharingKey: "unlock-login", tries: 5,
+            sharingKey: "unlock-login", tries: Self.loginPINTries,
             retryMessage: "Wrong PIN. The TPM locks the PIN out after a few wrong ones. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
             attempt: { answers in
                 do throws(KeySlotError) {
                     return .success(try TPMSlot.unwrapKey(keychain, pin: answers[0], sealing: sealing))
                 } catch {
-                    if case .tpm(.wrongPIN) = error { return .failure(KeychainError(.authFailed, error.description)) }
+                    if case .tpm(.wrongPIN) = error {
+                        // The prompt's last try: the password is asked next (the user may have forgotten the PIN).
+                        if unusable.wrongPINs.withLock({ (count) in
+                            count += 1
+                            return count >= Self.loginPINTries
+                        }) {
+                            unusable.reason.withLock { $0 = "\(Self.loginPINTries) wrong PINs" }
+                        }
+                        return .failure(KeychainError(.authFailed, error.description))
+                    }
                     unusable.reason.withLock { $0 = error.description }
                     return .failure(KeychainError(.interactionNotAllowed, error.description))
                 }

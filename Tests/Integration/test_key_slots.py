@@ -166,3 +166,25 @@ def test_the_login_keychain_takes_its_recovery_key_at_the_password_prompt(tmp_pa
     cli.ok("unlock-keychain", "--recovery", "--stdin", input=key + "\n")
     assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
     assert later.pinentry_log().count("GETPIN") == 1
+
+
+def test_the_pin_prompt_falls_back_to_the_password(tmp_path, bus, make_daemon, make_tpm):
+    tpm = make_tpm()
+    cli = SlotCli(tmp_path, tpm, bus)
+    environment = {"LATCHKEY_TPM_TCTI": tpm.tcti}
+    daemon = make_daemon(keychains=cli.keychains, extra_env=environment).start()
+    secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
+    cli.ok("add-slot", "tpm2", "--pin", "--stdin", input=LOGIN_PASSWORD + "\n4711\n")
+    daemon.stop()
+
+    # Three wrong PINs (a forgotten PIN): the password is asked next, and opens the keychain.
+    later = make_daemon(keychains=cli.keychains, extra_env=environment)
+    later.set_pinentry_answers(["password 1", "password 2", "password 3", "password " + LOGIN_PASSWORD])
+    later.start(unlock=False)
+    control.hand_over(control_socket(later))
+    found = secret_tool(bus, "lookup", "service", "mail")
+    assert found.stdout == b"s3cret", found.stderr
+    log = [json.loads(line) for line in later.pinentry_log().splitlines()]
+    prompts = [entry["argument"] for entry in log if entry["command"] == "SETPROMPT"]
+    assert prompts == ["PIN:"] * 3 + ["Password:"], prompts
+    assert any(entry["command"] == "SETERROR" and "3 wrong PINs" in entry["argument"] for entry in log)
