@@ -115,7 +115,12 @@ def test_a_login_without_a_password_unlocks_from_the_tpm2_slot(tmp_path, bus, ma
     daemon = make_daemon(keychains=cli.keychains, extra_env=environment).start()
     secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
     cli.ok("add-slot", "tpm2", "--stdin", input=LOGIN_PASSWORD + "\n")
+    # A password change through the daemon (as pam_latchkey's re-key on passwd) re-wraps only the password slot.
+    status, message = control.change_password(control_socket(daemon), LOGIN_PASSWORD, "changed login password")
+    assert status == "ok", message
     daemon.stop()
+    # (On the file, with no bus: a bus with no latchkeyd on it would activate another Secret Service.)
+    assert SlotCli(tmp_path, tpm).run("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n").returncode == 1
 
     # As pam_latchkey after an autologin: a hand-over with no password.
     later = make_daemon(keychains=cli.keychains, extra_env=environment).start(unlock=False)
