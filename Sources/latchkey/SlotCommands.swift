@@ -18,7 +18,9 @@ final class SlotSecrets {
     }
 
     deinit {
-        for index in (lines ?? []).indices { wipeBytes(&lines![index]) }
+        guard var remaining = lines else { return }
+        lines = nil
+        for index in remaining.indices { wipeBytes(&remaining[index]) }
     }
 
     /// The next secret: a line of standard input, or asked with `prompt` (terminal) or `request` (pinentry).

@@ -2,11 +2,15 @@
 that brought no password, with a real software TPM (swtpm) and the scripted pinentry."""
 
 import json
+import os
+import pty
 import re
+import select
+import time
 
 import control_client as control
-from conftest import LOGIN_PASSWORD, secret_tool
-from test_cli import Cli
+from conftest import LOGIN_PASSWORD, binary, secret_tool
+from test_cli import Cli, run_in_terminal
 
 RECOVERY_KEY = re.compile(r"^([0-9a-hjkmnp-tv-z]{5}-){6}[0-9a-hjkmnp-tv-z]{5}$")
 
@@ -193,3 +197,60 @@ def test_the_pin_prompt_falls_back_to_the_password(tmp_path, bus, make_daemon, m
     prompts = [entry["argument"] for entry in log if entry["command"] == "SETPROMPT"]
     assert prompts == ["PIN:"] * 3 + ["Password:"], prompts
     assert any(entry["command"] == "SETERROR" and "3 wrong PINs" in entry["argument"] for entry in log)
+
+
+def test_the_recovery_key_is_shown_on_the_terminal_and_typed_back(tmp_path, make_tpm):
+    cli = SlotCli(tmp_path, make_tpm())
+    cli.ok("create-keychain", "--stdin", "tty", input="pw\n")
+    status, shown = run_in_terminal(
+        cli, ["add-slot", "tpm2", "--pin", "tty"],
+        [("password to unlock", "pw\n"), ("new PIN for the tpm2 slot: ", "4711\n"), ("retype the PIN: ", "4711\n")])
+    assert status == 0 and "4711" not in shown, shown
+
+    # The key is shown once; a key typed back wrong saves nothing.
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(binary("latchkey"), ["latchkey", "add-slot", "recovery", "tty"], cli.env())
+    shown = read_terminal_until(fd, b"password to unlock")
+    os.write(fd, b"pw\n")
+    shown = read_terminal_until(fd, b"type the recovery key back: ")
+    key = RECOVERY_KEY_IN_TEXT.search(shown.decode()).group(0)
+    os.write(fd, (key[:-1] + ("0" if key[-1] != "0" else "1") + "\n").encode())
+    read_terminal_until(fd, b"\0never")
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 1
+    os.close(fd)
+    assert [s["type"] for s in cli.slots("tty")["slots"]] == ["password", "tpm2"]
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(binary("latchkey"), ["latchkey", "add-slot", "recovery", "tty"], cli.env())
+    read_terminal_until(fd, b"password to unlock")
+    os.write(fd, b"pw\n")
+    shown = read_terminal_until(fd, b"type the recovery key back: ")
+    key = RECOVERY_KEY_IN_TEXT.search(shown.decode()).group(0)
+    os.write(fd, (key.upper().replace("-", " ") + "\n").encode())
+    read_terminal_until(fd, b"\0never")
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    os.close(fd)
+    assert [s["type"] for s in cli.slots("tty")["slots"]] == ["password", "tpm2", "recovery"]
+    cli.ok("unlock-keychain", "--recovery", "--stdin", "tty", input=key + "\n")
+
+
+RECOVERY_KEY_IN_TEXT = re.compile(r"([0-9a-hjkmnp-tv-z]{5}-){6}[0-9a-hjkmnp-tv-z]{5}")
+
+
+def read_terminal_until(fd, marker, timeout=30):
+    """What the pseudo-terminal `fd` shows until `marker` (or its end, or the timeout)."""
+    shown = b""
+    deadline = time.monotonic() + timeout
+    while marker not in shown and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    return shown
