@@ -260,6 +260,28 @@ struct KeySlotTests {
         #expect(locked.isLocked)
     }
 
+    @Test func aFormat1FileHasItsPasswordSlotAndTakesSlotsOnceUnlocked() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("format1.keychain-db").path
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("KeychainStoreTests/Fixtures/format1.keychain-db")
+        try FileManager.default.copyItem(atPath: fixture.path, toPath: path)
+        let keychain = try Keychain(opening: path)
+        #expect(try keychain.keySlots().slots.map(\.kind) == [.password])
+        try keychain.unlock(password: "fixture password")
+        var recoveryKey = try RecoveryKey.generate()
+        defer { recoveryKey.wipe() }
+        _ = try RecoverySlot.add(to: keychain, recoveryKey: recoveryKey)
+        let reopened = try Keychain(opening: path)
+        reopened.unlock(with: try RecoverySlot.unwrapKey(reopened, recoveryText: recoveryKey.formatted()))
+        #expect(
+            try reopened.items(
+                matching: ItemQuery(
+                    .genericPassword, attributes: [.service: .string("one.example")], returning: .attributes)
+            ).count == 1)
+    }
+
     @Test func aKeychainWithoutSlotsHasItsPasswordSlot() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let keychain = try newKeychain()
