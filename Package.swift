@@ -100,7 +100,7 @@ let package = Package(
             name: "latchkeyd",
             dependencies: [
                 "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "GnomeKeyringImport",
-                "LoginControl", "Pinentry", "Posix", "DBus",
+                "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

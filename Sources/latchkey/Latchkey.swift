@@ -1,6 +1,7 @@
 import ArgumentParser
 import KeychainCore
 import Posix
+import TPMSealing
 
 /// `latchkey`: the keychain command, in the shape of macOS `security(1)`.
 @main
@@ -37,6 +38,7 @@ struct Latchkey: ParsableCommand {
         ProcessHardening.endOnFatalSignals()
         ProcessHardening.overwriteFreedMemory()
         SecretBytes.reportLockFailures { StandardError.write("latchkey: \($0)") }
+        TPMConfiguration.quietLibraryLog()
         let arguments = PasswordSourceOptions.rewritingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
         do {
             var command = try parseAsRoot(arguments)

@@ -104,6 +104,8 @@ def test_a_keychain_copied_to_another_tpm_does_not_open_from_its_tpm2_slot(tmp_p
     cli.set_answers(["cancel"])
     refused = cli.run("find-generic-password", "-s", "there", "-w", "work")
     assert refused.returncode == 1 and cli.pinentry_asks() == 2
+    # tpm2-tss's own error lines stay quiet: the command says what happened in one line.
+    assert refused.stderr.count("\n") == 1 and "esys" not in refused.stderr.lower(), refused.stderr
     cli.set_answers(["password pw"])
     assert cli.ok("find-generic-password", "-s", "there", "-w", "work").stdout == "secret\n"
 
