@@ -74,7 +74,7 @@ let package = Package(
         // Reads gnome-keyring's keyring files and writes them into a keychain.
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         .target(name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),
-        .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient"]),
+        .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient", "CallerIdentity"]),
         .target(name: "DBus", dependencies: ["CDBus"]),
         // The daemon's keychains with no bus in them: the Secret Service and the control socket are adapters over it.
         .target(
@@ -128,7 +128,7 @@ let package = Package(
         .testTarget(
             name: "KeychainStoreTests",
             dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer"], exclude: ["Fixtures"]),
-        .testTarget(name: "SecurityTests", dependencies: ["Security"]),
+        .testTarget(name: "SecurityTests", dependencies: ["Security", "CallerIdentity"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "PinentryTests", dependencies: ["Pinentry", "Posix"]),
         .testTarget(name: "LoginControlTests", dependencies: ["LoginControl", "Posix"]),

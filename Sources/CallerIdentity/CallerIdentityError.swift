@@ -14,6 +14,9 @@ package enum CallerIdentityError: Error, Equatable, Sendable, CustomStringConver
     case notAFile
     /// OpenSSL's SHA-256 failed.
     case digestFailed
+    /// The program's file is larger than the digester hashes (``FileDigester/maximumFileBytes``): it cannot be
+    /// fingerprinted, so the caller is unidentified.
+    case tooLarge(bytes: Int64, limit: Int64)
 
     package var description: String {
         switch self {
@@ -23,6 +26,8 @@ package enum CallerIdentityError: Error, Equatable, Sendable, CustomStringConver
         case .malformed(let what): "cannot parse \(what)"
         case .notAFile: "the program is not a regular file"
         case .digestFailed: "SHA-256 failed in OpenSSL"
+        case .tooLarge(let bytes, let limit):
+            "the program's file (\(bytes) bytes) is larger than the \(limit) bytes hashed to identify it"
         }
     }
 }

@@ -17,10 +17,18 @@ package final class FileDigester {
     /// At most this many digests are remembered; the oldest are forgotten first.
     let capacity: Int
     private var order: [FileKey] = []
+    /// The largest file hashed, in bytes; a larger one is ``CallerIdentityError/tooLarge(bytes:limit:)``
+    /// without a byte being read, and one that grows past it while it is read too.
+    package let maximumFileBytes: Int64
 
-    /// A digester remembering up to `capacity` files.
-    package init(capacity: Int = 256) {
+    /// The default bound: 512 MiB, above the largest programs that talk to a keychain (Electron apps and
+    /// browsers, 150 to 300 MB), about half a second of hashing here (docs/threat-model.md).
+    package static let defaultMaximumFileBytes: Int64 = 512 << 20
+
+    /// A digester remembering up to `capacity` files and hashing none larger than `maximumFileBytes`.
+    package init(capacity: Int = 256, maximumFileBytes: Int64 = FileDigester.defaultMaximumFileBytes) {
         self.capacity = capacity
+        self.maximumFileBytes = maximumFileBytes
     }
 
     /// How many files were read (not answered from memory) so far.
@@ -35,7 +43,10 @@ package final class FileDigester {
             device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_size),
             modified: status.st_mtim.parts, changed: status.st_ctim.parts)
         if let known = remembered[key] { return known }
-        let digest = try Self.read(fd)
+        guard Int64(status.st_size) <= maximumFileBytes else {
+            throw .tooLarge(bytes: Int64(status.st_size), limit: maximumFileBytes)
+        }
+        let digest = try Self.read(fd, atMost: maximumFileBytes)
         filesRead += 1
         remembered[key] = digest
         order.append(key)
@@ -52,7 +63,9 @@ package final class FileDigester {
         return try digest(of: fd)
     }
 
-    private static func read(_ fd: Int32) throws(CallerIdentityError) -> FileDigest {
+    /// SHA-256 of the file from its start; ``CallerIdentityError/tooLarge(bytes:limit:)`` once more than
+    /// `limit` bytes came (a file growing while it is read), so the work stays bounded whatever the file does.
+    private static func read(_ fd: Int32, atMost limit: Int64) throws(CallerIdentityError) -> FileDigest {
         guard let context = EVP_MD_CTX_new() else { throw .digestFailed }
         defer { EVP_MD_CTX_free(context) }
         guard EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1 else { throw .digestFailed }
@@ -67,6 +80,9 @@ package final class FileDigester {
                 throw .unreadable("read", errno: errno)
             }
             if count == 0 { break }
+            guard Int64(offset) + Int64(count) <= limit else {
+                throw .tooLarge(bytes: Int64(offset) + Int64(count), limit: limit)
+            }
             guard EVP_DigestUpdate(context, buffer, count) == 1 else { throw .digestFailed }
             offset += off_t(count)
         }

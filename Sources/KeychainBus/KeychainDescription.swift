@@ -25,10 +25,15 @@ package struct KeychainDescription: Hashable, Sendable {
     package var protection: Protection
     /// When it locks by itself.
     package var settings: KeychainSettings
+    /// Its access policy; nil when the stored one fails its check (altered in the file).
+    package var accessPolicy: KeychainAccessPolicy?
+    /// Whether ``accessPolicy`` was checked under the keychain key (false while it is locked).
+    package var accessPolicyChecked: Bool
 
     /// A description.
     package init(
-        id: String, file: String, label: String, isLocked: Bool, protection: Protection, settings: KeychainSettings
+        id: String, file: String, label: String, isLocked: Bool, protection: Protection, settings: KeychainSettings,
+        accessPolicy: KeychainAccessPolicy? = .prompt, accessPolicyChecked: Bool = false
     ) {
         self.id = id
         self.file = file
@@ -36,6 +41,8 @@ package struct KeychainDescription: Hashable, Sendable {
         self.isLocked = isLocked
         self.protection = protection
         self.settings = settings
+        self.accessPolicy = accessPolicy
+        self.accessPolicyChecked = accessPolicyChecked
     }
 }
 
@@ -44,11 +51,14 @@ extension KeychainBus {
     package static let rootPath = "/org/latchkey/keychain"
 
     /// A description as `a{sv}`: `Id` s, `File` s, `Label` s, `Locked` b,
-    /// `Protection` s, `LockTimeout` u (0 for never), `LockOnSleep` b.
+    /// `Protection` s, `LockTimeout` u (0 for never), `LockOnSleep` b, `LockOnScreenLock` b, `AccessPolicy` s
+    /// (`prompt`, `allow-all`, or `altered` when the stored one fails its check) and `AccessPolicyChecked` b.
     package static func encode(_ description: KeychainDescription) -> DBusValue {
         let pairs: [String: DBusValue] = [
             "Id": .string(description.id), "File": .string(description.file), "Label": .string(description.label),
             "Locked": .bool(description.isLocked), "Protection": .string(description.protection.rawValue),
+            "AccessPolicy": .string(description.accessPolicy?.rawValue ?? alteredPolicyName),
+            "AccessPolicyChecked": .bool(description.accessPolicyChecked),
         ]
         return .variantDictionary(pairs.merging(settingsPairs(description.settings)) { $1 })
     }
@@ -62,10 +72,25 @@ extension KeychainBus {
         if case .string(let name)? = pairs["Protection"], let known = KeychainDescription.Protection(rawValue: name) {
             protection = known
         }
+        // A daemon that does not tell its policy (an older one) is described as asking, unchecked.
+        var accessPolicy: KeychainAccessPolicy? = .prompt
+        if case .string(let name)? = pairs["AccessPolicy"]?.unwrapped {
+            accessPolicy = KeychainAccessPolicy(rawValue: name)
+        }
+        var checked = false
+        if case .bool(let flag)? = pairs["AccessPolicyChecked"]?.unwrapped { checked = flag }
         return KeychainDescription(
             id: id, file: pairs["File"]?.text ?? "", label: pairs["Label"]?.text ?? id, isLocked: locked,
-            protection: protection, settings: decodeSettings(pairs))
+            protection: protection, settings: decodeSettings(pairs), accessPolicy: accessPolicy,
+            accessPolicyChecked: checked)
     }
+
+    /// What `AccessPolicy` says of a stored policy that fails its check.
+    package static let alteredPolicyName = "altered"
+
+    /// The error a client reports for a policy the daemon found altered.
+    package static let alteredPolicyError = KeychainError(
+        .decode, "the keychain's access policy was altered outside Latchkey (a row missing, or its MAC does not match)")
 
     /// Settings as `a{sv}` (`LockTimeout` u, `LockOnSleep` b, `LockOnScreenLock` b), for `SetSettings`.
     package static func encode(_ settings: KeychainSettings) -> DBusValue {

@@ -172,4 +172,18 @@ package final class DaemonKeychain: KeychainBackend {
     package func setSettings(_ settings: KeychainSettings) throws(KeychainError) {
         _ = try call("SetSettings", [KeychainBus.encode(settings)])
     }
+
+    /// The access policy as the daemon reads it (checked while the keychain is unlocked).
+    package func storedAccessPolicy() throws(KeychainError) -> (policy: KeychainAccessPolicy, checked: Bool) {
+        let description = try describe()
+        guard let policy = description.accessPolicy else { throw KeychainBus.alteredPolicyError }
+        return (policy, description.accessPolicyChecked)
+    }
+
+    /// Changes the access policy (`SetAccessPolicy`). A switch to `allow-all` waits for the user to answer the
+    /// daemon's confirmation prompt (pinentry's own timeout is 120 s): `errSecUserCanceled` when they decline,
+    /// `errSecInteractionNotAllowed` when no prompt could be shown.
+    package func setAccessPolicy(_ policy: KeychainAccessPolicy) throws(KeychainError) {
+        _ = try call("SetAccessPolicy", [.string(policy.rawValue)], timeout: 150_000)
+    }
 }

@@ -26,6 +26,12 @@ package protocol KeychainBackend: Sendable {
     func settings() throws(KeychainError) -> KeychainSettings
     /// Changes when the keychain locks by itself.
     func setSettings(_ settings: KeychainSettings) throws(KeychainError)
+    /// The access policy, for showing: whether it was checked under the keychain key (not while locked);
+    /// `errSecDecode` when it was altered in the file.
+    func storedAccessPolicy() throws(KeychainError) -> (policy: KeychainAccessPolicy, checked: Bool)
+    /// Changes the access policy (needs the keychain unlocked; through the daemon, a switch to
+    /// ``KeychainAccessPolicy/allowAll`` waits for the user's confirmation).
+    func setAccessPolicy(_ policy: KeychainAccessPolicy) throws(KeychainError)
 }
 
 extension Keychain: KeychainBackend {

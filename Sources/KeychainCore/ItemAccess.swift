@@ -6,7 +6,7 @@
 /// without the keychain key) under two extension names, ``trustedApplicationsKey`` and
 /// ``anyApplicationKey``; the daemon keeps them out of what clients see and change.
 public struct ItemAccess: Hashable, Sendable {
-    /// Whether any application may read the secret (`-A`, `kSecAttrAccess` with no trusted list).
+    /// Whether any application may read the secret (`-A`, or `kSecAttrAccess` from `SecAccessCreateForAnyApplication`).
     public var anyApplication: Bool
     /// The applications that may, in the order they were trusted.
     public private(set) var trustedApplications: [TrustedApplication]

@@ -286,23 +286,24 @@ public final class Keychain: Sendable {
     ) throws(KeychainError) {
         let change = try rewrap(from: oldPassword, to: newPassword, kdf: kdf, limited: limited)
         try commit(change)
-        try waitForEmptyLog(seconds: 30)
+        try waitForEmptyLog(milliseconds: 30_000)
     }
 
     /// Checkpoints the file until its write-ahead log is copied into it and emptied (so that no earlier
     /// version of a changed row, such as the key wrapped under an old password, is left in the log or in the
-    /// file), retrying while another connection reads an older snapshot, for at most `seconds`.
+    /// file), retrying while another connection reads an older snapshot, for at most `milliseconds`.
     ///
     /// - Throws: `errSecIO` when a reader still holds an older snapshot after that: the change is saved,
     ///   but the old rows are on disk until that reader lets go and a later checkpoint completes.
-    public func waitForEmptyLog(seconds: Int) throws(KeychainError) {
+    public func waitForEmptyLog(milliseconds: Int) throws(KeychainError) {
         guard path != ":memory:" else { return }
-        for _ in 0..<max(1, seconds * 4) {
-            if Self.checkpoint(at: path, waitMilliseconds: 250) { return }
+        let step: Int32 = 250
+        for _ in 0..<max(1, (milliseconds + Int(step) - 1) / Int(step)) {
+            if Self.checkpoint(at: path, waitMilliseconds: min(step, Int32(clamping: milliseconds))) { return }
         }
         throw KeychainError(
             .io,
-            "the change is saved, but another process has held an older snapshot of \(path) for \(seconds) s,"
+            "the change is saved, but another process has held an older snapshot of \(path) for \(milliseconds) ms,"
                 + " so its earlier rows are still on disk until that process lets go")
     }
 
@@ -615,7 +616,8 @@ public final class Keychain: Sendable {
 
     /// Stores a value beside the items, in clear; see ``metadata(_:)``.
     ///
-    /// - Throws: `errSecParam` for `settings`, which ``setSettings(_:)`` stores with its MAC.
+    /// - Throws: `errSecParam` for `settings` and `access-policy`, which ``setSettings(_:)`` and
+    ///   ``setAccessPolicy(_:)`` store with their MAC.
     public func setMetadata(_ name: String, _ value: Data) throws(KeychainError) {
         try Self.checkMetadataName(name)
         try state.withLock { (state) throws(KeychainError) in
@@ -632,6 +634,9 @@ public final class Keychain: Sendable {
     private static func checkMetadataName(_ name: String) throws(KeychainError) {
         guard "x-" + name != SettingsRecord.valueName else {
             throw KeychainError.param("the settings are stored with setSettings, which authenticates them")
+        }
+        guard "x-" + name != AccessPolicyRecord.valueName else {
+            throw KeychainError.param("the access policy is stored with setAccessPolicy, which authenticates it")
         }
     }
 

@@ -146,12 +146,10 @@ package enum ControlFrames {
     /// Reads one request from `fd`, giving up at `deadline`.
     package static func receiveRequest(on fd: Int32, deadline: Deadline) -> Result<ControlRequest, ControlClientError> {
         // The body goes to secret memory: it holds passwords.
-        var prefix = [UInt8](repeating: 0, count: 4)
-        let readPrefix = prefix.withUnsafeMutableBytes { readExactly(fd, $0, deadline: deadline) }
-        if let error = readPrefix { return .failure(error) }
-        let length = Int(readLength(prefix))
-        guard length <= ControlRequest.maximumBodyLength else {
-            return .failure(.failed("a request of \(length) bytes is too long"))
+        let length: Int
+        switch readFrameLength(fd, maximum: ControlRequest.maximumBodyLength, deadline: deadline, of: "request") {
+        case .success(let value): length = value
+        case .failure(let error): return .failure(error)
         }
         var failure: ControlClientError?
         let body = SecretBytes(count: length) { raw in failure = readExactly(fd, raw, deadline: deadline) }
@@ -186,15 +184,27 @@ package enum ControlFrames {
 
 /// Reads one length-prefixed frame of at most `maximum` body bytes.
 func readFrame(_ fd: Int32, maximum: Int, deadline: Deadline) -> Result<[UInt8], ControlClientError> {
+    let length: Int
+    switch readFrameLength(fd, maximum: maximum, deadline: deadline, of: "reply") {
+    case .success(let value): length = value
+    case .failure(let error): return .failure(error)
+    }
+    var body = [UInt8](repeating: 0, count: length)
+    if let error = body.withUnsafeMutableBytes({ readExactly(fd, $0, deadline: deadline) }) { return .failure(error) }
+    return .success(body)
+}
+
+/// Reads a frame's length prefix: the body's length, refused above `maximum` (`what` names the frame).
+private func readFrameLength(_ fd: Int32, maximum: Int, deadline: Deadline, of what: String)
+    -> Result<Int, ControlClientError>
+{
     var prefix = [UInt8](repeating: 0, count: 4)
     if let error = prefix.withUnsafeMutableBytes({ readExactly(fd, $0, deadline: deadline) }) {
         return .failure(error)
     }
     let length = Int(readLength(prefix))
-    guard length <= maximum else { return .failure(.failed("a reply of \(length) bytes is too long")) }
-    var body = [UInt8](repeating: 0, count: length)
-    if let error = body.withUnsafeMutableBytes({ readExactly(fd, $0, deadline: deadline) }) { return .failure(error) }
-    return .success(body)
+    guard length <= maximum else { return .failure(.failed("a \(what) of \(length) bytes is too long")) }
+    return .success(length)
 }
 
 private func readExactly(_ fd: Int32, _ raw: UnsafeMutableRawBufferPointer, deadline: Deadline) -> ControlClientError? {

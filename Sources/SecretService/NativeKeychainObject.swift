@@ -118,6 +118,10 @@ struct NativeKeychainObject: DBusObject {
                         return try object.changePassword(
                             from: SharedSecret(copying: old), to: SharedSecret(copying: new), call: call)
                     },
+                    DBusMethod("SetAccessPolicy", DBusInput("policy", String.self)) {
+                        (object, call, policy) throws(DBusError) in
+                        try object.setAccessPolicy(policy, call: call)
+                    },
                     DBusMethod("SetSettings", DBusInput("settings", NativeSettings.self)) {
                         (object, _, settings) throws(DBusError) in
                         try native { () throws(KeychainError) in
@@ -211,6 +215,26 @@ struct NativeKeychainObject: DBusObject {
         return .deferred
     }
 
+    /// Sets the access policy: `allow-all` once the user confirmed it in a prompt (the reply comes then, and
+    /// the prompt ends if the caller leaves first), `prompt` at once.
+    private func setAccessPolicy(_ name: String, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
+        guard let policy = KeychainAccessPolicy(rawValue: name) else {
+            throw KeychainBus.dbusError(KeychainError.param("the access policy is 'prompt' or 'allow-all'"))
+        }
+        var finished = false
+        let ticket = daemon.registry.setAccessPolicy(
+            policy, of: keychain, requester: daemon.application(of: call.sender)?.description
+        ) { [daemon] error in
+            finished = true
+            daemon.policyConfirmations.removeAll { $0.call.message === call.message }
+            daemon.reply(to: call, error.map { .failure(KeychainBus.dbusError($0)) } ?? .success([]))
+        }
+        if let ticket, !finished {
+            daemon.policyConfirmations.append((call.sender, call, ticket))
+        }
+        return .deferred
+    }
+
     private func changePassword(from old: SharedSecret, to new: SharedSecret, call: DBusMethodCall) throws(DBusError)
         -> DBusMethodResult
     {
@@ -259,9 +283,11 @@ extension HeldKeychain {
         case .loginKey: protection = .loginKeychain
         case .heldPassword: protection = .memory
         }
+        let policy = try? keychain.storedAccessPolicy()
         return KeychainDescription(
             id: id, file: protection == .memory ? "" : keychain.path, label: label, isLocked: isLocked,
-            protection: protection, settings: appliedSettings)
+            protection: protection, settings: appliedSettings, accessPolicy: policy?.policy,
+            accessPolicyChecked: policy?.checked ?? true)
     }
 }
 

@@ -1,9 +1,9 @@
-import COpenSSL
 import DBus
 import FoundationEssentials
 import Glibc
 import KeychainCore
 import KeychainRegistry
+import KeychainStore
 import Posix
 
 /// `/org/freedesktop/portal/desktop`: `org.freedesktop.impl.portal.Secret`, the backend of the Secret portal.
@@ -153,9 +153,10 @@ struct PortalSecretObject: DBusObject {
 
     private static func newSecret() throws(KeychainError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: secretLength)
-        guard RAND_bytes(&bytes, Int32(bytes.count)) == 1 else {
-            throw KeychainError(.internalComponent, "OpenSSL RAND_bytes failed")
+        let filled = bytes.withUnsafeMutableBytes { (buffer) -> Result<Void, KeychainError> in
+            Result { () throws(KeychainError) in try SecureRandom.fill(buffer) }
         }
+        try filled.get()
         return bytes
     }
 

@@ -50,6 +50,8 @@ package final class SecretServiceDaemon {
     private var heldCalls: [DBusMessage] = []
     /// Who owns the desktop's screen saver names, for believing its `ActiveChanged`.
     private var screenSaver = ScreenSaverWatch()
+    /// Switches to `allow-all` waiting for the user's confirmation, by caller: withdrawn when it leaves.
+    var policyConfirmations: [(owner: String, call: DBusMethodCall, ticket: PromptTicket)] = []
     /// Who each client is, when callers are identified.
     let callers: CallerDirectory?
 
@@ -203,6 +205,10 @@ package final class SecretServiceDaemon {
             sessions = sessions.filter { $0.value.owner != name }
             for prompt in prompts.values where prompt.owner == name { drop(prompt) }
             portalRequests = portalRequests.filter { $0.value.owner != name }
+            for confirmation in policyConfirmations where confirmation.owner == name {
+                registry.withdraw(confirmation.ticket)
+            }
+            policyConfirmations.removeAll { $0.owner == name }
         }
     }
 

@@ -18,6 +18,8 @@ struct QueryDictionary {
     var referencedClass: ItemClass?
     /// The `kSecAttrAccessControl` object given, if any.
     var accessControl: SecAccessControl?
+    /// The `kSecAttrAccess` object given, if any (`SecItemAdd` only).
+    var access: SecAccess?
     var attributes: ItemAttributes = [:]
     var synchronizable: SynchronizableMatch = .no
     var caseInsensitive = false
@@ -49,6 +51,22 @@ struct QueryDictionary {
                 throw .param("kSecAttrAccessible differs from the protection of kSecAttrAccessControl")
             }
             attributes[.accessible] = protection
+        }
+        if let access {
+            // The list is kept among the item's attributes (sealed with them), under Latchkey's own keys.
+            guard accessControl == nil else {
+                throw .param("kSecAttrAccess and kSecAttrAccessControl cannot be given together")
+            }
+            guard synchronizable != .yes else {
+                throw .param("a synchronizable item cannot have a kSecAttrAccess access object")
+            }
+            guard !attributes.keys.contains(where: ItemAccess.keys.contains) else {
+                throw .param("kSecAttrAccess and the lk: access attributes cannot be given together")
+            }
+            guard itemClass?.isPassword != false else {
+                throw .param("kSecAttrAccess is for password items (an access list guards a secret)")
+            }
+            attributes.merge(access.itemAccess.attributes) { $1 }
         }
         if role == .changes, attributes.isEmpty, data == nil {
             throw .param("the attributes to update are empty")
@@ -138,6 +156,15 @@ struct QueryDictionary {
             _ = try Self.bool(value, name)
         case kSecUseOperationPrompt, kSecUseAuthenticationContext:
             try require(role != .changes, name)
+        case kSecAttrAccess:
+            guard role == .add else {
+                throw .param(
+                    "kSecAttrAccess is given when an item is added; lists are narrowed with latchkey remove-access")
+            }
+            guard let object = value as? SecAccess else {
+                throw .param("kSecAttrAccess takes a SecAccess (from SecAccessCreate)")
+            }
+            access = object
         case kSecAttrAccessControl:
             let control: SecAccessControl
             if let object = value as? SecAccessControl {

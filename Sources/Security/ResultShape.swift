@@ -30,10 +30,17 @@ struct ResultShape {
 
     /// The item's attributes under their `kSecAttr*` names, plus `kSecClass`.
     /// Values come back as they were given (text or bytes); an access control
-    /// comes back as a `SecAccessControl`.
+    /// comes back as a `SecAccessControl`, an access list as a `SecAccess` under `kSecAttrAccess`.
     private func attributes(of item: KeychainItem) -> [String: Any] {
         var dictionary: [String: Any] = [kSecClass as String: item.itemClass.rawValue]
-        for (key, value) in item.attributes ?? [:] {
+        let stored = item.attributes ?? [:]
+        // The access list comes back as one kSecAttrAccess object, as it was given (when the item has one).
+        if stored.keys.contains(where: ItemAccess.keys.contains) {
+            var label = ""
+            if case .string(let text)? = stored[.label] { label = text }
+            dictionary[kSecAttrAccess as String] = SecAccess(ItemAccess(attributes: stored), descriptor: label)
+        }
+        for (key, value) in stored where !ItemAccess.keys.contains(key) {
             if key == .accessControl, case .data(let bytes) = value, let control = SecAccessControl(storedForm: bytes) {
                 dictionary[key.rawValue] = control
                 continue

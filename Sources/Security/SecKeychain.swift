@@ -64,10 +64,6 @@ public final class SecKeychainItem: Sendable, Hashable {
     public func hash(into hasher: inout Hasher) { hasher.combine(reference) }
 }
 
-/// Apple's access object. Accepted where Apple's signatures take one and
-/// otherwise ignored: per-application access control is a later feature.
-public final class SecAccess: Sendable {}
-
 /// Apple's `SecKeychainRef`.
 public typealias SecKeychainRef = SecKeychain
 /// Apple's `SecKeychainItemRef`.
@@ -114,7 +110,8 @@ private func passwordBytes(_ length: UInt32, _ password: UnsafeRawPointer?) -> [
 }
 
 /// Creates a keychain file and returns it unlocked (Apple's `SecKeychainCreate`).
-/// `promptUser` and `initialAccess` are ignored; a password is required.
+/// `promptUser` and `initialAccess` (an access object for the keychain itself, which Latchkey does not keep:
+/// access lists are per item, ``kSecAttrAccess``) are ignored; a password is required.
 public func SecKeychainCreate(
     _ pathName: UnsafePointer<CChar>, _ passwordLength: UInt32, _ password: UnsafeRawPointer?,
     _ promptUser: Bool, _ initialAccess: SecAccess?, _ keychain: UnsafeMutablePointer<SecKeychain?>

@@ -166,3 +166,34 @@ enum AccessVerbs {
         ])
     }
 }
+
+extension KeychainAccessPolicy: ExpressibleByArgument {}
+
+/// `set-access-policy`: whether the keychain asks before an application its item does not trust gets a secret.
+struct SetAccessPolicy: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Choose whether a keychain asks before handing a secret to an application not on the item's list.",
+        discussion: """
+            prompt (the default) asks you, naming the application; allow-all hands every secret to any of your
+            applications, as gnome-keyring does. The policy is authenticated under the keychain's key, so a locked
+            keychain is unlocked first. Through the daemon, allow-all takes effect only once you confirm it in the
+            prompt the daemon shows (any of your processes can ask the daemon); on a file, its password is the
+            confirmation. show-keychain-info shows the policy.
+            Examples:
+              latchkey set-access-policy allow-all
+              latchkey set-access-policy prompt work
+            """)
+
+    @Argument(help: ArgumentHelp("prompt or allow-all.", valueName: "policy"))
+    var policy: KeychainAccessPolicy
+
+    @Argument(help: "The keychain; the default keychain if omitted.")
+    var keychain: String?
+
+    func run() throws {
+        try reportingFailures { () throws(KeychainError) in
+            let target = try KeychainTarget.open(keychain, unlocked: true)
+            try target.backend.setAccessPolicy(policy)
+        }
+    }
+}

@@ -403,9 +403,11 @@ struct SetKeychainSettings: ParsableCommand {
 
 struct ShowKeychainInfo: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show a keychain's lock settings.",
+        abstract: "Show a keychain's lock settings and access policy.",
         discussion: """
             Prints: Keychain "PATH" [lock-on-sleep] [lock-on-screen-lock] timeout=SECONDSs|no-timeout
+            access-policy=prompt|allow-all, the policy followed by ",unchecked" while the keychain is locked (it
+            is checked under the keychain's key; an altered one is an error).
             Examples:
               latchkey show-keychain-info
               latchkey show-keychain-info --json work
@@ -413,7 +415,9 @@ struct ShowKeychainInfo: ParsableCommand {
 
     @Flag(
         help:
-            "Print path, lockOnSleep, lockOnScreenLock, lockTimeout (null for none), locked and heldByDaemon as JSON.")
+            ArgumentHelp(
+                "Print path, lockOnSleep, lockOnScreenLock, lockTimeout (null for none), accessPolicy,"
+                    + " accessPolicyChecked, locked and heldByDaemon as JSON."))
     var json = false
 
     @Argument(help: "The keychain; the default keychain if omitted.")
@@ -423,6 +427,7 @@ struct ShowKeychainInfo: ParsableCommand {
         try reportingFailures { () throws(KeychainError) in
             let target = try KeychainTarget.open(keychain, unlocked: false)
             let settings = try target.backend.settings()
+            let policy = try target.backend.storedAccessPolicy()
             // The slot table, as the file holds it (the file is read here even when the daemon holds it).
             let fileSlots =
                 (target.backend as? Keychain).map { try? $0.keySlots() }
@@ -432,6 +437,7 @@ struct ShowKeychainInfo: ParsableCommand {
                     "path": .string(target.path), "lockOnSleep": .bool(settings.lockOnSleep),
                     "lockOnScreenLock": .bool(settings.lockOnScreenLock),
                     "lockTimeout": settings.lockTimeout.map { .number(Int64($0)) } ?? .null,
+                    "accessPolicy": .string(policy.policy.rawValue), "accessPolicyChecked": .bool(policy.checked),
                     "locked": .bool(target.backend.isLocked), "heldByDaemon": .bool(target.held != nil),
                 ]
                 if let fileSlots {
@@ -445,8 +451,10 @@ struct ShowKeychainInfo: ParsableCommand {
             if settings.lockOnSleep { words.append("lock-on-sleep") }
             if settings.lockOnScreenLock { words.append("lock-on-screen-lock") }
             words.append(settings.lockTimeout.map { "timeout=\($0)s" } ?? "no-timeout")
+            words.append("access-policy=" + policy.policy.rawValue + (policy.checked ? "" : ",unchecked"))
             print(words.joined(separator: " "))
-            if let fileSlots {
+            // A keychain with only its password slot keeps the one line (scripts read it); --json always lists.
+            if let fileSlots, fileSlots.slots.contains(where: { $0.kind != .password }) {
                 for slot in fileSlots.slots { print("    slot \(describe(slot))") }
             }
         }

@@ -24,7 +24,8 @@ struct Latchkey: ParsableCommand {
             DumpKeychain.self, ListKeychains.self, DefaultKeychain.self, LoginKeychain.self,
             CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self,
             SetKeychainPassword.self, SetKeychainSettings.self, ShowKeychainInfo.self, ImportGnomeKeyring.self,
-            MigrationStatus.self, ListAccess.self, RemoveAccess.self, AddSlot.self, ListSlots.self, RemoveSlot.self,
+            MigrationStatus.self, ListAccess.self, RemoveAccess.self, SetAccessPolicy.self, AddSlot.self,
+            ListSlots.self, RemoveSlot.self,
         ])
 
     /// Parses the command line (a trailing `-w` of an add verb means "ask me") and runs the verb. A

@@ -226,20 +226,35 @@ struct Latchkeyd: ParsableCommand {
         guard FileManager.default.fileExists(atPath: path) else {
             return ControlReply(.ok, "no login keychain; nothing to re-key")
         }
+        let keychain: Keychain
         do {
             // pam_latchkey runs this as root for `passwd`, whose PAM stack verified the old password.
-            let keychain = try Keychain(opening: path)
-            try old.withUnsafeBytes { (old) throws(KeychainError) in
+            keychain = try Keychain(opening: path)
+            let change = try old.withUnsafeBytes { (old) throws(KeychainError) in
                 try new.withUnsafeBytes { (new) throws(KeychainError) in
-                    try keychain.changePassword(from: old, to: new, limited: limited)
+                    try keychain.rewrap(from: old, to: new, limited: limited)
                 }
             }
+            try keychain.commit(change)
         } catch {
             if error.retryAfterSeconds != nil { return ControlReply(.tooManyAttempts, error.reason) }
             return ControlReply(error.status == .authFailed ? .wrongPassword : .failed, error.reason)
         }
+        // The module waits 2 s in all for the answer: the change is saved, and emptying the log behind a
+        // reader of an older snapshot is not worth a failed answer. Such a reader is another process of the
+        // user; latchkeyd empties the log of every keychain it opens, which removes the old rows.
+        guard (try? keychain.waitForEmptyLog(milliseconds: Self.logWaitMilliseconds)) != nil else {
+            return ControlReply(
+                .ok,
+                "login keychain re-keyed to the new password; another process holds an older snapshot, so the"
+                    + " previous wrapped key stays in the file's write-ahead log until the next checkpoint")
+        }
         return ControlReply(.ok, "login keychain re-keyed to the new password")
     }
+
+    /// How long `--change-login-password` waits for readers of older snapshots after saving, within the
+    /// module's 2 s budget (two key derivations take most of the rest).
+    private static let logWaitMilliseconds = 500
 
     /// Standard input up to the longest password accepted, without one final newline; longer input is
     /// refused, never cut.

@@ -235,6 +235,21 @@ import Testing
         #expect(throws: CallerIdentityError.notAFile) { try digester.digest(ofFileAt: directory.path) }
     }
 
+    /// A file above the bound is not hashed (not a byte read: the size says it), so a client cannot hold the
+    /// identifying worker with a huge "program"; one at the bound is.
+    @Test func filesLargerThanTheBoundAreNotHashed() throws {
+        let file = directory.appendingPathComponent("big-program")
+        try Data(repeating: 0x41, count: 4096).write(to: file)
+        let atBound = FileDigester(maximumFileBytes: 4096)
+        #expect(try atBound.digest(ofFileAt: file.path).description == (try Self.sha256sum(file.path)))
+        let below = FileDigester(maximumFileBytes: 4095)
+        #expect(throws: CallerIdentityError.tooLarge(bytes: 4096, limit: 4095)) {
+            try below.digest(ofFileAt: file.path)
+        }
+        #expect(below.filesRead == 0)
+        #expect(FileDigester().maximumFileBytes == 512 << 20)
+    }
+
     @Test func interpreterCommandLinesNameTheirScript() {
         func target(_ arguments: String, _ executable: String = "/usr/bin/python3.11") -> InterpreterCommandLine.Target?
         {

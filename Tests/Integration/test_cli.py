@@ -258,9 +258,11 @@ def test_bad_input_gets_one_line_and_status_1(cli):
 
 def test_show_and_set_keychain_settings(cli):
     login = f"{cli.keychains}/login.keychain-db"
-    assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" no-timeout'
+    # The daemon holds the login keychain unlocked and checks the policy; a file is read locked, unchecked.
+    policy = "access-policy=prompt" + ("" if cli.mode == "daemon" else ",unchecked")
+    assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" no-timeout {policy}'
     cli.ok("set-keychain-settings", "-l", "-t", "600")
-    assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" lock-on-sleep timeout=600s'
+    assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" lock-on-sleep timeout=600s {policy}'
     cli.ok("set-keychain-settings", "-u")
     info = cli.json("show-keychain-info")
     assert (info["lockTimeout"], info["lockOnSleep"], info["heldByDaemon"]) == (300, False, cli.mode == "daemon")
@@ -701,14 +703,14 @@ def test_a_format_1_file_still_opens(tmp_path):
     cli.keychains.mkdir(parents=True)
     path = cli.keychains / "old.keychain-db"
     shutil.copy(FIXTURES / "format1.keychain-db", path)
-    assert cli.ok("show-keychain-info", "old").stdout.strip() == f'Keychain "{path}" lock-on-sleep timeout=600s'
+    assert cli.ok("show-keychain-info", "old").stdout.strip() == f'Keychain "{path}" lock-on-sleep timeout=600s access-policy=prompt,unchecked'
     cli.set_answers(["password fixture password"] * 5)
     assert cli.ok("find-generic-password", "-s", "one.example", "-w", "old").stdout == "secret one\n"
     assert cli.ok("find-internet-password", "-s", "web.example", "-w", "old").stdout == "web secret\n"
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (2,)
     db.close()
-    assert cli.ok("show-keychain-info", "old").stdout.strip() == f'Keychain "{path}" lock-on-sleep timeout=600s'
+    assert cli.ok("show-keychain-info", "old").stdout.strip() == f'Keychain "{path}" lock-on-sleep timeout=600s access-policy=prompt,unchecked'
 
 
 def test_crafted_kdf_parameters_are_refused_before_any_allocation(tmp_path):

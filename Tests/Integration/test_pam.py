@@ -10,6 +10,7 @@ import resource
 import secrets
 import shutil
 import signal
+import sqlite3
 import socket
 import subprocess
 import tempfile
@@ -424,6 +425,52 @@ def test_user_changes_password_with_passwd(service, user, passwd_stack, syslog, 
     login(service, user, password=NEW_PASSWORD)
     user.wait_for_name()
     assert not user.login_locked()
+    assert user.secret_tool("lookup", "service", "mail").stdout == "s3cret"
+
+
+READER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN")
+db.execute("SELECT count(*) FROM meta").fetchall()
+print("reading", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_passwd_with_no_daemon_answers_in_time_while_another_process_reads_the_file(
+        service, user, passwd_stack, syslog):
+    login(service, user)
+    user.wait_for_name()
+    user.secret_tool("store", "--label=mail", "service", "mail", input="s3cret")
+    user.stop_daemon()
+    wrapped_before = sqlite3.connect(f"file:{user.keychain}?immutable=1", uri=True).execute(
+        "SELECT value FROM meta WHERE name = 'wrapped_key'").fetchone()[0]
+    # A process of the user holds a read snapshot: the log cannot be emptied while it does.
+    reader = subprocess.Popen(["/usr/bin/python3", "-c", READER, str(user.keychain)], user=user.uid, group=user.gid,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "reading"
+        changed = user.run(["passwd"], input=f"{PASSWORD}\n{NEW_PASSWORD}\n{NEW_PASSWORD}\n")
+        assert changed.returncode == 0, changed.stderr + changed.stdout
+        # Answered within the module's budget, though the file still holds the old wrapped key (the reader's
+        # snapshot) and the log the new one, until a checkpoint copies it over.
+        assert "re-keyed to the new password; another process holds an older snapshot" in syslog.text()
+        assert wrapped_before in user.keychain.read_bytes()
+    finally:
+        # Killed, so that its connection's close does not checkpoint (as SQLite's last connection does).
+        reader.kill()
+        reader.wait(timeout=10)
+    # The next daemon empties the log first thing: the old wrapped key is gone from the disk.
+    login(service, user, password=NEW_PASSWORD)
+    user.wait_for_name()
+    assert not user.login_locked()
+    deadline = time.monotonic() + 10
+    while wrapped_before in user.keychain.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert wrapped_before not in user.keychain.read_bytes()
+    wal = pathlib.Path(str(user.keychain) + "-wal")
+    assert not wal.exists() or wrapped_before not in wal.read_bytes()
     assert user.secret_tool("lookup", "service", "mail").stdout == "s3cret"
 
 

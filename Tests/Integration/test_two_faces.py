@@ -65,3 +65,26 @@ def test_secitem_semantics_of_issue_16_through_the_daemon(daemon, bus):
     assert lines[-1] == "by-reference one"
     # The Secret Service face sees the account given as bytes as its text.
     assert secret_tool(bus, "lookup", "service", "apple.example.com", "account", "binary").stdout == b"one"
+
+
+def test_secitem_add_with_an_access_object_sets_the_items_list_through_the_daemon(daemon, bus, tmp_path):
+    """kSecAttrAccess given to SecItemAdd is the item's stored list (not the adding program, which the daemon
+    trusts only when no list is given), as latchkey list-access reads it, and kSecReturnAttributes gives it
+    back; a path that names no file is errSecParam."""
+    import json
+    import os
+    true = os.path.realpath("/bin/true")
+    assert secitem(bus, "add-trusting", "acl.example", "s1", "/bin/true").returncode == 0
+    assert secitem(bus, "show-access", "acl.example").stdout == true + "\n"
+    assert secitem(bus, "add-trusting", "any.example", "s2", "any").returncode == 0
+    assert secitem(bus, "show-access", "any.example").stdout == "any\n"
+    missing = secitem(bus, "add-trusting", "bad.example", "s3", str(tmp_path / "missing"))
+    assert (missing.returncode, missing.stdout) == (1, "status -50\n")
+
+    env = bus.env(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "unused-data"))
+    listing = subprocess.run([binary("latchkey"), "list-access", "--json", str(daemon.keychains / "login.keychain-db")],
+                             env=env, capture_output=True, text=True, timeout=30)
+    assert listing.returncode == 0, listing.stderr
+    lists = {entry["service"]: entry for entry in json.loads(listing.stdout)}
+    assert [application["name"] for application in lists["acl.example"]["trusted"]] == [true]
+    assert lists["any.example"]["anyApplication"] is True

@@ -210,14 +210,14 @@ import Testing
         try reader.run("BEGIN")
         #expect(try reader.blobs("SELECT count(*) FROM items") == [Data("1".utf8)])
         try keychain.commit(try keychain.rewrap(from: Array("old".utf8), to: Array("new".utf8)))
-        #expect(statusOf { try keychain.waitForEmptyLog(seconds: 1) } == .io)
+        #expect(statusOf { try keychain.waitForEmptyLog(milliseconds: 1_000) } == .io)
         #expect(allBytes(of: path).range(of: oldWrapped) != nil, "the reader's snapshot keeps the old key")
 
         let held = HeldReader(reader)
         let released = Thread { try? held.reader.run("COMMIT") }
         Thread.sleep(forTimeInterval: 0.3)
         released.start()
-        try keychain.waitForEmptyLog(seconds: 10)
+        try keychain.waitForEmptyLog(milliseconds: 10_000)
         #expect(allBytes(of: path).range(of: oldWrapped) == nil, "the old wrapped key is still on disk")
         #expect(allBytes(of: path + "-wal").isEmpty)
         let reopened = try Keychain(opening: path)

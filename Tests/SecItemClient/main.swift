@@ -6,6 +6,8 @@
 //   secitem-client find-internet SERVER                prints account, port, secret
 //   secitem-client delete-generic SERVICE
 //   secitem-client apple-semantics SERVICE             issue 16's four points, one line each
+//   secitem-client add-trusting SERVICE SECRET APP...  kSecAttrAccess trusting APP... ("any": any application)
+//   secitem-client show-access SERVICE                 the returned kSecAttrAccess: "any", or one name a line
 // Exits 0 on errSecSuccess, else prints "status N" and exits 1.
 import Foundation
 import Security
@@ -26,6 +28,36 @@ case ("add-generic", 4):
                 kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecAttrAccount: arguments[2],
                 kSecAttrLabel: "added by secitem-client", kSecValueData: Data(arguments[3].utf8),
             ] as CFDictionary, nil))
+case ("add-trusting", 4...):
+    var access: SecAccess?
+    if arguments[3] == "any" {
+        _ = SecAccessCreateForAnyApplication("secitem-client" as CFString, &access)
+    } else {
+        var applications: [SecTrustedApplication] = []
+        for path in arguments[3...] {
+            var application: SecTrustedApplication?
+            let status = SecTrustedApplicationCreateFromPath(path, &application)
+            guard status == errSecSuccess, let application else { finish(status) }
+            applications.append(application)
+        }
+        let status = SecAccessCreate("secitem-client" as CFString, applications as CFArray, &access)
+        guard status == errSecSuccess else { finish(status) }
+    }
+    finish(
+        SecItemAdd(
+            [
+                kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1],
+                kSecValueData: Data(arguments[2].utf8), kSecAttrAccess: access as Any,
+            ] as CFDictionary, nil))
+case ("show-access", 2):
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(
+        [kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecReturnAttributes: true]
+            as CFDictionary, &result)
+    if let access = (result as? [String: Any])?[kSecAttrAccess as String] as? SecAccess {
+        print(access.allowsAnyApplication ? "any" : access.trustedApplications.map(\.name).joined(separator: "\n"))
+    }
+    finish(status)
 case ("find-generic", 2), ("find-generic", 3):
     var query: [String: Any] = [
         kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: arguments[1],

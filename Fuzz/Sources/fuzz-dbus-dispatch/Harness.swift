@@ -401,6 +401,13 @@ func seeds() throws -> [(name: String, bytes: [UInt8])] {
         ("native-lock-unlock", [(8, native, "Lock", 0, []), (8, native, "Unlock", 0, [.bytes(loginPassword)])]),
         ("native-change-password", [(8, native, "ChangePassword", 0, [.bytes(loginPassword), .bytes(loginPassword)])]),
         ("native-settings", [(8, native, "SetSettings", 0, [KeychainBus.encode(KeychainSettings())])]),
+        (
+            "native-access-policy",
+            [
+                (8, native, "SetAccessPolicy", 0, [.string("allow-all")]),
+                (8, native, "SetAccessPolicy", 0, [.string("prompt")]),
+            ]
+        ),
         ("client-left", [openPlain, (0, service, "OpenSession", 8, [])]),
     ]
     return try calls.map { ($0.0, try seed($0.1)) }

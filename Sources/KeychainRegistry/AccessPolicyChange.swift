@@ -1,0 +1,104 @@
+import KeychainCore
+import KeychainStore
+import Pinentry
+import Synchronization
+
+/// How the confirmation of a switch to ``KeychainAccessPolicy/allowAll`` ended, as its prompt's thread saw it.
+private final class ConfirmationOutcome: Sendable {
+    enum State: Sendable {
+        /// The pinentry never ran (the queue could not start it).
+        case notAsked
+        /// The person answered: OK (true) or Cancel (false).
+        case answered(Bool)
+        /// The pinentry could not be run or failed: nobody could be asked.
+        case failed(String)
+    }
+
+    let state = Mutex(State.notAsked)
+}
+
+extension KeychainRegistry {
+    /// Changes a keychain's access policy (kept in its file, authenticated under its key), then runs
+    /// `completion` on the serving thread with nil or the error.
+    ///
+    /// Any process of the user can call the daemon, so a switch to the weaker ``KeychainAccessPolicy/allowAll``
+    /// is first confirmed by the user: a pinentry `CONFIRM` through the prompt queue, naming the keychain and,
+    /// when known, the program asking (`requester`). Cancel gives `errSecUserCanceled`; a pinentry that cannot
+    /// be run (no display, no terminal) gives `errSecInteractionNotAllowed`. A switch to
+    /// ``KeychainAccessPolicy/prompt``, or to the policy the keychain already has, asks nothing.
+    ///
+    /// - Returns: the prompt's ticket while a confirmation is under way (withdraw it when the requester
+    ///   leaves: the prompt ends and nothing changes), else nil (`completion` has run).
+    @discardableResult
+    package func setAccessPolicy(
+        _ policy: KeychainAccessPolicy, of held: HeldKeychain, requester: String?,
+        completion: @escaping (KeychainError?) -> Void
+    ) -> PromptTicket? {
+        func store() -> KeychainError? {
+            do throws(KeychainError) {
+                try held.keychain.setAccessPolicy(policy)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        guard !held.isLocked else {
+            completion(KeychainError(.interactionNotAllowed, "the keychain is locked: unlock it to change its policy"))
+            return nil
+        }
+        guard policy == .allowAll, (try? held.keychain.accessPolicy()) != .allowAll else {
+            completion(store())
+            return nil
+        }
+        let outcome = ConfirmationOutcome()
+        let request = Self.allowAllRequest(for: held, requester: requester)
+        let dialog = PromptDialog(
+            sharingKey: nil, tries: 1, retryMessage: "",
+            ask: { pinentry, _, cancellation in
+                do throws(PinentryError) {
+                    let confirmed = try pinentry.confirm(request, cancellation: cancellation)
+                    outcome.state.withLock { $0 = .answered(confirmed) }
+                    return confirmed ? [] : nil
+                } catch {
+                    outcome.state.withLock { $0 = .failed(error.reason) }
+                    return nil
+                }
+            },
+            attempt: { _ in .success(true) }, apply: { _ in }, isSatisfied: { false })
+        return enqueuePrompt(dialog) { accepted in
+            guard accepted else {
+                switch outcome.state.withLock({ $0 }) {
+                case .answered:
+                    completion(KeychainError(.userCanceled, "the user did not confirm allowing every application"))
+                case .failed(let reason):
+                    completion(
+                        KeychainError(
+                            .interactionNotAllowed,
+                            "allow-all needs the user's confirmation, and no prompt could be shown (pinentry: \(reason))"
+                        ))
+                case .notAsked:
+                    completion(
+                        KeychainError(
+                            .interactionNotAllowed,
+                            "allow-all needs the user's confirmation, and no prompt could be shown"
+                        ))
+                }
+                return
+            }
+            completion(store())
+        }
+    }
+
+    /// What the confirmation shows.
+    private static func allowAllRequest(for held: HeldKeychain, requester: String?) -> PinentryRequest {
+        let place = held.keychain.path.isEmpty ? "" : " (\(held.keychain.path))"
+        var description =
+            "A program asks to let every application of yours read the secrets of the keychain “\(held.label)”\(place)"
+            + " without asking you first."
+        if let requester { description += "\nAsked by: \(requester)" }
+        description += "\nAllow this only if you asked for it (latchkey set-access-policy allow-all)."
+        return PinentryRequest(
+            title: "Keychain Access Policy", description: description, prompt: "", okLabel: "Allow All",
+            cancelLabel: "Keep Asking")
+    }
+}
