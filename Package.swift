@@ -79,13 +79,15 @@ let package = Package(
         // The daemon's keychains with no bus in them: the Secret Service and the control socket are adapters over it.
         .target(
             name: "KeychainRegistry",
-            dependencies: ["KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix"]),
+            dependencies: [
+                "KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix", "KeySlots", "TPMSealing",
+            ]),
         .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus"]),
         .target(name: "Pinentry", dependencies: ["Posix"]),
         // Seals a 32-byte key to the machine's TPM 2.0 (optional PIN and PCR policy) and unseals it.
         .target(name: "TPMSealing", dependencies: ["CTSS2", "COpenSSL", "Posix"]),
-        // Key slots that unlock a keychain without its password; for now the recovery key's format.
-        .target(name: "KeySlots", dependencies: ["COpenSSL", "Posix"]),
+        // Key slots that unlock a keychain without its password: tpm2 (through TPMSealing) and the recovery key.
+        .target(name: "KeySlots", dependencies: ["KeychainCore", "KeychainStore", "TPMSealing", "COpenSSL", "Posix"]),
         // Who is calling: a process's program (executable, interpreter and script, Flatpak app id) from /proc.
         .target(name: "CallerIdentity", dependencies: ["COpenSSL", "Posix"]),
         .target(
@@ -98,14 +100,14 @@ let package = Package(
             name: "latchkeyd",
             dependencies: [
                 "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "GnomeKeyringImport",
-                "LoginControl", "Pinentry", "Posix", "DBus",
+                "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
             name: "latchkey",
             dependencies: [
                 "KeychainClient", "KeychainBus", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
-                "GnomeKeyringImport", "CallerIdentity",
+                "GnomeKeyringImport", "CallerIdentity", "KeySlots", "TPMSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -116,7 +118,8 @@ let package = Package(
             ]),
         .executableTarget(name: "latchkey-example", dependencies: ["Security"]),
         .executableTarget(
-            name: "tpm-seal-bench", dependencies: ["TPMSealing", "Posix"], path: "Benchmarks/TPMSealBench"),
+            name: "tpm-seal-bench", dependencies: ["TPMSealing", "KeySlots", "KeychainStore", "Posix"],
+            path: "Benchmarks/TPMSealBench"),
         .executableTarget(name: "secitem-client", dependencies: ["Security"], path: "Tests/SecItemClient"),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
@@ -137,7 +140,9 @@ let package = Package(
             ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix"]),
         .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),
-        .testTarget(name: "KeySlotsTests", dependencies: ["KeySlots"]),
+        .testTarget(
+            name: "KeySlotsTests",
+            dependencies: ["KeySlots", "KeychainStore", "KeychainCore", "TPMSealing", "Posix", "CSQLite"]),
         .testTarget(name: "CallerIdentityTests", dependencies: ["CallerIdentity"]),
         .testTarget(
             name: "GnomeKeyringImportTests",

@@ -3,6 +3,7 @@ import KeychainCore
 import KeychainStore
 import Pinentry
 import Posix
+import TPMSealing
 
 /// What the registry serves from and how it prompts.
 package struct RegistryConfiguration: Sendable {
@@ -17,12 +18,15 @@ package struct RegistryConfiguration: Sendable {
     /// Where Flatpak apps keep their data (`~/.var/app`): their libsecret files are imported at login
     /// with the keys gnome-keyring's Secret portal kept; nil: none.
     package var flatpakAppDirectory: String?
+    /// The TPM the login keychain's tpm2 slots are unsealed by (`LATCHKEY_TPM_TCTI`, default `/dev/tpmrm0`).
+    package var sealing: KeySealing
 
     /// A configuration; `kdf` stays `.production` outside tests.
     package init(
         keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production,
-        gnomeKeyringDirectory: String? = nil, flatpakAppDirectory: String? = nil
+        gnomeKeyringDirectory: String? = nil, flatpakAppDirectory: String? = nil, sealing: KeySealing = KeySealing()
     ) {
+        self.sealing = sealing
         self.keychainDirectory = keychainDirectory
         self.pinentry = pinentry
         self.kdf = kdf

@@ -86,7 +86,7 @@ extension KeychainRegistry {
                         return .success(
                             .unwrapped(
                                 try secret.withUnsafeBytes { (password) throws(KeychainError) in
-                                    try existing.unwrapKey(password: password, limited: limited)
+                                    try Self.unwrapLoginKey(existing, typed: password, limited: limited)
                                 }))
                     }
                     return .success(
@@ -277,18 +277,43 @@ extension KeychainRegistry {
             completion(false)
             return nil
         }
+        // A tpm2 slot with a PIN: the PIN is asked instead of the password; when the TPM cannot be used, the
+        // password is asked after all (the requester keeps the PIN prompt's ticket only).
+        if let (dialog, fellBack) = loginPINDialog(
+            keychain,
+            fallback: { [self] reason in
+                passwordPromptForLogin(keychain, unlocking: waiting, notice: reason, completion: completion)
+            })
+        {
+            return enqueuePrompt(dialog) { [self] accepted in
+                if fellBack(accepted) { return }
+                guard let held = login, !held.isLocked else { return completion(false) }
+                unlockUnderLogin(among: waiting)
+                completion(true)
+            }
+        }
+        return passwordPromptForLogin(keychain, unlocking: waiting, notice: nil, completion: completion)
+    }
+
+    /// The password prompt of ``promptForLoginPassword(unlocking:completion:)`` (`notice`: why the PIN was not
+    /// asked). The login keychain's recovery key is accepted in place of the password.
+    @discardableResult
+    private func passwordPromptForLogin(
+        _ keychain: Keychain, unlocking waiting: [HeldKeychain], notice: String?, completion: @escaping (Bool) -> Void
+    ) -> PromptTicket {
         let request = PinentryRequest(
             title: "Unlock Keychain",
             description: "An application wants to use your login keychain.\nEnter your login password to unlock it.",
-            prompt: "Password:", error: nil, okLabel: "Unlock")
+            prompt: "Password:", error: notice.map { "The PIN cannot be used: \($0)." }, okLabel: "Unlock")
         let dialog = PromptDialog(
             sharingKey: "unlock-login", tries: 5, retryMessage: "The password was not correct. Try again.",
-            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
+            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error ?? request.error, cancellation)
+            },
             attempt: { answers in
                 do throws(KeychainError) {
                     return .success(
                         try answers[0].withUnsafeBytes { (password) throws(KeychainError) in
-                            try keychain.unwrapKey(password: password)
+                            try Self.unwrapLoginKey(keychain, typed: password)
                         })
                 } catch {
                     return .failure(error)

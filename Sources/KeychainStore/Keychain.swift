@@ -177,7 +177,7 @@ public final class Keychain: Sendable {
 
     /// The header as the file holds it now, read again: another process (pam_latchkey re-keying the file
     /// while no daemon ran, the command) may have changed the password since this keychain was opened.
-    private func currentHeader() throws(KeychainError) -> KeychainHeader {
+    func currentHeader() throws(KeychainError) -> KeychainHeader {
         guard path != ":memory:" else { return state.withLock { $0.header } }
         return try state.withLock { (state) throws(KeychainError) in
             let stored = try KeychainHeader.load(from: state.db)

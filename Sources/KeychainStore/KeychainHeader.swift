@@ -71,6 +71,9 @@ struct KeychainHeader: Sendable {
         guard let kdf else {
             throw KeychainError(.authFailed, "this keychain is unlocked by its parent keychain, not a password")
         }
+        guard !wrappedKey.isEmpty else {
+            throw KeychainError(.authFailed, "this keychain has no password slot: unlock it with another slot")
+        }
         return try unwrap(with: try kdf.deriveKey(password: password, salt: salt))
     }
 

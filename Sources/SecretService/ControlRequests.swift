@@ -31,7 +31,9 @@ extension SecretServiceDaemon {
             }
             registry.openLoginSessions += 1
             guard let password else {
-                return reply(ControlReply(.ok, "session counted; no password given: \(loginState)"))
+                // A login with no password (autologin, fingerprint): a tpm2 slot without a PIN opens the
+                // login keychain; the reply does not wait for the TPM.
+                return reply(ControlReply(.ok, "session counted; no password given: " + registry.unlockLoginFromTPM()))
             }
             let creating = registry.login == nil
             registry.unlockLogin(password: password, from: .verifiedByPAM, holdingClients: true) { _ in }

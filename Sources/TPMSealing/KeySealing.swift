@@ -22,7 +22,22 @@ package struct KeySealing: Sendable {
     /// Seals `key` (32 bytes). With a `pin` (UTF-8 bytes, not empty), unsealing needs it and every wrong one counts
     /// towards the TPM's dictionary-attack lockout. With `pcrs` (indices 0–23 of the SHA-256 bank), unsealing needs
     /// those PCRs to hold the values they hold now.
-    package func seal(key: [UInt8], pin: [UInt8]? = nil, pcrs: [UInt8] = []) throws(TPMSealingError) -> SealedKey {
+    package func seal(key: borrowing SecretBytes, pin: borrowing SecretBytes, pcrs: [UInt8] = [])
+        throws(TPMSealingError) -> SealedKey
+    {
+        try key.withUnsafeBytes { (key) throws(TPMSealingError) in
+            try pin.withUnsafeBytes { (pin) throws(TPMSealingError) in try seal(key: key, pin: pin, pcrs: pcrs) }
+        }
+    }
+
+    /// Seals `key` (32 bytes) with no PIN: see ``seal(key:pin:pcrs:)``.
+    package func seal(key: borrowing SecretBytes, pcrs: [UInt8] = []) throws(TPMSealingError) -> SealedKey {
+        try key.withUnsafeBytes { (key) throws(TPMSealingError) in try seal(key: key, pin: nil, pcrs: pcrs) }
+    }
+
+    private func seal(key: UnsafeRawBufferPointer, pin: UnsafeRawBufferPointer?, pcrs: [UInt8])
+        throws(TPMSealingError) -> SealedKey
+    {
         guard key.count == Self.keyLength else { throw .invalidInput("a sealed key must be 32 bytes") }
         if let pin, pin.isEmpty { throw .invalidInput("an empty PIN is no PIN") }
         let pcrs = Array(Set(pcrs)).sorted()
@@ -79,8 +94,17 @@ package struct KeySealing: Sendable {
             pcrs: pcrs, needsPIN: pin != nil, pinSalt: salt)
     }
 
-    /// Unseals `sealed` on this TPM and returns the 32-byte key; the caller wipes it (`wipeBytes`) when done.
-    package func unseal(_ sealed: SealedKey, pin: [UInt8]? = nil) throws(TPMSealingError) -> [UInt8] {
+    /// Unseals `sealed`, which needs a PIN, on this TPM and returns the 32-byte key (wiped when released).
+    package func unseal(_ sealed: SealedKey, pin: borrowing SecretBytes) throws(TPMSealingError) -> SecretBytes {
+        try pin.withUnsafeBytes { (pin) throws(TPMSealingError) in try unseal(sealed, pin: pin) }
+    }
+
+    /// Unseals `sealed`, which needs no PIN (else: `pinRequired`), on this TPM and returns the 32-byte key.
+    package func unseal(_ sealed: SealedKey) throws(TPMSealingError) -> SecretBytes {
+        try unseal(sealed, pin: nil)
+    }
+
+    private func unseal(_ sealed: SealedKey, pin: UnsafeRawBufferPointer?) throws(TPMSealingError) -> SecretBytes {
         if sealed.needsPIN && (pin?.isEmpty ?? true) { throw .pinRequired }
         var inPublic = TPM2B_PUBLIC()
         var inPrivate = TPM2B_PRIVATE()
@@ -146,7 +170,10 @@ package struct KeySealing: Sendable {
         guard let outData, outData.pointee.size == UInt16(Self.keyLength) else {
             throw .invalidInput("the TPM object does not hold a 32-byte key")
         }
-        return bytesOf(outData.pointee.buffer, count: outData.pointee.size)
+        // Straight from ESAPI's buffer (wiped above) into secret memory, with no copy between.
+        let offset = MemoryLayout<TPM2B_SENSITIVE_DATA>.offset(of: \.buffer) ?? MemoryLayout<UInt16>.size
+        return SecretBytes(
+            copying: UnsafeRawBufferPointer(start: UnsafeRawPointer(outData) + offset, count: Self.keyLength))
     }
 }
 
@@ -160,7 +187,7 @@ private let sessionEncrypt = TPMA_SESSION(TPMA_SESSION_CONTINUESESSION | TPMA_SE
 /// Not a slow KDF on purpose: the value is never stored, and the sealed object can only be tried against the TPM
 /// that holds its parent key, whose dictionary-attack lockout limits guesses far more than any KDF cost could.
 /// The salt keeps the value different per sealed key, so one leaked authorisation value does not open another.
-func pinAuthValue(pin: [UInt8], salt: [UInt8]) -> [UInt8] {
+func pinAuthValue(pin: UnsafeRawBufferPointer, salt: [UInt8]) -> [UInt8] {
     var digest = [UInt8](repeating: 0, count: 32)
     var length: UInt32 = 0
     let label = Array("latchkey tpm2 pin v1\0".utf8)
@@ -169,7 +196,7 @@ func pinAuthValue(pin: [UInt8], salt: [UInt8]) -> [UInt8] {
     _ = EVP_DigestInit_ex(context, EVP_sha256(), nil)
     _ = EVP_DigestUpdate(context, label, label.count)
     _ = EVP_DigestUpdate(context, salt, salt.count)
-    _ = EVP_DigestUpdate(context, pin, pin.count)
+    _ = EVP_DigestUpdate(context, pin.baseAddress, pin.count)
     _ = EVP_DigestFinal_ex(context, &digest, &length)
     return digest
 }

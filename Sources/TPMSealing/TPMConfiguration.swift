@@ -24,4 +24,11 @@ package struct TPMConfiguration: Sendable, Equatable {
         }
         return TPMConfiguration(tcti: kernelResourceManager)
     }
+
+    /// Turns tpm2-tss's own log off (`TSS2_LOG=all+none`) unless the user set `TSS2_LOG`: it prints every failed
+    /// TPM command (a wrong PIN, another machine's key) on standard error, where Latchkey says what happened in
+    /// one line of its own. Call it at the start of `main`, before any thread runs (`setenv`).
+    package static func quietLibraryLog() {
+        setenv("TSS2_LOG", "all+none", 0)
+    }
 }

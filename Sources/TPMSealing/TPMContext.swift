@@ -107,10 +107,10 @@ final class TPMContext {
 }
 
 /// Copies `bytes` into a C fixed-size array (imported as a tuple); at most its size.
-func copyBytes<Buffer>(_ bytes: [UInt8], into buffer: inout Buffer) -> UInt16 {
+func copyBytes<Buffer>(_ bytes: some Collection<UInt8>, into buffer: inout Buffer) -> UInt16 {
     withUnsafeMutableBytes(of: &buffer) { raw in
         let count = min(raw.count, bytes.count)
-        raw.copyBytes(from: bytes[0..<count])
+        raw.copyBytes(from: bytes.prefix(count))
         return UInt16(count)
     }
 }

@@ -4,6 +4,7 @@ import KeychainBus
 import KeychainClient
 import KeychainCore
 import KeychainStore
+import Pinentry
 import Posix
 
 /// Prints a keychain path the way `security(1)` lists keychains: indented and quoted.
@@ -252,12 +253,16 @@ struct UnlockKeychain: ParsableCommand {
 
     @OptionGroup var password: KeychainPasswordOptions
 
+    @Flag(help: "Unlock with the keychain's recovery key (asked like a password, or read with --stdin).")
+    var recovery = false
+
     @Argument(help: "The keychain; the default keychain if omitted.")
     var keychain: String?
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
             let target = try KeychainTarget.open(keychain, unlocked: false)
+            if recovery { return try unlockWithRecoveryKey(target) }
             if var given = try password.given() {
                 defer { wipeBytes(&given) }
                 if target.held?.protection == .loginKeychain {
@@ -272,6 +277,30 @@ struct UnlockKeychain: ParsableCommand {
                     "latchkey: no daemon holds \(target.path): the password is right, and the keychain stays locked")
             }
         }
+    }
+
+    /// Unlocks with the recovery key: the daemon's keychain by sending it (the daemon tries it on the login
+    /// keychain's recovery slots), a file by checking it against the file's recovery slots.
+    private func unlockWithRecoveryKey(_ target: KeychainTarget) throws(KeychainError) {
+        guard password.password == nil else {
+            throw KeychainError.param("a recovery key is never given on the command line: leave -p out")
+        }
+        var text = try SlotSecrets(stdin: password.stdin).next(
+            prompt: "recovery key for \(target.path): ",
+            request: PinentryRequest(
+                title: "Unlock keychain",
+                description: "latchkey needs the recovery key of the keychain\n\(target.path)",
+                prompt: "Recovery key:", error: nil))
+        defer { wipeBytes(&text) }
+        if target.held != nil {
+            guard target.backend.isLocked else { return }
+            return try target.backend.unlock(withPassword: text)
+        }
+        guard let file = target.backend as? Keychain else { return }
+        file.unlock(with: try unwrapWithRecoveryKey(file, text))
+        file.lock()
+        StandardError.write(
+            "latchkey: no daemon holds \(target.path): the recovery key is right, and the keychain stays locked")
     }
 }
 
@@ -399,15 +428,23 @@ struct ShowKeychainInfo: ParsableCommand {
             let target = try KeychainTarget.open(keychain, unlocked: false)
             let settings = try target.backend.settings()
             let policy = try target.backend.storedAccessPolicy()
+            // The slot table, as the file holds it (the file is read here even when the daemon holds it).
+            let fileSlots =
+                (target.backend as? Keychain).map { try? $0.keySlots() }
+                ?? (try? Keychain(opening: target.path).keySlots())
             if json {
-                print(
-                    JSONValue.object([
-                        "path": .string(target.path), "lockOnSleep": .bool(settings.lockOnSleep),
-                        "lockOnScreenLock": .bool(settings.lockOnScreenLock),
-                        "lockTimeout": settings.lockTimeout.map { .number(Int64($0)) } ?? .null,
-                        "accessPolicy": .string(policy.policy.rawValue), "accessPolicyChecked": .bool(policy.checked),
-                        "locked": .bool(target.backend.isLocked), "heldByDaemon": .bool(target.held != nil),
-                    ]).text)
+                var object: [String: JSONValue] = [
+                    "path": .string(target.path), "lockOnSleep": .bool(settings.lockOnSleep),
+                    "lockOnScreenLock": .bool(settings.lockOnScreenLock),
+                    "lockTimeout": settings.lockTimeout.map { .number(Int64($0)) } ?? .null,
+                    "accessPolicy": .string(policy.policy.rawValue), "accessPolicyChecked": .bool(policy.checked),
+                    "locked": .bool(target.backend.isLocked), "heldByDaemon": .bool(target.held != nil),
+                ]
+                if let fileSlots {
+                    object["slots"] = .array(fileSlots.slots.map(jsonDescription))
+                    object["slotTable"] = .string(describe(fileSlots.check).word)
+                }
+                print(JSONValue.object(object).text)
                 return
             }
             var words = ["Keychain \"\(target.path)\""]
@@ -416,6 +453,10 @@ struct ShowKeychainInfo: ParsableCommand {
             words.append(settings.lockTimeout.map { "timeout=\($0)s" } ?? "no-timeout")
             words.append("access-policy=" + policy.policy.rawValue + (policy.checked ? "" : ",unchecked"))
             print(words.joined(separator: " "))
+            // A keychain with only its password slot keeps the one line (scripts read it); --json always lists.
+            if let fileSlots, fileSlots.slots.contains(where: { $0.kind != .password }) {
+                for slot in fileSlots.slots { print("    slot \(describe(slot))") }
+            }
         }
     }
 }

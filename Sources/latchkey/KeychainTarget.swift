@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import KeySlots
 import KeychainBus
 import KeychainClient
 import KeychainCore
@@ -146,6 +147,10 @@ struct KeychainTarget {
             try file.unlock(using: login)
             login.lock()
         } else {
+            // A tpm2 slot without a PIN opens the file with no password (a TPM that refuses: the password).
+            if TPMSlot.kinds(of: file).withoutPIN, let key = try? TPMSlot.unwrapKey(file, pin: nil) {
+                return file.unlock(with: key)
+            }
             try Self.askUntilUnlocked(path) { (password) throws(KeychainError) in try file.unlock(password: password) }
         }
     }

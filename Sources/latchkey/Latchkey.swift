@@ -1,6 +1,7 @@
 import ArgumentParser
 import KeychainCore
 import Posix
+import TPMSealing
 
 /// `latchkey`: the keychain command, in the shape of macOS `security(1)`.
 @main
@@ -23,7 +24,8 @@ struct Latchkey: ParsableCommand {
             DumpKeychain.self, ListKeychains.self, DefaultKeychain.self, LoginKeychain.self,
             CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self,
             SetKeychainPassword.self, SetKeychainSettings.self, ShowKeychainInfo.self, ImportGnomeKeyring.self,
-            MigrationStatus.self, ListAccess.self, RemoveAccess.self, SetAccessPolicy.self,
+            MigrationStatus.self, ListAccess.self, RemoveAccess.self, SetAccessPolicy.self, AddSlot.self,
+            ListSlots.self, RemoveSlot.self,
         ])
 
     /// Parses the command line (a trailing `-w` of an add verb means "ask me") and runs the verb. A
@@ -37,6 +39,7 @@ struct Latchkey: ParsableCommand {
         ProcessHardening.endOnFatalSignals()
         ProcessHardening.overwriteFreedMemory()
         SecretBytes.reportLockFailures { StandardError.write("latchkey: \($0)") }
+        TPMConfiguration.quietLibraryLog()
         let arguments = PasswordSourceOptions.rewritingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
         do {
             var command = try parseAsRoot(arguments)

@@ -10,6 +10,7 @@ import LoginControl
 import Pinentry
 import Posix
 import SecretService
+import TPMSealing
 
 @main
 struct Latchkeyd: ParsableCommand {
@@ -86,6 +87,8 @@ struct Latchkeyd: ParsableCommand {
         if let restartProblem { printError("latchkeyd: freed memory may keep secrets: \(restartProblem)") }
         // A reader of our standard output that went away must not end the daemon.
         signal(SIGPIPE, SIG_IGN)
+        // tpm2-tss's own log lines (a wrong PIN at the login keychain's prompt) stay out of the journal.
+        TPMConfiguration.quietLibraryLog()
         let signalMask = ServiceLoop.blockTerminationSignals()
         if printIntrospection {
             print(SecretServiceIntrospection.document, terminator: "")

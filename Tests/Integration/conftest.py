@@ -3,7 +3,10 @@ latchkeyd on it with a throwaway keychain directory, and a scripted pinentry."""
 
 import os
 import pathlib
+import random
+import shutil
 import signal
+import socket
 import subprocess
 import time
 
@@ -168,3 +171,57 @@ def secret_tool(bus, *args, input=None, check=True):
     if check and result.returncode != 0:
         raise AssertionError(f"secret-tool {args} failed: {result.stderr.decode()}")
     return result
+
+
+class SoftwareTPM:
+    """A real software TPM 2.0 (Debian's swtpm) on two free local TCP ports with its own state directory (its
+    own owner seed: a key sealed by one does not load in another). `tcti` is what LATCHKEY_TPM_TCTI takes."""
+
+    def __init__(self, directory):
+        self.state = pathlib.Path(directory)
+        self.state.mkdir(parents=True, exist_ok=True)
+        for _ in range(20):
+            port = random.randint(20000, 60000)
+            if not (self._free(port) and self._free(port + 1)):
+                continue
+            self.process = subprocess.Popen(
+                ["swtpm", "socket", "--tpm2", "--server", f"type=tcp,port={port},bindaddr=127.0.0.1",
+                 "--ctrl", f"type=tcp,port={port + 1},bindaddr=127.0.0.1", "--tpmstate", f"dir={self.state}",
+                 "--flags", "not-need-init,startup-clear"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self.process.poll() is None:
+                if not self._free(port):
+                    self.port = port
+                    self.tcti = f"swtpm:host=127.0.0.1,port={port}"
+                    return
+                time.sleep(0.02)
+            self.stop()
+        raise AssertionError("swtpm did not start")
+
+    @staticmethod
+    def _free(port):
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) != 0
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def make_tpm(tmp_path):
+    """Starts software TPMs for a test (skipped only where swtpm is not installed; CI installs it)."""
+    if shutil.which("swtpm") is None:
+        pytest.skip("swtpm is not installed")
+    started = []
+
+    def make():
+        tpm = SoftwareTPM(tmp_path / f"swtpm-{len(started)}")
+        started.append(tpm)
+        return tpm
+
+    yield make
+    for tpm in started:
+        tpm.stop()

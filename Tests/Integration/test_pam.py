@@ -362,6 +362,41 @@ def test_session_without_a_password_leaves_it_locked_and_unlock_prompts(service,
     assert not user.login_locked()
 
 
+@pytest.mark.parametrize("with_pin", [False, True], ids=["no-pin", "pin"])
+def test_a_session_without_a_password_unlocks_from_the_tpm2_slot(make_service, user, installed, tmp_path, make_tpm,
+                                                                 with_pin):
+    """Autologin or a fingerprint: no password reaches PAM. With a tpm2 slot (docs/key-slots.md) the daemon
+    pam_latchkey starts opens the login keychain from the TPM, or asks its PIN at the first request."""
+    tpm = make_tpm()
+    envfile = tmp_path / "pam-env"
+    envfile.write_text("".join(f"{k}={user.env()[k]}\n"
+                               for k in ("PINENTRY", "SCRIPTED_PINENTRY_ANSWERS", "SCRIPTED_PINENTRY_LOG"))
+                       + f"LATCHKEY_TPM_TCTI={tpm.tcti}\n")
+    service = make_service(session_prefix=f"session   required  pam_env.so envfile={envfile}\n")
+    login(service, user)
+    user.wait_for_name()
+    user.secret_tool("store", "--label=mail", "service", "mail", input="s3cret")
+    shutil.copy(binary("latchkey"), installed / "latchkey")
+    os.chmod(installed / "latchkey", 0o755)
+    added = user.run(["env", f"LATCHKEY_TPM_TCTI={tpm.tcti}", str(installed / "latchkey"), "add-slot", "tpm2",
+                      *(["--pin"] if with_pin else []), "--stdin"],
+                     input=PASSWORD + "\n" + ("4711\n" if with_pin else ""))
+    assert added.returncode == 0, added.stderr
+    user.stop_daemon()
+    user.set_pinentry_answers(["password 4711"] if with_pin else [])
+    result = pamtester(service, user, "open_session", password=None)
+    assert result.returncode == 0, result.stderr
+    user.wait_for_name()
+    found = user.secret_tool("lookup", "service", "mail")
+    assert found.returncode == 0 and found.stdout == "s3cret", found.stderr
+    asked = user.pinentry_log.read_text() if user.pinentry_log.exists() else ""
+    if with_pin:
+        assert '"argument": "PIN:"' in asked
+    else:
+        assert "GETPIN" not in asked
+    assert not user.login_locked()
+
+
 @pytest.fixture
 def passwd_stack(installed):
     """Puts the module in the password stack of `passwd` for the test."""

@@ -12,25 +12,26 @@ struct TPMSealingTests {
         let tpm = try SoftwareTPM()
         defer { tpm.stop() }
         let sealing = KeySealing(configuration: tpm.configuration)
-        let sealed = try sealing.seal(key: key)
+        let sealed = try sealing.seal(key: secret(key))
         #expect(!sealed.needsPIN)
         // The stored bytes hold the TPM's encrypted private part, not the key.
         #expect(!contains(sealed.encoded(), key))
-        var unsealed = try sealing.unseal(try SealedKey(encoded: sealed.encoded()))
-        defer { wipeBytes(&unsealed) }
-        #expect(unsealed == key)
+        let unsealed = try sealing.unseal(try SealedKey(encoded: sealed.encoded()))
+        #expect(unsealed.hasSameBytes(as: key) as Bool)
     }
 
     @Test func wrongPINFailsAndRightPINUnseals() throws {
         let tpm = try SoftwareTPM()
         defer { tpm.stop() }
         let sealing = KeySealing(configuration: tpm.configuration)
-        let sealed = try sealing.seal(key: key, pin: pin)
+        let sealed = try sealing.seal(key: secret(key), pin: secret(pin))
         #expect(sealed.needsPIN)
-        #expect(throws: TPMSealingError.pinRequired) { try sealing.unseal(sealed) }
+        #expect(throws: TPMSealingError.pinRequired) { _ = try sealing.unseal(sealed) }
         // swtpm allows 3 failed authorisations by default: the first wrong PIN leaves 2.
-        #expect(throws: TPMSealingError.wrongPIN(triesLeft: 2)) { try sealing.unseal(sealed, pin: Array("4712".utf8)) }
-        #expect(try sealing.unseal(sealed, pin: pin) == key)
+        #expect(throws: TPMSealingError.wrongPIN(triesLeft: 2)) {
+            _ = try sealing.unseal(sealed, pin: secret(Array("4712".utf8)))
+        }
+        #expect(try sealing.unseal(sealed, pin: secret(pin)).hasSameBytes(as: key) as Bool)
     }
 
     @Test func anotherTPMCannotUnseal() throws {
@@ -38,28 +39,28 @@ struct TPMSealingTests {
         defer { first.stop() }
         let second = try SoftwareTPM()
         defer { second.stop() }
-        let sealed = try KeySealing(configuration: first.configuration).seal(key: key)
+        let sealed = try KeySealing(configuration: first.configuration).seal(key: secret(key))
         #expect(throws: TPMSealingError.notThisTPM) {
-            try KeySealing(configuration: second.configuration).unseal(sealed)
+            _ = try KeySealing(configuration: second.configuration).unseal(sealed)
         }
-        #expect(try KeySealing(configuration: first.configuration).unseal(sealed) == key)
+        #expect(try KeySealing(configuration: first.configuration).unseal(sealed).hasSameBytes(as: key) as Bool)
     }
 
     @Test func extendedPCRStopsUnsealing() throws {
         let tpm = try SoftwareTPM()
         defer { tpm.stop() }
         let sealing = KeySealing(configuration: tpm.configuration)
-        let bound = try sealing.seal(key: key, pcrs: [16])
-        let boundWithPIN = try sealing.seal(key: key, pin: pin, pcrs: [16, 7])
+        let bound = try sealing.seal(key: secret(key), pcrs: [16])
+        let boundWithPIN = try sealing.seal(key: secret(key), pin: secret(pin), pcrs: [16, 7])
         #expect(bound.pcrs == [16])
-        #expect(try sealing.unseal(bound) == key)
-        #expect(try sealing.unseal(boundWithPIN, pin: pin) == key)
+        #expect(try sealing.unseal(bound).hasSameBytes(as: key) as Bool)
+        #expect(try sealing.unseal(boundWithPIN, pin: secret(pin)).hasSameBytes(as: key) as Bool)
         #expect(throws: TPMSealingError.wrongPIN(triesLeft: 2)) {
-            try sealing.unseal(boundWithPIN, pin: Array("0000".utf8))
+            _ = try sealing.unseal(boundWithPIN, pin: secret(Array("0000".utf8)))
         }
         try tpm.tpm2Tool("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ab", count: 32)])
-        #expect(throws: TPMSealingError.pcrsChanged) { try sealing.unseal(bound) }
-        #expect(throws: TPMSealingError.pcrsChanged) { try sealing.unseal(boundWithPIN, pin: pin) }
+        #expect(throws: TPMSealingError.pcrsChanged) { _ = try sealing.unseal(bound) }
+        #expect(throws: TPMSealingError.pcrsChanged) { _ = try sealing.unseal(boundWithPIN, pin: secret(pin)) }
     }
 
     @Test func repeatedWrongPINsLockTheTPMOut() throws {
@@ -68,30 +69,36 @@ struct TPMSealingTests {
         // Two failed authorisations allowed; one forgotten every 600 s.
         try tpm.tpm2Tool("tpm2_dictionarylockout", ["--setup-parameters", "-n", "2", "-t", "600", "-l", "600"])
         let sealing = KeySealing(configuration: tpm.configuration)
-        let sealed = try sealing.seal(key: key, pin: pin)
-        #expect(throws: TPMSealingError.wrongPIN(triesLeft: 1)) { try sealing.unseal(sealed, pin: Array("1".utf8)) }
-        #expect(throws: TPMSealingError.wrongPIN(triesLeft: 0)) { try sealing.unseal(sealed, pin: Array("2".utf8)) }
+        let sealed = try sealing.seal(key: secret(key), pin: secret(pin))
+        #expect(throws: TPMSealingError.wrongPIN(triesLeft: 1)) {
+            _ = try sealing.unseal(sealed, pin: secret(Array("1".utf8)))
+        }
+        #expect(throws: TPMSealingError.wrongPIN(triesLeft: 0)) {
+            _ = try sealing.unseal(sealed, pin: secret(Array("2".utf8)))
+        }
         // Now even the right PIN is refused, and the error says how the TPM recovers.
-        #expect(throws: TPMSealingError.lockedOut(secondsPerRecoveredTry: 600)) { try sealing.unseal(sealed, pin: pin) }
+        #expect(throws: TPMSealingError.lockedOut(secondsPerRecoveredTry: 600)) {
+            _ = try sealing.unseal(sealed, pin: secret(pin))
+        }
         try tpm.tpm2Tool("tpm2_dictionarylockout", ["--clear-lockout"])
-        #expect(try sealing.unseal(sealed, pin: pin) == key)
+        #expect(try sealing.unseal(sealed, pin: secret(pin)).hasSameBytes(as: key) as Bool)
     }
 
     @Test func damagedSealedKeyIsRefusedClearly() throws {
         let tpm = try SoftwareTPM()
         defer { tpm.stop() }
         let sealing = KeySealing(configuration: tpm.configuration)
-        let sealed = try sealing.seal(key: key, pin: pin)
+        let sealed = try sealing.seal(key: secret(key), pin: secret(pin))
         var flipped = sealed
         flipped.privateArea[flipped.privateArea.count - 1] ^= 0x01
         // The TPM's integrity check on the private part fails, exactly as for another TPM's key.
-        #expect(throws: TPMSealingError.notThisTPM) { try sealing.unseal(flipped, pin: pin) }
+        #expect(throws: TPMSealingError.notThisTPM) { _ = try sealing.unseal(flipped, pin: secret(pin)) }
         var truncated = sealed
         truncated.publicArea.removeLast()
         #expect(throws: TPMSealingError.invalidInput("not a sealed TPM key")) {
-            try sealing.unseal(truncated, pin: pin)
+            _ = try sealing.unseal(truncated, pin: secret(pin))
         }
-        #expect(try sealing.unseal(sealed, pin: pin) == key)
+        #expect(try sealing.unseal(sealed, pin: secret(pin)).hasSameBytes(as: key) as Bool)
     }
 
     @Test func noTPMIsReported() throws {
@@ -99,7 +106,7 @@ struct TPMSealingTests {
         let configuration = tpm.configuration
         tpm.stop()
         #expect {
-            try KeySealing(configuration: configuration).seal(key: key)
+            try KeySealing(configuration: configuration).seal(key: secret(key))
         } throws: { error in
             guard case .noTPM(let tcti, _) = error as? TPMSealingError else { return false }
             return tcti == configuration.tcti
@@ -109,10 +116,10 @@ struct TPMSealingTests {
     @Test func rejectsBadInput() throws {
         let sealing = KeySealing(configuration: TPMConfiguration(tcti: "swtpm:host=127.0.0.1,port=1"))
         #expect(throws: TPMSealingError.invalidInput("a sealed key must be 32 bytes")) {
-            try sealing.seal(key: [1, 2, 3])
+            try sealing.seal(key: secret([1, 2, 3]))
         }
         #expect(throws: TPMSealingError.invalidInput("PCR indices go from 0 to 23")) {
-            try sealing.seal(key: key, pcrs: [24])
+            try sealing.seal(key: secret(key), pcrs: [24])
         }
         #expect(throws: TPMSealingError.invalidInput("not a sealed TPM key")) { try SealedKey(encoded: [1, 0, 0]) }
         let sealed = SealedKey(
@@ -128,4 +135,9 @@ struct TPMSealingTests {
 private func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
     guard haystack.count >= needle.count else { return false }
     return (0...(haystack.count - needle.count)).contains { Array(haystack[$0..<$0 + needle.count]) == needle }
+}
+
+/// `bytes` in secret memory, as `KeySealing` takes a key and a PIN.
+func secret(_ bytes: [UInt8]) -> SecretBytes {
+    SecretBytes(copying: bytes)
 }

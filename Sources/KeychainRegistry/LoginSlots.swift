@@ -1,0 +1,115 @@
+import KeySlots
+import KeychainCore
+import KeychainStore
+import Pinentry
+import Posix
+import Synchronization
+import TPMSealing
+
+/// Why a PIN prompt could not be used (the TPM locked out, gone, or the PCRs changed): the prompt then falls
+/// back to the password. Set on the worker, read on the serving thread.
+private final class PINUnusable: Sendable {
+    let reason = Mutex<String?>(nil)
+    let wrongPINs = Mutex(0)
+}
+
+extension KeychainRegistry {
+    /// A login that brought no password (autologin, fingerprint): when the login keychain has a tpm2 slot
+    /// without a PIN, the key is unsealed on the worker and the keychain unlocked on the serving thread, as if
+    /// the password had come; clients' requests wait for it meanwhile (``isUnlockingAtLogin``). Nothing happens
+    /// when there is no such slot or the TPM refuses (then the first request prompts as before); a slot with a
+    /// PIN is used by the first prompt instead (``promptForLoginPassword(unlocking:completion:)``).
+    /// Returns what it started, for the hand-over's reply.
+    @discardableResult
+    package func unlockLoginFromTPM() -> String {
+        guard let held = login, held.isLocked else { return "login keychain \(login == nil ? "absent" : "unlocked")" }
+        let keychain = held.keychain
+        let slots = TPMSlot.kinds(of: keychain)
+        guard slots.withoutPIN else {
+            return slots.withPIN
+                ? "login keychain locked; its tpm2 slot's PIN is asked at the first request" : "login keychain locked"
+        }
+        unlocksAtLogin += 1
+        let locksBefore = locksOfLogin
+        let sealing = configuration.sealing
+        offLoop(
+            { () -> UnwrappedKeychainKey? in try? TPMSlot.unwrapKey(keychain, pin: nil, sealing: sealing) },
+            then: { [self] key in
+                unlocksAtLogin -= 1
+                // Not opened (TPM gone or cleared, PCRs changed): the first request prompts as before.
+                guard let key, let login, login.keychain === keychain, login.isLocked, locksOfLogin == locksBefore
+                else { return }
+                login.keychain.unlock(with: key)
+                announceLoginUnlocked()
+            })
+        return "unlocking the login keychain from its tpm2 slot"
+    }
+
+    /// Wrong PINs one PIN prompt takes before it asks for the password instead.
+    static let loginPINTries = 3
+
+    /// The PIN prompt for the login keychain's tpm2 slot, when it has one with a PIN: nil otherwise. A wrong
+    /// PIN asks again (the TPM counts it towards its lockout); a TPM that cannot be used (locked out, gone,
+    /// changed PCRs) or ``loginPINTries`` wrong PINs end it, and `fallback` then runs with why (to ask for the
+    /// password instead). Cancelling ends it with no fallback.
+    func loginPINDialog(_ keychain: Keychain, fallback: @escaping (String) -> Void) -> (PromptDialog, (Bool) -> Bool)? {
+        guard TPMSlot.kinds(of: keychain).withPIN else { return nil }
+        let sealing = configuration.sealing
+        let unusable = PINUnusable()
+        let request = PinentryRequest(
+            title: "Unlock Keychain",
+            description: "An application wants to use your login keychain.\nEnter your keychain PIN to unlock it.",
+            prompt: "PIN:", error: nil, okLabel: "Unlock")
+        let dialog = PromptDialog(
+            sharingKey: "unlock-login", tries: Self.loginPINTries,
+            retryMessage: "Wrong PIN. The TPM locks the PIN out after a few wrong ones. Try again.",
+            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
+            attempt: { answers in
+                do throws(KeySlotError) {
+                    return .success(try TPMSlot.unwrapKey(keychain, pin: answers[0], sealing: sealing))
+                } catch {
+                    if case .tpm(.wrongPIN) = error {
+                        // The prompt's last try: the password is asked next (the user may have forgotten the PIN).
+                        if unusable.wrongPINs.withLock({ (count) in
+                            count += 1
+                            return count >= Self.loginPINTries
+                        }) {
+                            unusable.reason.withLock { $0 = "\(Self.loginPINTries) wrong PINs" }
+                        }
+                        return .failure(KeychainError(.authFailed, error.description))
+                    }
+                    unusable.reason.withLock { $0 = error.description }
+                    return .failure(KeychainError(.interactionNotAllowed, error.description))
+                }
+            },
+            apply: { [self] key in
+                guard let key = key as? UnwrappedKeychainKey, let held = login, held.keychain === keychain,
+                    held.isLocked
+                else { return }
+                held.keychain.unlock(with: key)
+                announce(.lockChanged(held))
+            },
+            isSatisfied: { [self] in login?.isLocked == false })
+        // After the prompt: whether it ended because the PIN cannot be used (then the fallback was called).
+        let fellBack: (Bool) -> Bool = { accepted in
+            guard !accepted, let reason = unusable.reason.withLock({ $0 }) else { return false }
+            fallback(reason)
+            return true
+        }
+        return (dialog, fellBack)
+    }
+
+    /// The login keychain's key from what was typed where its password is asked: its recovery key, when the
+    /// text is one (the check group matches) and opens a recovery slot, else the password.
+    static func unwrapLoginKey(_ keychain: Keychain, typed: UnsafeRawBufferPointer, limited: Bool = true)
+        throws(KeychainError) -> UnwrappedKeychainKey
+    {
+        var text = [UInt8](typed)
+        defer { wipeBytes(&text) }
+        if var parsed = try? RecoveryKey(parsing: text) {
+            parsed.wipe()
+            if let key = try? RecoverySlot.unwrapKey(keychain, recoveryText: text) { return key }
+        }
+        return try keychain.unwrapKey(password: typed, limited: limited)
+    }
+}

@@ -1,0 +1,258 @@
+"""Key slots (docs/key-slots.md) end to end: the latchkey command on keychain files and latchkeyd at a login
+that brought no password, with a real software TPM (swtpm) and the scripted pinentry."""
+
+import json
+import os
+import pty
+import re
+import select
+import time
+
+import control_client as control
+from conftest import LOGIN_PASSWORD, binary, secret_tool
+from test_cli import Cli, run_in_terminal
+
+RECOVERY_KEY = re.compile(r"^([0-9a-hjkmnp-tv-z]{5}-){6}[0-9a-hjkmnp-tv-z]{5}$")
+
+
+class SlotCli(Cli):
+    """The command with LATCHKEY_TPM_TCTI pointing at a software TPM."""
+
+    def __init__(self, tmp_path, tpm, bus=None):
+        super().__init__(tmp_path, bus)
+        self.tpm = tpm
+
+    def env(self):
+        env = super().env()
+        env["LATCHKEY_TPM_TCTI"] = self.tpm.tcti
+        return env
+
+    def slots(self, keychain):
+        return json.loads(self.ok("list-slots", "--json", keychain).stdout)
+
+
+def one_line_failure(result, words):
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+
+
+def test_slot_verbs_on_a_keychain_file(tmp_path, make_tpm):
+    cli = SlotCli(tmp_path, make_tpm())
+    cli.ok("create-keychain", "--stdin", "work", input="old pw\n")
+    cli.set_answers(["password old pw"])
+    cli.ok("add-generic-password", "-a", "me", "-s", "there", "--stdin", "work", input="in work")
+    listed = cli.slots("work")
+    assert [s["type"] for s in listed["slots"]] == ["password"] and listed["check"] == "unverified"
+
+    # A tpm2 slot without a PIN: the file opens with no password asked (no pinentry answer is left).
+    cli.ok("add-slot", "tpm2", "--stdin", "work", input="old pw\n")
+    cli.set_answers([])
+    assert cli.ok("find-generic-password", "-s", "there", "-w", "work").stdout == "in work\n"
+    assert cli.pinentry_asks() == 1
+
+    # The recovery key is printed once, and opens the keychain; a mistyped one and another keychain's do not.
+    key = cli.ok("add-slot", "recovery", "--stdout", "--stdin", "work", input="old pw\n").stdout.strip()
+    assert RECOVERY_KEY.match(key), key
+    cli.ok("create-keychain", "--stdin", "other", input="other pw\n")
+    other_key = cli.ok("add-slot", "recovery", "--stdout", "--stdin", "other", input="other pw\n").stdout.strip()
+    right = cli.ok("unlock-keychain", "--recovery", "--stdin", "work", input=key + "\n")
+    assert "the recovery key is right" in right.stderr
+    one_line_failure(cli.run("unlock-keychain", "--recovery", "--stdin", "work", input=other_key + "\n"),
+                     "opens no slot")
+    typo = key[:3] + ("a" if key[3] != "a" else "b") + key[4:]
+    one_line_failure(cli.run("unlock-keychain", "--recovery", "--stdin", "work", input=typo + "\n"), "typo")
+    listed = cli.slots("work")
+    assert [(s["id"], s["type"]) for s in listed["slots"]] == [(0, "password"), (1, "tpm2"), (2, "recovery")]
+    assert listed["slots"][1]["pin"] is False and listed["slots"][1]["pcrs"] == []
+    assert json.loads(cli.ok("list-slots", "--json", "--unlock", "--stdin", "work", input="old pw\n").stdout)[
+        "check"] == "verified"
+    info = cli.ok("show-keychain-info", "work").stdout
+    assert "slot 1 tpm2 no-pin no-pcrs" in info and "slot 2 recovery" in info
+
+    # A password change re-wraps only the password slot: the tpm2 and recovery slots still open it.
+    cli.ok("set-keychain-password", "--stdin", "work", input="old pw\nnew pw\n")
+    one_line_failure(cli.run("unlock-keychain", "--stdin", "work", input="old pw\n"), "")
+    cli.ok("unlock-keychain", "--stdin", "work", input="new pw\n")
+    cli.ok("unlock-keychain", "--recovery", "--stdin", "work", input=key + "\n")
+    cli.set_answers([])
+    assert cli.ok("find-generic-password", "-s", "there", "-w", "work").stdout == "in work\n"
+
+    # The password slot may go while the recovery slot stays; the last of them may not.
+    cli.ok("remove-slot", "password", "--stdin", "work", input="new pw\n")
+    assert [s["type"] for s in cli.slots("work")["slots"]] == ["tpm2", "recovery"]
+    one_line_failure(cli.run("remove-slot", "recovery", "--stdin", "work", input=key + "\n"),
+                     "last password or recovery slot")
+    assert [s["type"] for s in cli.slots("work")["slots"]] == ["tpm2", "recovery"]
+    cli.ok("remove-slot", "1", "--stdin", "work", input=key + "\n")
+    assert [s["type"] for s in cli.slots("work")["slots"]] == ["recovery"]
+
+    # Bad input: one line, status 1, nothing changed.
+    one_line_failure(cli.run("add-slot", "fido2", "work"), "tpm2 or recovery")
+    one_line_failure(cli.run("add-slot", "tpm2", "--pcrs", "7,99", "work"), "0 to 23")
+    one_line_failure(cli.run("remove-slot", "9", "work"), "no slot 9")
+    one_line_failure(cli.run("add-slot", "recovery", "work"), "terminal")
+
+
+def test_a_keychain_copied_to_another_tpm_does_not_open_from_its_tpm2_slot(tmp_path, make_tpm):
+    cli = SlotCli(tmp_path, make_tpm())
+    cli.ok("create-keychain", "--stdin", "work", input="pw\n")
+    cli.set_answers(["password pw"])
+    cli.ok("add-generic-password", "-a", "me", "-s", "there", "--stdin", "work", input="secret")
+    cli.ok("add-slot", "tpm2", "--stdin", "work", input="pw\n")
+    # The same file on another machine: another TPM. The slot does not open; the password is asked.
+    cli.tpm = make_tpm()
+    cli.set_answers(["cancel"])
+    refused = cli.run("find-generic-password", "-s", "there", "-w", "work")
+    assert refused.returncode == 1 and cli.pinentry_asks() == 2
+    # tpm2-tss's own error lines stay quiet: the command says what happened in one line.
+    assert refused.stderr.count("\n") == 1 and "esys" not in refused.stderr.lower(), refused.stderr
+    cli.set_answers(["password pw"])
+    assert cli.ok("find-generic-password", "-s", "there", "-w", "work").stdout == "secret\n"
+
+
+def control_socket(daemon):
+    return str(daemon.runtime / "latchkey" / "control")
+
+
+def test_a_login_without_a_password_unlocks_from_the_tpm2_slot(tmp_path, bus, make_daemon, make_tpm):
+    tpm = make_tpm()
+    cli = SlotCli(tmp_path, tpm, bus)
+    environment = {"LATCHKEY_TPM_TCTI": tpm.tcti}
+    daemon = make_daemon(keychains=cli.keychains, extra_env=environment).start()
+    secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
+    cli.ok("add-slot", "tpm2", "--stdin", input=LOGIN_PASSWORD + "\n")
+    # A password change through the daemon (as pam_latchkey's re-key on passwd) re-wraps only the password slot.
+    status, message = control.change_password(control_socket(daemon), LOGIN_PASSWORD, "changed login password")
+    assert status == "ok", message
+    daemon.stop()
+    # (On the file, with no bus: a bus with no latchkeyd on it would activate another Secret Service.)
+    assert SlotCli(tmp_path, tpm).run("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n").returncode == 1
+
+    # As pam_latchkey after an autologin: a hand-over with no password.
+    later = make_daemon(keychains=cli.keychains, extra_env=environment).start(unlock=False)
+    status, message = control.hand_over(control_socket(later))
+    assert status == "ok", message
+    found = secret_tool(bus, "lookup", "service", "mail")
+    assert found.stdout == b"s3cret"
+    assert "GETPIN" not in later.pinentry_log()
+
+
+def test_a_login_without_a_password_asks_the_tpm2_pin(tmp_path, bus, make_daemon, make_tpm):
+    tpm = make_tpm()
+    cli = SlotCli(tmp_path, tpm, bus)
+    environment = {"LATCHKEY_TPM_TCTI": tpm.tcti}
+    daemon = make_daemon(keychains=cli.keychains, extra_env=environment).start()
+    secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
+    cli.ok("add-slot", "tpm2", "--pin", "--stdin", input=LOGIN_PASSWORD + "\n4711\n")
+    daemon.stop()
+
+    later = make_daemon(keychains=cli.keychains, extra_env=environment)
+    later.set_pinentry_answers(["password 1234", "password 4711"])
+    later.start(unlock=False)
+    status, message = control.hand_over(control_socket(later))
+    assert status == "ok" and "PIN" in message, message
+    # The first request that needs a secret asks for the PIN: a wrong one is asked again, the right one unlocks.
+    found = secret_tool(bus, "lookup", "service", "mail")
+    assert found.stdout == b"s3cret", found.stderr
+    log = [json.loads(line) for line in later.pinentry_log().splitlines()]
+    assert sum(1 for entry in log if entry["command"] == "GETPIN") == 2
+    assert any(entry["command"] == "SETPROMPT" and entry["argument"] == "PIN:" for entry in log)
+    assert any(entry["command"] == "SETERROR" and "Wrong PIN" in entry["argument"] for entry in log)
+
+
+def test_the_login_keychain_takes_its_recovery_key_at_the_password_prompt(tmp_path, bus, make_daemon, make_tpm):
+    cli = SlotCli(tmp_path, make_tpm(), bus)
+    daemon = make_daemon(keychains=cli.keychains).start()
+    secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
+    key = cli.ok("add-slot", "recovery", "--stdout", "--stdin", input=LOGIN_PASSWORD + "\n").stdout.strip()
+    daemon.stop()
+    later = make_daemon(keychains=cli.keychains)
+    later.set_pinentry_answers(["password " + key])
+    later.start(unlock=False)
+    assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
+    # Through the command too: unlock-keychain --recovery sends it to the daemon, which tries the login
+    # keychain's recovery slots.
+    cli.ok("lock-keychain")
+    later.set_pinentry_answers([])
+    cli.ok("unlock-keychain", "--recovery", "--stdin", input=key + "\n")
+    assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
+    assert later.pinentry_log().count("GETPIN") == 1
+
+
+def test_the_pin_prompt_falls_back_to_the_password(tmp_path, bus, make_daemon, make_tpm):
+    tpm = make_tpm()
+    cli = SlotCli(tmp_path, tpm, bus)
+    environment = {"LATCHKEY_TPM_TCTI": tpm.tcti}
+    daemon = make_daemon(keychains=cli.keychains, extra_env=environment).start()
+    secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
+    cli.ok("add-slot", "tpm2", "--pin", "--stdin", input=LOGIN_PASSWORD + "\n4711\n")
+    daemon.stop()
+
+    # Three wrong PINs (a forgotten PIN): the password is asked next, and opens the keychain.
+    later = make_daemon(keychains=cli.keychains, extra_env=environment)
+    later.set_pinentry_answers(["password 1", "password 2", "password 3", "password " + LOGIN_PASSWORD])
+    later.start(unlock=False)
+    control.hand_over(control_socket(later))
+    found = secret_tool(bus, "lookup", "service", "mail")
+    assert found.stdout == b"s3cret", found.stderr
+    log = [json.loads(line) for line in later.pinentry_log().splitlines()]
+    prompts = [entry["argument"] for entry in log if entry["command"] == "SETPROMPT"]
+    assert prompts == ["PIN:"] * 3 + ["Password:"], prompts
+    assert any(entry["command"] == "SETERROR" and "3 wrong PINs" in entry["argument"] for entry in log)
+
+
+def test_the_recovery_key_is_shown_on_the_terminal_and_typed_back(tmp_path, make_tpm):
+    cli = SlotCli(tmp_path, make_tpm())
+    cli.ok("create-keychain", "--stdin", "tty", input="pw\n")
+    status, shown = run_in_terminal(
+        cli, ["add-slot", "tpm2", "--pin", "tty"],
+        [("password to unlock", "pw\n"), ("new PIN for the tpm2 slot: ", "4711\n"), ("retype the PIN: ", "4711\n")])
+    assert status == 0 and "4711" not in shown, shown
+
+    # The key is shown once; a key typed back wrong saves nothing.
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(binary("latchkey"), ["latchkey", "add-slot", "recovery", "tty"], cli.env())
+    shown = read_terminal_until(fd, b"password to unlock")
+    os.write(fd, b"pw\n")
+    shown = read_terminal_until(fd, b"type the recovery key back: ")
+    key = RECOVERY_KEY_IN_TEXT.search(shown.decode()).group(0)
+    os.write(fd, (key[:-1] + ("0" if key[-1] != "0" else "1") + "\n").encode())
+    read_terminal_until(fd, b"\0never")
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 1
+    os.close(fd)
+    assert [s["type"] for s in cli.slots("tty")["slots"]] == ["password", "tpm2"]
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(binary("latchkey"), ["latchkey", "add-slot", "recovery", "tty"], cli.env())
+    read_terminal_until(fd, b"password to unlock")
+    os.write(fd, b"pw\n")
+    shown = read_terminal_until(fd, b"type the recovery key back: ")
+    key = RECOVERY_KEY_IN_TEXT.search(shown.decode()).group(0)
+    os.write(fd, (key.upper().replace("-", " ") + "\n").encode())
+    read_terminal_until(fd, b"\0never")
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    os.close(fd)
+    assert [s["type"] for s in cli.slots("tty")["slots"]] == ["password", "tpm2", "recovery"]
+    cli.ok("unlock-keychain", "--recovery", "--stdin", "tty", input=key + "\n")
+
+
+RECOVERY_KEY_IN_TEXT = re.compile(r"([0-9a-hjkmnp-tv-z]{5}-){6}[0-9a-hjkmnp-tv-z]{5}")
+
+
+def read_terminal_until(fd, marker, timeout=30):
+    """What the pseudo-terminal `fd` shows until `marker` (or its end, or the timeout)."""
+    shown = b""
+    deadline = time.monotonic() + timeout
+    while marker not in shown and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    return shown

@@ -1,0 +1,1 @@
+../TPMSealingTests/SoftwareTPM.swift
