@@ -8,8 +8,8 @@ import TPMSealing
 
 let samples = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 50 : 50
 let sealing = KeySealing()
-let key = SecretBytes(copying: [UInt8](repeating: 0x5A, count: 32))
-let pin = SecretBytes(copying: Array("4711".utf8))
+let key = try SecretBytes(copying: [UInt8](repeating: 0x5A, count: 32))
+let pin = try SecretBytes(copying: Array("4711".utf8))
 
 func milliseconds(_ body: () throws -> Void) rethrows -> Double {
     var begin = timespec()
@@ -60,7 +60,7 @@ let path = directory + "/bench.keychain-db"
 let password = Array("benchmark password".utf8)
 let keychain = try Keychain.create(at: path, password: password)
 _ = try TPMSlot.add(to: keychain, pin: nil, pcrs: [], sealing: sealing)
-let slotPIN = SharedSecret(copying: Array("4711".utf8))
+let slotPIN = try SharedSecret(copying: Array("4711".utf8))
 _ = try TPMSlot.add(to: keychain, pin: slotPIN, pcrs: [], sealing: sealing)
 let passwordSamples = min(samples, 20)
 var byPassword: [Double] = []

@@ -126,9 +126,9 @@ package enum TPMSlot {
 
     /// 32 random bytes from OpenSSL's generator, in secret memory.
     static func randomKey() throws(KeySlotError) -> SecretBytes {
-        var failed = false
-        let key = SecretBytes(count: KeySealing.keyLength) { (bytes) in
-            failed = RAND_bytes(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(bytes.count)) != 1
+        var key = try secretMemory(KeySealing.keyLength)
+        let failed = key.withUnsafeMutableBytes { (bytes) in
+            RAND_bytes(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(bytes.count)) != 1
         }
         if failed { throw .recoveryKey(.noRandomness) }
         return key
@@ -207,7 +207,8 @@ package enum RecoverySlot {
         var salt = salt
         var info = Self.info
         var status: Int32 = 0
-        let key = SecretBytes(count: KeySealing.keyLength) { (out) in
+        var key = try secretMemory(KeySealing.keyLength)
+        key.withUnsafeMutableBytes { (out) in
             secret.withUnsafeMutableBytes { secret in
                 salt.withUnsafeMutableBytes { salt in
                     info.withUnsafeMutableBytes { info in
@@ -227,6 +228,15 @@ package enum RecoverySlot {
         }
         guard status == 1 else { throw .keychain(KeychainError(.internalComponent, "HKDF failed")) }
         return key
+    }
+}
+
+/// `count` zeroed bytes of secret memory; `errSecAllocate` when none can be mapped.
+private func secretMemory(_ count: Int) throws(KeySlotError) -> SecretBytes {
+    do {
+        return try SecretBytes(zeros: count)
+    } catch {
+        throw .keychain(KeychainError(.allocate, error.description))
     }
 }
 

@@ -365,16 +365,17 @@ extension Keychain {
         guard let row, let (slot, wrapped) = KeySlotRecord.decode(id: id, row) else {
             throw KeychainError.param("the keychain has no slot \(id)")
         }
-        var keyBytes: Data
-        do {
-            keyBytes = try AuthenticatedCipher.open(
-                wrapped, key: wrappingKey, context: KeySlotRecord.wrapContext(slot, keychain: identifier))
-        } catch {
-            throw KeychainError(.authFailed, "the \(slot.kind.name) slot \(id) does not open with the key given")
+        let context = KeySlotRecord.wrapContext(slot, keychain: identifier)
+        guard (try? AuthenticatedCipher.plaintextLength(of: wrapped)) == SecretKey.length else {
+            throw KeychainError(.invalidKeychain, "the \(slot.kind.name) slot \(id) does not wrap a keychain key")
         }
-        defer { keyBytes.withUnsafeMutableBytes { wipeBytes($0) } }
-        guard let key = SecretKey(copying: keyBytes) else {
-            throw KeychainError(.invalidKeychain, "the keychain key has the wrong length")
+        // Decrypted straight into the key's secret pages.
+        let key = try SecretKey.filled { (keyBytes) throws(KeychainError) in
+            do {
+                try AuthenticatedCipher.open(wrapped, key: wrappingKey, context: context, into: keyBytes)
+            } catch {
+                throw KeychainError(.authFailed, "the \(slot.kind.name) slot \(id) does not open with the key given")
+            }
         }
         guard let listed = KeySlotRecord.verifiedListing(manifest, key: key, keychain: identifier),
             listed[id] == KeySlotRecord.sha256(row)

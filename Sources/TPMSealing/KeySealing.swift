@@ -172,8 +172,12 @@ package struct KeySealing: Sendable {
         }
         // Straight from ESAPI's buffer (wiped above) into secret memory, with no copy between.
         let offset = MemoryLayout<TPM2B_SENSITIVE_DATA>.offset(of: \.buffer) ?? MemoryLayout<UInt16>.size
-        return SecretBytes(
-            copying: UnsafeRawBufferPointer(start: UnsafeRawPointer(outData) + offset, count: Self.keyLength))
+        do {
+            return try SecretBytes(
+                copying: UnsafeRawBufferPointer(start: UnsafeRawPointer(outData) + offset, count: Self.keyLength))
+        } catch {
+            throw .noSecretMemory(error.description)
+        }
     }
 }
 

@@ -18,6 +18,8 @@ package enum TPMSealingError: Error, Equatable, CustomStringConvertible {
     case invalidInput(String)
     /// Any other TPM or library failure, with the operation, its response code and tpm2-tss's text for it.
     case tpm(operation: String, code: UInt32, text: String)
+    /// No secret memory could be mapped for the unsealed key (no address space or memory left).
+    case noSecretMemory(String)
 
     /// One line for the user.
     package var description: String {
@@ -33,6 +35,7 @@ package enum TPMSealingError: Error, Equatable, CustomStringConvertible {
         case .pinRequired: "this key needs its PIN"
         case .invalidInput(let reason): reason
         case .tpm(let operation, let code, let text): "\(operation) failed: \(text) (0x\(String(code, radix: 16)))"
+        case .noSecretMemory(let reason): reason
         }
     }
 }

@@ -139,5 +139,5 @@ private func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
 
 /// `bytes` in secret memory, as `KeySealing` takes a key and a PIN.
 func secret(_ bytes: [UInt8]) -> SecretBytes {
-    SecretBytes(copying: bytes)
+    try! SecretBytes(copying: bytes)
 }
