@@ -268,10 +268,10 @@ extension KeychainRegistry {
     /// keychain is unlocked, on the serving thread. Requests made while one is queued or showing share its
     /// pinentry; each answer's key is derived on the worker and applied by the serving thread, which then
     /// completes every request in the same turn (so no lock can come between the unlock and the answer).
-    /// Withdraw the ticket when the requester leaves.
+    /// Withdraw the ticket when the requester leaves (`ticket`: a request's ticket it is a step of).
     @discardableResult
     package func promptForLoginPassword(
-        unlocking waiting: [HeldKeychain], completion: @escaping (Bool) -> Void
+        unlocking waiting: [HeldKeychain], ticket: PromptTicket? = nil, completion: @escaping (Bool) -> Void
     ) -> PromptTicket? {
         guard let keychain = login?.keychain else {
             completion(false)
@@ -302,7 +302,7 @@ extension KeychainRegistry {
                 announce(.lockChanged(held))
             },
             isSatisfied: { [self] in login?.isLocked == false })
-        return enqueuePrompt(dialog) { [self] _ in
+        return enqueuePrompt(dialog, ticket: ticket) { [self] _ in
             guard let held = login, !held.isLocked else { return completion(false) }
             unlockUnderLogin(among: waiting)
             completion(true)
@@ -365,34 +365,5 @@ extension KeychainRegistry {
             },
             isSatisfied: { false })
         _ = enqueuePrompt(dialog) { _ in }
-    }
-
-    /// Asks with `request` until `accept` takes the password (true), or the
-    /// user cancels, the prompt fails, `accept` fails other than with a wrong
-    /// password, or `tries` are wrong (false). Each password is wiped after use.
-    ///
-    /// The whole exchange, `accept` included, runs on the calling thread, outside the prompt queue: a prompt
-    /// should rather go through `enqueuePrompt` (one pinentry at a time, each answer tried on the worker,
-    /// ended when nobody waits for it). Kept for prompts not moved there yet; `cancellation` ends it.
-    static func askUntilAccepted(
-        _ pinentry: Pinentry, _ request: PinentryRequest, tries: Int, retryMessage: String,
-        cancellation: PinentryCancellation? = nil, accept: (UnsafeRawBufferPointer) throws(KeychainError) -> Void
-    ) -> Bool {
-        var request = request
-        for _ in 0..<tries {
-            // The answer is in secret memory, wiped when `password` goes at the end of this try.
-            guard case .password(let password)? = try? pinentry.askPassword(request, cancellation: cancellation) else {
-                return false
-            }
-            do {
-                try password.withUnsafeBytes(accept)
-                return true
-            } catch {
-                // Another failure, or too many wrong passwords lately: asking again would not help.
-                guard error.status == .authFailed, error.retryAfterSeconds == nil else { return false }
-            }
-            request.error = retryMessage
-        }
-        return false
     }
 }
