@@ -726,87 +726,112 @@ def scenario_sessions(kind, binary, sessions=10_000, connections=100, mid_call=5
 
 # MARK: prompts
 
-def scenario_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeout=300):
-    """`clients` connections each with `per_client` concurrent Unlock prompts, the pinentry answering the right
-    password, while another connection locks the login collection every `lock_every` seconds."""
+class PeakWatch:
+    """Samples a process's RSS and its number of children every 50 ms on a thread, keeping the highest."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.rss = 0
+        self.children = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.rss = max(self.rss, proc_status(self.pid)["VmRSS"])
+            self.children = max(self.children, len(children_of(self.pid)))
+            time.sleep(0.05)
+
+    def end(self):
+        self.stop.set()
+        self.thread.join()
+        return {"peak_rss_mib": round(self.rss / 1024, 1), "peak_children": self.children}
+
+
+def prompt_storm(server, clients, per_client, make_prompt, lock, lock_every, timeout):
+    """`clients` connections each make `per_client` prompts (`make_prompt(client, number)`, "/" when none is
+    needed) and call Prompt() on all of them at once, while another connection calls `lock(client)` every
+    `lock_every` seconds; each waits for its prompts' Completed. The counts, pinentries started, peaks."""
     from jeepney import MatchRule, message_bus
     from jeepney.io.blocking import Proxy
     from jeepney.low_level import HeaderFields
-    scratch = tempfile.mkdtemp(prefix="stress-prompts-")
-    server = Latchkeyd(scratch, binary, answers=[f"password {PASSWORD}"] * (clients * per_client * 2))
     outcome = {"completed": 0, "dismissed": 0, "errors": 0}
     outcome_lock = threading.Lock()
+    stop = threading.Event()
+
+    def locker():
+        client = server.client()
+        while not stop.is_set():
+            lock(client)
+            time.sleep(lock_every)
+        client.close()
+
+    def asker(number):
+        client = server.client()
+        rule = MatchRule(type="signal", interface=PROMPT, member="Completed")
+        Proxy(message_bus, client.connection).AddMatch(rule)
+        try:
+            with client.connection.filter(rule, bufsize=1000) as queue:
+                prompts = []
+                for n in range(per_client):
+                    prompt = make_prompt(client, number * per_client + n)
+                    if prompt == "/":
+                        with outcome_lock:
+                            outcome["completed"] += 1
+                        continue
+                    prompts.append(prompt)
+                for prompt in prompts:
+                    client.ok(prompt, PROMPT, "Prompt", "s", ("",))
+                waiting = set(prompts)
+                deadline = time.monotonic() + timeout
+                while waiting and time.monotonic() < deadline:
+                    completed = client.connection.recv_until_filtered(queue, timeout=deadline - time.monotonic())
+                    path = completed.header.fields.get(HeaderFields.path)
+                    if path in waiting:
+                        waiting.discard(path)
+                        with outcome_lock:
+                            outcome["completed"] += 1
+                            outcome["dismissed"] += bool(completed.body[0])
+        except Exception:
+            with outcome_lock:
+                outcome["errors"] += 1
+        finally:
+            client.close()
+
+    watch = PeakWatch(server.pid)
+    locking = threading.Thread(target=locker)
+    locking.start()
+    started = time.monotonic()
+    askers = [threading.Thread(target=asker, args=(n,)) for n in range(clients)]
+    for thread in askers:
+        thread.start()
+    for thread in askers:
+        thread.join()
+    elapsed = time.monotonic() - started
+    stop.set()
+    locking.join()
+    outcome.update(watch.end())
+    log = server.log.read_text().splitlines() if server.log.exists() else []
+    outcome.update({"prompts": clients * per_client,
+                    "pinentries": sum(1 for line in log if json.loads(line)["command"] == "GETPIN"),
+                    "seconds": round(elapsed, 1)})
+    return outcome
+
+
+def scenario_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeout=300):
+    """`clients` connections each with `per_client` concurrent Unlock prompts, the pinentry answering the right
+    password, while another connection locks the login collection every `lock_every` seconds."""
+    scratch = tempfile.mkdtemp(prefix="stress-prompts-")
+    server = Latchkeyd(scratch, binary, answers=[f"password {PASSWORD}"] * (clients * per_client * 2))
     try:
         server.start()
         before = probe(server.pid)
-        stop = threading.Event()
-        peak = {"rss": 0, "children": 0}
-
-        def watch():
-            while not stop.is_set():
-                peak["rss"] = max(peak["rss"], proc_status(server.pid)["VmRSS"])
-                peak["children"] = max(peak["children"], len(children_of(server.pid)))
-                time.sleep(0.05)
-
-        def locker():
-            client = server.client()
-            while not stop.is_set():
-                lock_login(client)
-                time.sleep(lock_every)
-            client.close()
-
-        def asker():
-            client = server.client()
-            rule = MatchRule(type="signal", interface=PROMPT, member="Completed")
-            Proxy(message_bus, client.connection).AddMatch(rule)
-            try:
-                with client.connection.filter(rule, bufsize=1000) as queue:
-                    prompts = []
-                    for _ in range(per_client):
-                        _, prompt = client.service("Unlock", "ao", ([LOGIN],))
-                        if prompt == "/":
-                            with outcome_lock:
-                                outcome["completed"] += 1
-                            continue
-                        prompts.append(prompt)
-                    for prompt in prompts:
-                        client.ok(prompt, PROMPT, "Prompt", "s", ("",))
-                    waiting = set(prompts)
-                    deadline = time.monotonic() + timeout
-                    while waiting and time.monotonic() < deadline:
-                        completed = client.connection.recv_until_filtered(queue, timeout=deadline - time.monotonic())
-                        path = completed.header.fields.get(HeaderFields.path)
-                        if path in waiting:
-                            waiting.discard(path)
-                            with outcome_lock:
-                                outcome["completed"] += 1
-                                outcome["dismissed"] += bool(completed.body[0])
-            except Exception:
-                with outcome_lock:
-                    outcome["errors"] += 1
-            finally:
-                client.close()
-
-        watcher = threading.Thread(target=watch)
-        watcher.start()
-        locking = threading.Thread(target=locker)
-        locking.start()
-        started = time.monotonic()
-        askers = [threading.Thread(target=asker) for _ in range(clients)]
-        for thread in askers:
-            thread.start()
-        for thread in askers:
-            thread.join()
-        elapsed = time.monotonic() - started
-        stop.set()
-        locking.join()
-        watcher.join()
-        log = server.log.read_text().splitlines() if server.log.exists() else []
-        getpins = sum(1 for line in log if json.loads(line)["command"] == "GETPIN")
-        outcome.update({"prompts": clients * per_client, "pinentries": getpins,
-                        "peak_rss_mib": round(peak["rss"] / 1024, 1), "peak_children": peak["children"],
-                        "seconds": round(elapsed, 1), "before": before,
-                        "after": settle_probe(server.pid, before), "alive": server.process.poll() is None})
+        outcome = prompt_storm(
+            server, clients, per_client, lambda client, n: client.service("Unlock", "ao", ([LOGIN],))[1],
+            lock_login, lock_every, timeout)
+        outcome.update({"before": before, "after": settle_probe(server.pid, before),
+                        "alive": server.process.poll() is None})
         outcome["peak_hwm_mib"] = round(proc_status(server.pid)["VmHWM"] / 1024, 1)
     finally:
         server.close()
@@ -836,15 +861,10 @@ def scenario_own_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeo
     (every other one a ChangeWithPrompt, to the same password, the rest Unlock), every answer the right
     password, while another connection locks it every `lock_every` seconds; then as many prompts whose callers
     leave right after Prompt, the pinentry hanging, and what is left one second after the last caller left."""
-    from jeepney import MatchRule, message_bus
-    from jeepney.io.blocking import Proxy
-    from jeepney.low_level import HeaderFields
     scratch = tempfile.mkdtemp(prefix="stress-own-prompts-")
     password = "own collection password"
     # An Unlock takes one answer, a change three (the current password, the new one, again): all the same.
     server = Latchkeyd(scratch, binary, answers=[f"password {password}"] * (clients * per_client * 3))
-    outcome = {"completed": 0, "dismissed": 0, "errors": 0}
-    outcome_lock = threading.Lock()
     try:
         server.start()
         setup = server.client()
@@ -858,90 +878,26 @@ def scenario_own_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeo
         setup.close()
         time.sleep(0.5)
         before = probe(server.pid)
-        stop = threading.Event()
-        peak = {"rss": 0, "children": 0}
 
-        def watch():
-            while not stop.is_set():
-                peak["rss"] = max(peak["rss"], proc_status(server.pid)["VmRSS"])
-                peak["children"] = max(peak["children"], len(children_of(server.pid)))
-                time.sleep(0.05)
+        def lock(client):
+            client.ok(SERVICE, SECRET_SERVICE, "Lock", "ao", ([collection],))
 
-        def locker():
-            client = server.client()
-            while not stop.is_set():
-                client.ok(SERVICE, SECRET_SERVICE, "Lock", "ao", ([collection],))
-                time.sleep(lock_every)
-            client.close()
-
-        def asker(number):
-            client = server.client()
-            rule = MatchRule(type="signal", interface=PROMPT, member="Completed")
-            Proxy(message_bus, client.connection).AddMatch(rule)
-            try:
-                with client.connection.filter(rule, bufsize=1000) as queue:
-                    prompts = []
-                    for n in range(per_client):
-                        prompt = own_password_prompt(client, collection, change=(number + n) % 2 == 1)
-                        if prompt == "/":
-                            with outcome_lock:
-                                outcome["completed"] += 1
-                            continue
-                        prompts.append(prompt)
-                    for prompt in prompts:
-                        client.ok(prompt, PROMPT, "Prompt", "s", ("",))
-                    waiting = set(prompts)
-                    deadline = time.monotonic() + timeout
-                    while waiting and time.monotonic() < deadline:
-                        completed = client.connection.recv_until_filtered(queue, timeout=deadline - time.monotonic())
-                        path = completed.header.fields.get(HeaderFields.path)
-                        if path in waiting:
-                            waiting.discard(path)
-                            with outcome_lock:
-                                outcome["completed"] += 1
-                                outcome["dismissed"] += bool(completed.body[0])
-            except Exception:
-                with outcome_lock:
-                    outcome["errors"] += 1
-            finally:
-                client.close()
-
-        watcher = threading.Thread(target=watch)
-        watcher.start()
-        locking = threading.Thread(target=locker)
-        locking.start()
-        started = time.monotonic()
-        askers = [threading.Thread(target=asker, args=(n,)) for n in range(clients)]
-        for thread in askers:
-            thread.start()
-        for thread in askers:
-            thread.join()
-        elapsed = time.monotonic() - started
-        stop.set()
-        locking.join()
-        watcher.join()
-        log = server.log.read_text().splitlines() if server.log.exists() else []
-        getpins = sum(1 for line in log if json.loads(line)["command"] == "GETPIN")
-        outcome.update({"prompts": clients * per_client, "pinentries": getpins,
-                        "peak_rss_mib": round(peak["rss"] / 1024, 1), "peak_children": peak["children"],
-                        "seconds": round(elapsed, 1), "before": before,
-                        "after": settle_probe(server.pid, before)})
+        outcome = prompt_storm(
+            server, clients, per_client, lambda client, n: own_password_prompt(client, collection, n % 2 == 1),
+            lock, lock_every, timeout)
+        outcome.update({"before": before, "after": settle_probe(server.pid, before)})
 
         # Then callers that leave: each shows its prompts (the first pinentry hangs) and leaves the bus.
         server.set_answers(["hang"] * (clients * per_client * 3))
         client = server.client()
-        client.ok(SERVICE, SECRET_SERVICE, "Lock", "ao", ([collection],))
+        lock(client)
         client.close()
-        stop.clear()
-        peak.update({"rss": 0, "children": 0})
-        watcher = threading.Thread(target=watch)
-        watcher.start()
+        watch = PeakWatch(server.pid)
 
         def leaver(number):
             client = server.client()
             try:
-                prompts = [own_password_prompt(client, collection, change=(number + n) % 2 == 1)
-                           for n in range(per_client)]
+                prompts = [own_password_prompt(client, collection, (number + n) % 2 == 1) for n in range(per_client)]
                 for prompt in prompts:
                     client.ok(prompt, PROMPT, "Prompt", "s", ("",))
                 time.sleep(0.2)
@@ -954,16 +910,12 @@ def scenario_own_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeo
         for thread in leavers:
             thread.join()
         time.sleep(1.0)
-        outcome["left"] = {"prompts": clients * per_client, "peak_children": peak["children"],
-                           "peak_rss_mib": round(peak["rss"] / 1024, 1),
-                           "pinentries_one_second_after": len(children_of(server.pid)),
-                           "after": settle_probe(server.pid, before)}
-        stop.set()
-        watcher.join()
+        outcome["left"] = {"prompts": clients * per_client, "pinentries_one_second_after": len(children_of(server.pid))}
+        outcome["left"].update(watch.end())
+        outcome["left"]["after"] = settle_probe(server.pid, before)
         outcome["peak_hwm_mib"] = round(proc_status(server.pid)["VmHWM"] / 1024, 1)
         outcome["alive"] = server.process.poll() is None
     finally:
-        stop.set()
         server.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return outcome

@@ -284,16 +284,7 @@ extension KeychainRegistry {
         let dialog = PromptDialog(
             sharingKey: "unlock-login", tries: 5, retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
-            attempt: { answers in
-                do throws(KeychainError) {
-                    return .success(
-                        try answers[0].withUnsafeBytes { (password) throws(KeychainError) in
-                            try keychain.unwrapKey(password: password)
-                        })
-                } catch {
-                    return .failure(error)
-                }
-            },
+            attempt: Self.attempt { (password) throws(KeychainError) in try keychain.unwrapKey(password: password) },
             apply: { [self] key in
                 guard let key = key as? UnwrappedKeychainKey, let held = login, held.keychain === keychain,
                     held.isLocked
@@ -321,6 +312,20 @@ extension KeychainRegistry {
         return [password]
     }
 
+    /// A prompt's attempt (on the worker) that hands the answer's first password to `use`: what it returns, or
+    /// its error.
+    static func attempt<Accepted: Sendable>(
+        _ use: @escaping @Sendable (UnsafeRawBufferPointer) throws(KeychainError) -> Accepted
+    ) -> @Sendable ([SharedSecret]) -> Result<any Sendable, KeychainError> {
+        { answers in
+            do throws(KeychainError) {
+                return .success(try answers[0].withUnsafeBytes(use))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
     /// Asks, through pinentry, for the keychain's previous password, and re-keys the login keychain to
     /// `loginPassword` with it (one such prompt at a time: a second request joins the first).
     private func askToRekey(_ login: Keychain, to loginPassword: SharedSecret) {
@@ -334,19 +339,12 @@ extension KeychainRegistry {
             sharingKey: "rekey-login", tries: 3,
             retryMessage: "That password does not unlock the keychain either. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
-            attempt: { answers in
-                do throws(KeychainError) {
-                    let answer = try answers[0].withUnsafeBytes { (old) throws(KeychainError) in
-                        let key = try login.unwrapKey(password: old)
-                        let change = try loginPassword.withUnsafeBytes { (new) throws(KeychainError) in
-                            try login.rewrap(from: old, to: new)
-                        }
-                        return RekeyAnswer(change: change, key: key)
-                    }
-                    return .success(answer)
-                } catch {
-                    return .failure(error)
+            attempt: Self.attempt { (old) throws(KeychainError) in
+                let key = try login.unwrapKey(password: old)
+                let change = try loginPassword.withUnsafeBytes { (new) throws(KeychainError) in
+                    try login.rewrap(from: old, to: new)
                 }
+                return RekeyAnswer(change: change, key: key)
             },
             apply: { [self] answer in
                 guard let answer = answer as? RekeyAnswer, let held = self.login, held.keychain === login else {

@@ -197,16 +197,9 @@ extension KeychainRegistry {
         let current = PromptDialog(
             sharingKey: nil, tries: 3, retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
-            attempt: { answers in
-                do throws(KeychainError) {
-                    return .success(
-                        try answers[0].withUnsafeBytes { (password) throws(KeychainError) in
-                            guard underLogin, let login else { return try keychain.unwrapKey(password: password) }
-                            return try keychain.unwrapKey(using: try login.unwrapKey(password: password))
-                        })
-                } catch {
-                    return .failure(error)
-                }
+            attempt: Self.attempt { (password) throws(KeychainError) in
+                guard underLogin, let login else { return try keychain.unwrapKey(password: password) }
+                return try keychain.unwrapKey(using: try login.unwrapKey(password: password))
             },
             apply: { key in change.key = key as? UnwrappedKeychainKey },
             isSatisfied: { false })
@@ -233,16 +226,7 @@ extension KeychainRegistry {
         return PromptDialog(
             sharingKey: nil, tries: 1, retryMessage: "",
             ask: { pinentry, _, cancellation in Self.askNewPassword(label, pinentry, cancellation).map { [$0] } },
-            attempt: { answers in
-                do throws(KeychainError) {
-                    return .success(
-                        try answers[0].withUnsafeBytes { (new) throws(KeychainError) in
-                            try keychain.rewrap(key, to: new, kdf: kdf)
-                        })
-                } catch {
-                    return .failure(error)
-                }
-            },
+            attempt: Self.attempt { (new) throws(KeychainError) in try keychain.rewrap(key, to: new, kdf: kdf) },
             apply: { [self] rewrapped in
                 guard let rewrapped = rewrapped as? PasswordChange, keychains.contains(where: { $0 === held }) else {
                     return
@@ -334,16 +318,7 @@ extension KeychainRegistry {
             sharingKey: "unlock-own:\(ObjectIdentifier(held).hashValue)", tries: 3,
             retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
-            attempt: { answers in
-                do throws(KeychainError) {
-                    return .success(
-                        try answers[0].withUnsafeBytes { (password) throws(KeychainError) in
-                            try keychain.unwrapKey(password: password)
-                        })
-                } catch {
-                    return .failure(error)
-                }
-            },
+            attempt: Self.attempt { (password) throws(KeychainError) in try keychain.unwrapKey(password: password) },
             // Installed even when locked while the person typed: the answer was right and is delivered now.
             apply: { [self] key in
                 guard let key = key as? UnwrappedKeychainKey else { return }

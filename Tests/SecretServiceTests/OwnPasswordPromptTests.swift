@@ -108,7 +108,9 @@ import Testing
         }
         try Self.lock(daemon, paths)
         daemon.clearSignals()
-        let prompts = try paths.enumerated().map { try Self.promptToUnlock(daemon, $0.element, from: ":1.\(70 + $0.offset)") }
+        let prompts = try paths.enumerated().map {
+            try Self.promptToUnlock(daemon, $0.element, from: ":1.\(70 + $0.offset)")
+        }
         daemon.settle()
         for (prompt, path) in zip(prompts, paths) {
             let completed = try #require(daemon.signals.first { $0.member == "Completed" && $0.path == prompt })
