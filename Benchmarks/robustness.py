@@ -14,6 +14,10 @@ Scenarios (each on its own private dbus-daemon and throwaway keychain directory)
               and children before and after, and how long each departed caller's pinentry outlived it.
   prompts     C clients x P concurrent Unlock prompts answered with the right password while another client
               keeps locking: how many completed dismissed, the daemon's peak RSS, pinentries at once.
+  own-prompts the same storm on a collection with a password of its own (CreateWithMasterPassword), its
+              prompts half Unlock, half gnome-keyring's ChangeWithPrompt (current password, new one twice):
+              how many completed dismissed, peak RSS, pinentries at once; then C x P such prompts whose
+              callers leave right after Prompt: pinentries still alive one second after the last left.
   full-disk   the keychain directory on a small tmpfs (root only): the disk filled, a write refused with an
               error, reads still served, writes resumed once space is freed, nothing lost after a restart.
 
@@ -49,6 +53,7 @@ SECRET_SERVICE = "org.freedesktop.Secret.Service"
 COLLECTION = "org.freedesktop.Secret.Collection"
 ITEM = "org.freedesktop.Secret.Item"
 PROMPT = "org.freedesktop.Secret.Prompt"
+GNOME_KEYRING = "org.gnome.keyring.InternalUnsupportedGuiltRiddenInterface"
 
 
 # MARK: Processes
@@ -721,88 +726,195 @@ def scenario_sessions(kind, binary, sessions=10_000, connections=100, mid_call=5
 
 # MARK: prompts
 
-def scenario_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeout=300):
-    """`clients` connections each with `per_client` concurrent Unlock prompts, the pinentry answering the right
-    password, while another connection locks the login collection every `lock_every` seconds."""
+class PeakWatch:
+    """Samples a process's RSS and its number of children every 50 ms on a thread, keeping the highest."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.rss = 0
+        self.children = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.rss = max(self.rss, proc_status(self.pid)["VmRSS"])
+            self.children = max(self.children, len(children_of(self.pid)))
+            time.sleep(0.05)
+
+    def end(self):
+        self.stop.set()
+        self.thread.join()
+        return {"peak_rss_mib": round(self.rss / 1024, 1), "peak_children": self.children}
+
+
+def prompt_storm(server, clients, per_client, make_prompt, lock, lock_every, timeout):
+    """`clients` connections each make `per_client` prompts (`make_prompt(client, number)`, "/" when none is
+    needed) and call Prompt() on all of them at once, while another connection calls `lock(client)` every
+    `lock_every` seconds; each waits for its prompts' Completed. The counts, pinentries started, peaks."""
     from jeepney import MatchRule, message_bus
     from jeepney.io.blocking import Proxy
     from jeepney.low_level import HeaderFields
-    scratch = tempfile.mkdtemp(prefix="stress-prompts-")
-    server = Latchkeyd(scratch, binary, answers=[f"password {PASSWORD}"] * (clients * per_client * 2))
     outcome = {"completed": 0, "dismissed": 0, "errors": 0}
     outcome_lock = threading.Lock()
+    stop = threading.Event()
+
+    def locker():
+        client = server.client()
+        while not stop.is_set():
+            lock(client)
+            time.sleep(lock_every)
+        client.close()
+
+    def asker(number):
+        client = server.client()
+        rule = MatchRule(type="signal", interface=PROMPT, member="Completed")
+        Proxy(message_bus, client.connection).AddMatch(rule)
+        try:
+            with client.connection.filter(rule, bufsize=1000) as queue:
+                prompts = []
+                for n in range(per_client):
+                    prompt = make_prompt(client, number * per_client + n)
+                    if prompt == "/":
+                        with outcome_lock:
+                            outcome["completed"] += 1
+                        continue
+                    prompts.append(prompt)
+                for prompt in prompts:
+                    client.ok(prompt, PROMPT, "Prompt", "s", ("",))
+                waiting = set(prompts)
+                deadline = time.monotonic() + timeout
+                while waiting and time.monotonic() < deadline:
+                    completed = client.connection.recv_until_filtered(queue, timeout=deadline - time.monotonic())
+                    path = completed.header.fields.get(HeaderFields.path)
+                    if path in waiting:
+                        waiting.discard(path)
+                        with outcome_lock:
+                            outcome["completed"] += 1
+                            outcome["dismissed"] += bool(completed.body[0])
+        except Exception:
+            with outcome_lock:
+                outcome["errors"] += 1
+        finally:
+            client.close()
+
+    watch = PeakWatch(server.pid)
+    locking = threading.Thread(target=locker)
+    locking.start()
+    started = time.monotonic()
+    askers = [threading.Thread(target=asker, args=(n,)) for n in range(clients)]
+    for thread in askers:
+        thread.start()
+    for thread in askers:
+        thread.join()
+    elapsed = time.monotonic() - started
+    stop.set()
+    locking.join()
+    outcome.update(watch.end())
+    log = server.log.read_text().splitlines() if server.log.exists() else []
+    outcome.update({"prompts": clients * per_client,
+                    "pinentries": sum(1 for line in log if json.loads(line)["command"] == "GETPIN"),
+                    "seconds": round(elapsed, 1)})
+    return outcome
+
+
+def scenario_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeout=300):
+    """`clients` connections each with `per_client` concurrent Unlock prompts, the pinentry answering the right
+    password, while another connection locks the login collection every `lock_every` seconds."""
+    scratch = tempfile.mkdtemp(prefix="stress-prompts-")
+    server = Latchkeyd(scratch, binary, answers=[f"password {PASSWORD}"] * (clients * per_client * 2))
     try:
         server.start()
         before = probe(server.pid)
-        stop = threading.Event()
-        peak = {"rss": 0, "children": 0}
+        outcome = prompt_storm(
+            server, clients, per_client, lambda client, n: client.service("Unlock", "ao", ([LOGIN],))[1],
+            lock_login, lock_every, timeout)
+        outcome.update({"before": before, "after": settle_probe(server.pid, before),
+                        "alive": server.process.poll() is None})
+        outcome["peak_hwm_mib"] = round(proc_status(server.pid)["VmHWM"] / 1024, 1)
+    finally:
+        server.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return outcome
 
-        def watch():
-            while not stop.is_set():
-                peak["rss"] = max(peak["rss"], proc_status(server.pid)["VmRSS"])
-                peak["children"] = max(peak["children"], len(children_of(server.pid)))
-                time.sleep(0.05)
 
-        def locker():
+# MARK: own-password prompts
+
+def create_own_password_collection(client, label, password):
+    """A collection with `password` as its own password (gnome-keyring's CreateWithMasterPassword); its path."""
+    session = client.open_plain()
+    return client.ok(SERVICE, GNOME_KEYRING, "CreateWithMasterPassword", "a{sv}(oayays)",
+                     ({"org.freedesktop.Secret.Collection.Label": ("s", label)},
+                      (session, b"", password.encode(), "text/plain")), timeout=60)[0]
+
+
+def own_password_prompt(client, collection, change):
+    """Asks to change the password of `collection` (ChangeWithPrompt) or to unlock it; the prompt, "/" if none."""
+    if change:
+        return client.ok(SERVICE, GNOME_KEYRING, "ChangeWithPrompt", "o", (collection,))[0]
+    return client.service("Unlock", "ao", ([collection],))[1]
+
+
+def scenario_own_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeout=600):
+    """`clients` connections each with `per_client` concurrent prompts on a collection with its own password
+    (every other one a ChangeWithPrompt, to the same password, the rest Unlock), every answer the right
+    password, while another connection locks it every `lock_every` seconds; then as many prompts whose callers
+    leave right after Prompt, the pinentry hanging, and what is left one second after the last caller left."""
+    scratch = tempfile.mkdtemp(prefix="stress-own-prompts-")
+    password = "own collection password"
+    # An Unlock takes one answer, a change three (the current password, the new one, again): all the same.
+    server = Latchkeyd(scratch, binary, answers=[f"password {password}"] * (clients * per_client * 3))
+    try:
+        server.start()
+        setup = server.client()
+        collection = create_own_password_collection(setup, "Own", password)
+        # Warmed up by a password change (which waits for its checkpoint): SQLite keeps the descriptor of a
+        # checkpoint's connection open for the next while the daemon's own connection holds a lock.
+        session = setup.open_plain()
+        same = (session, b"", password.encode(), "text/plain")
+        setup.ok(SERVICE, GNOME_KEYRING, "ChangeWithMasterPassword", "o(oayays)(oayays)", (collection, same, same),
+                 timeout=60)
+        setup.close()
+        time.sleep(0.5)
+        before = probe(server.pid)
+
+        def lock(client):
+            client.ok(SERVICE, SECRET_SERVICE, "Lock", "ao", ([collection],))
+
+        outcome = prompt_storm(
+            server, clients, per_client, lambda client, n: own_password_prompt(client, collection, n % 2 == 1),
+            lock, lock_every, timeout)
+        outcome.update({"before": before, "after": settle_probe(server.pid, before)})
+
+        # Then callers that leave: each shows its prompts (the first pinentry hangs) and leaves the bus.
+        server.set_answers(["hang"] * (clients * per_client * 3))
+        client = server.client()
+        lock(client)
+        client.close()
+        watch = PeakWatch(server.pid)
+
+        def leaver(number):
             client = server.client()
-            while not stop.is_set():
-                lock_login(client)
-                time.sleep(lock_every)
-            client.close()
-
-        def asker():
-            client = server.client()
-            rule = MatchRule(type="signal", interface=PROMPT, member="Completed")
-            Proxy(message_bus, client.connection).AddMatch(rule)
             try:
-                with client.connection.filter(rule, bufsize=1000) as queue:
-                    prompts = []
-                    for _ in range(per_client):
-                        _, prompt = client.service("Unlock", "ao", ([LOGIN],))
-                        if prompt == "/":
-                            with outcome_lock:
-                                outcome["completed"] += 1
-                            continue
-                        prompts.append(prompt)
-                    for prompt in prompts:
-                        client.ok(prompt, PROMPT, "Prompt", "s", ("",))
-                    waiting = set(prompts)
-                    deadline = time.monotonic() + timeout
-                    while waiting and time.monotonic() < deadline:
-                        completed = client.connection.recv_until_filtered(queue, timeout=deadline - time.monotonic())
-                        path = completed.header.fields.get(HeaderFields.path)
-                        if path in waiting:
-                            waiting.discard(path)
-                            with outcome_lock:
-                                outcome["completed"] += 1
-                                outcome["dismissed"] += bool(completed.body[0])
-            except Exception:
-                with outcome_lock:
-                    outcome["errors"] += 1
+                prompts = [own_password_prompt(client, collection, (number + n) % 2 == 1) for n in range(per_client)]
+                for prompt in prompts:
+                    client.ok(prompt, PROMPT, "Prompt", "s", ("",))
+                time.sleep(0.2)
             finally:
                 client.close()
 
-        watcher = threading.Thread(target=watch)
-        watcher.start()
-        locking = threading.Thread(target=locker)
-        locking.start()
-        started = time.monotonic()
-        askers = [threading.Thread(target=asker) for _ in range(clients)]
-        for thread in askers:
+        leavers = [threading.Thread(target=leaver, args=(n,)) for n in range(clients)]
+        for thread in leavers:
             thread.start()
-        for thread in askers:
+        for thread in leavers:
             thread.join()
-        elapsed = time.monotonic() - started
-        stop.set()
-        locking.join()
-        watcher.join()
-        log = server.log.read_text().splitlines() if server.log.exists() else []
-        getpins = sum(1 for line in log if json.loads(line)["command"] == "GETPIN")
-        outcome.update({"prompts": clients * per_client, "pinentries": getpins,
-                        "peak_rss_mib": round(peak["rss"] / 1024, 1), "peak_children": peak["children"],
-                        "seconds": round(elapsed, 1), "before": before,
-                        "after": settle_probe(server.pid, before), "alive": server.process.poll() is None})
+        time.sleep(1.0)
+        outcome["left"] = {"prompts": clients * per_client, "pinentries_one_second_after": len(children_of(server.pid))}
+        outcome["left"].update(watch.end())
+        outcome["left"]["after"] = settle_probe(server.pid, before)
         outcome["peak_hwm_mib"] = round(proc_status(server.pid)["VmHWM"] / 1024, 1)
+        outcome["alive"] = server.process.poll() is None
     finally:
         server.close()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -896,7 +1008,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latchkeyd", required=True, help="the latchkeyd binary")
-    parser.add_argument("--only", action="append", choices=["kill", "load", "sessions", "prompts", "full-disk"],
+    parser.add_argument("--only", action="append", choices=["kill", "load", "sessions", "prompts", "own-prompts", "full-disk"],
                         help="run only these scenarios (repeatable)")
     parser.add_argument("--no-gnome-keyring", action="store_true", help="leave out gnome-keyring-daemon")
     parser.add_argument("--kills", type=int, default=50)
@@ -906,7 +1018,7 @@ def main():
     parser.add_argument("--disconnects", type=int, default=500)
     parser.add_argument("--json", help="also write the figures to this file")
     arguments = parser.parse_args()
-    chosen = arguments.only or ["kill", "load", "sessions", "prompts", "full-disk"]
+    chosen = arguments.only or ["kill", "load", "sessions", "prompts", "own-prompts", "full-disk"]
     kinds = ["latchkeyd"] + ([] if arguments.no_gnome_keyring or not shutil.which("gnome-keyring-daemon")
                              else ["gnome-keyring"])
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -930,6 +1042,8 @@ def main():
                 mid_prompt=arguments.disconnects if kind == "latchkeyd" else 0))
     if "prompts" in chosen:
         record("prompts", "latchkeyd", scenario_prompts(arguments.latchkeyd))
+    if "own-prompts" in chosen:
+        record("own-prompts", "latchkeyd", scenario_own_prompts(arguments.latchkeyd))
     if "full-disk" in chosen:
         if os.geteuid() == 0:
             record("full-disk", "latchkeyd", scenario_full_disk(arguments.latchkeyd))

@@ -111,17 +111,10 @@ extension GnomeKeyringImporter {
     package static func createCollection(
         label: String, source: String, inDirectory directory: String, protectedBy login: Keychain
     ) throws(KeychainError) -> Keychain {
-        let id = collectionID(forLabel: label)
-        var path = directory + "/\(id).keychain-db"
-        var number = 2
-        while id == "login" || id == "session" || FileManager.default.fileExists(atPath: path) {
-            path = directory + "/\(id)_\(number).keychain-db"
-            if !FileManager.default.fileExists(atPath: path) { break }
-            number += 1
-        }
-        let keychain = try Keychain.create(at: path, protectedBy: login)
-        try keychain.setMetadata("label", Data(label.utf8))
-        try keychain.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
+        let id = KeychainLocation.newKeychainID(from: collectionID(forLabel: label), inDirectory: directory)
+        let keychain = try Keychain.create(
+            at: KeychainLocation.keychainPath(id: id, inDirectory: directory), protectedBy: login)
+        try keychain.recordCreation(label: label)
         try keychain.setMetadata(sourceName, Data(source.utf8))
         return keychain
     }

@@ -191,7 +191,7 @@ package final class KeychainRegistry {
         throws(KeychainError) -> Keychain
     {
         let keychain = try Keychain.create(at: path, password: password, kdf: kdf)
-        try keychain.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
+        try keychain.recordCreation(label: nil)
         return keychain
     }
 
@@ -259,10 +259,10 @@ package final class KeychainRegistry {
         }
         let id = newKeychainID(label: label, pathElement: pathElement)
         let keychain = try Keychain.create(
-            at: configuration.keychainDirectory + "/\(id).keychain-db", protectedBy: login.keychain)
+            at: KeychainLocation.keychainPath(id: id, inDirectory: configuration.keychainDirectory),
+            protectedBy: login.keychain)
         try keychain.limitMemory(to: .lean)
-        try keychain.setMetadata("label", Data(label.utf8))
-        try keychain.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
+        try keychain.recordCreation(label: label)
         let created = HeldKeychain(id: id, keychain: keychain, unlocking: .loginKey, label: label)
         keychains.append(created)
         announce(.created(created))
@@ -271,15 +271,10 @@ package final class KeychainRegistry {
 
     /// An id for a new keychain labelled `label`, made from the label, that no keychain held or file has.
     func newKeychainID(label: String, pathElement: (String) -> String) -> String {
-        let base = pathElement(label.isEmpty ? "collection" : label.lowercased())
-        func taken(_ id: String) -> Bool {
-            id == Self.loginID || id == Self.sessionID || keychain(id: id) != nil || reservedKeychainIDs.contains(id)
-                || FileManager.default.fileExists(atPath: configuration.keychainDirectory + "/\(id).keychain-db")
-        }
-        guard taken(base) else { return base }
-        var number = 2
-        while taken("\(base)_\(number)") { number += 1 }
-        return "\(base)_\(number)"
+        KeychainLocation.newKeychainID(
+            from: pathElement(label.isEmpty ? "collection" : label.lowercased()),
+            inDirectory: configuration.keychainDirectory
+        ) { keychain(id: $0) != nil || reservedKeychainIDs.contains($0) }
     }
 
     /// Deletes a client-made keychain and its file, and the aliases naming it.

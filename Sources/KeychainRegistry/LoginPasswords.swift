@@ -268,38 +268,42 @@ extension KeychainRegistry {
     /// keychain is unlocked, on the serving thread. Requests made while one is queued or showing share its
     /// pinentry; each answer's key is derived on the worker and applied by the serving thread, which then
     /// completes every request in the same turn (so no lock can come between the unlock and the answer).
-    /// Withdraw the ticket when the requester leaves.
+    /// Withdraw the ticket when the requester leaves (`ticket`: a request's ticket it is a step of).
     @discardableResult
     package func promptForLoginPassword(
-        unlocking waiting: [HeldKeychain], completion: @escaping (Bool) -> Void
+        unlocking waiting: [HeldKeychain], ticket: PromptTicket? = nil, completion: @escaping (Bool) -> Void
     ) -> PromptTicket? {
         guard let keychain = login?.keychain else {
             completion(false)
             return nil
         }
         // A tpm2 slot with a PIN: the PIN is asked instead of the password; when the TPM cannot be used, the
-        // password is asked after all (the requester keeps the PIN prompt's ticket only).
+        // password is asked after all, at once and under the same ticket (withdrawing it ends either prompt).
+        let ticket = ticket ?? newPromptTicket()
         if let (dialog, fellBack) = loginPINDialog(
             keychain,
             fallback: { [self] reason in
-                passwordPromptForLogin(keychain, unlocking: waiting, notice: reason, completion: completion)
+                passwordPromptForLogin(
+                    keychain, unlocking: waiting, notice: reason, ticket: ticket, showingNext: true,
+                    completion: completion)
             })
         {
-            return enqueuePrompt(dialog) { [self] accepted in
+            return enqueuePrompt(dialog, ticket: ticket) { [self] accepted in
                 if fellBack(accepted) { return }
                 guard let held = login, !held.isLocked else { return completion(false) }
                 unlockUnderLogin(among: waiting)
                 completion(true)
             }
         }
-        return passwordPromptForLogin(keychain, unlocking: waiting, notice: nil, completion: completion)
+        return passwordPromptForLogin(keychain, unlocking: waiting, notice: nil, ticket: ticket, completion: completion)
     }
 
     /// The password prompt of ``promptForLoginPassword(unlocking:completion:)`` (`notice`: why the PIN was not
     /// asked). The login keychain's recovery key is accepted in place of the password.
     @discardableResult
     private func passwordPromptForLogin(
-        _ keychain: Keychain, unlocking waiting: [HeldKeychain], notice: String?, completion: @escaping (Bool) -> Void
+        _ keychain: Keychain, unlocking waiting: [HeldKeychain], notice: String?, ticket: PromptTicket,
+        showingNext: Bool = false, completion: @escaping (Bool) -> Void
     ) -> PromptTicket {
         let request = PinentryRequest(
             title: "Unlock Keychain",
@@ -309,15 +313,8 @@ extension KeychainRegistry {
             sharingKey: "unlock-login", tries: 5, retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error ?? request.error, cancellation)
             },
-            attempt: { answers in
-                do throws(KeychainError) {
-                    return .success(
-                        try answers[0].withUnsafeBytes { (password) throws(KeychainError) in
-                            try Self.unwrapLoginKey(keychain, typed: password)
-                        })
-                } catch {
-                    return .failure(error)
-                }
+            attempt: Self.attempt { (password) throws(KeychainError) in
+                try Self.unwrapLoginKey(keychain, typed: password)
             },
             apply: { [self] key in
                 guard let key = key as? UnwrappedKeychainKey, let held = login, held.keychain === keychain,
@@ -327,7 +324,7 @@ extension KeychainRegistry {
                 announce(.lockChanged(held))
             },
             isSatisfied: { [self] in login?.isLocked == false })
-        return enqueuePrompt(dialog) { [self] _ in
+        return enqueuePrompt(dialog, ticket: ticket, showingNext: showingNext) { [self] _ in
             guard let held = login, !held.isLocked else { return completion(false) }
             unlockUnderLogin(among: waiting)
             completion(true)
@@ -346,6 +343,20 @@ extension KeychainRegistry {
         return [password]
     }
 
+    /// A prompt's attempt (on the worker) that hands the answer's first password to `use`: what it returns, or
+    /// its error.
+    static func attempt<Accepted: Sendable>(
+        _ use: @escaping @Sendable (UnsafeRawBufferPointer) throws(KeychainError) -> Accepted
+    ) -> @Sendable ([SharedSecret]) -> Result<any Sendable, KeychainError> {
+        { answers in
+            do throws(KeychainError) {
+                return .success(try answers[0].withUnsafeBytes(use))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
     /// Asks, through pinentry, for the keychain's previous password, and re-keys the login keychain to
     /// `loginPassword` with it (one such prompt at a time: a second request joins the first).
     private func askToRekey(_ login: Keychain, to loginPassword: SharedSecret) {
@@ -359,19 +370,12 @@ extension KeychainRegistry {
             sharingKey: "rekey-login", tries: 3,
             retryMessage: "That password does not unlock the keychain either. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
-            attempt: { answers in
-                do throws(KeychainError) {
-                    let answer = try answers[0].withUnsafeBytes { (old) throws(KeychainError) in
-                        let key = try login.unwrapKey(password: old)
-                        let change = try loginPassword.withUnsafeBytes { (new) throws(KeychainError) in
-                            try login.rewrap(from: old, to: new)
-                        }
-                        return RekeyAnswer(change: change, key: key)
-                    }
-                    return .success(answer)
-                } catch {
-                    return .failure(error)
+            attempt: Self.attempt { (old) throws(KeychainError) in
+                let key = try login.unwrapKey(password: old)
+                let change = try loginPassword.withUnsafeBytes { (new) throws(KeychainError) in
+                    try login.rewrap(from: old, to: new)
                 }
+                return RekeyAnswer(change: change, key: key)
             },
             apply: { [self] answer in
                 guard let answer = answer as? RekeyAnswer, let held = self.login, held.keychain === login else {
@@ -390,34 +394,5 @@ extension KeychainRegistry {
             },
             isSatisfied: { false })
         _ = enqueuePrompt(dialog) { _ in }
-    }
-
-    /// Asks with `request` until `accept` takes the password (true), or the
-    /// user cancels, the prompt fails, `accept` fails other than with a wrong
-    /// password, or `tries` are wrong (false). Each password is wiped after use.
-    ///
-    /// The whole exchange, `accept` included, runs on the calling thread, outside the prompt queue: a prompt
-    /// should rather go through `enqueuePrompt` (one pinentry at a time, each answer tried on the worker,
-    /// ended when nobody waits for it). Kept for prompts not moved there yet; `cancellation` ends it.
-    static func askUntilAccepted(
-        _ pinentry: Pinentry, _ request: PinentryRequest, tries: Int, retryMessage: String,
-        cancellation: PinentryCancellation? = nil, accept: (UnsafeRawBufferPointer) throws(KeychainError) -> Void
-    ) -> Bool {
-        var request = request
-        for _ in 0..<tries {
-            // The answer is in secret memory, wiped when `password` goes at the end of this try.
-            guard case .password(let password)? = try? pinentry.askPassword(request, cancellation: cancellation) else {
-                return false
-            }
-            do {
-                try password.withUnsafeBytes(accept)
-                return true
-            } catch {
-                // Another failure, or too many wrong passwords lately: asking again would not help.
-                guard error.status == .authFailed, error.retryAfterSeconds == nil else { return false }
-            }
-            request.error = retryMessage
-        }
-        return false
     }
 }

@@ -17,7 +17,7 @@ extension KeychainRegistry {
     ) {
         let id = newKeychainID(label: label, pathElement: pathElement)
         reservedKeychainIDs.insert(id)
-        let path = configuration.keychainDirectory + "/\(id).keychain-db"
+        let path = KeychainLocation.keychainPath(id: id, inDirectory: configuration.keychainDirectory)
         let kdf = configuration.kdf
         offLoop(
             { () -> Result<Keychain, KeychainError> in
@@ -26,8 +26,7 @@ extension KeychainRegistry {
                         try Keychain.create(at: path, password: bytes, kdf: kdf)
                     }
                     try keychain.limitMemory(to: .lean)
-                    try keychain.setMetadata("label", Data(label.utf8))
-                    try keychain.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
+                    try keychain.recordCreation(label: label)
                     return .success(keychain)
                 } catch {
                     Keychain.removeFiles(at: path)
@@ -165,62 +164,28 @@ extension KeychainRegistry {
 
     // MARK: Prompts
 
-    /// Asks, through pinentry on a thread of its own, for the current password of `held` (the login password
-    /// for a keychain under the login key) and then for a new one, twice; saves the change and unlocks `held`
-    /// on the serving thread. `completion` gets whether the password changed.
-    package func promptToChangePassword(of held: HeldKeychain, completion: @escaping (Bool) -> Void) {
-        let login = login?.keychain
-        let keychain = held.keychain
+    /// Asks, through the prompt queue, for the current password of `held` (the login password for a keychain
+    /// under the login key; three tries) and then for a new one, twice, in a second prompt shown next. The
+    /// current password is checked and the key re-wrapped (scrypt) on the worker; the change is saved and
+    /// `held` unlocked (unless it was locked meanwhile) on the serving thread. `completion` gets whether the
+    /// password changed; withdrawing the ticket ends whichever of the two prompts is queued or showing.
+    @discardableResult
+    package func promptToChangePassword(of held: HeldKeychain, completion: @escaping (Bool) -> Void) -> PromptTicket? {
         let underLogin: Bool
         switch held.unlocking {
-        case .heldPassword: return completion(false)
+        case .heldPassword:
+            completion(false)
+            return nil
         case .loginKey: underLogin = true
         case .loginPassword, .ownPassword: underLogin = false
         }
-        if underLogin, login == nil { return completion(false) }
-        let pinentry = configuration.pinentry
+        let login = login?.keychain
+        if underLogin, login == nil {
+            completion(false)
+            return nil
+        }
+        let keychain = held.keychain
         let label = held.label.isEmpty ? held.id : held.label
-        let kdf: KDFParameters? = underLogin ? configuration.kdf : nil
-        let locksBefore = held.locks
-        offLoop(
-            onOwnThread: true,
-            { () -> PreparedPasswordChange? in
-                let current: ((UnsafeRawBufferPointer) throws(KeychainError) -> UnwrappedKeychainKey) = {
-                    (password) throws(KeychainError) in
-                    guard underLogin, let login else { return try keychain.unwrapKey(password: password) }
-                    return try keychain.unwrapKey(using: try login.unwrapKey(password: password))
-                }
-                guard let key = Self.askCurrentPassword(label, underLogin: underLogin, pinentry, current),
-                    let new = Self.askNewPassword(label, pinentry),
-                    let change = try? new.withUnsafeBytes({ (bytes) throws(KeychainError) in
-                        try keychain.rewrap(key, to: bytes, kdf: kdf)
-                    })
-                else { return nil }
-                return PreparedPasswordChange(change: change, key: key)
-            },
-            then: { [self] prepared in
-                guard let prepared, keychains.contains(where: { $0 === held }) else { return completion(false) }
-                do throws(KeychainError) {
-                    try commitOwnPassword(held, prepared.change)
-                } catch {
-                    return completion(false)
-                }
-                if held.locks == locksBefore { applyUnlock(held, prepared.key) }
-                completion(true)
-            })
-    }
-
-    /// What a change-password prompt prepared off the serving thread: the re-wrapped key, and the key.
-    struct PreparedPasswordChange: Sendable {
-        let change: PasswordChange
-        let key: UnwrappedKeychainKey
-    }
-
-    /// Asks for the current password until `derive` takes it (three tries); the keychain's key, or nil.
-    private static func askCurrentPassword(
-        _ label: String, underLogin: Bool, _ pinentry: Pinentry,
-        _ derive: (UnsafeRawBufferPointer) throws(KeychainError) -> UnwrappedKeychainKey
-    ) -> UnwrappedKeychainKey? {
         let request = PinentryRequest(
             title: "Change Keychain Password",
             description: "An application wants to change the password of the \u{201C}\(label)\u{201D} keychain.\n"
@@ -228,95 +193,149 @@ extension KeychainRegistry {
                     ? "It opens with your login keychain: enter your login password."
                     : "Enter its current password."),
             prompt: underLogin ? "Login password:" : "Current password:", error: nil, okLabel: "Continue")
-        var key: UnwrappedKeychainKey?
-        _ = askUntilAccepted(pinentry, request, tries: 3, retryMessage: "The password was not correct. Try again.") {
-            (password) throws(KeychainError) in key = try derive(password)
+        let change = PasswordChangeInProgress(locksBefore: held.locks)
+        let current = PromptDialog(
+            sharingKey: nil, tries: 3, retryMessage: "The password was not correct. Try again.",
+            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
+            attempt: Self.attempt { (password) throws(KeychainError) in
+                guard underLogin, let login else { return try keychain.unwrapKey(password: password) }
+                return try keychain.unwrapKey(using: try login.unwrapKey(password: password))
+            },
+            apply: { key in change.key = key as? UnwrappedKeychainKey },
+            isSatisfied: { false })
+        let ticket = newPromptTicket()
+        _ = enqueuePrompt(current, ticket: ticket) { [self] accepted in
+            guard accepted, let key = change.key else { return completion(false) }
+            _ = enqueuePrompt(
+                newPasswordDialog(for: held, label: label, key: key, underLogin: underLogin, change), ticket: ticket,
+                showingNext: true
+            ) { accepted in completion(accepted && change.isCommitted) }
         }
-        return key
+        return ticket
+    }
+
+    /// The second prompt of a password change: the new password, twice; re-wrapped with `key` on the worker,
+    /// saved on the serving thread.
+    private func newPasswordDialog(
+        for held: HeldKeychain, label: String, key: UnwrappedKeychainKey, underLogin: Bool,
+        _ change: PasswordChangeInProgress
+    ) -> PromptDialog {
+        let keychain = held.keychain
+        // A keychain leaving the login key gets the scrypt cost of a new keychain; the others keep theirs.
+        let kdf: KDFParameters? = underLogin ? configuration.kdf : nil
+        return PromptDialog(
+            sharingKey: nil, tries: 1, retryMessage: "",
+            ask: { pinentry, _, cancellation in Self.askNewPassword(label, pinentry, cancellation).map { [$0] } },
+            attempt: Self.attempt { (new) throws(KeychainError) in try keychain.rewrap(key, to: new, kdf: kdf) },
+            apply: { [self] rewrapped in
+                guard let rewrapped = rewrapped as? PasswordChange, keychains.contains(where: { $0 === held }) else {
+                    return
+                }
+                do throws(KeychainError) {
+                    try commitOwnPassword(held, rewrapped)
+                } catch {
+                    return
+                }
+                change.isCommitted = true
+                // Locked since the change was asked for: the lock stands.
+                if held.locks == change.locksBefore { applyUnlock(held, key) }
+            },
+            isSatisfied: { false })
     }
 
     /// Asks for a new password and then for it again, until both match (three tries); nil when cancelled.
-    private static func askNewPassword(_ label: String, _ pinentry: Pinentry) -> SharedSecret? {
+    private static func askNewPassword(
+        _ label: String, _ pinentry: Pinentry, _ cancellation: PinentryCancellation
+    ) -> SharedSecret? {
         var request = PinentryRequest(
             title: "Change Keychain Password",
             description: "Choose a new password for the \u{201C}\(label)\u{201D} keychain.",
             prompt: "New password:", error: nil, okLabel: "Continue")
         for _ in 0..<3 {
-            guard case .password(let first)? = try? pinentry.askPassword(request) else { return nil }
+            guard case .password(let first)? = try? pinentry.askPassword(request, cancellation: cancellation) else {
+                return nil
+            }
             var confirmation = request
             confirmation.description = "Enter the new password for the \u{201C}\(label)\u{201D} keychain again."
             confirmation.prompt = "Confirm:"
             confirmation.error = nil
             confirmation.okLabel = "Change Password"
             // Both answers are in secret memory, wiped when the last holder lets go.
-            guard case .password(let second)? = try? pinentry.askPassword(confirmation) else { return nil }
+            guard case .password(let second)? = try? pinentry.askPassword(confirmation, cancellation: cancellation)
+            else { return nil }
             if first == second { return first }
             request.error = "The passwords did not match. Try again."
         }
         return nil
     }
 
-    /// Unlocks `waiting` through prompts: the login password first when any of them opens with the login
-    /// keychain (see ``promptForLoginPassword(unlocking:completion:)``), then each keychain with a password of
-    /// its own, asked for in turn on a thread of its own (three tries each; a cancel stops the asking).
-    /// `completion` gets whether every one of them is unlocked.
-    /// The ticket is the login prompt's, when one is needed (withdrawing it ends that prompt); the prompts
-    /// for keychains with a password of their own do not go through the prompt queue yet.
+    /// Unlocks `waiting` through the prompt queue: the login password first when any of them opens with the
+    /// login keychain (see ``promptForLoginPassword(unlocking:ticket:completion:)``), then each keychain with
+    /// a password of its own in turn (three tries each; a cancel stops the asking). Concurrent requests for
+    /// the same keychain share its prompt; each answer is tried on the worker and its key installed on the
+    /// serving thread. `completion` gets whether every prompt was answered (or found its keychain unlocked
+    /// already); withdrawing the ticket ends whichever prompt of the request is queued or showing.
     @discardableResult
     package func promptForPasswords(
         unlocking waiting: [HeldKeychain], completion: @escaping (Bool) -> Void
-    ) -> PromptTicket? {
+    ) -> PromptTicket {
+        let ticket = newPromptTicket()
         let ownPassword = waiting.filter {
             if case .ownPassword = $0.unlocking { return true }
             return false
         }
         let underLogin = waiting.filter { held in !ownPassword.contains { $0 === held } }
-        let askOwn = { [self] in
-            let locked = ownPassword.filter(\.isLocked)
-            guard !locked.isEmpty else { return completion(waiting.allSatisfy { !$0.isLocked }) }
-            let asked = locked.map { (keychain: $0.keychain, label: $0.label.isEmpty ? $0.id : $0.label) }
-            let locksBefore = locked.map(\.locks)
-            let pinentry = configuration.pinentry
-            offLoop(
-                onOwnThread: true,
-                { () -> [UnwrappedKeychainKey?] in
-                    var keys: [UnwrappedKeychainKey?] = []
-                    for (keychain, label) in asked {
-                        let key = Self.askOwnPassword(keychain, label, pinentry)
-                        keys.append(key)
-                        if key == nil { break }
-                    }
-                    return keys
-                },
-                then: { [self] keys in
-                    for ((held, before), key) in zip(zip(locked, locksBefore), keys) where held.locks == before {
-                        if let key { applyUnlock(held, key) }
-                    }
-                    completion(waiting.allSatisfy { !$0.isLocked })
-                })
+        // After the request's first prompt, each of its next ones shows before prompts asked for later.
+        func askOwn(_ remaining: ArraySlice<HeldKeychain>, showingNext: Bool) {
+            guard let held = remaining.first else { return completion(true) }
+            _ = enqueuePrompt(ownPasswordDialog(held), ticket: ticket, showingNext: showingNext) { accepted in
+                guard accepted else { return completion(false) }
+                askOwn(remaining.dropFirst(), showingNext: true)
+            }
         }
         guard !underLogin.isEmpty, underLogin.contains(where: \.isLocked) else {
-            askOwn()
-            return nil
+            askOwn(ownPassword[...], showingNext: false)
+            return ticket
         }
-        return promptForLoginPassword(unlocking: underLogin) { unlocked in
+        _ = promptForLoginPassword(unlocking: underLogin, ticket: ticket) { unlocked in
             guard unlocked else { return completion(false) }
-            askOwn()
+            askOwn(ownPassword[...], showingNext: true)
         }
+        return ticket
     }
 
-    private static func askOwnPassword(_ keychain: Keychain, _ label: String, _ pinentry: Pinentry)
-        -> UnwrappedKeychainKey?
-    {
+    /// The prompt for the password of a keychain with a password of its own, shared by the requests for it.
+    private func ownPasswordDialog(_ held: HeldKeychain) -> PromptDialog {
+        let keychain = held.keychain
+        let label = held.label.isEmpty ? held.id : held.label
         let request = PinentryRequest(
             title: "Unlock Keychain",
             description: "An application wants to use the \u{201C}\(label)\u{201D} keychain.\n"
                 + "Enter its password to unlock it.",
             prompt: "Password:", error: nil, okLabel: "Unlock")
-        var key: UnwrappedKeychainKey?
-        _ = askUntilAccepted(pinentry, request, tries: 3, retryMessage: "The password was not correct. Try again.") {
-            (password) throws(KeychainError) in key = try keychain.unwrapKey(password: password)
-        }
-        return key
+        return PromptDialog(
+            // The object, not its id: a keychain deleted and made again under the same id is another one.
+            sharingKey: "unlock-own:\(ObjectIdentifier(held).hashValue)", tries: 3,
+            retryMessage: "The password was not correct. Try again.",
+            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
+            attempt: Self.attempt { (password) throws(KeychainError) in try keychain.unwrapKey(password: password) },
+            // Installed even when locked while the person typed: the answer was right and is delivered now.
+            apply: { [self] key in
+                guard let key = key as? UnwrappedKeychainKey else { return }
+                applyUnlock(held, key)
+            },
+            isSatisfied: { [self] in !held.isLocked || !keychains.contains { $0 === held } })
+    }
+}
+
+/// A password change between its two prompts, on the serving thread: the key the current password opened,
+/// and whether the new one was saved.
+private final class PasswordChangeInProgress {
+    let locksBefore: Int
+    var key: UnwrappedKeychainKey?
+    var isCommitted = false
+
+    init(locksBefore: Int) {
+        self.locksBefore = locksBefore
     }
 }

@@ -54,9 +54,15 @@ extension KeychainRegistry {
     /// request whose `dialog` shares its key with one queued or showing joins it (one pinentry for both).
     /// `completion` runs on the serving thread once the prompt has ended (true when an answer was accepted
     /// and applied, or the prompt was already satisfied), unless the ticket was withdrawn first.
-    func enqueuePrompt(_ dialog: PromptDialog, completion: @escaping (Bool) -> Void) -> PromptTicket {
-        promptTicketNumber += 1
-        let ticket = PromptTicket(number: promptTicketNumber)
+    ///
+    /// A request made of several prompts in turn passes the first one's ticket to the next (`ticket`, from
+    /// the previous prompt's completion), so that withdrawing it ends whichever is queued or showing; with
+    /// `showingNext` the prompt goes before those waiting (the next step of a dialog that has begun).
+    func enqueuePrompt(
+        _ dialog: PromptDialog, ticket reused: PromptTicket? = nil, showingNext: Bool = false,
+        completion: @escaping (Bool) -> Void
+    ) -> PromptTicket {
+        let ticket = reused ?? newPromptTicket()
         if let key = dialog.sharingKey,
             let shared = promptQueue.first(where: { $0.dialog.sharingKey == key && !$0.cancellation.isCancelled })
         {
@@ -69,9 +75,19 @@ extension KeychainRegistry {
         }
         let queued = QueuedPrompt(dialog, cancellation: cancellation)
         queued.waiters.append((ticket.number, completion))
-        promptQueue.append(queued)
+        if showingNext {
+            promptQueue.insert(queued, at: promptQueue.first?.isShowing == true ? 1 : 0)
+        } else {
+            promptQueue.append(queued)
+        }
         showNextPrompt()
         return ticket
+    }
+
+    /// A ticket for a request whose first prompt is enqueued later (or never: withdrawing it is harmless).
+    func newPromptTicket() -> PromptTicket {
+        promptTicketNumber += 1
+        return PromptTicket(number: promptTicketNumber)
     }
 
     /// Hands back a request's place: its continuation will not run. A prompt left with no request is

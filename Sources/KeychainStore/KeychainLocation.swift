@@ -1,4 +1,5 @@
 import FoundationEssentials
+import KeychainCore
 
 /// Where keychain files live by default.
 public enum KeychainLocation {
@@ -26,5 +27,35 @@ public enum KeychainLocation {
     /// The login keychain of the keychain directory `directory`.
     public static func loginKeychainPath(inDirectory directory: String) -> String {
         directory + "/login.keychain-db"
+    }
+}
+
+extension KeychainLocation {
+    /// The file of the keychain `id` in the keychain directory `directory`.
+    package static func keychainPath(id: String, inDirectory directory: String) -> String {
+        directory + "/\(id).keychain-db"
+    }
+
+    /// An id for a new keychain in `directory`: `base`, or `base_2`, `base_3`… when it is taken (by `login`,
+    /// `session`, a file of the directory, or what `isTaken` says is, such as a keychain being made).
+    package static func newKeychainID(
+        from base: String, inDirectory directory: String, isTaken: (String) -> Bool = { _ in false }
+    ) -> String {
+        func taken(_ id: String) -> Bool {
+            id == "login" || id == "session" || isTaken(id)
+                || FileManager.default.fileExists(atPath: keychainPath(id: id, inDirectory: directory))
+        }
+        guard taken(base) else { return base }
+        var number = 2
+        while taken("\(base)_\(number)") { number += 1 }
+        return "\(base)_\(number)"
+    }
+}
+
+extension Keychain {
+    /// Writes what a new keychain keeps about itself: its label (when it has one) and when it was made.
+    package func recordCreation(label: String?) throws(KeychainError) {
+        if let label { try setMetadata("label", Data(label.utf8)) }
+        try setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
     }
 }

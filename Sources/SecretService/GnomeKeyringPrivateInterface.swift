@@ -142,7 +142,7 @@ extension SecretServiceDaemon {
     /// Shows a change-password prompt; `Completed` follows, with an empty string as its result (as
     /// gnome-keyring sends), dismissed when the password did not change.
     func startPasswordChange(_ prompt: UnlockPrompt, of held: HeldKeychain) {
-        registry.promptToChangePassword(of: held) { [self] changed in
+        prompt.ticket = registry.promptToChangePassword(of: held) { [self] changed in
             guard prompts.removeValue(forKey: prompt.path) != nil else { return }
             if changed {
                 emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])

@@ -119,10 +119,10 @@ extension SecretServiceDaemon {
         prompt.ticket = nil
     }
 
-    /// Sends a prompt's `Completed`: with the paths unlocked, or dismissed (nil).
+    /// Sends a prompt's `Completed`: with the paths unlocked, or dismissed (nil). A change-password prompt's
+    /// result is an empty string, dismissed or not (as gnome-keyring sends).
     func completed(_ prompt: UnlockPrompt, unlocked: [String]?) {
-        emit(
-            prompt.path, PromptObject.interfaceName, "Completed",
-            [.bool(unlocked == nil), .variant(.objectPaths(unlocked ?? []))])
+        let result: DBusValue = prompt.changing == nil ? .objectPaths(unlocked ?? []) : .string("")
+        emit(prompt.path, PromptObject.interfaceName, "Completed", [.bool(unlocked == nil), .variant(result)])
     }
 }

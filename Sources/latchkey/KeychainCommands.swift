@@ -163,7 +163,7 @@ struct CreateKeychain: ParsableCommand {
             }
             defer { wipeBytes(&secret) }
             let created = try Keychain.create(at: path, password: secret)
-            try created.setMetadata("created", Data(String(UInt64(Date().timeIntervalSince1970)).utf8))
+            try created.recordCreation(label: nil)
             created.lock()
         }
     }

@@ -224,9 +224,11 @@ struct AddSlot: ParsableCommand {
             case .tpm2:
                 var pinBytes = pin ? try secrets.newPIN() : []
                 defer { wipeBytes(&pinBytes) }
-                let pinSecret = pin ? try KeychainError.allocating { () throws(SecretMemoryError) in
-                    try SharedSecret(copying: pinBytes)
-                } : nil
+                let pinSecret =
+                    pin
+                    ? try KeychainError.allocating { () throws(SecretMemoryError) in
+                        try SharedSecret(copying: pinBytes)
+                    } : nil
                 do throws(KeySlotError) {
                     slot = try TPMSlot.add(to: file, pin: pinSecret, pcrs: pcrList)
                 } catch {

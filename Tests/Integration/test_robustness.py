@@ -65,6 +65,33 @@ def test_prompt_storm_with_the_right_password_never_completes_dismissed(latchkey
         assert figures["after"][name] <= figures["before"][name], figures
 
 
+def test_own_password_prompt_storm_takes_turns_never_completes_dismissed_and_leaves_no_pinentry(latchkeyd):
+    figures = robustness.scenario_own_prompts(latchkeyd, clients=4, per_client=3, lock_every=0.05)
+    assert figures["errors"] == 0 and figures["completed"] == figures["prompts"], figures
+    assert figures["dismissed"] == 0, figures
+    # One pinentry at a time, and concurrent Unlocks of the collection share one.
+    assert figures["peak_children"] <= 1, figures
+    left = figures["left"]
+    assert left["peak_children"] <= 1, figures
+    assert left["pinentries_one_second_after"] == 0, figures
+    for name in ("fds", "threads", "children"):
+        assert figures["after"][name] <= figures["before"][name], figures
+        assert left["after"][name] <= figures["before"][name], figures
+    assert figures["alive"], figures
+
+
+def test_a_change_prompts_pinentry_ends_within_a_second_of_its_caller_leaving(make_daemon, bus):
+    daemon = make_daemon(answers=["hang"]).start()
+    client = Client(bus.address)
+    collection = robustness.create_own_password_collection(client, "Own", "own password")
+    prompt = robustness.own_password_prompt(client, collection, change=True)
+    client.ok(prompt, PROMPT, "Prompt", "s", ("",))
+    assert wait_until(lambda: hanging_pinentries(daemon)), daemon.pinentry_log()
+    (pid,) = hanging_pinentries(daemon)
+    client.close()
+    assert wait_until(lambda: robustness.gone(pid), seconds=1.0), "still alive a second after its caller left"
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 def test_full_disk_refuses_writes_clearly_serves_reads_and_loses_nothing(latchkeyd):
     figures = robustness.scenario_full_disk(latchkeyd, size_mib=8, items_before=10)
