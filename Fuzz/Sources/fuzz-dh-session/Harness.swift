@@ -7,6 +7,7 @@
 //   2: a plaintext (the rest), encrypted by the client's half and decrypted by the server's: it must come back.
 import FuzzSupport
 
+@testable import Posix
 @testable import SecretService
 
 /// Fixed server private keys, so that a crash reproduces.
@@ -54,6 +55,12 @@ public func initialize(
     return 0
 }
 
+/// What `session` decrypts, copied out of its secret memory to compare; nil when it refuses.
+private func decrypted(_ session: DHSessionCipher, _ iv: [UInt8], _ value: [UInt8]) -> [UInt8]? {
+    guard let plaintext = try? session.decrypt(parameters: iv, value: value) else { return nil }
+    return plaintext.withUnsafeBytes { [UInt8]($0) }
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func testOneInput(_ start: UnsafePointer<UInt8>?, _ count: Int) -> Int32 {
     guard let pair else { return 0 }
@@ -64,7 +71,7 @@ public func testOneInput(_ start: UnsafePointer<UInt8>?, _ count: Int) -> Int32 
         else { return 0 }
         guard session.serverPublicKey.count == DHSessionCipher.primeLength,
             let (iv, value) = try? session.encrypt(Array("probe".utf8)),
-            (try? session.decrypt(parameters: iv, value: value)) == Array("probe".utf8)
+            decrypted(session, iv, value) == Array("probe".utf8)
         else { fatalError("a session from an accepted public key does not round-trip") }
     case 1:
         let iv = input.field()
@@ -72,7 +79,7 @@ public func testOneInput(_ start: UnsafePointer<UInt8>?, _ count: Int) -> Int32 
     default:
         let plaintext = input.rest()
         guard let (iv, value) = try? pair.client.encrypt(plaintext),
-            (try? pair.server.decrypt(parameters: iv, value: value)) == plaintext
+            decrypted(pair.server, iv, value) == plaintext
         else { fatalError("a secret does not survive the session") }
     }
     return 0
