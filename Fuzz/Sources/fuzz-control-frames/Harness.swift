@@ -26,7 +26,8 @@ public func initialize(
             (
                 "change-password",
                 .changePassword(
-                    old: try! SharedSecret(copying: Array("old".utf8)), new: try! SharedSecret(copying: Array("new".utf8)))
+                    old: try! SharedSecret(copying: Array("old".utf8)),
+                    new: try! SharedSecret(copying: Array("new".utf8)))
             ),
             ("status", .status), ("hand-over", .handOver(password: try! SharedSecret(copying: Array("pw".utf8)))),
         ]
