@@ -511,8 +511,9 @@ public final class Keychain: Sendable {
         try ItemSchema.of(query.itemClass).validate(newAttributes)
         return try state.withLock { (state) throws(KeychainError) in
             let key = try state.unlockedKey()
-            // The secret is opened too: it is sealed again under the item's next version.
-            let matches = try state.find(query, in: self, limit: nil, returning: [.attributes, .data])
+            // The secret is opened too (into secret memory): it is sealed again under the item's next version.
+            let matches = try state.find(
+                query, in: self, limit: nil, returning: [.attributes, .data], secretInSecretMemory: true)
             guard !matches.isEmpty else {
                 throw KeychainError(.itemNotFound, "no item matches the update query")
             }
@@ -535,9 +536,16 @@ public final class Keychain: Sendable {
                     let sealedAttributes = try AuthenticatedCipher.seal(
                         AttributeCodec.encode(attributes), key: key,
                         context: context(reference, .attributes, version: version))
-                    let sealedSecret = try (changes.secret ?? match.item.secret).map { (secret) throws(KeychainError) in
-                        try AuthenticatedCipher.seal(
-                            secret, key: key, context: context(reference, .secret, version: version))
+                    let secretContext = context(reference, .secret, version: version)
+                    let sealedSecret: Data?
+                    if let secret = changes.secret {
+                        sealedSecret = try AuthenticatedCipher.seal(secret, key: key, context: secretContext)
+                    } else if let kept = match.secretInSecretMemory {
+                        sealedSecret = try kept.withUnsafeBytes { (raw) throws(KeychainError) in
+                            try AuthenticatedCipher.seal(unowned: raw, key: key, context: secretContext)
+                        }
+                    } else {
+                        sealedSecret = nil
                     }
                     try db.withStatement(
                         "UPDATE items SET pk = ?2, attributes = ?3, secret = ?4, sync = ?5, version = ?6 WHERE id = ?1"

@@ -14,6 +14,16 @@ enum AuthenticatedCipher {
 
     /// Encrypts and authenticates `plaintext`, binding it to `context` (associated data).
     static func seal(_ plaintext: Data, key: SecretKey, context: Data) throws(KeychainError) -> Data {
+        let sealed = plaintext.withUnsafeBytes { (raw) in
+            Result { () throws(KeychainError) in try seal(unowned: raw, key: key, context: context) }
+        }
+        return try sealed.get()
+    }
+
+    /// ``seal(_:key:context:)`` of bytes lent by their owner (a secret in secret memory), with no copy made.
+    static func seal(unowned plaintext: UnsafeRawBufferPointer, key: SecretKey, context: Data) throws(KeychainError)
+        -> Data
+    {
         let nonce = try SecureRandom.data(count: nonceLength)
         var output = Data(count: nonceLength + plaintext.count + tagLength)
         let ok = output.withUnsafeMutableBytes { out -> Bool in
@@ -34,12 +44,11 @@ enum AuthenticatedCipher {
                         Int32(aad.count)) == 1
                 }
                 guard aadOK else { return false }
-                let bodyOK = plaintext.withUnsafeBytes { input in
+                let bodyOK =
                     plaintext.isEmpty
-                        || EVP_EncryptUpdate(
-                            ctx, base + nonceLength, &length,
-                            input.bindMemory(to: UInt8.self).baseAddress, Int32(input.count)) == 1
-                }
+                    || EVP_EncryptUpdate(
+                        ctx, base + nonceLength, &length,
+                        plaintext.bindMemory(to: UInt8.self).baseAddress, Int32(plaintext.count)) == 1
                 guard bodyOK,
                     EVP_EncryptFinal_ex(ctx, base + nonceLength + plaintext.count, &length) == 1
                 else { return false }
