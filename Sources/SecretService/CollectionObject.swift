@@ -142,7 +142,7 @@ struct ItemObject: DBusObject {
                         "GetSecret", DBusInput("session", ObjectPath.self),
                         returns: [.init("secret", TransportSecret.self)]
                     ) { (object, call, session) throws(DBusError) in
-                        .reply([try object.secret(in: session.text, caller: call.sender)])
+                        try object.secretReply(in: session.text, call: call)
                     },
                     DBusMethod("SetSecret", DBusInput("secret", TransportSecret.self)) {
                         (object, call, transport) throws(DBusError) in
@@ -224,6 +224,21 @@ struct ItemObject: DBusObject {
     private func changed(_ name: String, _ value: DBusValue) {
         daemon.emitPropertiesChanged(ObjectPaths.item(reference, in: collection.id), Self.interfaceName, [name: value])
         daemon.announceItems(collection, "ItemChanged", reference)
+    }
+
+    /// `GetSecret`: the secret now, or once the person allowed the caller (AccessChecks.swift).
+    private func secretReply(in sessionPath: String, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
+        _ = try daemon.session(sessionPath, of: call.sender)
+        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        let target = SecretServiceDaemon.SecretTarget(held: collection, reference: reference)
+        return try daemon.servingSecrets(of: [target], to: call) { [self] _, denial in
+            if let denial { return .failure(denial.secretServiceError) }
+            do throws(DBusError) {
+                return .success([try secret(in: sessionPath, caller: call.sender)])
+            } catch {
+                return .failure(error)
+            }
+        }
     }
 
     private func secret(in sessionPath: String, caller: String) throws(DBusError) -> DBusValue {

@@ -63,12 +63,8 @@ struct NativeKeychainObject: DBusObject {
                         }
                     },
                     DBusMethod("Search", DBusInput("query", NativeQuery.self), returns: [.init("items", "aa{sv}")]) {
-                        (object, _, query) throws(DBusError) in
-                        try native { () throws(KeychainError) in
-                            try object.checkBounds(query.query.attributes)
-                            let items = try object.keychain.keychain.items(matching: query.query)
-                            return [.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))]
-                        }
+                        (object, call, query) throws(DBusError) in
+                        try object.search(query.query, call: call)
                     },
                     DBusMethod(
                         "Update", DBusInput("query", NativeQuery.self), DBusInput("attributes", NativeAttributes.self),
@@ -156,6 +152,43 @@ struct NativeKeychainObject: DBusObject {
             guard length <= most else {
                 throw KeychainError(.dataTooLarge, "attribute '\(key.rawValue)' is longer than \(most) bytes")
             }
+        }
+    }
+
+    /// `Search`: the items now, or, when the query asks for secrets the caller is not trusted with, once the
+    /// person allowed it each of them (AccessChecks.swift); a denial fails the whole search.
+    private func search(_ query: ItemQuery, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
+        let targets: [SecretServiceDaemon.SecretTarget]
+        do {
+            targets = try secretTargets(of: query)
+        } catch {
+            throw KeychainBus.dbusError(error)
+        }
+        let held = keychain
+        return try daemon.servingSecrets(of: targets, to: call) { _, denial in
+            guard let denial else { return Self.items(of: held, matching: query) }
+            return .failure(denial.keychainError)
+        }
+    }
+
+    /// The items whose secrets `query` asks for (none when it asks for no secret).
+    private func secretTargets(of query: ItemQuery) throws(KeychainError) -> [SecretServiceDaemon.SecretTarget] {
+        try checkBounds(query.attributes)
+        guard query.returning.contains(.data) else { return [] }
+        var listing = query
+        listing.returning = .reference
+        return try keychain.keychain.items(matching: listing).map {
+            SecretServiceDaemon.SecretTarget(held: keychain, reference: $0.reference)
+        }
+    }
+
+    /// The items `query` finds, as `Search` replies them.
+    private static func items(of keychain: HeldKeychain, matching query: ItemQuery) -> Result<[DBusValue], DBusError> {
+        do {
+            let items = try keychain.keychain.items(matching: query)
+            return .success([.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))])
+        } catch {
+            return .failure(KeychainBus.dbusError(error))
         }
     }
 

@@ -52,6 +52,8 @@ package final class SecretServiceDaemon {
     private var screenSaver = ScreenSaverWatch()
     /// Who each client is, when callers are identified.
     let callers: CallerDirectory?
+    /// Each client's places in access prompts, withdrawn when it leaves (AccessChecks.swift).
+    var accessTickets: [String: [PromptTicket]] = [:]
 
     /// Serves `registry`; with `identifiesCallers`, each client is identified before its calls are served.
     package init(registry: KeychainRegistry, limits: InputLimits = InputLimits(), identifiesCallers: Bool = false) {
@@ -200,6 +202,7 @@ package final class SecretServiceDaemon {
         screenSaver.noteOwner(newOwner, of: name)
         if newOwner.isEmpty, name.hasPrefix(":") {
             callers?.forget(name)
+            withdrawAccessPrompts(of: name)
             sessions = sessions.filter { $0.value.owner != name }
             for prompt in prompts.values where prompt.owner == name { drop(prompt) }
             portalRequests = portalRequests.filter { $0.value.owner != name }
