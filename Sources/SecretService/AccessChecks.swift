@@ -104,7 +104,9 @@ extension SecretServiceDaemon {
         if case .string(let text)? = attributes[.label] { label = text }
         let asker: Asker
         var changed = false
-        if case .identified(let caller)? = callers.entries[sender] {
+        if case .identified(let caller)? = callers.entries[sender], !callers.isRunning(caller) {
+            asker = .unidentified("its process \(caller.pid) ended, or that pid now runs another program")
+        } else if case .identified(let caller)? = callers.entries[sender] {
             let application = caller.application
             switch ItemAccess(attributes: attributes).verdict(
                 forApplication: application.name, digest: application.digest?.description)

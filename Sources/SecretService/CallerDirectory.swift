@@ -33,6 +33,9 @@ final class CallerDirectory {
     /// Senders whose credentials were asked for, by the serial of the request.
     private var asked: [UInt32: String] = [:]
     private var nextSerial: UInt32 = CallerDirectory.firstSerial
+    /// Reads start times on the serving thread (one small procfs file, without the shared inspector's lock,
+    /// which a hash of a large file may hold).
+    private let liveness = ProcessInspector()
     /// Far above the serials libdbus gives the connection's own messages (counted from 1).
     static let firstSerial: UInt32 = 0x6000_0000
 
@@ -47,6 +50,10 @@ final class CallerDirectory {
         guard let sender, case .identified(let caller)? = entries[sender] else { return nil }
         return caller.application
     }
+
+    /// Whether `caller`'s process still runs: its pid not ended, nor taken by another process since it was
+    /// identified (another program holding the connection it inherited is not the program identified).
+    func isRunning(_ caller: Caller) -> Bool { liveness.isRunning(caller) }
 
     /// Holds `call` if its sender is not identified yet; the request to send the bus when this is the
     /// sender's first call. Returns whether the call was held.

@@ -57,7 +57,7 @@ class Daemon:
     """latchkeyd on a bus, with its keychain directory and pinentry script."""
 
     def __init__(self, bus, directory, password=LOGIN_PASSWORD, answers=(), extra_args=(), keychains=None,
-                 system_bus=None, extra_env=None):
+                 system_bus=None, extra_env=None, access_policy="allow-all"):
         self.bus = bus
         # A private bus standing in for the system bus (logind's signals), else an address where nothing
         # listens, so that no test depends on the machine's own system bus.
@@ -74,6 +74,10 @@ class Daemon:
         self.stderr = directory / "latchkeyd.stderr"
         # Its own runtime directory: the control socket lives there.
         self.runtime = directory / "run"
+        # What the keychains' access policy is set to once the daemon runs: allow-all for the tests that are
+        # not about access prompts (they cross programs: secret-tool stores, python reads), prompt (the
+        # default of a new keychain) for those that are (test_access_prompts.py).
+        self.access_policy = access_policy
 
     def set_pinentry_answers(self, answers):
         self.answers.write_text("".join(a + "\n" for a in answers))
@@ -101,6 +105,8 @@ class Daemon:
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline and not socket_path.exists():
                 time.sleep(0.02)
+            if self.access_policy != "prompt":
+                set_access_policy(self.keychains, self.access_policy)
         return self
 
     def wait_for_name(self, timeout=15):
@@ -124,6 +130,13 @@ class Daemon:
 
     def pinentry_log(self):
         return self.log.read_text() if self.log.exists() else ""
+
+
+def set_access_policy(keychains, policy):
+    """Sets the access policy of every keychain file in the directory `keychains`, as a user would with
+    `latchkey set-access-policy` (done in the file, as that command does for a keychain it opens itself)."""
+    for path in sorted(pathlib.Path(keychains).glob("*.keychain-db")):
+        subprocess.run([binary("keychain-writer"), str(path), "--access-policy", policy], check=True)
 
 
 @pytest.fixture
