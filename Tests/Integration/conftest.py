@@ -1,9 +1,11 @@
 """Fixtures for the daemon's integration tests: a private dbus-daemon per test,
 latchkeyd on it with a throwaway keychain directory, and a scripted pinentry."""
 
+import contextlib
 import os
 import pathlib
 import signal
+import sqlite3
 import subprocess
 import time
 
@@ -136,7 +138,23 @@ def set_access_policy(keychains, policy):
     """Sets the access policy of every keychain file in the directory `keychains`, as a user would with
     `latchkey set-access-policy` (done in the file, as that command does for a keychain it opens itself)."""
     for path in sorted(pathlib.Path(keychains).glob("*.keychain-db")):
+        # A keychain the daemon has just made shows its header to other processes only once the daemon's
+        # first checkpoint is done (a few hundred milliseconds); until then another process must not write it.
+        deadline = time.monotonic() + 15
+        while not keychain_header_visible(path):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path} did not show its header to other processes")
+            time.sleep(0.05)
         subprocess.run([binary("keychain-writer"), str(path), "--access-policy", policy], check=True)
+
+
+def keychain_header_visible(path):
+    """Whether another process reading `path` (read-only) sees a keychain's header."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as db:
+            return db.execute("SELECT count(*) FROM meta WHERE name = 'format'").fetchone()[0] == 1
+    except sqlite3.Error:
+        return False
 
 
 @pytest.fixture

@@ -1,0 +1,214 @@
+"""An item's secret is handed only to the applications it trusts; any other application gets it after the
+person allows it in a pinentry prompt (Allow once, Always allow, Deny), on a real bus with real clients: a
+small libsecret program and a copy of it with other bytes at another path (two applications), python3
+scripts (identified by their script), and the latchkey command."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import binary, secret_tool
+
+SOURCE = pathlib.Path(__file__).with_name("access_client.c")
+
+
+@pytest.fixture(scope="module")
+def creator_program(tmp_path_factory):
+    output = tmp_path_factory.mktemp("access") / "creator"
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libsecret-1"], check=True, capture_output=True,
+                           text=True).stdout.split()
+    subprocess.run(["gcc", "-Wall", "-Werror", "-o", str(output), str(SOURCE), *flags], check=True)
+    return output
+
+
+@pytest.fixture
+def programs(creator_program, tmp_path):
+    """The creator, and another application: the same program at another path with other bytes."""
+    other = tmp_path / "other-app"
+    other.write_bytes(creator_program.read_bytes() + b"\0another application")
+    other.chmod(0o755)
+    return creator_program, other
+
+
+@pytest.fixture
+def prompting(make_daemon):
+    """latchkeyd whose keychains keep the default policy: prompt."""
+    return make_daemon(access_policy="prompt").start()
+
+
+def run(program, bus, *args, timeout=60):
+    return subprocess.run([str(program), *args], env=bus.env(), capture_output=True, text=True, timeout=timeout)
+
+
+def lookup(program, bus, key="k"):
+    return run(program, bus, "lookup", key)
+
+
+def pinentry_entries(daemon):
+    return [json.loads(line) for line in daemon.pinentry_log().splitlines()]
+
+
+def arguments(daemon, command):
+    return [entry["argument"] for entry in pinentry_entries(daemon) if entry["command"] == command]
+
+
+def test_the_creator_reads_without_a_prompt_another_application_is_asked_and_deny_refuses(programs, prompting, bus):
+    creator, other = programs
+    assert run(creator, bus, "store", "k", "the secret").returncode == 0
+    read = lookup(creator, bus)
+    assert read.returncode == 0 and read.stdout == "the secret\n", read.stderr
+    assert arguments(prompting, "CONFIRM") == []
+
+    prompting.set_pinentry_answers(["cancel"])
+    denied = lookup(other, bus)
+    assert denied.returncode == 2 and denied.stdout == ""
+    assert "org.freedesktop.DBus.Error.AccessDenied" in denied.stderr
+    assert len(arguments(prompting, "CONFIRM")) == 1
+    description = arguments(prompting, "SETDESC")[-1]
+    assert str(other) in description and "“k”" in description
+    assert arguments(prompting, "SETOK") == ["Allow once"]
+    assert arguments(prompting, "SETNOTOK") == ["Always allow"]
+    assert arguments(prompting, "SETCANCEL") == ["Deny"]
+
+
+def test_allow_once_hands_it_over_once(programs, prompting, bus):
+    creator, other = programs
+    run(creator, bus, "store", "k", "the secret")
+    prompting.set_pinentry_answers(["ok", "cancel"])
+    assert lookup(other, bus).stdout == "the secret\n"
+    again = lookup(other, bus)
+    assert again.returncode == 2 and "AccessDenied" in again.stderr
+    assert len(arguments(prompting, "CONFIRM")) == 2
+
+
+def test_always_allow_is_kept_across_a_restart_and_a_changed_binary_is_asked_again(
+        programs, make_daemon, bus):
+    creator, other = programs
+    daemon = make_daemon(access_policy="prompt").start()
+    run(creator, bus, "store", "k", "the secret")
+    daemon.set_pinentry_answers(["notok"])
+    assert lookup(other, bus).stdout == "the secret\n"
+    assert lookup(other, bus).stdout == "the secret\n"
+    assert len(arguments(daemon, "CONFIRM")) == 1
+
+    daemon.stop()
+    daemon.start()
+    assert lookup(other, bus).stdout == "the secret\n", "still trusted after a restart"
+    assert len(arguments(daemon, "CONFIRM")) == 1
+
+    # An upgrade: same path, other bytes. Asked again, told it changed; Allow once leaves the list as it was.
+    other.write_bytes(other.read_bytes() + b"\0version 2")
+    daemon.set_pinentry_answers(["ok", "cancel"])
+    assert lookup(other, bus).stdout == "the secret\n"
+    assert len(arguments(daemon, "CONFIRM")) == 2
+    assert "CHANGED" in arguments(daemon, "SETDESC")[-1]
+    assert lookup(other, bus).returncode == 2
+
+
+READ_SCRIPT = """
+import secretstorage, sys
+connection = secretstorage.dbus_init()
+item = next(secretstorage.get_default_collection(connection).search_items({"key": sys.argv[1]}))
+try:
+    print(item.get_secret().decode())
+except secretstorage.exceptions.SecretStorageException as error:
+    print(error, file=sys.stderr)
+    sys.exit(2)
+except Exception as error:
+    print(type(error).__name__, error, file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def test_a_python_script_is_identified_by_its_script(programs, prompting, bus, tmp_path):
+    creator, _ = programs
+    run(creator, bus, "store", "k", "the secret")
+    script = tmp_path / "reader.py"
+    script.write_text(READ_SCRIPT)
+    prompting.set_pinentry_answers(["notok"])
+    env = bus.env()
+    result = subprocess.run([sys.executable, str(script), "k"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout == "the secret\n", result.stderr
+    description = arguments(prompting, "SETDESC")[-1]
+    assert str(script) in description and "python3" in description
+    # Trusted as that script: the same interpreter with another script is asked again.
+    other_script = tmp_path / "other-reader.py"
+    other_script.write_text(READ_SCRIPT)
+    prompting.set_pinentry_answers(["cancel"])
+    denied = subprocess.run([sys.executable, str(other_script), "k"], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert denied.returncode == 2 and "AccessDenied" in denied.stderr
+    assert str(other_script) in arguments(prompting, "SETDESC")[-1]
+    assert subprocess.run([sys.executable, str(script), "k"], env=env, capture_output=True, text=True,
+                          timeout=60).stdout == "the secret\n"
+    assert len(arguments(prompting, "CONFIRM")) == 2
+
+
+def test_allow_all_asks_nothing(programs, make_daemon, bus):
+    creator, other = programs
+    daemon = make_daemon(access_policy="allow-all").start()
+    run(creator, bus, "store", "k", "the secret")
+    assert lookup(other, bus).stdout == "the secret\n"
+    assert arguments(daemon, "CONFIRM") == []
+
+
+def test_with_no_way_to_ask_the_request_is_denied_at_once_and_logged(programs, make_daemon, bus):
+    creator, other = programs
+    daemon = make_daemon(access_policy="prompt", extra_env={"PATH": "/nonexistent"},
+                         extra_args=["--pinentry", "/nonexistent/pinentry"]).start()
+    run(creator, bus, "store", "k", "the secret")
+    started = time.monotonic()
+    denied = lookup(other, bus)
+    assert time.monotonic() - started < 10
+    assert denied.returncode == 2 and "AccessDenied" in denied.stderr and "no way to ask" in denied.stderr
+    log = daemon.stderr.read_text()
+    lines = [line for line in log.splitlines() if "no way to ask" in line]
+    assert len(lines) == 1 and str(other) in lines[0] and "“k”" in lines[0]
+    assert "the secret" not in log
+
+
+def test_another_application_neither_answers_nor_dismisses_the_first_ones_prompt(programs, prompting, bus, tmp_path):
+    creator, other = programs
+    third = tmp_path / "third-app"
+    third.write_bytes(creator.read_bytes() + b"\0a third application")
+    third.chmod(0o755)
+    run(creator, bus, "store", "k", "the secret")
+    # The first prompt waits a moment before its answer; meanwhile a third application asks, then leaves.
+    prompting.set_pinentry_answers(["wait 3 ok", "hang"])
+    first = subprocess.Popen([str(other), "lookup", "k"], env=bus.env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not arguments(prompting, "CONFIRM") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    intruder = subprocess.Popen([str(third), "lookup", "k"], env=bus.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    intruder.kill()
+    intruder.wait()
+    out, err = first.communicate(timeout=30)
+    assert first.returncode == 0 and out == "the secret\n", err
+    # The first prompt was the other application's alone: one showing for it, none shared with the third.
+    descriptions = arguments(prompting, "SETDESC")
+    assert str(other) in descriptions[0] and str(third) not in descriptions[0]
+    # The third application's prompt, queued behind, went with it: it never showed.
+    time.sleep(1)
+    assert len(arguments(prompting, "CONFIRM")) == 1
+
+
+def test_the_latchkey_command_is_identified_as_itself(make_daemon, bus, tmp_path):
+    from test_cli import Cli
+    cli = Cli(tmp_path, bus)
+    daemon = make_daemon(keychains=cli.keychains, access_policy="prompt").start()
+    secret_tool(bus, "store", "--label=made by secret-tool", "service", "by-tool", input=b"the secret")
+    daemon.set_pinentry_answers(["ok"])
+    result = subprocess.run([binary("latchkey"), "find-generic-password", "-s", "by-tool", "-w"], env=cli.env(),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout == "the secret\n", result.stderr
+    description = arguments(daemon, "SETDESC")[-1]
+    assert os.path.realpath(binary("latchkey")) in description and "could not identify" not in description
