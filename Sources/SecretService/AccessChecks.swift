@@ -12,10 +12,11 @@ import KeychainStore
 /// `GetSecret`, `GetSecrets` and `org.latchkey.Keychain1.Search` asking for data (the CLI and the `Security`
 /// module go through it). Labels and attributes stay visible to every caller.
 extension SecretServiceDaemon {
-    /// One item whose secret is asked for.
+    /// One item whose secret is asked for, with its attributes when the request has read them already.
     struct SecretTarget {
         let held: HeldKeychain
         let reference: ItemReference
+        var attributes: ItemAttributes? = nil
     }
 
     /// Who is asking, as far as the daemon knows.
@@ -32,6 +33,12 @@ extension SecretServiceDaemon {
         let asker: Asker
         let changed: Bool
         let label: String
+
+        /// Nil when the item's keychain lets every application read its items (`allow-all`); read only for
+        /// a caller the item does not trust, so that the trusted lookup does not pay for it.
+        func unlessAllowedByPolicy() -> AccessCheck? {
+            (try? target.held.keychain.accessPolicy()) == .allowAll ? nil : self
+        }
     }
 
     /// Serves a request for the secrets of `targets`: at once when the caller may read them all, else once
@@ -61,22 +68,22 @@ extension SecretServiceDaemon {
                 sharingKey: Self.sharingKey(check, sender: sender), question: Self.question(for: check),
                 failure: failure,
                 trust: { [self] in trust(check) },
-                isAllowed: { [self] in accessCheck(check.target, caller: sender) == nil }
-            ) { [self] granted in
-                pending.allowed[index] = granted
-                if !granted {
-                    pending.deniedLabels.append(check.label)
-                    if pending.failure == nil { pending.failure = failure.description }
-                }
-                pending.waiting -= 1
-                guard pending.waiting == 0 else { return }
-                accessTickets[sender]?.removeAll { ticket in pending.tickets.contains { $0 === ticket } }
-                if accessTickets[sender]?.isEmpty == true { accessTickets[sender] = nil }
-                let denial =
-                    pending.deniedLabels.isEmpty
-                    ? nil : AccessDenial(labels: pending.deniedLabels, failure: pending.failure)
-                reply(to: call, serve(pending.allowed, denial))
-            }
+                isAllowed: { [self] in accessCheck(check.target, caller: sender) == nil },
+                completion: { [self] granted in
+                    pending.allowed[index] = granted
+                    if !granted {
+                        pending.deniedLabels.append(check.label)
+                        if pending.failure == nil { pending.failure = failure.description }
+                    }
+                    pending.waiting -= 1
+                    guard pending.waiting == 0 else { return }
+                    accessTickets[sender]?.removeAll { ticket in pending.tickets.contains { $0 === ticket } }
+                    if accessTickets[sender]?.isEmpty == true { accessTickets[sender] = nil }
+                    let denial =
+                        pending.deniedLabels.isEmpty
+                        ? nil : AccessDenial(labels: pending.deniedLabels, failure: pending.failure)
+                    reply(to: call, serve(pending.allowed, denial))
+                })
             if pending.waiting > 0 {
                 pending.tickets.append(ticket)
                 accessTickets[sender, default: []].append(ticket)
@@ -95,18 +102,16 @@ extension SecretServiceDaemon {
     /// application. Otherwise what to ask. A caller that could not be identified is asked about.
     func accessCheck(_ target: SecretTarget, caller sender: String) -> AccessCheck? {
         guard let callers else { return nil }
-        guard (try? target.held.keychain.accessPolicy()) != .allowAll else { return nil }
-        guard let attributes = try? target.held.item(target.reference, returning: .attributes)?.attributes else {
-            // Gone or unreadable: the request's own read reports it.
-            return nil
-        }
-        var label = ""
-        if case .string(let text)? = attributes[.label] { label = text }
+        let read = target.attributes ?? (try? target.held.item(target.reference, returning: .attributes))??.attributes
+        // Gone or unreadable: the request's own read reports it.
+        guard let attributes = read else { return nil }
         let asker: Asker
         var changed = false
-        if case .identified(let caller)? = callers.entries[sender], !callers.isRunning(caller) {
+        switch callers.entries[sender] {
+        case .identified(let caller)? where !callers.isRunning(caller, sender: sender):
+            // Its pid ended, or now runs another program (which holds the connection it inherited).
             asker = .unidentified("its process \(caller.pid) ended, or that pid now runs another program")
-        } else if case .identified(let caller)? = callers.entries[sender] {
+        case .identified(let caller)?:
             let application = caller.application
             switch ItemAccess(attributes: attributes).verdict(
                 forApplication: application.name, digest: application.digest?.description)
@@ -116,12 +121,18 @@ extension SecretServiceDaemon {
             case .unknown: break
             }
             asker = .application(application)
-        } else if case .unidentified(let reason)? = callers.entries[sender] {
+        case .unidentified(let reason)?:
             asker = .unidentified(reason)
-        } else {
+        default:
             asker = .unidentified("not identified")
         }
-        return AccessCheck(target: target, asker: asker, changed: changed, label: label)
+        return AccessCheck(target: target, asker: asker, changed: changed, label: Self.label(attributes))
+            .unlessAllowedByPolicy()
+    }
+
+    private static func label(_ attributes: ItemAttributes) -> String {
+        if case .string(let text)? = attributes[.label] { return text }
+        return ""
     }
 
     /// Adds the application of `check` to its item's access list ("Always allow"), on disk.

@@ -228,9 +228,19 @@ struct ItemObject: DBusObject {
 
     /// `GetSecret`: the secret now, or once the person allowed the caller (AccessChecks.swift).
     private func secretReply(in sessionPath: String, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
-        _ = try daemon.session(sessionPath, of: call.sender)
+        let session = try daemon.session(sessionPath, of: call.sender)
         guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
-        let target = SecretServiceDaemon.SecretTarget(held: collection, reference: reference)
+        let item: KeychainItem?
+        do {
+            item = try collection.item(reference, returning: [.data, .attributes])
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+        guard let item else { throw SecretServiceError.noSuchObject(ObjectPaths.item(reference, in: collection.id)) }
+        let target = SecretServiceDaemon.SecretTarget(
+            held: collection, reference: reference, attributes: item.attributes ?? [:])
+        // Trusted (the usual case): served from the one read.
+        if daemon.accessCheck(target, caller: call.sender) == nil { return .reply([try session.encode(item)]) }
         return try daemon.servingSecrets(of: [target], to: call) { [self] _, denial in
             if let denial { return .failure(denial.secretServiceError) }
             do throws(DBusError) {

@@ -158,27 +158,35 @@ struct NativeKeychainObject: DBusObject {
     /// `Search`: the items now, or, when the query asks for secrets the caller is not trusted with, once the
     /// person allowed it each of them (AccessChecks.swift); a denial fails the whole search.
     private func search(_ query: ItemQuery, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
-        let targets: [SecretServiceDaemon.SecretTarget]
+        let found: [KeychainItem]
+        var reading = query
+        if query.returning.contains(.data) { reading.returning.formUnion([.attributes, .reference]) }
         do {
-            targets = try secretTargets(of: query)
+            try checkBounds(query.attributes)
+            found = try keychain.keychain.items(matching: reading)
         } catch {
             throw KeychainBus.dbusError(error)
+        }
+        guard query.returning.contains(.data) else {
+            return .reply([.array(elementSignature: "a{sv}", found.map(KeychainBus.encode))])
+        }
+        let targets = found.map {
+            SecretServiceDaemon.SecretTarget(held: keychain, reference: $0.reference, attributes: $0.attributes ?? [:])
+        }
+        // Every item trusts the caller (the usual case): served from the one read, as asked.
+        if targets.allSatisfy({ daemon.accessCheck($0, caller: call.sender) == nil }) {
+            let items = found.map { item in
+                KeychainItem(
+                    reference: item.reference,
+                    attributes: query.returning.contains(.attributes) ? item.attributes : nil,
+                    secret: item.secret)
+            }
+            return .reply([.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))])
         }
         let held = keychain
         return try daemon.servingSecrets(of: targets, to: call) { _, denial in
             guard let denial else { return Self.items(of: held, matching: query) }
             return .failure(denial.keychainError)
-        }
-    }
-
-    /// The items whose secrets `query` asks for (none when it asks for no secret).
-    private func secretTargets(of query: ItemQuery) throws(KeychainError) -> [SecretServiceDaemon.SecretTarget] {
-        try checkBounds(query.attributes)
-        guard query.returning.contains(.data) else { return [] }
-        var listing = query
-        listing.returning = .reference
-        return try keychain.keychain.items(matching: listing).map {
-            SecretServiceDaemon.SecretTarget(held: keychain, reference: $0.reference)
         }
     }
 

@@ -121,9 +121,11 @@ package final class SecretServiceDaemon {
         let uid = callers.uid
         registry.offLoop(
             quick: true,
-            { inspector.identify(pid: credentials.pid, uid: credentials.uid, expectedUID: uid) },
-            then: { [self] outcome in
-                for call in callers.settle(sender, outcome) { outbox += handle(call) }
+            { inspector.identifyHolding(pid: credentials.pid, uid: credentials.uid, expectedUID: uid) },
+            then: { [self] identified in
+                for call in callers.settle(sender, identified.outcome, handle: identified.handle) {
+                    outbox += handle(call)
+                }
             })
     }
 

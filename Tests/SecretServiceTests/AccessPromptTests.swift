@@ -130,7 +130,8 @@ import Testing
     @Test func aChangedExecutableIsAskedAgainAndToldSo() throws {
         let (inproc, session, path) = try Self.untrustedItem(answers: ["ok"])
         let me = try CallerAccessTests.thisProcess()
-        try Self.trustOnly(TrustedApplication(name: me.name, digest: String(repeating: "0", count: 64)), path: path, in: inproc)
+        try Self.trustOnly(
+            TrustedApplication(name: me.name, digest: String(repeating: "0", count: 64)), path: path, in: inproc)
         let (now, call) = try Self.getSecret(path, session: session, in: inproc)
         #expect(now == nil)
         #expect(try Self.secretText(inproc.awaitCompletion(of: call)) == "s3cret")
@@ -259,7 +260,8 @@ import Testing
         let session = try CallerAccessTests.introduce(":1.30", to: inproc, pid: child)
         let path = try inproc.createItem(
             session: session, attributes: ["service": "x"], secret: "s3cret", sender: ":1.30")
-        #expect(try Self.secretText(Self.getSecret(path, session: session, sender: ":1.30", in: inproc).reply) == "s3cret")
+        #expect(
+            try Self.secretText(Self.getSecret(path, session: session, sender: ":1.30", in: inproc).reply) == "s3cret")
         // Its process ends (its pid free for another program) while the connection stays: not trusted.
         kill(child, SIGKILL)
         waitpid(child, nil, 0)
