@@ -32,15 +32,17 @@ struct AccessCheckBenchmark {
         let target = SecretServiceDaemon.SecretTarget(held: held, reference: reference)
         #expect(checked.daemon.accessCheck(target, caller: ":1.7") == nil, "the creator is trusted")
 
-        func perCall(_ inproc: InProcessDaemon, _ path: String, _ session: String) throws -> Double {
-            let message = try inproc.message(
-                path, "org.freedesktop.Secret.Item", "GetSecret", [.objectPath(session)])
+        let checkedCall = try checked.message(
+            checkedPath, "org.freedesktop.Secret.Item", "GetSecret", [.objectPath(checkedSession)])
+        let uncheckedCall = try unchecked.message(
+            uncheckedPath, "org.freedesktop.Secret.Item", "GetSecret", [.objectPath(uncheckedSession)])
+        /// One call's time in µs.
+        func once(_ inproc: InProcessDaemon, _ message: DBusMessage) -> Double {
             let start = MonotonicClock.nanoseconds()
-            for _ in 0..<Self.calls {
-                let sent = inproc.daemon.handle(message)
-                precondition(sent.first?.kind == .methodReturn)
-            }
-            return Double(MonotonicClock.nanoseconds() - start) / Double(Self.calls) / 1_000
+            let sent = inproc.daemon.handle(message)
+            let elapsed = MonotonicClock.nanoseconds() - start
+            precondition(sent.first?.kind == .methodReturn)
+            return Double(elapsed) / 1_000
         }
         let attributes = try #require(try held.item(reference, returning: .attributes)?.attributes)
         let read = SecretServiceDaemon.SecretTarget(held: held, reference: reference, attributes: attributes)
@@ -67,21 +69,26 @@ struct AccessCheckBenchmark {
         print(
             "the liveness check (pidfd poll)  \(measured.liveness) µs, the item's attributes read \(measured.attributes) µs"
         )
+        // Calls alternate between the two daemons, so that the machine's load falls on both alike.
         var with: [Double] = []
         var without: [Double] = []
-        var alone: [Double] = []
-        for _ in 0..<Self.rounds {
-            with.append(try perCall(checked, checkedPath, checkedSession))
-            without.append(try perCall(unchecked, uncheckedPath, uncheckedSession))
-            alone.append(checkAlone())
+        var differences: [Double] = []
+        for _ in 0..<Self.calls * Self.rounds {
+            let checkedTime = once(checked, checkedCall)
+            let uncheckedTime = once(unchecked, uncheckedCall)
+            with.append(checkedTime)
+            without.append(uncheckedTime)
+            differences.append(checkedTime - uncheckedTime)
         }
+        var alone: [Double] = []
+        for _ in 0..<Self.rounds { alone.append(checkAlone()) }
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-        func shown(_ values: [Double]) -> String { values.map { String(format: "%.1f", $0) }.joined(separator: " ") }
-        print("GetSecret with the check, µs per call (rounds): \(shown(with)); median \(median(with))")
-        print("GetSecret without the check, µs per call (rounds): \(shown(without)); median \(median(without))")
+        func format(_ value: Double) -> String { String(format: "%.1f", value) }
+        print("GetSecret with the check, µs per call, median of \(with.count): \(format(median(with)))")
+        print("GetSecret without the check, µs per call, median of \(without.count): \(format(median(without)))")
+        print("median of the paired differences (with − without): \(format(median(differences))) µs")
         print(
-            "the check alone (the attributes read already, as GetSecret has them), µs per call (rounds): \(shown(alone)); median \(median(alone))"
-        )
-        print("added by the check (median with − median without): \(median(with) - median(without)) µs")
+            "the check alone (attributes already read, as GetSecret has them), µs per call, rounds of \(Self.calls):"
+                + " \(alone.map(format).joined(separator: " ")); median \(format(median(alone)))")
     }
 }
