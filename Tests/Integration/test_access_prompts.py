@@ -6,7 +6,7 @@ scripts (identified by their script), and the latchkey command."""
 import json
 import os
 import pathlib
-import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -212,3 +212,63 @@ def test_the_latchkey_command_is_identified_as_itself(make_daemon, bus, tmp_path
     assert result.returncode == 0 and result.stdout == "the secret\n", result.stderr
     description = arguments(daemon, "SETDESC")[-1]
     assert os.path.realpath(binary("latchkey")) in description and "could not identify" not in description
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a user account")
+def test_the_latchkey_command_is_identified_by_a_daemon_of_its_own_user(tmp_path):
+    """As root, latchkeyd reads any process's /proc/PID/exe; run as a user, as in real life, it reads only
+    dumpable processes of its user: latchkey must still be dumpable when the daemon identifies it."""
+    import pwd
+    import secrets
+    name = "lk" + secrets.token_hex(4)
+    subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True)
+    entry = pwd.getpwnam(name)
+    home = pathlib.Path(entry.pw_dir)
+    as_user = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups"]
+    processes = []
+    try:
+        bus_address = f"unix:path={home}/bus"
+        out = subprocess.run(as_user + ["dbus-daemon", "--session", f"--address={bus_address}", "--fork",
+                                        "--print-pid=1"], check=True, capture_output=True, text=True).stdout
+        processes.append(int(out.split()[0]))
+        (home / "answers").write_text("ok\n")
+        os.chown(home / "answers", entry.pw_uid, entry.pw_gid)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "DBUS_SESSION_BUS_ADDRESS": bus_address,
+               "XDG_RUNTIME_DIR": str(home), "DBUS_SYSTEM_BUS_ADDRESS": f"unix:path={home}/no-system-bus",
+               "SCRIPTED_PINENTRY_ANSWERS": str(home / "answers"), "SCRIPTED_PINENTRY_LOG": str(home / "log"),
+               "PINENTRY": str(pathlib.Path(__file__).parents[1] / "Support" / "scripted-pinentry")}
+        daemon = subprocess.Popen(
+            as_user + [binary("latchkeyd"), "--foreground", "--unlock", "--pinentry", env["PINENTRY"]],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "daemon.err", "wb"))
+        daemon.stdin.write(b"user login password")
+        daemon.stdin.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            owner = subprocess.run(as_user + ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                                              "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
+                                              "string:org.freedesktop.secrets"], env=env, capture_output=True,
+                                   text=True).stdout
+            if "boolean true" in owner:
+                break
+            assert daemon.poll() is None, (tmp_path / "daemon.err").read_text()
+            time.sleep(0.05)
+        stored = subprocess.run(as_user + ["secret-tool", "store", "--label=made by secret-tool", "service", "k"],
+                                env=env, input="the secret", capture_output=True, text=True, timeout=30)
+        assert stored.returncode == 0, stored.stderr
+        read = subprocess.run(as_user + [binary("latchkey"), "find-generic-password", "-s", "k", "-w"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert read.returncode == 0 and read.stdout == "the secret\n", read.stderr
+        log = [json.loads(line) for line in (home / "log").read_text().splitlines()]
+        description = [e["argument"] for e in log if e["command"] == "SETDESC"][-1]
+        assert os.path.realpath(binary("latchkey")) in description, description
+        assert "could not identify" not in description
+        processes.append(daemon.pid)
+    finally:
+        for pid in reversed(processes):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if processes and "daemon" in locals():
+            daemon.wait(timeout=10)
+        subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
