@@ -201,7 +201,9 @@ def test_another_application_neither_answers_nor_dismisses_the_first_ones_prompt
     assert len(arguments(prompting, "CONFIRM")) == 1
 
 
-def test_the_latchkey_command_is_identified_as_itself(make_daemon, bus, tmp_path):
+def test_the_latchkey_command_through_the_daemon_is_asked_about(make_daemon, bus, tmp_path):
+    """The command reads through Keychain1.Search, which asks too. (As root, the daemon identifies the command
+    whatever its dumpable state: the test below runs as a user.)"""
     from test_cli import Cli
     cli = Cli(tmp_path, bus)
     daemon = make_daemon(keychains=cli.keychains, access_policy="prompt").start()
