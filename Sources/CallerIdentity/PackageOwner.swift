@@ -11,6 +11,16 @@ package enum PackageOwner {
     package static func package(
         of path: String, dpkg: String = "/usr/bin/dpkg", timeoutMilliseconds: Int32 = 2_000
     ) -> String? {
+        if let found = lookUp(path, dpkg: dpkg, timeoutMilliseconds: timeoutMilliseconds) { return found }
+        // A merged /usr: the kernel names /usr/bin/dash where dpkg's database lists /bin/dash.
+        for merged in ["/usr/bin/", "/usr/sbin/", "/usr/lib/"] where path.hasPrefix(merged) {
+            return lookUp(String(path.dropFirst(4)), dpkg: dpkg, timeoutMilliseconds: timeoutMilliseconds)
+        }
+        return nil
+    }
+
+    /// `dpkg -S path`, bounded.
+    private static func lookUp(_ path: String, dpkg: String, timeoutMilliseconds: Int32) -> String? {
         guard path.hasPrefix("/"), !path.contains("\n"), access(dpkg, X_OK) == 0 else { return nil }
         var pipeEnds: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pipeEnds) == 0

@@ -6,6 +6,7 @@ scripts (identified by their script), and the latchkey command."""
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -274,3 +275,14 @@ def test_the_latchkey_command_is_identified_by_a_daemon_of_its_own_user(tmp_path
         if processes and "daemon" in locals():
             daemon.wait(timeout=10)
         subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
+
+
+def test_the_prompt_names_the_debian_package_of_the_program(programs, prompting, bus):
+    creator, _ = programs
+    run(creator, bus, "store", "k", "the secret")
+    prompting.set_pinentry_answers(["cancel"])
+    denied = secret_tool(bus, "lookup", "key", "k", check=False)
+    assert denied.returncode != 0 and b"the secret" not in denied.stdout
+    description = arguments(prompting, "SETDESC")[-1]
+    assert os.path.realpath(shutil.which("secret-tool")) in description
+    assert "(package libsecret-tools)" in description
