@@ -68,7 +68,11 @@ extension SecretServiceDaemon {
                 sharingKey: Self.sharingKey(check, sender: sender), question: Self.question(for: check),
                 failure: failure,
                 trust: { [self] in trust(check) },
-                isAllowed: { [self] in accessCheck(check.target, caller: sender) == nil },
+                // Read afresh: the list may have changed since (another request's Always allow).
+                isAllowed: { [self] in
+                    let current = SecretTarget(held: check.target.held, reference: check.target.reference)
+                    return accessCheck(current, caller: sender) == nil
+                },
                 completion: { [self] granted in
                     pending.allowed[index] = granted
                     if !granted {

@@ -181,7 +181,7 @@ def test_another_application_neither_answers_nor_dismisses_the_first_ones_prompt
     third.chmod(0o755)
     run(creator, bus, "store", "k", "the secret")
     # The first prompt waits a moment before its answer; meanwhile a third application asks, then leaves.
-    prompting.set_pinentry_answers(["wait 3 ok", "hang"])
+    prompting.set_pinentry_answers(["wait 6 ok", "hang"])
     first = subprocess.Popen([str(other), "lookup", "k"], env=bus.env(), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
@@ -189,7 +189,7 @@ def test_another_application_neither_answers_nor_dismisses_the_first_ones_prompt
         time.sleep(0.05)
     intruder = subprocess.Popen([str(third), "lookup", "k"], env=bus.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-    time.sleep(1)
+    time.sleep(2)
     intruder.kill()
     intruder.wait()
     out, err = first.communicate(timeout=30)
