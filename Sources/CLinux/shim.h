@@ -38,3 +38,13 @@ static __attribute__((noinline)) void latchkey_wipe_dead_stack(void) {
     unsigned char buffer[262144];
     explicit_bzero(buffer, sizeof buffer);
 }
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* A pidfd referring to process `pid` (pidfd_open, Linux 5.3; close-on-exec): readable once that process has
+   exited, and never referring to a later process given the same pid. -1 with errno on failure. syscall is
+   variadic, which Swift cannot call. */
+static inline int latchkey_pidfd_open(int pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}

@@ -13,6 +13,8 @@ package final class PromptTicket {
 }
 
 /// What one prompt asks and how its answer is used; the queue runs it (see ``KeychainRegistry``'s prompts).
+/// A password dialog's answer (the secrets typed) is tried on the worker before it is applied; a question's
+/// answer (the button chosen) is applied as it comes.
 struct PromptDialog {
     /// Requests with the same key share one showing while it is queued or showing (nil: never shared).
     let sharingKey: String?
@@ -20,17 +22,53 @@ struct PromptDialog {
     let tries: Int
     /// The message shown when asking again after a refused answer.
     let retryMessage: String
-    /// Asks the person, on the prompt's own thread: the secrets typed, or nil when they cancelled, the
+    /// Asks the person, on the prompt's own thread: the answer, or nil when they cancelled (or declined), the
     /// prompt failed or was cancelled. The second argument is the message to show after a refused answer.
-    let ask: @Sendable (Pinentry, String?, PinentryCancellation) -> [SharedSecret]?
-    /// Tries the answers, on the worker (one attempt at a time with all other key derivations): what
-    /// ``apply`` needs, or the error (`errSecAuthFailed` asks again while tries are left).
-    let attempt: @Sendable ([SharedSecret]) -> Result<any Sendable, KeychainError>
+    let ask: @Sendable (Pinentry, String?, PinentryCancellation) -> (any Sendable)?
+    /// Tries the answer, on the worker (one attempt at a time with all other key derivations): what ``apply``
+    /// needs, or the error (`errSecAuthFailed` asks again while tries are left). Nil: the answer is applied
+    /// as it is.
+    let attempt: (@Sendable (any Sendable) -> Result<any Sendable, KeychainError>)?
     /// Applies an accepted answer, on the serving thread.
     let apply: (any Sendable) -> Void
     /// Whether what the prompt is for is already done (checked on the serving thread before showing it and
     /// when an answer comes): the prompt then ends as accepted without asking or trying.
     let isSatisfied: () -> Bool
+
+    /// A password dialog: `ask` gives the secrets typed, `attempt` tries them on the worker.
+    init(
+        sharingKey: String?, tries: Int, retryMessage: String,
+        ask: @escaping @Sendable (Pinentry, String?, PinentryCancellation) -> [SharedSecret]?,
+        attempt: @escaping @Sendable ([SharedSecret]) -> Result<any Sendable, KeychainError>,
+        apply: @escaping (any Sendable) -> Void, isSatisfied: @escaping () -> Bool
+    ) {
+        self.sharingKey = sharingKey
+        self.tries = tries
+        self.retryMessage = retryMessage
+        self.ask = { pinentry, error, cancellation in ask(pinentry, error, cancellation) }
+        self.attempt = { answer in
+            guard let secrets = answer as? [SharedSecret] else {
+                return .failure(KeychainError(.internalComponent, "a password dialog was answered otherwise"))
+            }
+            return attempt(secrets)
+        }
+        self.apply = apply
+        self.isSatisfied = isSatisfied
+    }
+
+    /// A question, asked once: `ask` gives the choice made (nil: declined), which `apply` receives.
+    init(
+        sharingKey: String?, question ask: @escaping @Sendable (Pinentry, PinentryCancellation) -> (any Sendable)?,
+        apply: @escaping (any Sendable) -> Void, isSatisfied: @escaping () -> Bool
+    ) {
+        self.sharingKey = sharingKey
+        self.tries = 1
+        self.retryMessage = ""
+        self.ask = { pinentry, _, cancellation in ask(pinentry, cancellation) }
+        self.attempt = nil
+        self.apply = apply
+        self.isSatisfied = isSatisfied
+    }
 }
 
 /// A prompt in the queue, with the requests waiting for it.
@@ -122,9 +160,13 @@ extension KeychainRegistry {
         offLoop(
             onOwnThread: true, { AnswerBox(ask(pinentry, error, cancellation)) },
             then: { [self] (answers: AnswerBox) in
-                guard let answers = answers.secrets else { return finishPrompt(queued, accepted: false) }
+                guard let answers = answers.answer else { return finishPrompt(queued, accepted: false) }
                 // Unlocked meanwhile by another way: nothing to try.
                 if dialog.isSatisfied() { return finishPrompt(queued, accepted: true) }
+                guard let attempt else {
+                    dialog.apply(answers)
+                    return finishPrompt(queued, accepted: true)
+                }
                 // Tried even when every request went meanwhile: the person typed it to be used.
                 offLoop(
                     { attempt(answers) },
@@ -156,8 +198,8 @@ extension KeychainRegistry {
     }
 }
 
-/// The secrets a prompt's thread hands to the serving thread.
+/// The answer a prompt's thread hands to the serving thread.
 private struct AnswerBox: Sendable {
-    let secrets: [SharedSecret]?
-    init(_ secrets: [SharedSecret]?) { self.secrets = secrets }
+    let answer: (any Sendable)?
+    init(_ answer: (any Sendable)?) { self.answer = answer }
 }

@@ -16,11 +16,13 @@ package struct PinentryRequest: Sendable, Hashable {
     package var okLabel: String?
     /// The text of the Cancel button (`SETCANCEL`); the program's default when nil.
     package var cancelLabel: String?
+    /// The text of a third button (`SETNOTOK`), shown by `CONFIRM` between OK and Cancel; none when nil.
+    package var notOKLabel: String?
 
     /// Describes a prompt.
     package init(
         title: String, description: String, prompt: String = "Password:", error: String? = nil,
-        okLabel: String? = nil, cancelLabel: String? = nil
+        okLabel: String? = nil, cancelLabel: String? = nil, notOKLabel: String? = nil
     ) {
         self.title = title
         self.description = description
@@ -28,6 +30,7 @@ package struct PinentryRequest: Sendable, Hashable {
         self.error = error
         self.okLabel = okLabel
         self.cancelLabel = cancelLabel
+        self.notOKLabel = notOKLabel
     }
 }
 
@@ -148,13 +151,13 @@ package struct Pinentry: Sendable {
     }
 
     /// `GPG_ERR_CANCELED`, the low 16 bits of the code a pinentry answers when the user cancels.
-    private static let canceledCode: UInt32 = 99
+    static let canceledCode: UInt32 = 99
     /// `GPG_ERR_NOT_CONFIRMED`, answered to `CONFIRM` when the user declines.
-    private static let notConfirmedCode: UInt32 = 114
+    static let notConfirmedCode: UInt32 = 114
 
     /// Starts the program, shows `request`, runs `ask`, then ends politely with `BYE`; on any thrown error
     /// (a cancellation among them) the child is ended instead. Either way it is reaped before this returns.
-    private func converse(
+    func converse(
         _ request: PinentryRequest, _ cancellation: PinentryCancellation?,
         _ ask: (AssuanSession) throws(PinentryError) -> AssuanReply
     ) throws(PinentryError) -> AssuanReply {
@@ -174,6 +177,7 @@ package struct Pinentry: Sendable {
             let texts: [(String, String?)] = [
                 ("SETTITLE", request.title), ("SETDESC", request.description), ("SETPROMPT", request.prompt),
                 ("SETERROR", request.error), ("SETOK", request.okLabel), ("SETCANCEL", request.cancelLabel),
+                ("SETNOTOK", request.notOKLabel),
             ]
             for case (let command, let text?) in texts where !text.isEmpty {
                 if case .error(let code, let message) = try session.command(command, text: text) {

@@ -16,6 +16,27 @@ package enum ProcessHardening {
         return nil
     }
 
+    /// Sets the core file limit to 0 and nothing else: the process stays dumpable, so that latchkeyd can read
+    /// its `/proc/PID/exe` and identify it. For the `latchkey` command, which calls ``forbidDumping()``
+    /// once the daemon has identified it and before any secret enters its memory (docs/threat-model.md).
+    package static func forbidCoreFiles() -> String? {
+        var none = rlimit(rlim_cur: 0, rlim_max: 0)
+        guard setrlimit(Int32(RLIMIT_CORE.rawValue), &none) == 0 else {
+            return "setrlimit(RLIMIT_CORE): \(String(cString: strerror(errno)))"
+        }
+        return nil
+    }
+
+    /// Makes the process not dumpable (`PR_SET_DUMPABLE` 0), as ``forbidCoreDumps()`` does; calling it again
+    /// is harmless. The reason when it failed.
+    @discardableResult
+    package static func forbidDumping() -> String? {
+        guard latchkey_set_not_dumpable() == 0 else {
+            return "prctl(PR_SET_DUMPABLE): \(String(cString: strerror(errno)))"
+        }
+        return nil
+    }
+
     /// Ends the process at once on a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT), as the
     /// system would: the Swift runtime's crash handler starts a backtracer, which cannot read a process
     /// that is not dumpable anyway, and then returns from the handler, so a `kill -SEGV` left the process

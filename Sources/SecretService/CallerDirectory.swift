@@ -2,6 +2,7 @@ import CallerIdentity
 import DBus
 import Glibc
 import KeychainCore
+import Posix
 import Synchronization
 
 /// Who each D-Bus client is, asked of the bus once per connection and kept by unique name until the name
@@ -33,6 +34,11 @@ final class CallerDirectory {
     /// Senders whose credentials were asked for, by the serial of the request.
     private var asked: [UInt32: String] = [:]
     private var nextSerial: UInt32 = CallerDirectory.firstSerial
+    /// Reads start times on the serving thread (one small procfs file, without the shared inspector's lock,
+    /// which a hash of a large file may hold), for a caller without a pidfd.
+    private let liveness = ProcessInspector()
+    /// A pidfd on each identified sender's process: whether it still runs, for the cost of a `poll`.
+    private var handles: [String: ProcessHandle] = [:]
     /// Far above the serials libdbus gives the connection's own messages (counted from 1).
     static let firstSerial: UInt32 = 0x6000_0000
 
@@ -46,6 +52,13 @@ final class CallerDirectory {
     func application(of sender: String?) -> Application? {
         guard let sender, case .identified(let caller)? = entries[sender] else { return nil }
         return caller.application
+    }
+
+    /// Whether `caller`'s process still runs: its pid not ended, nor taken by another process since it was
+    /// identified (another program holding the connection it inherited is not the program identified).
+    func isRunning(_ caller: Caller, sender: String) -> Bool {
+        if let handle = handles[sender] { return !handle.hasExited }
+        return liveness.isRunning(caller)
     }
 
     /// Holds `call` if its sender is not identified yet; the request to send the bus when this is the
@@ -94,10 +107,14 @@ final class CallerDirectory {
 
     /// Records what identifying `sender` gave; the calls it held, in order (none if the sender left
     /// meanwhile).
-    func settle(_ sender: String, _ outcome: Result<Caller, CallerIdentityError>) -> [DBusMessage] {
+    func settle(
+        _ sender: String, _ outcome: Result<Caller, CallerIdentityError>, handle: ProcessHandle? = nil
+    ) -> [DBusMessage] {
         guard case .pending(let calls)? = entries[sender] else { return [] }
         switch outcome {
-        case .success(let caller): entries[sender] = .identified(caller)
+        case .success(let caller):
+            entries[sender] = .identified(caller)
+            handles[sender] = handle
         case .failure(let error): entries[sender] = .unidentified(error.description)
         }
         return calls
@@ -106,8 +123,15 @@ final class CallerDirectory {
     /// Forgets `sender`, which left the bus (its held calls are dropped: nobody is there to answer).
     func forget(_ sender: String) {
         entries[sender] = nil
+        handles[sender] = nil
         asked = asked.filter { $0.value != sender }
     }
+}
+
+/// What identifying a caller gave: who it is, and a pidfd on its process when one could be had.
+struct Identification: Sendable {
+    let outcome: Result<Caller, CallerIdentityError>
+    let handle: ProcessHandle?
 }
 
 /// A ``ProcessInspector`` (and the digests its ``FileDigester`` remembers) used from the threads that identify
@@ -125,6 +149,17 @@ final class SharedInspector: Sendable {
                 return .failure(error)
             }
         }
+    }
+
+    /// Identifies the process, then takes a pidfd on it, kept only if the process it refers to has the start
+    /// time identified (so that it cannot be a later process given the same pid).
+    func identifyHolding(pid: pid_t, uid: uid_t, expectedUID: uid_t) -> Identification {
+        let outcome = identify(pid: pid, uid: uid, expectedUID: expectedUID)
+        guard case .success(let caller) = outcome, let handle = ProcessHandle(pid: pid) else {
+            return Identification(outcome: outcome, handle: nil)
+        }
+        let sameProcess = inspector.withLock { $0.isRunning(caller) }
+        return Identification(outcome: outcome, handle: sameProcess ? handle : nil)
     }
 }
 

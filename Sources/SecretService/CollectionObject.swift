@@ -145,7 +145,7 @@ struct ItemObject: DBusObject {
                         "GetSecret", DBusInput("session", ObjectPath.self),
                         returns: [.init("secret", TransportSecret.self)]
                     ) { (object, call, session) throws(DBusError) in
-                        .reply([try object.secret(in: session.text, caller: call.sender)])
+                        try object.secretReply(in: session.text, call: call)
                     },
                     DBusMethod("SetSecret", DBusInput("secret", TransportSecret.self)) {
                         (object, call, transport) throws(DBusError) in
@@ -229,6 +229,33 @@ struct ItemObject: DBusObject {
     private func changed(_ name: String, _ value: DBusValue) {
         daemon.emitPropertiesChanged(ObjectPaths.item(reference, in: collection.id), Self.interfaceName, [name: value])
         daemon.announceItems(collection, "ItemChanged", reference)
+    }
+
+    /// `GetSecret`: the secret now, or once the person allowed the caller (AccessChecks.swift).
+    private func secretReply(in sessionPath: String, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
+        let session = try daemon.session(sessionPath, of: call.sender)
+        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        let found: (item: KeychainItem, secret: SharedSecret?)?
+        do {
+            found = try collection.itemWithSecret(reference)
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+        guard let found else { throw SecretServiceError.noSuchObject(ObjectPaths.item(reference, in: collection.id)) }
+        let target = SecretServiceDaemon.SecretTarget(
+            held: collection, reference: reference, attributes: found.item.attributes ?? [:])
+        // Trusted (the usual case): served from the one read.
+        if daemon.accessCheck(target, caller: call.sender) == nil {
+            return .reply([try session.encode(found.item, secret: found.secret)])
+        }
+        return try daemon.servingSecrets(of: [target], to: call) { [self] _, denial in
+            if let denial { return .failure(denial.secretServiceError) }
+            do throws(DBusError) {
+                return .success([try secret(in: sessionPath, caller: call.sender)])
+            } catch {
+                return .failure(error)
+            }
+        }
     }
 
     private func secret(in sessionPath: String, caller: String) throws(DBusError) -> DBusValue {

@@ -63,12 +63,8 @@ struct NativeKeychainObject: DBusObject {
                         }
                     },
                     DBusMethod("Search", DBusInput("query", NativeQuery.self), returns: [.init("items", "aa{sv}")]) {
-                        (object, _, query) throws(DBusError) in
-                        try native { () throws(KeychainError) in
-                            try object.checkBounds(query.query.attributes)
-                            let items = try object.keychain.keychain.items(matching: query.query)
-                            return [.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))]
-                        }
+                        (object, call, query) throws(DBusError) in
+                        try object.search(query.query, call: call)
                     },
                     DBusMethod(
                         "Update", DBusInput("query", NativeQuery.self), DBusInput("attributes", NativeAttributes.self),
@@ -166,6 +162,51 @@ struct NativeKeychainObject: DBusObject {
             guard length <= most else {
                 throw KeychainError(.dataTooLarge, "attribute '\(key.rawValue)' is longer than \(most) bytes")
             }
+        }
+    }
+
+    /// `Search`: the items now, or, when the query asks for secrets the caller is not trusted with, once the
+    /// person allowed it each of them (AccessChecks.swift); a denial fails the whole search.
+    private func search(_ query: ItemQuery, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
+        let found: [KeychainItem]
+        var reading = query
+        if query.returning.contains(.data) { reading.returning.formUnion([.attributes, .reference]) }
+        do {
+            try checkBounds(query.attributes)
+            found = try keychain.keychain.items(matching: reading)
+        } catch {
+            throw KeychainBus.dbusError(error)
+        }
+        guard query.returning.contains(.data) else {
+            return .reply([.array(elementSignature: "a{sv}", found.map(KeychainBus.encode))])
+        }
+        let targets = found.map {
+            SecretServiceDaemon.SecretTarget(held: keychain, reference: $0.reference, attributes: $0.attributes ?? [:])
+        }
+        // Every item trusts the caller (the usual case): served from the one read, as asked.
+        if targets.allSatisfy({ daemon.accessCheck($0, caller: call.sender) == nil }) {
+            let items = found.map { item in
+                KeychainItem(
+                    reference: item.reference,
+                    attributes: query.returning.contains(.attributes) ? item.attributes : nil,
+                    secret: item.secret)
+            }
+            return .reply([.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))])
+        }
+        let held = keychain
+        return try daemon.servingSecrets(of: targets, to: call) { _, denial in
+            guard let denial else { return Self.items(of: held, matching: query) }
+            return .failure(denial.keychainError)
+        }
+    }
+
+    /// The items `query` finds, as `Search` replies them.
+    private static func items(of keychain: HeldKeychain, matching query: ItemQuery) -> Result<[DBusValue], DBusError> {
+        do {
+            let items = try keychain.keychain.items(matching: query)
+            return .success([.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))])
+        } catch {
+            return .failure(KeychainBus.dbusError(error))
         }
     }
 

@@ -54,6 +54,8 @@ package final class SecretServiceDaemon {
     var policyConfirmations: [(owner: String, call: DBusMethodCall, ticket: PromptTicket)] = []
     /// Who each client is, when callers are identified.
     let callers: CallerDirectory?
+    /// Each client's places in access prompts, withdrawn when it leaves (AccessChecks.swift).
+    var accessTickets: [String: [PromptTicket]] = [:]
 
     /// Serves `registry`; with `identifiesCallers`, each client is identified before its calls are served.
     package init(registry: KeychainRegistry, limits: InputLimits = InputLimits(), identifiesCallers: Bool = false) {
@@ -121,9 +123,11 @@ package final class SecretServiceDaemon {
         let uid = callers.uid
         registry.offLoop(
             quick: true,
-            { inspector.identify(pid: credentials.pid, uid: credentials.uid, expectedUID: uid) },
-            then: { [self] outcome in
-                for call in callers.settle(sender, outcome) { outbox += handle(call) }
+            { inspector.identifyHolding(pid: credentials.pid, uid: credentials.uid, expectedUID: uid) },
+            then: { [self] identified in
+                for call in callers.settle(sender, identified.outcome, handle: identified.handle) {
+                    outbox += handle(call)
+                }
             })
     }
 
@@ -202,6 +206,7 @@ package final class SecretServiceDaemon {
         screenSaver.noteOwner(newOwner, of: name)
         if newOwner.isEmpty, name.hasPrefix(":") {
             callers?.forget(name)
+            withdrawAccessPrompts(of: name)
             sessions = sessions.filter { $0.value.owner != name }
             for prompt in prompts.values where prompt.owner == name { drop(prompt) }
             portalRequests = portalRequests.filter { $0.value.owner != name }

@@ -53,7 +53,7 @@ struct ServiceObject: DBusObject {
                         "GetSecrets", DBusInput("items", [ObjectPath].self), DBusInput("session", ObjectPath.self),
                         returns: [.init("secrets", "a{o(oayays)}")]
                     ) { (object, call, items, session) throws(DBusError) in
-                        .reply(try object.getSecrets(items.map(\.text), session: session.text, caller: call.sender))
+                        try object.getSecrets(items.map(\.text), session: session.text, call: call)
                     },
                     DBusMethod(
                         "ReadAlias", DBusInput("name", String.self), returns: [.init("collection", ObjectPath.self)]
@@ -152,17 +152,53 @@ struct ServiceObject: DBusObject {
         return [.objectPaths(locked), .objectPath(ObjectPaths.none)]
     }
 
-    private func getSecrets(_ items: [String], session path: String, caller: String) throws(DBusError) -> [DBusValue] {
+    /// `GetSecrets`: the secrets of the unlocked items among `items` (others are left out, as gnome-keyring
+    /// does), each untrusted one after its own access prompt; a denied item is left out too, and when every
+    /// item asked about was denied and none is left, the call fails with `AccessDenied`.
+    private func getSecrets(_ items: [String], session path: String, call: DBusMethodCall) throws(DBusError)
+        -> DBusMethodResult
+    {
         try daemon.limits.check(objects: items)
-        let session = try daemon.session(path, of: caller)
+        let session = try daemon.session(path, of: call.sender)
+        var targets: [SecretServiceDaemon.SecretTarget] = []
+        var targetPaths: [String] = []
         var entries: [DBusDictEntry] = []
-        for path in items {
-            guard case .item(let held, let reference) = daemon.resolve(path), !held.isLocked,
+        var allTrusted = true
+        for itemPath in items {
+            guard case .item(let held, let reference) = daemon.resolve(itemPath), !held.isLocked,
                 let found = try? held.itemWithSecret(reference)
             else { continue }
-            entries.append(DBusDictEntry(.objectPath(path), try session.encode(found.item, secret: found.secret)))
+            let target = SecretServiceDaemon.SecretTarget(
+                held: held, reference: reference, attributes: found.item.attributes ?? [:])
+            targets.append(target)
+            targetPaths.append(itemPath)
+            if allTrusted, daemon.accessCheck(target, caller: call.sender) == nil {
+                entries.append(
+                    DBusDictEntry(.objectPath(itemPath), try session.encode(found.item, secret: found.secret)))
+            } else {
+                allTrusted = false
+            }
         }
-        return [.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)]
+        // Every item trusts the caller (the usual case): served from the one read of each.
+        if allTrusted { return .reply([.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)]) }
+        let daemon = daemon
+        return try daemon.servingSecrets(of: targets, to: call) { allowed, denial in
+            do throws(DBusError) {
+                let session = try daemon.session(path, of: call.sender)
+                var entries: [DBusDictEntry] = []
+                for (index, target) in targets.enumerated() where allowed[index] {
+                    guard !target.held.isLocked, let found = try? target.held.itemWithSecret(target.reference)
+                    else { continue }
+                    entries.append(
+                        DBusDictEntry(
+                            .objectPath(targetPaths[index]), try session.encode(found.item, secret: found.secret)))
+                }
+                if entries.isEmpty, let denial { return .failure(denial.secretServiceError) }
+                return .success([.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)])
+            } catch {
+                return .failure(error)
+            }
+        }
     }
 
     private func setAlias(_ name: String, to target: String) throws(DBusError) {

@@ -163,6 +163,8 @@ struct CollectionMaker {
         daemon =
             held?.first { !$0.file.isEmpty && KeychainPaths.canonical($0.file) == canonical }
             .flatMap { DaemonKeychain.connect(collection: $0.id) }
+        // Answered once (identified), and keyrings' secrets come next.
+        SecretsAhead.prepare()
     }
 
     /// The keychain, unlocked, that `destination` names; a new collection is made for the keyring at `source`.
@@ -233,6 +235,7 @@ struct MigrationStatus: ParsableCommand {
         try reportingFailures { () throws(KeychainError) in
             let keychainPath = KeychainPaths.resolve(keychain)
             let recorded: [RecordedKeychain]
+            SecretsAhead.prepare()
             do throws(KeychainError) {
                 recorded = ImportPlaces(target: try Keychain(opening: keychainPath)).recorded
             } catch  where error.status == .noSuchKeychain {
@@ -298,6 +301,7 @@ enum ImportPaths {
 
     /// The keychain file, opened in this process (locked).
     static func openKeychain(_ path: String) throws(KeychainError) -> Keychain {
+        SecretsAhead.prepare()
         do {
             return try Keychain(opening: path)
         } catch  where error.status == .noSuchKeychain {

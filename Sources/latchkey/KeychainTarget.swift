@@ -94,8 +94,11 @@ struct KeychainTarget {
         }),
             let daemon = DaemonKeychain.connect(collection: held.id)
         {
+            // Answered once: the daemon has identified this connection.
+            SecretsAhead.prepare()
             return KeychainTarget(path: path, backend: daemon, held: held)
         }
+        SecretsAhead.prepare()
         do {
             return KeychainTarget(path: path, backend: try Keychain(opening: path), held: nil)
         } catch  where error.status == .noSuchKeychain {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import KeychainCore
 import Posix
+import Synchronization
 import TPMSealing
 
 /// `latchkey`: the keychain command, in the shape of macOS `security(1)`.
@@ -31,8 +32,10 @@ struct Latchkey: ParsableCommand {
     /// Parses the command line (a trailing `-w` of an add verb means "ask me") and runs the verb. A
     /// command line that does not parse gets one line on standard error and exit status 1.
     static func main() {
-        // The command handles passwords and secrets: none of them may land in a core file.
-        if let problem = ProcessHardening.forbidCoreDumps() {
+        // The command handles passwords and secrets: none of them may land in a core file. It stays dumpable
+        // (its /proc/PID/exe readable by latchkeyd, which identifies it) until a secret is about to come:
+        // ``SecretsAhead/prepare()``.
+        if let problem = ProcessHardening.forbidCoreFiles() {
             StandardError.write("latchkey: \(problem)")
             exit(withError: ExitCode.failure)
         }
@@ -66,4 +69,24 @@ func reportingFailures(_ work: () throws(KeychainError) -> Void) throws {
         StandardError.write("latchkey: \(reason)")
         throw ExitCode(error.status == .itemNotFound ? 44 : error.retryAfterSeconds != nil ? 45 : 1)
     }
+}
+
+/// The point after which the command holds secrets: it turns non-dumpable (no ptrace attach by its own user,
+/// `/proc/PID/mem` and `/proc/PID/exe` closed to it), which also ends latchkeyd's ability to identify it; so
+/// it is called after the daemon connection that will carry secrets has been answered once (the daemon
+/// identifies a connection before its first reply, and keeps the identity for the connection's life), and
+/// before a password is read or a keychain file opened (docs/threat-model.md, "The latchkey command").
+enum SecretsAhead {
+    /// Turns non-dumpable (at most once; a failure is reported and ends the command: secrets must not be read
+    /// by a process that stays dumpable).
+    static func prepare() {
+        guard !done.withLock({ $0 }) else { return }
+        if let problem = ProcessHardening.forbidDumping() {
+            StandardError.write("latchkey: \(problem)")
+            Latchkey.exit(withError: ExitCode.failure)
+        }
+        done.withLock { $0 = true }
+    }
+
+    private static let done = Mutex(false)
 }

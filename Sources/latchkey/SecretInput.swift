@@ -11,6 +11,7 @@ enum SecretInput {
     /// `echo`), after showing `prompt` on it; nil when the process has no
     /// terminal. Ctrl-C and Ctrl-D on an empty line cancel (`errSecUserCanceled`).
     static func fromTerminal(prompt: String, echo: Bool = false) throws(KeychainError) -> [UInt8]? {
+        SecretsAhead.prepare()
         let terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard terminal >= 0 else { return nil }
         defer { close(terminal) }
@@ -55,6 +56,7 @@ enum SecretInput {
     /// Reads `count` secrets from standard input: with one, all of it but a
     /// final newline (so a secret may span lines); with more, one per line.
     static func fromStandardInput(count: Int) throws(KeychainError) -> [[UInt8]] {
+        SecretsAhead.prepare()
         var input = try allOfStandardInput()
         defer { wipeBytes(&input) }
         var secrets: [[UInt8]]
@@ -93,6 +95,7 @@ enum SecretInput {
     /// Every line of standard input (without its line end), for verbs that take several passwords;
     /// a final empty line is dropped.
     static func linesFromStandardInput() throws(KeychainError) -> [[UInt8]] {
+        SecretsAhead.prepare()
         var input = try allOfStandardInput()
         defer { wipeBytes(&input) }
         var lines = input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
@@ -106,6 +109,7 @@ enum SecretInput {
     /// through pinentry (`PINENTRY`, default `pinentry`), with `error` shown
     /// after a wrong try.
     static func keychainPassword(for path: String, error: String?) throws(KeychainError) -> [UInt8] {
+        SecretsAhead.prepare()
         let prompt = (error.map { "\($0)\n" } ?? "") + "password to unlock \(path): "
         if let typed = try fromTerminal(prompt: prompt) { return typed }
         let request = PinentryRequest(
@@ -126,6 +130,7 @@ enum SecretInput {
 
     /// Asks for a new password twice on the terminal until both agree (three tries).
     static func newPassword(for what: String) throws(KeychainError) -> [UInt8] {
+        SecretsAhead.prepare()
         for _ in 0..<3 {
             guard var first = try fromTerminal(prompt: "new password for \(what): ") else {
                 throw KeychainError(.interactionNotAllowed, "no terminal to ask the new password on: use --stdin")

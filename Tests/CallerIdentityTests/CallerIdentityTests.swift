@@ -283,3 +283,15 @@ extension FileHandle {
         return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
     }
 }
+
+/// The Debian package an access prompt names next to an application.
+@Suite struct PackageOwnerTests {
+    @Test func dpkgNamesThePackageOfAnInstalledFileAndNoneOfAnother() throws {
+        #expect(PackageOwner.package(of: "/usr/bin/secret-tool") == "libsecret-tools")
+        // The kernel's /usr/bin/dash is dpkg's /bin/dash (a merged /usr).
+        #expect(PackageOwner.package(of: "/usr/bin/dash") == "dash")
+        #expect(PackageOwner.package(of: "/nonexistent/program") == nil)
+        #expect(PackageOwner.package(of: "relative/path") == nil)
+        #expect(PackageOwner.package(of: "/usr/bin/dash", dpkg: "/nonexistent/dpkg") == nil)
+    }
+}

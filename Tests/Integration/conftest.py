@@ -1,12 +1,14 @@
 """Fixtures for the daemon's integration tests: a private dbus-daemon per test,
 latchkeyd on it with a throwaway keychain directory, and a scripted pinentry."""
 
+import contextlib
 import os
 import pathlib
 import random
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 
@@ -60,7 +62,7 @@ class Daemon:
     """latchkeyd on a bus, with its keychain directory and pinentry script."""
 
     def __init__(self, bus, directory, password=LOGIN_PASSWORD, answers=(), extra_args=(), keychains=None,
-                 system_bus=None, extra_env=None):
+                 system_bus=None, extra_env=None, access_policy="allow-all"):
         self.bus = bus
         # A private bus standing in for the system bus (logind's signals), else an address where nothing
         # listens, so that no test depends on the machine's own system bus.
@@ -77,6 +79,10 @@ class Daemon:
         self.stderr = directory / "latchkeyd.stderr"
         # Its own runtime directory: the control socket lives there.
         self.runtime = directory / "run"
+        # What the keychains' access policy is set to once the daemon runs: allow-all for the tests that are
+        # not about access prompts (they cross programs: secret-tool stores, python reads), prompt (the
+        # default of a new keychain) for those that are (test_access_prompts.py).
+        self.access_policy = access_policy
 
     def set_pinentry_answers(self, answers):
         self.answers.write_text("".join(a + "\n" for a in answers))
@@ -104,6 +110,8 @@ class Daemon:
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline and not socket_path.exists():
                 time.sleep(0.02)
+            if self.access_policy != "prompt":
+                set_access_policy(self.keychains, self.access_policy)
         return self
 
     def wait_for_name(self, timeout=15):
@@ -127,6 +135,46 @@ class Daemon:
 
     def pinentry_log(self):
         return self.log.read_text() if self.log.exists() else ""
+
+
+def set_access_policy(keychains, policy):
+    """Sets the access policy of every keychain file in the directory `keychains`, as a user would with
+    `latchkey set-access-policy` (done in the file, as that command does for a keychain it opens itself)."""
+    for path in sorted(pathlib.Path(keychains).glob("*.keychain-db")):
+        # A keychain the daemon has just made shows its header to other processes only once the daemon's
+        # first checkpoint is done (a few hundred milliseconds); until then another process must not write it.
+        deadline = time.monotonic() + 15
+        while not keychain_header_visible(path):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path} did not show its header to other processes")
+            time.sleep(0.05)
+        subprocess.run([binary("keychain-writer"), str(path), "--access-policy", policy], check=True)
+
+
+def allow_all_held_keychains(bus):
+    """Sets allow-all on every keychain file the daemon on `bus` holds (org.latchkey.Keychain1.List), for tests
+    not about access prompts that read items of keychains made after the daemon started (imports, new
+    collections)."""
+    from jeepney import DBusAddress, new_method_call
+    from jeepney.io.blocking import open_dbus_connection
+    connection = open_dbus_connection(bus=bus.address)
+    try:
+        address = DBusAddress("/org/latchkey/keychain", bus_name="org.freedesktop.secrets",
+                              interface="org.latchkey.Keychain1")
+        listing = connection.send_and_get_reply(new_method_call(address, "List"), timeout=30).body[0]
+    finally:
+        connection.close()
+    for directory in {pathlib.Path(k["File"][1]).parent for k in listing if k.get("File", ("s", ""))[1]}:
+        set_access_policy(directory, "allow-all")
+
+
+def keychain_header_visible(path):
+    """Whether another process reading `path` (read-only) sees a keychain's header."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as db:
+            return db.execute("SELECT count(*) FROM meta WHERE name = 'format'").fetchone()[0] == 1
+    except sqlite3.Error:
+        return False
 
 
 @pytest.fixture

@@ -288,6 +288,32 @@ private final class TypingTerminal: Sendable {
         #expect(throws: PinentryError.self) { try sandbox.pinentry().confirm(simpleRequest) }
     }
 
+    private let threeButtons = PinentryRequest(
+        title: "Keychain Access", description: "/usr/bin/tool wants a secret", prompt: "", okLabel: "Allow once",
+        cancelLabel: "Deny", notOKLabel: "Always allow")
+
+    @Test(arguments: [("ok", PinentryChoice.ok), ("notok", .notOK), ("cancel", .cancelled)])
+    func chooseTellsTheThreeButtonsApart(answer: String, choice: PinentryChoice) throws {
+        let sandbox = try Sandbox(answers: [answer])
+        #expect(try sandbox.pinentry().choose(threeButtons) == choice)
+        let log = try sandbox.log()
+        #expect(log.first { $0.command == "SETNOTOK" }?.argument == "Always allow")
+        #expect(log.map(\.command).suffix(2) == ["CONFIRM", "BYE"])
+    }
+
+    @Test func withoutAThirdButtonNotConfirmedIsACancel() throws {
+        var twoButtons = threeButtons
+        twoButtons.notOKLabel = nil
+        let sandbox = try Sandbox(answers: ["deny"])
+        #expect(try sandbox.pinentry().choose(twoButtons) == .cancelled)
+        #expect(try !sandbox.log().contains { $0.command == "SETNOTOK" })
+    }
+
+    @Test func chooseFailsOnATimeout() throws {
+        let sandbox = try Sandbox(answers: ["timeout"])
+        #expect(throws: PinentryError.self) { try sandbox.pinentry().choose(threeButtons) }
+    }
+
     @Test func fromEnvironmentPrefersPINENTRY() throws {
         let sandbox = try Sandbox(answers: ["password from-env"])
         let pinentry = Pinentry.fromEnvironment(sandbox.environment(["PINENTRY": scriptedPinentry]))

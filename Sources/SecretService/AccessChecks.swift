@@ -1,0 +1,248 @@
+import CallerIdentity
+import DBus
+import KeychainBus
+import KeychainCore
+import KeychainRegistry
+import KeychainStore
+
+/// Whether a caller may be handed an item's secret, and the access prompt when it may not yet
+/// (docs/threat-model.md, "Access lists"; docs/dbus-mapping.md, "Access prompts").
+///
+/// Every path that hands out a secret goes through ``SecretServiceDaemon/servingSecrets(of:to:_:)``:
+/// `GetSecret`, `GetSecrets` and `org.latchkey.Keychain1.Search` asking for data (the CLI and the `Security`
+/// module go through it). Labels and attributes stay visible to every caller.
+extension SecretServiceDaemon {
+    /// One item whose secret is asked for, with its attributes when the request has read them already.
+    struct SecretTarget {
+        let held: HeldKeychain
+        let reference: ItemReference
+        var attributes: ItemAttributes? = nil
+    }
+
+    /// Who is asking, as far as the daemon knows.
+    enum Asker {
+        /// Identified: its program.
+        case application(Application)
+        /// Could not be identified (gone, another user, `/proc` unreadable): why.
+        case unidentified(String)
+    }
+
+    /// What an item's access list says of the caller, when the caller must be asked about.
+    struct AccessCheck {
+        let target: SecretTarget
+        let asker: Asker
+        let changed: Bool
+        let label: String
+
+        /// Nil when the item's keychain lets every application read its items (`allow-all`); read only for
+        /// a caller the item does not trust, so that the trusted lookup does not pay for it.
+        func unlessAllowedByPolicy() -> AccessCheck? {
+            (try? target.held.keychain.accessPolicy()) == .allowAll ? nil : self
+        }
+    }
+
+    /// Serves a request for the secrets of `targets`: at once when the caller may read them all, else once
+    /// the person has answered a prompt for each item it may not (one prompt per item, one at a time; the
+    /// same item asked for by the same application shares one). `serve` gets, per target, whether it was
+    /// allowed and, when some were not, the denial; it makes the reply. Never blocks: the reply is deferred
+    /// while prompts are pending.
+    func servingSecrets(
+        of targets: [SecretTarget], to call: DBusMethodCall,
+        _ serve: @escaping (_ allowed: [Bool], _ denial: AccessDenial?) -> Result<[DBusValue], DBusError>
+    ) throws(DBusError) -> DBusMethodResult {
+        var checks: [(index: Int, check: AccessCheck)] = []
+        for (index, target) in targets.enumerated() {
+            if let check = accessCheck(target, caller: call.sender) { checks.append((index, check)) }
+        }
+        guard !checks.isEmpty else {
+            switch serve(Array(repeating: true, count: targets.count), nil) {
+            case .success(let values): return .reply(values)
+            case .failure(let error): throw error
+            }
+        }
+        let pending = PendingSecretRequest(count: targets.count, waiting: checks.count)
+        let sender = call.sender
+        for (index, check) in checks {
+            let failure = AccessPromptFailure()
+            let ticket = registry.promptForAccess(
+                sharingKey: Self.sharingKey(check, sender: sender), question: Self.question(for: check),
+                failure: failure,
+                trust: { [self] in trust(check) },
+                // Read afresh: the list may have changed since (another request's Always allow).
+                isAllowed: { [self] in
+                    let current = SecretTarget(held: check.target.held, reference: check.target.reference)
+                    return accessCheck(current, caller: sender) == nil
+                },
+                completion: { [self] granted in
+                    pending.allowed[index] = granted
+                    if !granted {
+                        pending.deniedLabels.append(check.label)
+                        if pending.failure == nil { pending.failure = failure.description }
+                    }
+                    pending.waiting -= 1
+                    guard pending.waiting == 0 else { return }
+                    accessTickets[sender]?.removeAll { ticket in pending.tickets.contains { $0 === ticket } }
+                    if accessTickets[sender]?.isEmpty == true { accessTickets[sender] = nil }
+                    let denial =
+                        pending.deniedLabels.isEmpty
+                        ? nil : AccessDenial(labels: pending.deniedLabels, failure: pending.failure)
+                    reply(to: call, serve(pending.allowed, denial))
+                })
+            if pending.waiting > 0 {
+                pending.tickets.append(ticket)
+                accessTickets[sender, default: []].append(ticket)
+            }
+        }
+        return .deferred
+    }
+
+    /// Withdraws the access prompts of a client that left the bus: nobody waits for their answer.
+    func withdrawAccessPrompts(of sender: String) {
+        for ticket in accessTickets.removeValue(forKey: sender) ?? [] { registry.withdraw(ticket) }
+    }
+
+    /// Nil when the caller may read the item's secret without asking: callers are not identified (an
+    /// embedding, in-process tests), the keychain's policy is `allow-all`, or the item trusts the
+    /// application. Otherwise what to ask. A caller that could not be identified is asked about.
+    func accessCheck(_ target: SecretTarget, caller sender: String) -> AccessCheck? {
+        guard let callers else { return nil }
+        let read = target.attributes ?? (try? target.held.item(target.reference, returning: .attributes))??.attributes
+        // Gone or unreadable: the request's own read reports it.
+        guard let attributes = read else { return nil }
+        let asker: Asker
+        var changed = false
+        switch callers.entries[sender] {
+        case .identified(let caller)? where !callers.isRunning(caller, sender: sender):
+            // Its pid ended, or now runs another program (which holds the connection it inherited).
+            asker = .unidentified("its process \(caller.pid) ended, or that pid now runs another program")
+        case .identified(let caller)?:
+            let application = caller.application
+            switch ItemAccess(attributes: attributes).verdict(
+                forApplication: application.name, digest: application.digest?.description)
+            {
+            case .trusted: return nil
+            case .changed: changed = true
+            case .unknown: break
+            }
+            asker = .application(application)
+        case .unidentified(let reason)?:
+            asker = .unidentified(reason)
+        default:
+            asker = .unidentified("not identified")
+        }
+        return AccessCheck(target: target, asker: asker, changed: changed, label: Self.label(attributes))
+            .unlessAllowedByPolicy()
+    }
+
+    private static func label(_ attributes: ItemAttributes) -> String {
+        if case .string(let text)? = attributes[.label] { return text }
+        return ""
+    }
+
+    /// Adds the application of `check` to its item's access list ("Always allow"), on disk.
+    private func trust(_ check: AccessCheck) {
+        guard case .application(let application) = check.asker else { return }
+        let held = check.target.held
+        let reference = check.target.reference
+        do throws(KeychainError) {
+            let attributes = try held.item(reference, returning: .attributes)?.attributes ?? [:]
+            var access = ItemAccess(attributes: attributes)
+            access.trust(TrustedApplication(name: application.name, digest: application.digest?.description))
+            let query = ItemQuery(reference.itemClass, synchronizable: .any, references: [reference])
+            try held.keychain.update(matching: query, with: ItemChanges(attributes: access.attributes))
+            held.touch()
+        } catch {
+            KeychainRegistry.log("cannot add \(application) to the access list of '\(check.label)': \(error.reason)")
+        }
+    }
+
+    /// Requests share a prompt when they are for the same item from the same application (an unidentified
+    /// caller shares only with itself).
+    private static func sharingKey(_ check: AccessCheck, sender: String) -> String {
+        let who: String
+        switch check.asker {
+        case .application(let application): who = application.name + "\t" + (application.digest?.description ?? "")
+        case .unidentified: who = "unidentified\t" + sender
+        }
+        return check.target.held.id + "\t" + check.target.reference.description + "\t" + who
+    }
+
+    /// The words of the prompt for `check`, made on the prompt's thread (`dpkg -S` may take a while).
+    private static func question(for check: AccessCheck) -> @Sendable () -> AccessQuestion {
+        let asker = check.asker
+        let changed = check.changed
+        let label = check.label
+        let keychain = check.target.held.label
+        return {
+            let who: String
+            var offersAlways = true
+            switch asker {
+            case .application(let application):
+                var name = application.description
+                if let path = Self.packagedPath(application), let package = PackageOwner.package(of: path) {
+                    name += " (package \(package))"
+                }
+                who = name
+                offersAlways = TrustedApplication.isStorable(application.name)
+            case .unidentified(let reason):
+                who = "A program Latchkey could not identify (\(reason))"
+                offersAlways = false
+            }
+            var description = "\(who)\nwants the secret of “\(label)” in the keychain “\(keychain)”."
+            if changed {
+                description +=
+                    "\n\nThis application has CHANGED since you allowed it: its file is not the one you trusted"
+                    + " (an upgrade, or a replacement)."
+            }
+            return AccessQuestion(
+                description: description, offersAlways: offersAlways,
+                subject: "\(who) may read “\(label)” in “\(keychain)”")
+        }
+    }
+
+    /// The file whose package a prompt names: a script's, else the executable's; none for a Flatpak app.
+    private static func packagedPath(_ application: Application) -> String? {
+        switch application {
+        case .executable(let path, _), .script(_, let path, _): path
+        case .flatpak: nil
+        }
+    }
+
+}
+
+/// Why some of a request's secrets were not handed over: the items' labels, and the pinentry's failure when
+/// there was no way to ask (nil: the person denied, dismissed, or did not answer in time).
+struct AccessDenial {
+    let labels: [String]
+    let failure: String?
+
+    private var message: String {
+        let items = labels.map { "“\($0)”" }.joined(separator: ", ")
+        if let failure { return "reading \(items) needs your permission, and there was no way to ask (\(failure))" }
+        return "reading \(items) was not allowed"
+    }
+
+    /// The Secret Service face's error: `AccessDenied`, not `IsLocked` (unlocking would not help; see
+    /// docs/dbus-mapping.md).
+    var secretServiceError: DBusError { DBusError(.accessDenied, message) }
+
+    /// `org.latchkey.Keychain1`'s: `errSecInteractionNotAllowed` when nobody could be asked, else
+    /// `errSecUserCanceled`, as macOS answers a Deny.
+    var keychainError: DBusError {
+        KeychainBus.dbusError(KeychainError(failure == nil ? .userCanceled : .interactionNotAllowed, message))
+    }
+}
+
+/// A request waiting for its access prompts: which items were allowed, how many prompts are left.
+private final class PendingSecretRequest {
+    var allowed: [Bool]
+    var waiting: Int
+    var failure: String?
+    var deniedLabels: [String] = []
+    var tickets: [PromptTicket] = []
+
+    init(count: Int, waiting: Int) {
+        allowed = Array(repeating: true, count: count)
+        self.waiting = waiting
+    }
+}

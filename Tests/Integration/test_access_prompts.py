@@ -1,0 +1,288 @@
+"""An item's secret is handed only to the applications it trusts; any other application gets it after the
+person allows it in a pinentry prompt (Allow once, Always allow, Deny), on a real bus with real clients: a
+small libsecret program and a copy of it with other bytes at another path (two applications), python3
+scripts (identified by their script), and the latchkey command."""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import binary, secret_tool
+
+SOURCE = pathlib.Path(__file__).with_name("access_client.c")
+
+
+@pytest.fixture(scope="module")
+def creator_program(tmp_path_factory):
+    output = tmp_path_factory.mktemp("access") / "creator"
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libsecret-1"], check=True, capture_output=True,
+                           text=True).stdout.split()
+    subprocess.run(["gcc", "-Wall", "-Werror", "-o", str(output), str(SOURCE), *flags], check=True)
+    return output
+
+
+@pytest.fixture
+def programs(creator_program, tmp_path):
+    """The creator, and another application: the same program at another path with other bytes."""
+    other = tmp_path / "other-app"
+    other.write_bytes(creator_program.read_bytes() + b"\0another application")
+    other.chmod(0o755)
+    return creator_program, other
+
+
+@pytest.fixture
+def prompting(make_daemon):
+    """latchkeyd whose keychains keep the default policy: prompt."""
+    return make_daemon(access_policy="prompt").start()
+
+
+def run(program, bus, *args, timeout=60):
+    return subprocess.run([str(program), *args], env=bus.env(), capture_output=True, text=True, timeout=timeout)
+
+
+def lookup(program, bus, key="k"):
+    return run(program, bus, "lookup", key)
+
+
+def pinentry_entries(daemon):
+    return [json.loads(line) for line in daemon.pinentry_log().splitlines()]
+
+
+def arguments(daemon, command):
+    return [entry["argument"] for entry in pinentry_entries(daemon) if entry["command"] == command]
+
+
+def test_the_creator_reads_without_a_prompt_another_application_is_asked_and_deny_refuses(programs, prompting, bus):
+    creator, other = programs
+    assert run(creator, bus, "store", "k", "the secret").returncode == 0
+    read = lookup(creator, bus)
+    assert read.returncode == 0 and read.stdout == "the secret\n", read.stderr
+    assert arguments(prompting, "CONFIRM") == []
+
+    prompting.set_pinentry_answers(["cancel"])
+    denied = lookup(other, bus)
+    assert denied.returncode == 2 and denied.stdout == ""
+    assert "org.freedesktop.DBus.Error.AccessDenied" in denied.stderr
+    assert len(arguments(prompting, "CONFIRM")) == 1
+    description = arguments(prompting, "SETDESC")[-1]
+    assert str(other) in description and "“k”" in description
+    assert arguments(prompting, "SETOK") == ["Allow once"]
+    assert arguments(prompting, "SETNOTOK") == ["Always allow"]
+    assert arguments(prompting, "SETCANCEL") == ["Deny"]
+
+
+def test_allow_once_hands_it_over_once(programs, prompting, bus):
+    creator, other = programs
+    run(creator, bus, "store", "k", "the secret")
+    prompting.set_pinentry_answers(["ok", "cancel"])
+    assert lookup(other, bus).stdout == "the secret\n"
+    again = lookup(other, bus)
+    assert again.returncode == 2 and "AccessDenied" in again.stderr
+    assert len(arguments(prompting, "CONFIRM")) == 2
+
+
+def test_always_allow_is_kept_across_a_restart_and_a_changed_binary_is_asked_again(
+        programs, make_daemon, bus):
+    creator, other = programs
+    daemon = make_daemon(access_policy="prompt").start()
+    run(creator, bus, "store", "k", "the secret")
+    daemon.set_pinentry_answers(["notok"])
+    assert lookup(other, bus).stdout == "the secret\n"
+    assert lookup(other, bus).stdout == "the secret\n"
+    assert len(arguments(daemon, "CONFIRM")) == 1
+
+    daemon.stop()
+    daemon.start()
+    assert lookup(other, bus).stdout == "the secret\n", "still trusted after a restart"
+    assert len(arguments(daemon, "CONFIRM")) == 1
+
+    # An upgrade: same path, other bytes. Asked again, told it changed; Allow once leaves the list as it was.
+    other.write_bytes(other.read_bytes() + b"\0version 2")
+    daemon.set_pinentry_answers(["ok", "cancel"])
+    assert lookup(other, bus).stdout == "the secret\n"
+    assert len(arguments(daemon, "CONFIRM")) == 2
+    assert "CHANGED" in arguments(daemon, "SETDESC")[-1]
+    assert lookup(other, bus).returncode == 2
+
+
+READ_SCRIPT = """
+import secretstorage, sys
+connection = secretstorage.dbus_init()
+item = next(secretstorage.get_default_collection(connection).search_items({"key": sys.argv[1]}))
+try:
+    print(item.get_secret().decode())
+except secretstorage.exceptions.SecretStorageException as error:
+    print(error, file=sys.stderr)
+    sys.exit(2)
+except Exception as error:
+    print(type(error).__name__, error, file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def test_a_python_script_is_identified_by_its_script(programs, prompting, bus, tmp_path):
+    creator, _ = programs
+    run(creator, bus, "store", "k", "the secret")
+    script = tmp_path / "reader.py"
+    script.write_text(READ_SCRIPT)
+    prompting.set_pinentry_answers(["notok"])
+    env = bus.env()
+    result = subprocess.run([sys.executable, str(script), "k"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout == "the secret\n", result.stderr
+    description = arguments(prompting, "SETDESC")[-1]
+    assert str(script) in description and "python3" in description
+    # Trusted as that script: the same interpreter with another script is asked again.
+    other_script = tmp_path / "other-reader.py"
+    other_script.write_text(READ_SCRIPT)
+    prompting.set_pinentry_answers(["cancel"])
+    denied = subprocess.run([sys.executable, str(other_script), "k"], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert denied.returncode == 2 and "AccessDenied" in denied.stderr
+    assert str(other_script) in arguments(prompting, "SETDESC")[-1]
+    assert subprocess.run([sys.executable, str(script), "k"], env=env, capture_output=True, text=True,
+                          timeout=60).stdout == "the secret\n"
+    assert len(arguments(prompting, "CONFIRM")) == 2
+
+
+def test_allow_all_asks_nothing(programs, make_daemon, bus):
+    creator, other = programs
+    daemon = make_daemon(access_policy="allow-all").start()
+    run(creator, bus, "store", "k", "the secret")
+    assert lookup(other, bus).stdout == "the secret\n"
+    assert arguments(daemon, "CONFIRM") == []
+
+
+def test_with_no_way_to_ask_the_request_is_denied_at_once_and_logged(programs, make_daemon, bus):
+    creator, other = programs
+    daemon = make_daemon(access_policy="prompt", extra_env={"PATH": "/nonexistent"},
+                         extra_args=["--pinentry", "/nonexistent/pinentry"]).start()
+    run(creator, bus, "store", "k", "the secret")
+    started = time.monotonic()
+    denied = lookup(other, bus)
+    assert time.monotonic() - started < 10
+    assert denied.returncode == 2 and "AccessDenied" in denied.stderr and "no way to ask" in denied.stderr
+    log = daemon.stderr.read_text()
+    lines = [line for line in log.splitlines() if "no way to ask" in line]
+    assert len(lines) == 1 and str(other) in lines[0] and "“k”" in lines[0]
+    assert "the secret" not in log
+
+
+def test_another_application_neither_answers_nor_dismisses_the_first_ones_prompt(programs, prompting, bus, tmp_path):
+    creator, other = programs
+    third = tmp_path / "third-app"
+    third.write_bytes(creator.read_bytes() + b"\0a third application")
+    third.chmod(0o755)
+    run(creator, bus, "store", "k", "the secret")
+    # The first prompt waits a moment before its answer; meanwhile a third application asks, then leaves.
+    prompting.set_pinentry_answers(["wait 6 ok", "hang"])
+    first = subprocess.Popen([str(other), "lookup", "k"], env=bus.env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not arguments(prompting, "CONFIRM") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    intruder = subprocess.Popen([str(third), "lookup", "k"], env=bus.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    intruder.kill()
+    intruder.wait()
+    out, err = first.communicate(timeout=30)
+    assert first.returncode == 0 and out == "the secret\n", err
+    # The first prompt was the other application's alone: one showing for it, none shared with the third.
+    descriptions = arguments(prompting, "SETDESC")
+    assert str(other) in descriptions[0] and str(third) not in descriptions[0]
+    # The third application's prompt, queued behind, went with it: it never showed.
+    time.sleep(1)
+    assert len(arguments(prompting, "CONFIRM")) == 1
+
+
+def test_the_latchkey_command_through_the_daemon_is_asked_about(make_daemon, bus, tmp_path):
+    """The command reads through Keychain1.Search, which asks too. (As root, the daemon identifies the command
+    whatever its dumpable state: the test below runs as a user.)"""
+    from test_cli import Cli
+    cli = Cli(tmp_path, bus)
+    daemon = make_daemon(keychains=cli.keychains, access_policy="prompt").start()
+    secret_tool(bus, "store", "--label=made by secret-tool", "service", "by-tool", input=b"the secret")
+    daemon.set_pinentry_answers(["ok"])
+    result = subprocess.run([binary("latchkey"), "find-generic-password", "-s", "by-tool", "-w"], env=cli.env(),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout == "the secret\n", result.stderr
+    description = arguments(daemon, "SETDESC")[-1]
+    assert os.path.realpath(binary("latchkey")) in description and "could not identify" not in description
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a user account")
+def test_the_latchkey_command_is_identified_by_a_daemon_of_its_own_user(tmp_path):
+    """As root, latchkeyd reads any process's /proc/PID/exe; run as a user, as in real life, it reads only
+    dumpable processes of its user: latchkey must still be dumpable when the daemon identifies it."""
+    import pwd
+    import secrets
+    name = "lk" + secrets.token_hex(4)
+    subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True)
+    entry = pwd.getpwnam(name)
+    home = pathlib.Path(entry.pw_dir)
+    as_user = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups"]
+    processes = []
+    try:
+        bus_address = f"unix:path={home}/bus"
+        out = subprocess.run(as_user + ["dbus-daemon", "--session", f"--address={bus_address}", "--fork",
+                                        "--print-pid=1"], check=True, capture_output=True, text=True).stdout
+        processes.append(int(out.split()[0]))
+        (home / "answers").write_text("ok\n")
+        os.chown(home / "answers", entry.pw_uid, entry.pw_gid)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "DBUS_SESSION_BUS_ADDRESS": bus_address,
+               "XDG_RUNTIME_DIR": str(home), "DBUS_SYSTEM_BUS_ADDRESS": f"unix:path={home}/no-system-bus",
+               "SCRIPTED_PINENTRY_ANSWERS": str(home / "answers"), "SCRIPTED_PINENTRY_LOG": str(home / "log"),
+               "PINENTRY": str(pathlib.Path(__file__).parents[1] / "Support" / "scripted-pinentry")}
+        daemon = subprocess.Popen(
+            as_user + [binary("latchkeyd"), "--foreground", "--unlock", "--pinentry", env["PINENTRY"]],
+            env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "daemon.err", "wb"))
+        daemon.stdin.write(b"user login password")
+        daemon.stdin.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            owner = subprocess.run(as_user + ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                                              "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner",
+                                              "string:org.freedesktop.secrets"], env=env, capture_output=True,
+                                   text=True).stdout
+            if "boolean true" in owner:
+                break
+            assert daemon.poll() is None, (tmp_path / "daemon.err").read_text()
+            time.sleep(0.05)
+        stored = subprocess.run(as_user + ["secret-tool", "store", "--label=made by secret-tool", "service", "k"],
+                                env=env, input="the secret", capture_output=True, text=True, timeout=30)
+        assert stored.returncode == 0, stored.stderr
+        read = subprocess.run(as_user + [binary("latchkey"), "find-generic-password", "-s", "k", "-w"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert read.returncode == 0 and read.stdout == "the secret\n", read.stderr
+        log = [json.loads(line) for line in (home / "log").read_text().splitlines()]
+        description = [e["argument"] for e in log if e["command"] == "SETDESC"][-1]
+        assert os.path.realpath(binary("latchkey")) in description, description
+        assert "could not identify" not in description
+        processes.append(daemon.pid)
+    finally:
+        for pid in reversed(processes):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if processes and "daemon" in locals():
+            daemon.wait(timeout=10)
+        subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
+
+
+def test_the_prompt_names_the_debian_package_of_the_program(programs, prompting, bus):
+    creator, _ = programs
+    run(creator, bus, "store", "k", "the secret")
+    prompting.set_pinentry_answers(["cancel"])
+    denied = secret_tool(bus, "lookup", "key", "k", check=False)
+    assert denied.returncode != 0 and b"the secret" not in denied.stdout
+    description = arguments(prompting, "SETDESC")[-1]
+    assert os.path.realpath(shutil.which("secret-tool")) in description
+    assert "(package libsecret-tools)" in description
