@@ -83,6 +83,8 @@ class Daemon:
         # not about access prompts (they cross programs: secret-tool stores, python reads), prompt (the
         # default of a new keychain) for those that are (test_access_prompts.py).
         self.access_policy = access_policy
+        # Passwords of keychains with one of their own, for setting their policy at start.
+        self.own_passwords = []
 
     def set_pinentry_answers(self, answers):
         self.answers.write_text("".join(a + "\n" for a in answers))
@@ -111,7 +113,7 @@ class Daemon:
             while time.monotonic() < deadline and not socket_path.exists():
                 time.sleep(0.02)
             if self.access_policy != "prompt":
-                set_access_policy(self.keychains, self.access_policy)
+                set_access_policy(self.keychains, self.access_policy, self.password, self.own_passwords)
         return self
 
     def wait_for_name(self, timeout=15):
@@ -137,9 +139,10 @@ class Daemon:
         return self.log.read_text() if self.log.exists() else ""
 
 
-def set_access_policy(keychains, policy):
+def set_access_policy(keychains, policy, password=LOGIN_PASSWORD, own_passwords=()):
     """Sets the access policy of every keychain file in the directory `keychains`, as a user would with
-    `latchkey set-access-policy` (done in the file, as that command does for a keychain it opens itself)."""
+    `latchkey set-access-policy` on the file: unlocked with `password`, the login password (a keychain under
+    the login key through the login keychain), or one of `own_passwords` (keychains with their own)."""
     for path in sorted(pathlib.Path(keychains).glob("*.keychain-db")):
         # A keychain the daemon has just made shows its header to other processes only once the daemon's
         # first checkpoint is done (a few hundred milliseconds); until then another process must not write it.
@@ -148,11 +151,14 @@ def set_access_policy(keychains, policy):
             if time.monotonic() > deadline:
                 raise AssertionError(f"{path} did not show its header to other processes")
             time.sleep(0.05)
-        subprocess.run([binary("keychain-writer"), str(path), "--access-policy", policy], check=True)
+        subprocess.run([binary("keychain-writer"), str(path), "--access-policy", policy],
+                       input="\n".join([password, *own_passwords]).encode(),
+                       check=True)
 
 
-def allow_all_held_keychains(bus):
-    """Sets allow-all on every keychain file the daemon on `bus` holds (org.latchkey.Keychain1.List), for tests
+def allow_all_held_keychains(bus, *other_passwords):
+    """Sets allow-all on every keychain file the daemon on `bus` holds (org.latchkey.Keychain1.List; unlocked
+    with the fixtures' login password or one of `other_passwords`), for tests
     not about access prompts that read items of keychains made after the daemon started (imports, new
     collections)."""
     from jeepney import DBusAddress, new_method_call
@@ -165,7 +171,7 @@ def allow_all_held_keychains(bus):
     finally:
         connection.close()
     for directory in {pathlib.Path(k["File"][1]).parent for k in listing if k.get("File", ("s", ""))[1]}:
-        set_access_policy(directory, "allow-all")
+        set_access_policy(directory, "allow-all", LOGIN_PASSWORD, other_passwords)
 
 
 def keychain_header_visible(path):

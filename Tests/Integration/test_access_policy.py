@@ -64,7 +64,7 @@ def test_a_policy_edited_in_the_file_is_an_error_not_allow_all(tmp_path):
 
 def test_through_the_daemon_allow_all_waits_for_the_users_confirmation(tmp_path, bus, make_daemon):
     cli = Cli(tmp_path, bus)
-    daemon = make_daemon(keychains=cli.keychains).start()
+    daemon = make_daemon(keychains=cli.keychains, access_policy="prompt").start()
     login = str(cli.keychains / "login.keychain-db")
     assert (info(cli)["accessPolicy"], info(cli)["accessPolicyChecked"], info(cli)["heldByDaemon"]) == (
         "prompt", True, True)
@@ -101,7 +101,7 @@ def test_through_the_daemon_allow_all_waits_for_the_users_confirmation(tmp_path,
 def test_through_the_daemon_with_no_way_to_ask_allow_all_is_refused(tmp_path, bus, make_daemon):
     cli = Cli(tmp_path, bus)
     # The pinentry exits without answering, as one with no display and no terminal does.
-    daemon = make_daemon(keychains=cli.keychains, answers=["exit"]).start()
+    daemon = make_daemon(keychains=cli.keychains, answers=["exit"], access_policy="prompt").start()
     result = cli.run("set-access-policy", "allow-all")
     assert result.returncode == 1 and "no prompt could be shown" in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

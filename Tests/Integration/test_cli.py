@@ -258,8 +258,9 @@ def test_bad_input_gets_one_line_and_status_1(cli):
 
 def test_show_and_set_keychain_settings(cli):
     login = f"{cli.keychains}/login.keychain-db"
-    # The daemon holds the login keychain unlocked and checks the policy; a file is read locked, unchecked.
-    policy = "access-policy=prompt" + ("" if cli.mode == "daemon" else ",unchecked")
+    # The daemon holds the login keychain unlocked and checks the policy (the fixture set allow-all, as a user
+    # would who wants gnome-keyring's behaviour); a file is read locked, unchecked.
+    policy = "access-policy=allow-all" if cli.mode == "daemon" else "access-policy=prompt,unchecked"
     assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" no-timeout {policy}'
     cli.ok("set-keychain-settings", "-l", "-t", "600")
     assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" lock-on-sleep timeout=600s {policy}'

@@ -103,7 +103,7 @@ def allowing_all(bus, read):
     meanwhile)."""
     deadline = time.monotonic() + 30
     while True:
-        allow_all_held_keychains(bus)
+        allow_all_held_keychains(bus, gnome_keyring.LOGIN_PASSWORD)
         try:
             return read()
         except jeepney.wrappers.DBusErrorResponse as error:
@@ -277,7 +277,8 @@ def test_a_logins_hand_over_imports_the_keyrings_gnome_keyring_unlocked(bus, mak
         other.stop()
     before = file_bytes(home / "keyrings")
 
-    daemon = make_daemon(keychains=home / "latchkey" / "keychains", extra_env={"XDG_DATA_HOME": str(home)})
+    daemon = make_daemon(keychains=home / "latchkey" / "keychains", extra_env={"XDG_DATA_HOME": str(home)},
+                         password=gnome_keyring.LOGIN_PASSWORD)
     daemon.start(unlock=False)
     path = daemon.runtime / "latchkey" / "control"
     assert control.hand_over(path, gnome_keyring.LOGIN_PASSWORD) == ("ok", "creating the login keychain")
@@ -358,7 +359,8 @@ def test_a_login_imports_a_flatpak_apps_libsecret_file_with_the_portal_key(bus, 
     file = copy_flatpak_home(flatpak, tmp_path)
     before = file.read_bytes()
     daemon = make_daemon(keychains=tmp_path / "data" / "latchkey" / "keychains",
-                         extra_env={"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")})
+                         extra_env={"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")},
+                         password=gnome_keyring.LOGIN_PASSWORD)
     daemon.start(unlock=False)
     assert control.hand_over(daemon.runtime / "latchkey" / "control", gnome_keyring.LOGIN_PASSWORD)[0] == "ok"
     deadline = time.monotonic() + 30

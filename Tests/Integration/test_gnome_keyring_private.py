@@ -176,6 +176,7 @@ def test_master_password_methods_in_a_dh_session(make_daemon, bus):
 
     # After a restart the keychain is served again, locked, and opens with its new password only.
     daemon.stop()
+    daemon.own_passwords.append("visa")
     daemon.start()
     session = DHSession(bus)
     try:

@@ -129,7 +129,8 @@ def test_a_login_without_a_password_unlocks_from_the_tpm2_slot(tmp_path, bus, ma
     assert SlotCli(tmp_path, tpm).run("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n").returncode == 1
 
     # As pam_latchkey after an autologin: a hand-over with no password.
-    later = make_daemon(keychains=cli.keychains, extra_env=environment).start(unlock=False)
+    later = make_daemon(keychains=cli.keychains, extra_env=environment, password="changed login password").start(
+        unlock=False)
     status, message = control.hand_over(control_socket(later))
     assert status == "ok", message
     found = secret_tool(bus, "lookup", "service", "mail")

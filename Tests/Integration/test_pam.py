@@ -771,14 +771,15 @@ def test_a_login_imports_gnome_keyrings_into_collections_of_their_own(service, u
 
     def collections():
         # Imported items trust no application yet: the user lets every application read them (not what this
-        # test is about), as `latchkey set-access-policy allow-all` would, in each keychain file (again when
-        # the import made another meanwhile).
+        # test is about), as `latchkey set-access-policy allow-all` would, in each keychain file, unlocked with
+        # the login password (again when the import made another meanwhile).
         deadline = time.monotonic() + 30
         while True:
             for path in user.keychain.parent.glob("*.keychain-db"):
                 while not keychain_header_visible(path) and time.monotonic() < deadline:
                     time.sleep(0.05)
-                user.run([binary("keychain-writer"), str(path), "--access-policy", "allow-all"], check=True)
+                user.run([binary("keychain-writer"), str(path), "--access-policy", "allow-all"], input=PASSWORD,
+                         check=True)
             out = user.run(["/usr/bin/python3", str(reader)])
             if out.returncode == 0 or "AccessDenied" not in out.stderr or time.monotonic() > deadline:
                 break

@@ -2,11 +2,14 @@
 // and prints "acked N" after each add has returned (so is committed). The
 // durability test kills it with SIGKILL mid-run and checks every acked item.
 // `keychain-writer PATH --access-policy POLICY` sets a keychain's access policy (prompt, allow-all) in its
-// file, as `latchkey set-access-policy` will: the integration tests' fixtures set allow-all for the tests that
-// are not about access prompts (Tests/Integration/conftest.py).
+// file, as `latchkey set-access-policy` does on a file: unlocked with the login password read from standard
+// input (a keychain under the login keychain's key through `login.keychain-db` beside it), since the policy
+// rows are authenticated under the keychain key. The integration tests' fixtures set allow-all for the tests
+// that are not about access prompts (Tests/Integration/conftest.py).
 import Foundation
 import KeychainCore
-import KeychainStore
+
+@testable import KeychainStore
 
 let arguments = CommandLine.arguments
 if arguments.count == 4, arguments[2] == "--access-policy" {
@@ -14,8 +17,32 @@ if arguments.count == 4, arguments[2] == "--access-policy" {
         FileHandle.standardError.write(Data("keychain-writer: no access policy '\(arguments[3])'\n".utf8))
         exit(2)
     }
+    // One password a line: the login password first, then those of keychains with a password of their own.
+    let passwords = FileHandle.standardInput.readDataToEndOfFile().split(separator: UInt8(ascii: "\n")).map {
+        [UInt8]($0)
+    }
+    /// Unlocks `keychain` with the first of `passwords` that opens it, without counting the wrong ones in the
+    /// file (the tests of the wrong-password count must not see the fixture's tries).
+    func unlockQuietly(_ keychain: Keychain, _ passwords: [[UInt8]]) throws {
+        let header = try keychain.currentHeader()
+        for password in passwords {
+            guard let key = try? header.unwrap(password: password) else { continue }
+            keychain.unlock(with: UnwrappedKeychainKey(key: key, keychain: keychain.identifier))
+            return
+        }
+        throw KeychainError(.authFailed, "none of the passwords given unlocks \(keychain.path)")
+    }
     do {
-        try Keychain(opening: arguments[1]).setAccessPolicy(policy)
+        let keychain = try Keychain(opening: arguments[1])
+        if keychain.parentIdentifier != nil {
+            let directory = (arguments[1] as NSString).deletingLastPathComponent
+            let login = try Keychain(opening: directory + "/login.keychain-db")
+            try unlockQuietly(login, passwords)
+            try keychain.unlock(using: login)
+        } else {
+            try unlockQuietly(keychain, passwords)
+        }
+        try keychain.setAccessPolicy(policy)
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("keychain-writer: \(error)\n".utf8))
