@@ -96,3 +96,19 @@ public func scratchDirectory(_ name: String) -> String {
     guard let made = mkdtemp(&template) else { fatalError("mkdtemp failed") }
     return String(cString: made)
 }
+
+/// Copies `source` to `destination` (a new file).
+public func copyFile(_ source: String, _ destination: String) {
+    let input = open(source, O_RDONLY | O_CLOEXEC)
+    let output = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    defer {
+        close(input)
+        close(output)
+    }
+    var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+        let count = read(input, &buffer, buffer.count)
+        guard count > 0 else { return }
+        _ = write(output, buffer, count)
+    }
+}
