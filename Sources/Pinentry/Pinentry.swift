@@ -124,30 +124,14 @@ package struct Pinentry: Sendable {
         }
     }
 
-    /// Asks for a yes/no confirmation (CONFIRM): true for OK, false for cancel (also when `cancellation` ends
-    /// it). Blocking.
+    /// Asks for a yes/no confirmation (CONFIRM): true for OK, false for cancel or "not confirmed" (also when
+    /// `cancellation` ends it). Blocking. The two-button form of ``choose(_:cancellation:)``.
     package func confirm(
         _ request: PinentryRequest, cancellation: PinentryCancellation? = nil
     ) throws(PinentryError) -> Bool {
-        var ignored: [UInt8] = []
-        defer { AssuanText.wipe(&ignored) }
-        let reply: AssuanReply
-        do throws(PinentryError) {
-            reply = try converse(request, cancellation) { session throws(PinentryError) in
-                try session.transact(Array("CONFIRM".utf8), data: &ignored)
-            }
-        } catch {
-            if error == .cancelled { return false }
-            throw error
-        }
-        switch reply {
-        case .ok:
-            return true
-        case .error(let code, _) where [Self.canceledCode, Self.notConfirmedCode].contains(code & 0xFFFF):
-            return false
-        case .error(let code, let text):
-            throw PinentryError(reason: "CONFIRM failed with error \(code): \(text)")
-        }
+        var twoButtons = request
+        twoButtons.notOKLabel = nil
+        return try choose(twoButtons, cancellation: cancellation) == .ok
     }
 
     /// `GPG_ERR_CANCELED`, the low 16 bits of the code a pinentry answers when the user cancels.
