@@ -116,11 +116,18 @@ package enum KeychainBus {
 
     /// An item as `a{sv}`: `reference` ay, and `attributes` a{sv} and `secret` ay when present.
     package static func encode(_ item: KeychainItem) -> DBusValue {
+        encode(item, secretBytes: item.secret.map { [UInt8]($0) })
+    }
+
+    /// An item as ``encode(_:)`` writes it, with `secretBytes` as its secret (one held apart from the item,
+    /// in secret memory, copied only into the reply's array).
+    package static func encode(_ item: KeychainItem, secretBytes: [UInt8]?) -> DBusValue {
         var pairs: [String: DBusValue] = ["reference": .bytes([UInt8](item.reference.persistentData))]
         if let attributes = item.attributes { pairs["attributes"] = encode(attributes) }
-        if let secret = item.secret { pairs["secret"] = .bytes([UInt8](secret)) }
+        if let secretBytes { pairs["secret"] = .bytes(secretBytes) }
         return .variantDictionary(pairs)
     }
+
 
     /// Reads an item.
     package static func decodeItem(_ value: DBusValue) throws(KeychainError) -> KeychainItem {

@@ -482,6 +482,19 @@ public final class Keychain: Sendable {
         }
     }
 
+    /// The items that match `query`, as ``items(matching:)`` returns them but with each secret decrypted
+    /// straight into secret memory (the items' own `secret` is nil) when the query asks for data.
+    package func itemsWithSecrets(matching query: ItemQuery) throws(KeychainError) -> [(
+        item: KeychainItem, secret: SharedSecret?
+    )] {
+        try query.validate()
+        return try state.withLock { (state) throws(KeychainError) in
+            try state.find(
+                query, in: self, limit: query.limit.maximum, returning: query.returning, secretInSecretMemory: true
+            ).map { ($0.item, $0.secretInSecretMemory) }
+        }
+    }
+
     /// The first item that matches `query`, with its attributes when it asks for them, and its secret
     /// decrypted straight into secret memory (``SharedSecret``; the returned item's `secret` is nil): for a
     /// holder that hands the secret on (the daemon's session cipher) and leaves no `Data` copy of it behind.

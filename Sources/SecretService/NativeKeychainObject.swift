@@ -57,7 +57,9 @@ struct NativeKeychainObject: DBusObject {
                             {
                                 stored.merge(ItemAccess.creatorAccess(creator).attributes) { $1 }
                             }
-                            let item = try object.keychain.keychain.add(itemClass, attributes: stored, secret: secret)
+                            let item = try Self.lendingData(secret) { (secret) throws(KeychainError) in
+                                try object.keychain.keychain.add(itemClass, attributes: stored, secret: secret)
+                            }
                             object.changed()
                             return [KeychainBus.encode(item)]
                         }
@@ -72,13 +74,14 @@ struct NativeKeychainObject: DBusObject {
                         returns: [.init("count", UInt32.self)]
                     ) { (object, _, query, attributes, secret, hasSecret) throws(DBusError) in
                         try native { () throws(KeychainError) in
-                            let changes = ItemChanges(
-                                attributes: attributes.attributes, secret: try object.secret(secret, present: hasSecret)
-                            )
-                            try object.checkBounds(query.query.attributes)
-                            try object.checkBounds(changes.attributes)
-                            try object.refuseWideningAccess(matching: query.query, with: changes)
-                            let count = try object.keychain.keychain.update(matching: query.query, with: changes)
+                            let secret = try object.secret(secret, present: hasSecret)
+                            let count = try Self.lendingData(secret) { (secret) throws(KeychainError) in
+                                let changes = ItemChanges(attributes: attributes.attributes, secret: secret)
+                                try object.checkBounds(query.query.attributes)
+                                try object.checkBounds(changes.attributes)
+                                try object.refuseWideningAccess(matching: query.query, with: changes)
+                                return try object.keychain.keychain.update(matching: query.query, with: changes)
+                            }
                             object.changed()
                             return [.uint32(UInt32(clamping: count))]
                         }
@@ -134,12 +137,23 @@ struct NativeKeychainObject: DBusObject {
                 ])
         ]
 
-    private func secret(_ bytes: [UInt8], present: Bool) throws(KeychainError) -> Data? {
+    /// The secret a client sent, copied into secret memory (nil when it sent none); the decoded array's own
+    /// storage is wiped either way.
+    private func secret(_ bytes: [UInt8], present: Bool) throws(KeychainError) -> SharedSecret? {
+        defer { wipeSharedStorage(of: bytes) }
         guard present else { return nil }
         guard bytes.count <= daemon.limits.secretBytes else {
             throw KeychainError(.dataTooLarge, "the secret is larger than \(daemon.limits.secretBytes) bytes")
         }
-        return Data(bytes)
+        return try KeychainError.allocating { () throws(SecretMemoryError) in try SharedSecret(copying: bytes) }
+    }
+
+    /// Lends `secret` to the store as `Data` without a copy (nil when there is none), for `body` only.
+    private static func lendingData<R>(_ secret: SharedSecret?, _ body: (Data?) throws(KeychainError) -> R)
+        throws(KeychainError) -> R
+    {
+        guard let secret else { return try body(nil) }
+        return try secret.withUnownedData { (data) throws(KeychainError) in try body(data) }
     }
 
     /// The same bounds as the Secret Service face: how many attributes, and how long each name and value.
@@ -168,30 +182,39 @@ struct NativeKeychainObject: DBusObject {
     /// `Search`: the items now, or, when the query asks for secrets the caller is not trusted with, once the
     /// person allowed it each of them (AccessChecks.swift); a denial fails the whole search.
     private func search(_ query: ItemQuery, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
-        let found: [KeychainItem]
+        guard query.returning.contains(.data) else {
+            do {
+                try checkBounds(query.attributes)
+                let found = try keychain.keychain.items(matching: query)
+                return .reply([.array(elementSignature: "a{sv}", found.map(KeychainBus.encode))])
+            } catch {
+                throw KeychainBus.dbusError(error)
+            }
+        }
+        let found: [(item: KeychainItem, secret: SharedSecret?)]
         var reading = query
-        if query.returning.contains(.data) { reading.returning.formUnion([.attributes, .reference]) }
+        reading.returning.formUnion([.attributes, .reference])
         do {
             try checkBounds(query.attributes)
-            found = try keychain.keychain.items(matching: reading)
+            // Secrets decrypted into secret memory, copied only into the reply.
+            found = try keychain.keychain.itemsWithSecrets(matching: reading)
         } catch {
             throw KeychainBus.dbusError(error)
         }
-        guard query.returning.contains(.data) else {
-            return .reply([.array(elementSignature: "a{sv}", found.map(KeychainBus.encode))])
-        }
         let targets = found.map {
-            SecretServiceDaemon.SecretTarget(held: keychain, reference: $0.reference, attributes: $0.attributes ?? [:])
+            SecretServiceDaemon.SecretTarget(
+                held: keychain, reference: $0.item.reference, attributes: $0.item.attributes ?? [:])
         }
         // Every item trusts the caller (the usual case): served from the one read, as asked.
         if targets.allSatisfy({ daemon.accessCheck($0, caller: call.sender) == nil }) {
-            let items = found.map { item in
-                KeychainItem(
-                    reference: item.reference,
-                    attributes: query.returning.contains(.attributes) ? item.attributes : nil,
-                    secret: item.secret)
+            let items = found.map { (item, secret) in
+                Self.encode(
+                    KeychainItem(
+                        reference: item.reference,
+                        attributes: query.returning.contains(.attributes) ? item.attributes : nil, secret: nil),
+                    secret: secret)
             }
-            return .reply([.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))])
+            return .reply([.array(elementSignature: "a{sv}", items)])
         }
         let held = keychain
         return try daemon.servingSecrets(of: targets, to: call) { _, denial in
@@ -200,11 +223,17 @@ struct NativeKeychainObject: DBusObject {
         }
     }
 
+    /// An item and its secret held in secret memory as `Search` replies them (the secret copied only into the
+    /// reply's array, which libdbus needs).
+    private static func encode(_ item: KeychainItem, secret: SharedSecret?) -> DBusValue {
+        KeychainBus.encode(item, secretBytes: secret?.withUnsafeBytes { [UInt8]($0) })
+    }
+
     /// The items `query` finds, as `Search` replies them.
     private static func items(of keychain: HeldKeychain, matching query: ItemQuery) -> Result<[DBusValue], DBusError> {
         do {
-            let items = try keychain.keychain.items(matching: query)
-            return .success([.array(elementSignature: "a{sv}", items.map(KeychainBus.encode))])
+            let items = try keychain.keychain.itemsWithSecrets(matching: query)
+            return .success([.array(elementSignature: "a{sv}", items.map { Self.encode($0.item, secret: $0.secret) })])
         } catch {
             return .failure(KeychainBus.dbusError(error))
         }

@@ -280,4 +280,36 @@ private final class HeldReader: @unchecked Sendable {
         try raw.run("UPDATE items SET secret = ?1", [altered])
         #expect(statusOf { _ = try keychain.itemWithSecret(matching: query) } == .decode)
     }
+
+    /// Several matches (as `org.latchkey.Keychain1` `Search` with data reads them): each secret in secret
+    /// memory, none in the items; without data, no secret at all.
+    @Test func itemsWithSecretsDecryptEachIntoSecretMemory() throws {
+        let directory = try TemporaryDirectory()
+        let keychain = try Keychain.create(at: directory.file("keychains/test.keychain-db"), password: "pw")
+        let texts = ["pin1", "pin2", "a secret long enough to need storage of its own"]
+        for (index, text) in texts.enumerated() {
+            try keychain.add(
+                .genericPassword, attributes: [.account: .string("a\(index)"), .service: .string("s")],
+                secret: Data(text.utf8))
+        }
+        func query(_ returning: ReturnOptions) -> ItemQuery {
+            ItemQuery(.genericPassword, attributes: [.service: .string("s")], limit: .all, returning: returning)
+        }
+        let found = try keychain.itemsWithSecrets(matching: query([.attributes, .data]))
+        #expect(found.count == 3)
+        for entry in found {
+            #expect(entry.item.secret == nil)
+            let secret = try #require(entry.secret)
+            let account = try #require(entry.item.attributes?[.account])
+            guard case .string(let name) = account, let index = Int(name.dropFirst()) else {
+                Issue.record("unexpected account \(account)")
+                continue
+            }
+            #expect(secret.withUnsafeBytes { $0.elementsEqual(Array(texts[index].utf8)) })
+            let page = secret.bytes.pageAddress
+            let address = try #require(page)
+            #expect(try Self.mappingFlags(at: address).contains("dd"))
+        }
+        #expect(try keychain.itemsWithSecrets(matching: query(.attributes)).allSatisfy { $0.secret == nil })
+    }
 }
