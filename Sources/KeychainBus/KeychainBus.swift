@@ -128,7 +128,6 @@ package enum KeychainBus {
         return .variantDictionary(pairs)
     }
 
-
     /// Reads an item.
     package static func decodeItem(_ value: DBusValue) throws(KeychainError) -> KeychainItem {
         guard let pairs = value.unwrapped.variantPairs, case .bytes(let bytes)? = pairs["reference"],
