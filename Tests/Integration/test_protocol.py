@@ -66,7 +66,14 @@ def test_secret_that_fails_to_decrypt_is_invalid_args_and_stores_nothing(client)
     output, session = client.service("OpenSession", "sv", ("dh-ietf1024-sha256-aes128-cbc-pkcs7",
                                                             ("ay", dh.public_bytes)))
     properties = {"org.freedesktop.Secret.Item.Attributes": ("a{ss}", {"bad": "crypto"})}
-    for parameters, value in [(b"\x00" * 16, b"\x01" * 16), (b"short", b"\x00" * 16), (b"\x00" * 16, b"\x00" * 5)]:
+    # A block that decrypts, under the session's key, to bytes whose PKCS#7 padding is invalid (a last byte of
+    # 0); random ciphertext would decrypt to valid padding about once in 256 runs.
+    dh.derive(output[1])
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    iv = b"\x07" * 16
+    encryptor = Cipher(algorithms.AES(dh.key), modes.CBC(iv)).encryptor()
+    bad_padding = encryptor.update(b"\x00" * 16) + encryptor.finalize()
+    for parameters, value in [(iv, bad_padding), (b"short", b"\x00" * 16), (b"\x00" * 16, b"\x00" * 5)]:
         reply = client.call(DEFAULT, COLLECTION, "CreateItem", "a{sv}(oayays)b",
                             (properties, (session, parameters, value, "text/plain"), False))
         assert reply.error_name == "org.freedesktop.DBus.Error.InvalidArgs"
