@@ -233,15 +233,7 @@ struct ItemObject: DBusObject {
 
     /// `GetSecret`: the secret now, or once the person allowed the caller (AccessChecks.swift).
     private func secretReply(in sessionPath: String, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
-        let session = try daemon.session(sessionPath, of: call.sender)
-        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
-        let found: (item: KeychainItem, secret: SharedSecret?)?
-        do {
-            found = try collection.itemWithSecret(reference)
-        } catch {
-            throw SecretServiceError.from(error)
-        }
-        guard let found else { throw SecretServiceError.noSuchObject(ObjectPaths.item(reference, in: collection.id)) }
+        let (session, found) = try read(in: sessionPath, caller: call.sender)
         let target = SecretServiceDaemon.SecretTarget(
             held: collection, reference: reference, attributes: found.item.attributes ?? [:])
         // Trusted (the usual case): served from the one read.
@@ -251,14 +243,18 @@ struct ItemObject: DBusObject {
         return try daemon.servingSecrets(of: [target], to: call) { [self] _, denial in
             if let denial { return .failure(denial.secretServiceError) }
             do throws(DBusError) {
-                return .success([try secret(in: sessionPath, caller: call.sender)])
+                let (session, found) = try read(in: sessionPath, caller: call.sender)
+                return .success([try session.encode(found.item, secret: found.secret)])
             } catch {
                 return .failure(error)
             }
         }
     }
 
-    private func secret(in sessionPath: String, caller: String) throws(DBusError) -> DBusValue {
+    /// The caller's session and the item with its secret in secret memory, read now.
+    private func read(in sessionPath: String, caller: String) throws(DBusError) -> (
+        SecretSession, (item: KeychainItem, secret: SharedSecret?)
+    ) {
         let session = try daemon.session(sessionPath, of: caller)
         guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
         let found: (item: KeychainItem, secret: SharedSecret?)?
@@ -268,7 +264,7 @@ struct ItemObject: DBusObject {
             throw SecretServiceError.from(error)
         }
         guard let found else { throw SecretServiceError.noSuchObject(ObjectPaths.item(reference, in: collection.id)) }
-        return try session.encode(found.item, secret: found.secret)
+        return (session, found)
     }
 }
 
