@@ -114,7 +114,30 @@ class Daemon:
                 time.sleep(0.02)
             if self.access_policy != "prompt":
                 set_access_policy(self.keychains, self.access_policy, self.password, self.own_passwords)
+                if unlock:
+                    self.wait_for_policy(self.access_policy)
         return self
+
+    def wait_for_policy(self, policy, timeout=15):
+        """Waits until the daemon reads `policy` from its login keychain (org.latchkey.Keychain1 Status), so
+        that a test starts only once the daemon sees what the fixture wrote in the file."""
+        from jeepney import DBusAddress, new_method_call
+        from jeepney.io.blocking import open_dbus_connection
+        connection = open_dbus_connection(bus=self.bus.address)
+        try:
+            address = DBusAddress("/org/latchkey/keychain/login", bus_name="org.freedesktop.secrets",
+                                  interface="org.latchkey.Keychain1")
+            deadline = time.monotonic() + timeout
+            while True:
+                status = connection.send_and_get_reply(new_method_call(address, "Status"), timeout=30).body[0]
+                seen = status.get("AccessPolicy", ("s", ""))[1]
+                if seen == policy:
+                    return
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"latchkeyd reads access policy {seen!r}, not {policy!r}, from its login keychain")
+                time.sleep(0.05)
+        finally:
+            connection.close()
 
     def wait_for_name(self, timeout=15):
         deadline = time.monotonic() + timeout
