@@ -181,9 +181,6 @@ package final class KeychainRegistry {
             keychains.append(HeldKeychain(id: id, keychain: keychain, unlocking: unlocking, label: label))
         }
         loadAliases()
-        // Another process may have left earlier rows in a file's write-ahead log (a password change made
-        // while a reader held an older snapshot): emptied first thing, off the serving thread.
-        for held in keychains where held.id != Self.sessionID { scheduleCheckpoint(held.keychain.path) }
     }
 
     /// Creates the login keychain file with `password` (scrypt: slow).

@@ -242,7 +242,8 @@ struct Latchkeyd: ParsableCommand {
         }
         // The module waits 2 s in all for the answer: the change is saved, and emptying the log behind a
         // reader of an older snapshot is not worth a failed answer. Such a reader is another process of the
-        // user; latchkeyd empties the log of every keychain it opens, which removes the old rows.
+        // user; the next checkpoint that completes (the last connection to close makes one) removes the old
+        // rows.
         guard (try? keychain.waitForEmptyLog(milliseconds: Self.logWaitMilliseconds)) != nil else {
             return ControlReply(
                 .ok,

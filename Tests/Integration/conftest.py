@@ -128,13 +128,23 @@ class Daemon:
             address = DBusAddress("/org/latchkey/keychain/login", bus_name="org.freedesktop.secrets",
                                   interface="org.latchkey.Keychain1")
             deadline = time.monotonic() + timeout
+            rewritten = time.monotonic() + 1
             while True:
                 status = connection.send_and_get_reply(new_method_call(address, "Status"), timeout=30).body[0]
                 seen = status.get("AccessPolicy", ("s", ""))[1]
                 if seen == policy:
                     return
+                in_file = keychain_rows(self.keychains / "login.keychain-db")
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"latchkeyd reads access policy {seen!r}, not {policy!r}, from its login keychain")
+                    raise AssertionError(f"latchkeyd reads access policy {seen!r}, not {policy!r}, from its login"
+                                         f" keychain; the file's meta rows: {in_file}")
+                # Seen a few times in a run of test_secret_tool and test_protocol (2026-11-23): the rows written
+                # just after the daemon started were not in the file a moment later, for the daemon or another
+                # reader (cause not found yet; docs/robustness.md, "Known problems"). Written again, they stay.
+                if time.monotonic() > rewritten:
+                    print(f"latchkeyd did not see the access policy written at start (file: {in_file}); writing again")
+                    set_access_policy(self.keychains, policy, self.password, self.own_passwords)
+                    rewritten = time.monotonic() + 1
                 time.sleep(0.05)
         finally:
             connection.close()
@@ -195,6 +205,15 @@ def allow_all_held_keychains(bus, *other_passwords):
         connection.close()
     for directory in {pathlib.Path(k["File"][1]).parent for k in listing if k.get("File", ("s", ""))[1]}:
         set_access_policy(directory, "allow-all", LOGIN_PASSWORD, other_passwords)
+
+
+def keychain_rows(path):
+    """The names of a keychain file's meta rows as another process reads them."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as db:
+            return sorted(row[0] for row in db.execute("SELECT name FROM meta"))
+    except sqlite3.Error as error:
+        return str(error)
 
 
 def keychain_header_visible(path):
