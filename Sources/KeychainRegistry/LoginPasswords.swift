@@ -316,18 +316,24 @@ extension KeychainRegistry {
             attempt: Self.attempt { (password) throws(KeychainError) in
                 try Self.unwrapLoginKey(keychain, typed: password)
             },
-            apply: { [self] key in
-                guard let key = key as? UnwrappedKeychainKey, let held = login, held.keychain === keychain,
-                    held.isLocked
-                else { return }
-                held.keychain.unlock(with: key)
-                announce(.lockChanged(held))
-            },
+            apply: applyingLoginKey(to: keychain),
             isSatisfied: { [self] in login?.isLocked == false })
         return enqueuePrompt(dialog, ticket: ticket, showingNext: showingNext) { [self] _ in
             guard let held = login, !held.isLocked else { return completion(false) }
             unlockUnderLogin(among: waiting)
             completion(true)
+        }
+    }
+
+    /// A login prompt's apply step (the password's or the PIN's): unlocks the login keychain with the key
+    /// derived on the worker, if it is still `keychain` and still locked, and announces it.
+    func applyingLoginKey(to keychain: Keychain) -> (any Sendable) -> Void {
+        { [self] key in
+            guard let key = key as? UnwrappedKeychainKey, let held = login, held.keychain === keychain,
+                held.isLocked
+            else { return }
+            held.keychain.unlock(with: key)
+            announce(.lockChanged(held))
         }
     }
 

@@ -82,13 +82,7 @@ extension KeychainRegistry {
                     return .failure(KeychainError(.interactionNotAllowed, error.description))
                 }
             },
-            apply: { [self] key in
-                guard let key = key as? UnwrappedKeychainKey, let held = login, held.keychain === keychain,
-                    held.isLocked
-                else { return }
-                held.keychain.unlock(with: key)
-                announce(.lockChanged(held))
-            },
+            apply: applyingLoginKey(to: keychain),
             isSatisfied: { [self] in login?.isLocked == false })
         // After the prompt: whether it ended because the PIN cannot be used (then the fallback was called).
         let fellBack: (Bool) -> Bool = { accepted in
