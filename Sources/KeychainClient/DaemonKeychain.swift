@@ -7,31 +7,64 @@ import Synchronization
 /// A keychain the user's daemon holds, reached over the session bus through
 /// `org.latchkey.Keychain1`. Every call is a blocking D-Bus call; a broken
 /// connection is reopened once.
+///
+/// A process has one connection to the daemon, shared by every `DaemonKeychain` and by ``list()``: the daemon
+/// identifies a caller once per connection, on its first call (docs/threat-model.md, "Who is asking"), so a
+/// process that later stops being identifiable (the latchkey command turns non-dumpable before it reads a
+/// secret) keeps the identity its connection was given.
 package final class DaemonKeychain: KeychainBackend {
-    private let connection: Mutex<DBusConnection?>
     private let path: String
 
-    private init(connection: DBusConnection, collection: String) {
-        self.connection = Mutex(connection)
+    /// The process's connection to the session bus; nil until first used, or after it could not be made.
+    private static let connection = Mutex<DBusConnection?>(nil)
+    /// Whether the daemon has answered a call on ``connection``: from then on it knows who this process is.
+    private static let answeredOnce = Atomic<Bool>(false)
+
+    private init(collection: String) {
         self.path = KeychainBus.path(collection: collection)
     }
 
     /// The daemon's keychain `collection` (the login keychain by default), or
     /// nil when there is no session bus or no Latchkey daemon answers on it.
     package static func connect(collection: String = "login") -> DaemonKeychain? {
-        guard let connection = try? DBusConnection.session() else { return nil }
-        let keychain = DaemonKeychain(connection: connection, collection: collection)
+        let keychain = DaemonKeychain(collection: collection)
         guard (try? keychain.call("Status", [], timeout: 5_000)) != nil else { return nil }
         return keychain
     }
 
     /// The keychains the daemon holds, or nil when no Latchkey daemon answers on the session bus.
     package static func list() -> [KeychainDescription]? {
-        guard let connection = try? DBusConnection.session(),
-            let reply = try? call(connection, path: KeychainBus.rootPath, "List", [], timeout: 5_000),
+        guard let reply = try? call(path: KeychainBus.rootPath, "List", [], timeout: 5_000),
             case .array(_, let entries)? = reply.first
         else { return nil }
         return entries.compactMap { try? KeychainBus.decodeDescription($0) }
+    }
+
+    /// Makes sure the daemon, if one answers, has identified this process: asks it for its keychains unless
+    /// it has already answered a call. Call it before the process turns non-dumpable.
+    package static func introduceProcess() {
+        guard !answeredOnce.load(ordering: .acquiring) else { return }
+        _ = list()
+    }
+
+    /// Calls `member` on `path`, over the process's connection (reopened once when it broke).
+    private static func call(
+        path: String, interface: String = KeychainBus.interface, _ member: String, _ arguments: [DBusValue],
+        timeout: Int32
+    ) throws(KeychainError) -> [DBusValue] {
+        try connection.withLock { (current) throws(KeychainError) -> [DBusValue] in
+            if current?.isConnected != true {
+                // A new connection is a new caller to the daemon, not identified yet.
+                current = try? DBusConnection.session()
+                answeredOnce.store(false, ordering: .releasing)
+            }
+            guard let bus = current else {
+                throw KeychainError(.notAvailable, "the session bus cannot be reached")
+            }
+            let reply = try call(bus, path: path, interface: interface, member, arguments, timeout: timeout)
+            answeredOnce.store(true, ordering: .releasing)
+            return reply
+        }
     }
 
     private static func call(
@@ -48,19 +81,12 @@ package final class DaemonKeychain: KeychainBackend {
         }
     }
 
-    /// Calls `member` on this keychain's object (or on `path` with `interface`), reconnecting once if the bus broke.
+    /// Calls `member` on this keychain's object (or on `path` with `interface`).
     private func call(
         _ member: String, _ arguments: [DBusValue], path: String? = nil, interface: String = KeychainBus.interface,
         timeout: Int32 = 25_000
     ) throws(KeychainError) -> [DBusValue] {
-        try connection.withLock { (current) throws(KeychainError) -> [DBusValue] in
-            if current?.isConnected != true { current = try? DBusConnection.session() }
-            guard let bus = current else {
-                throw KeychainError(.notAvailable, "the session bus cannot be reached")
-            }
-            return try Self.call(
-                bus, path: path ?? self.path, interface: interface, member, arguments, timeout: timeout)
-        }
+        try Self.call(path: path ?? self.path, interface: interface, member, arguments, timeout: timeout)
     }
 
     /// Deletes the keychain and its file through the Secret Service

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KeychainClient
 import KeychainCore
 import Posix
 import Synchronization
@@ -73,14 +74,17 @@ func reportingFailures(_ work: () throws(KeychainError) -> Void) throws {
 
 /// The point after which the command holds secrets: it turns non-dumpable (no ptrace attach by its own user,
 /// `/proc/PID/mem` and `/proc/PID/exe` closed to it), which also ends latchkeyd's ability to identify it; so
-/// it is called after the daemon connection that will carry secrets has been answered once (the daemon
-/// identifies a connection before its first reply, and keeps the identity for the connection's life), and
-/// before a password is read or a keychain file opened (docs/threat-model.md, "The latchkey command").
+/// the process's one daemon connection is answered once first (the daemon identifies a connection before its
+/// first reply, and keeps the identity for the connection's life). Called before a password is read or a
+/// keychain file opened (docs/threat-model.md, "The latchkey command").
 enum SecretsAhead {
     /// Turns non-dumpable (at most once; a failure is reported and ends the command: secrets must not be read
     /// by a process that stays dumpable).
     static func prepare() {
         guard !done.withLock({ $0 }) else { return }
+        // A secret read before any keychain is reached (`--stdin`, a password typed first) must not leave
+        // the daemon unable to tell who adds it: the one daemon connection is answered once before.
+        DaemonKeychain.introduceProcess()
         if let problem = ProcessHardening.forbidDumping() {
             StandardError.write("latchkey: \(problem)")
             Latchkey.exit(withError: ExitCode.failure)

@@ -265,6 +265,21 @@ def test_the_latchkey_command_is_identified_by_a_daemon_of_its_own_user(tmp_path
         description = [e["argument"] for e in log if e["command"] == "SETDESC"][-1]
         assert os.path.realpath(binary("latchkey")) in description, description
         assert "could not identify" not in description
+        # An item the command adds with its secret on standard input (read before any keychain is reached)
+        # trusts the command, which reads it back without being asked.
+        asked = len(log)
+        added = subprocess.run(as_user + [binary("latchkey"), "add-generic-password", "-s", "own", "-a", "me",
+                                          "--stdin"], env=env, input="its own\n", capture_output=True, text=True,
+                               timeout=60)
+        assert added.returncode == 0, added.stderr
+        listed = subprocess.run(as_user + [binary("latchkey"), "list-access"], env=env, capture_output=True,
+                                text=True, timeout=60).stdout
+        own_entry = listed[listed.index('"own"'):]
+        assert os.path.realpath(binary("latchkey")) in own_entry.splitlines()[1], listed
+        read = subprocess.run(as_user + [binary("latchkey"), "find-generic-password", "-s", "own", "-w"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert read.returncode == 0 and read.stdout == "its own\n", read.stderr
+        assert len((home / "log").read_text().splitlines()) == asked, "the command was asked about its own item"
         processes.append(daemon.pid)
     finally:
         for pid in reversed(processes):
