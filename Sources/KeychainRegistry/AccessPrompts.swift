@@ -22,11 +22,13 @@ package struct AccessQuestion: Sendable {
 
     /// A question: `description` names the application and the item; Allow once is pinentry's OK button,
     /// Always allow its third (`SETNOTOK`; not offered when `offersAlways` is false) and Deny its Cancel
-    /// (also closing the window, Escape, and the prompt's timeout).
-    package init(description: String, offersAlways: Bool, subject: String) {
+    /// (also closing the window, Escape, and the prompt's timeout). A pinentry that shows no third button
+    /// (pinentry-gnome3) asks Allow… / Deny, then `alwaysQuestion` with Always allow / Allow once.
+    package init(description: String, offersAlways: Bool, subject: String, alwaysQuestion: String) {
         self.request = PinentryRequest(
             title: "Keychain Access", description: description, prompt: "", okLabel: "Allow once",
-            cancelLabel: "Deny", notOKLabel: offersAlways ? "Always allow" : nil)
+            cancelLabel: "Deny", notOKLabel: offersAlways ? "Always allow" : nil,
+            followUp: offersAlways ? PinentryFollowUp(firstOKLabel: "Allow…", question: alwaysQuestion) : nil)
         self.subject = subject
     }
 }

@@ -18,12 +18,17 @@ package struct PinentryRequest: Sendable, Hashable {
     package var cancelLabel: String?
     /// The text of a third button (`SETNOTOK`), shown by `CONFIRM` between OK and Cancel; none when nil.
     package var notOKLabel: String?
+    /// How the third button is offered by a program that shows none (pinentry-gnome3, whose gcr prompt has
+    /// two buttons); nil: it is simply missing there.
+    package var followUp: PinentryFollowUp?
 
     /// Describes a prompt.
     package init(
         title: String, description: String, prompt: String = "Password:", error: String? = nil,
-        okLabel: String? = nil, cancelLabel: String? = nil, notOKLabel: String? = nil
+        okLabel: String? = nil, cancelLabel: String? = nil, notOKLabel: String? = nil,
+        followUp: PinentryFollowUp? = nil
     ) {
+        self.followUp = followUp
         self.title = title
         self.description = description
         self.prompt = prompt
@@ -31,6 +36,23 @@ package struct PinentryRequest: Sendable, Hashable {
         self.okLabel = okLabel
         self.cancelLabel = cancelLabel
         self.notOKLabel = notOKLabel
+    }
+}
+
+/// A three-button question asked as two on a program that shows no third button: the first has OK
+/// relabelled (`firstOKLabel`, and Cancel as asked); after OK, a second (`question`) has the third button's
+/// text on OK and the first's OK text on Cancel. OK there is the third button; Cancel, Escape or closing it is
+/// OK.
+package struct PinentryFollowUp: Sendable, Hashable {
+    /// The OK button of the first question (e.g. "Allow…").
+    package var firstOKLabel: String
+    /// The description of the second question.
+    package var question: String
+
+    /// Describes the two questions.
+    package init(firstOKLabel: String, question: String) {
+        self.firstOKLabel = firstOKLabel
+        self.question = question
     }
 }
 
@@ -167,10 +189,10 @@ package struct Pinentry: Sendable {
 
     /// Starts the program, shows `request`, runs `ask`, then ends politely with `BYE`; on any thrown error
     /// (a cancellation among them) the child is ended instead. Either way it is reaped before this returns.
-    func converse(
+    func converse<Answer>(
         _ request: PinentryRequest, _ cancellation: PinentryCancellation?,
-        _ ask: (AssuanSession) throws(PinentryError) -> AssuanReply
-    ) throws(PinentryError) -> AssuanReply {
+        _ ask: (AssuanSession) throws(PinentryError) -> Answer
+    ) throws(PinentryError) -> Answer {
         if cancellation?.isCancelled == true { throw .cancelled }
         let path = try executablePath()
         let session = try AssuanSession(
@@ -189,11 +211,7 @@ package struct Pinentry: Sendable {
                 ("SETERROR", request.error), ("SETOK", request.okLabel), ("SETCANCEL", request.cancelLabel),
                 ("SETNOTOK", request.notOKLabel),
             ]
-            for case (let command, let text?) in texts where !text.isEmpty {
-                if case .error(let code, let message) = try session.command(command, text: text) {
-                    throw PinentryError(reason: "\(command) failed with error \(code): \(message)")
-                }
-            }
+            try Self.set(session, texts)
             let reply = try ask(session)
             session.finish()
             return reply

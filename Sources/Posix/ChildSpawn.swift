@@ -32,7 +32,13 @@ extension Posix {
         let envp = environment.map { strdup($0) } + [nil]
         defer { for pointer in argv + envp { free(pointer) } }
         var child: pid_t = 0
-        let status = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        // ETXTBSY: the program file is still open for writing somewhere, often only for the moment another
+        // thread's child holds a descriptor it inherited before exec closed it; asked again for up to 200 ms.
+        var status = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        for _ in 0..<20 where status == ETXTBSY {
+            usleep(10_000)
+            status = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        }
         guard status == 0 else { throw SystemError("posix_spawn", errno: status) }
         return child
     }

@@ -196,7 +196,8 @@ extension SecretServiceDaemon {
             }
             return AccessQuestion(
                 description: description, offersAlways: offersAlways,
-                subject: "\(who) may read “\(label)” in “\(keychain)”")
+                subject: "\(who) may read “\(label)” in “\(keychain)”",
+                alwaysQuestion: "Allow \(who)\nto read “\(label)” every time, without asking you again?")
         }
     }
 

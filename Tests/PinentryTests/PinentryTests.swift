@@ -292,6 +292,41 @@ private final class TypingTerminal: Sendable {
         title: "Keychain Access", description: "/usr/bin/tool wants a secret", prompt: "", okLabel: "Allow once",
         cancelLabel: "Deny", notOKLabel: "Always allow")
 
+    /// `threeButtons` with the two questions asked where no third button shows.
+    private var withFollowUp: PinentryRequest {
+        var request = threeButtons
+        request.followUp = PinentryFollowUp(firstOKLabel: "Allow…", question: "Every time?")
+        return request
+    }
+
+    @Test(arguments: [
+        (["ok", "ok"], PinentryChoice.notOK), (["ok", "cancel"], .ok), (["cancel"], .cancelled),
+    ])
+    func aPinentryWithTwoButtonsIsAskedTheThirdAsASecondQuestion(answers: [String], choice: PinentryChoice)
+        throws
+    {
+        let sandbox = try Sandbox(answers: answers)
+        let gnome3 = sandbox.pinentry(environment: ["SCRIPTED_PINENTRY_FLAVOR": "gnome3"])
+        #expect(try gnome3.choose(withFollowUp) == choice)
+        let sent = try sandbox.log().filter { ["SETOK", "SETCANCEL", "SETDESC", "CONFIRM"].contains($0.command) }
+            .map { "\($0.command) \($0.argument)" }
+        let first = [
+            "SETDESC /usr/bin/tool wants a secret", "SETOK Allow once", "SETCANCEL Deny", "SETOK Allow…", "CONFIRM ",
+        ]
+        let second = ["SETDESC Every time?", "SETOK Always allow", "SETCANCEL Allow once", "CONFIRM "]
+        #expect(sent == (answers.count == 2 ? first + second : first))
+    }
+
+    @Test func aPinentryShowingTheThirdButtonIsAskedOnceEvenWithAFollowUp() throws {
+        let sandbox = try Sandbox(answers: ["notok"])
+        #expect(try sandbox.pinentry().choose(withFollowUp) == .notOK)
+        #expect(try sandbox.log().filter { $0.command == "CONFIRM" }.count == 1)
+        // Without a follow-up, a two-button pinentry is asked once and never answers the third button.
+        let plain = try Sandbox(answers: ["ok"])
+        #expect(try plain.pinentry(environment: ["SCRIPTED_PINENTRY_FLAVOR": "gnome3"]).choose(threeButtons) == .ok)
+        #expect(try plain.log().filter { $0.command == "GETINFO" }.isEmpty)
+    }
+
     @Test(arguments: [("ok", PinentryChoice.ok), ("notok", .notOK), ("cancel", .cancelled)])
     func chooseTellsTheThreeButtonsApart(answer: String, choice: PinentryChoice) throws {
         let sandbox = try Sandbox(answers: [answer])

@@ -127,6 +127,22 @@ import Testing
         #expect(Self.arguments(of: "CONFIRM", in: inproc).count == 1)
     }
 
+    /// pinentry-gnome3's gcr prompt shows two buttons: Always allow is asked as a second question after Allow….
+    @Test(arguments: [(["ok", "ok"], true), (["ok", "cancel"], false)])
+    func alwaysAllowThroughAPinentryWithTwoButtons(answers: [String], always: Bool) throws {
+        let inproc = try InProcessDaemon(
+            answers: answers, identifiesCallers: true, pinentryEnvironment: ["SCRIPTED_PINENTRY_FLAVOR": "gnome3"])
+        let session = try CallerAccessTests.introduce(":1.7", to: inproc)
+        let path = try inproc.createItem(session: session, attributes: ["service": "mail"], secret: "s3cret")
+        try Self.trustOnly(TrustedApplication(name: "/usr/bin/another-program", digest: nil), path: path, in: inproc)
+        let (_, call) = try Self.getSecret(path, session: session, in: inproc)
+        #expect(try Self.secretText(inproc.awaitCompletion(of: call)) == "s3cret")
+        let me = try CallerAccessTests.thisProcess()
+        #expect(try CallerAccessTests.access(of: path, in: inproc).trustedApplications.contains(me) == always)
+        let second = try #require(Self.arguments(of: "SETDESC", in: inproc).last)
+        #expect(second.contains("every time") && second.contains(me.name) && second.contains("item"))
+    }
+
     @Test func aChangedExecutableIsAskedAgainAndToldSo() throws {
         let (inproc, session, path) = try Self.untrustedItem(answers: ["ok"])
         let me = try CallerAccessTests.thisProcess()
