@@ -153,7 +153,8 @@ package enum KeychainBus {
         return DBusError(name: statusError, message: "\(error.status.rawValue) \(error.reason)")
     }
 
-    /// The keychain error a D-Bus error stands for (a failure to reach the daemon is `errSecNotAvailable`).
+    /// The keychain error a D-Bus error stands for (a refused argument is `errSecParam`, a failure to reach the
+    /// daemon `errSecNotAvailable`).
     package static func keychainError(_ error: DBusError) -> KeychainError {
         if error.name == tooManyAttemptsError {
             let wait = error.message.split(separator: " ", maxSplits: 1).first.flatMap { Int64($0) } ?? 0
@@ -164,6 +165,9 @@ package enum KeychainBus {
             if let number = parts.first.flatMap({ Int32($0) }) {
                 return KeychainError(KeychainStatus(rawValue: number), parts.count > 1 ? parts[1] : "")
             }
+        }
+        if error.name == DBusError.Name.invalidArgs.rawValue {
+            return KeychainError(.param, error.message)
         }
         if error.name == "org.freedesktop.DBus.Error.NotSupported" {
             return KeychainError(.unimplemented, "the keychain daemon refused: \(error.message)")

@@ -40,6 +40,13 @@ package final class DaemonKeychain: KeychainBackend {
         return entries.compactMap { try? KeychainBus.decodeDescription($0) }
     }
 
+    /// Hands the daemon the desktop session's variables its prompts show with (`UpdateEnvironment`): a value
+    /// sets one, an empty value removes it. `errSecParam` when the daemon refuses a name or value (nothing is
+    /// then changed), `errSecNotAvailable` when no daemon answers.
+    package static func updateEnvironment(_ variables: [String: String]) throws(KeychainError) {
+        _ = try call(path: KeychainBus.rootPath, "UpdateEnvironment", [.stringDictionary(variables)], timeout: 5_000)
+    }
+
     /// Makes sure the daemon, if one answers, has identified this process: asks it for its keychains unless
     /// it has already answered a call. Call it before the process turns non-dumpable.
     package static func introduceProcess() {

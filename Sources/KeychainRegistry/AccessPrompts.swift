@@ -66,9 +66,7 @@ extension KeychainRegistry {
             sharingKey: "access:" + sharingKey,
             question: { pinentry, cancellation in
                 let asked = question()
-                let bounded = Pinentry(
-                    program: pinentry.program, environment: pinentry.environment,
-                    timeout: min(pinentry.timeout, Self.accessPromptTimeout))
+                let bounded = pinentry.bounded(to: Self.accessPromptTimeout)
                 do throws(PinentryError) {
                     switch try bounded.choose(asked.request, cancellation: cancellation) {
                     case .ok: return AccessAnswer.allowOnce

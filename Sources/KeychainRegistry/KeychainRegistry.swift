@@ -20,13 +20,17 @@ package struct RegistryConfiguration: Sendable {
     package var flatpakAppDirectory: String?
     /// The TPM the login keychain's tpm2 slots are unsealed by (`LATCHKEY_TPM_TCTI`, default `/dev/tpmrm0`).
     package var sealing: KeySealing
+    /// The `systemctl` asked for the desktop session's variables when a prompt has no display; nil: not asked.
+    package var systemctl: String?
 
     /// A configuration; `kdf` stays `.production` outside tests.
     package init(
         keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production,
-        gnomeKeyringDirectory: String? = nil, flatpakAppDirectory: String? = nil, sealing: KeySealing = KeySealing()
+        gnomeKeyringDirectory: String? = nil, flatpakAppDirectory: String? = nil, sealing: KeySealing = KeySealing(),
+        systemctl: String? = "/usr/bin/systemctl"
     ) {
         self.sealing = sealing
+        self.systemctl = systemctl
         self.keychainDirectory = keychainDirectory
         self.pinentry = pinentry
         self.kdf = kdf
@@ -73,6 +77,9 @@ package final class KeychainRegistry {
     /// A second worker thread, for jobs of a few milliseconds that must not queue behind a key derivation
     /// (identifying a D-Bus caller).
     let quickWorker: Worker
+    /// The desktop session's variables, as the session last handed them over (``updateSessionEnvironment(_:)``):
+    /// prompts show with them.
+    package internal(set) var sessionEnvironment = SessionEnvironment()
     /// Prompts waiting or showing, the one showing first (see `enqueuePrompt`).
     var promptQueue: [QueuedPrompt] = []
     var promptTicketNumber: UInt64 = 0

@@ -1,3 +1,4 @@
+import Glibc
 import KeychainCore
 import Pinentry
 import Posix
@@ -155,10 +156,12 @@ extension KeychainRegistry {
     /// Runs the pinentry on a thread of its own, then tries the answer on the worker; asks again after a
     /// refused answer while tries are left and somebody waits.
     private func showPrompt(_ queued: QueuedPrompt, error: String?) {
-        let (pinentry, dialog, cancellation) = (configuration.pinentry, queued.dialog, queued.cancellation)
+        let (dialog, cancellation) = (queued.dialog, queued.cancellation)
         let (ask, attempt) = (dialog.ask, dialog.attempt)
+        let (pinentry, session, systemctl) = (configuration.pinentry, sessionEnvironment, configuration.systemctl)
         offLoop(
-            onOwnThread: true, { AnswerBox(ask(pinentry, error, cancellation)) },
+            onOwnThread: true,
+            { AnswerBox(ask(Self.pinentry(pinentry, in: session, systemctl: systemctl), error, cancellation)) },
             then: { [self] (answers: AnswerBox) in
                 guard let answers = answers.answer else { return finishPrompt(queued, accepted: false) }
                 // Unlocked meanwhile by another way: nothing to try.
@@ -185,6 +188,18 @@ extension KeychainRegistry {
                         }
                     })
             })
+    }
+
+    /// `base` with the session's variables: those handed over, over (when neither they nor the daemon's
+    /// own environment name a display) the systemd user manager's. Runs on the prompt's thread.
+    private static func pinentry(_ base: Pinentry, in session: SessionEnvironment, systemctl: String?) -> Pinentry {
+        var session = session
+        if let systemctl, !session.over(SessionEnvironment(picking: base.environment)).hasDisplay {
+            let runtime = base.environment["XDG_RUNTIME_DIR"] ?? "/run/user/\(getuid())"
+            session = session.over(
+                SessionEnvironment.fromSystemdUserManager(systemctl: systemctl, runtimeDirectory: runtime))
+        }
+        return base.inSession(session)
     }
 
     /// Ends a prompt: its waiting requests' continuations run, and the next prompt shows.

@@ -74,6 +74,9 @@ package struct Pinentry: Sendable {
     package let environment: [String: String]
     /// How long a whole exchange may take before the child is killed.
     package let timeout: Duration
+    /// Whether a session's `PINENTRY` (``inSession(_:)``) chooses the program: true when the program came
+    /// from an environment rather than being named outright.
+    package let followsSessionProgram: Bool
 
     /// `program` is a path or a name searched in PATH; `environment` is passed to the child (DISPLAY,
     /// WAYLAND_DISPLAY, GPG_TTY, DBUS_SESSION_BUS_ADDRESS … matter to real pinentries); `timeout` bounds the whole
@@ -82,15 +85,38 @@ package struct Pinentry: Sendable {
         program: String = "pinentry", environment: [String: String] = ProcessInfo.processInfo.environment,
         timeout: Duration = .seconds(120)
     ) {
+        self.init(program: program, environment: environment, timeout: timeout, followsSessionProgram: false)
+    }
+
+    private init(program: String, environment: [String: String], timeout: Duration, followsSessionProgram: Bool) {
         self.program = program
         self.environment = environment
         self.timeout = timeout
+        self.followsSessionProgram = followsSessionProgram
     }
 
-    /// The program chosen the way the daemon should: `PINENTRY` from `environment` if set, else "pinentry".
+    /// The program chosen the way the daemon should: `PINENTRY` from `environment` if set, else "pinentry"
+    /// (and a session's `PINENTRY` later, see ``inSession(_:)``).
     package static func fromEnvironment(_ environment: [String: String]) -> Pinentry {
         let chosen = environment["PINENTRY"].flatMap { $0.isEmpty ? nil : $0 } ?? "pinentry"
-        return Pinentry(program: chosen, environment: environment)
+        return Pinentry(program: chosen, environment: environment, timeout: .seconds(120), followsSessionProgram: true)
+    }
+
+    /// This pinentry with `session`'s variables over its environment, and the session's `PINENTRY` as the
+    /// program unless the program was named outright.
+    package func inSession(_ session: SessionEnvironment) -> Pinentry {
+        var merged = environment
+        merged.merge(session.values) { $1 }
+        let chosen = followsSessionProgram ? session.values["PINENTRY"] ?? program : program
+        return Pinentry(
+            program: chosen, environment: merged, timeout: timeout, followsSessionProgram: followsSessionProgram)
+    }
+
+    /// This pinentry with an exchange bounded to `limit` at most.
+    package func bounded(to limit: Duration) -> Pinentry {
+        Pinentry(
+            program: program, environment: environment, timeout: min(timeout, limit),
+            followsSessionProgram: followsSessionProgram)
     }
 
     /// Asks for a password (GETPIN). Blocking; `.cancelled` also when `cancellation` ends it.

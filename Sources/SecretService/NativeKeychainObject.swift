@@ -4,6 +4,7 @@ import KeychainBus
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
+import Pinentry
 import Posix
 
 /// `/org/latchkey/keychain`: `org.latchkey.Keychain1`'s list of keychains.
@@ -23,7 +24,18 @@ struct KeychainListObject: DBusObject {
                                 elementSignature: "a{sv}",
                                 object.daemon.registry.keychains.map { KeychainBus.encode($0.description) })
                         ])
-                    }
+                    },
+                    // The desktop session's display, language and pinentry, for the prompts shown from now on
+                    // (`latchkey update-environment`; docs/dbus-mapping.md).
+                    DBusMethod("UpdateEnvironment", DBusInput("variables", [String: String].self)) {
+                        (object, _, variables) throws(DBusError) in
+                        do throws(SessionEnvironmentError) {
+                            try object.daemon.registry.updateSessionEnvironment(variables)
+                        } catch {
+                            throw DBusError(.invalidArgs, error.description)
+                        }
+                        return .reply([])
+                    },
                 ])
         ]
 }

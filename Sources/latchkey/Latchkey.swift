@@ -27,7 +27,7 @@ struct Latchkey: ParsableCommand {
             CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self,
             SetKeychainPassword.self, SetKeychainSettings.self, ShowKeychainInfo.self, ImportGnomeKeyring.self,
             MigrationStatus.self, ListAccess.self, RemoveAccess.self, SetAccessPolicy.self, AddSlot.self,
-            ListSlots.self, RemoveSlot.self,
+            ListSlots.self, RemoveSlot.self, UpdateEnvironment.self,
         ])
 
     /// Parses the command line (a trailing `-w` of an add verb means "ask me") and runs the verb. A

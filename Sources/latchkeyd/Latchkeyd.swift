@@ -103,8 +103,15 @@ struct Latchkeyd: ParsableCommand {
         let connection = try? DBusConnection.session()
         if let connection, let refusal = claimName(connection) { throw fail(refusal) }
         let control = try listenOnControlSocket(haveBus: connection != nil)
+        var promptEnvironment = ProcessInfo.processInfo.environment
+        // A daemon started at login found its bus through XDG_RUNTIME_DIR; pinentry-gnome3 shows its window
+        // through a D-Bus service, and gets the address outright.
+        if promptEnvironment["DBUS_SESSION_BUS_ADDRESS"] == nil, let address = DBusConnection.sessionBusAddress() {
+            promptEnvironment["DBUS_SESSION_BUS_ADDRESS"] = address
+        }
         let prompt =
-            pinentry.map { Pinentry(program: $0) } ?? Pinentry.fromEnvironment(ProcessInfo.processInfo.environment)
+            pinentry.map { Pinentry(program: $0, environment: promptEnvironment) }
+            ?? Pinentry.fromEnvironment(promptEnvironment)
         let daemon: SecretServiceDaemon
         do {
             daemon = try SecretServiceDaemon(

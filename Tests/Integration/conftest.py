@@ -62,7 +62,7 @@ class Daemon:
     """latchkeyd on a bus, with its keychain directory and pinentry script."""
 
     def __init__(self, bus, directory, password=LOGIN_PASSWORD, answers=(), extra_args=(), keychains=None,
-                 system_bus=None, extra_env=None, access_policy="allow-all"):
+                 system_bus=None, extra_env=None, access_policy="allow-all", pinentry=SCRIPTED_PINENTRY):
         self.bus = bus
         # A private bus standing in for the system bus (logind's signals), else an address where nothing
         # listens, so that no test depends on the machine's own system bus.
@@ -74,7 +74,10 @@ class Daemon:
         self.set_pinentry_answers(answers)
         self.password = password
         self.extra_args = list(extra_args)
+        # Variables added to (or, given None, removed from) the environment the daemon starts with.
         self.extra_env = dict(extra_env or {})
+        # The --pinentry given; None: none (the daemon chooses, from PINENTRY or the session).
+        self.pinentry = pinentry
         self.process = None
         self.stderr = directory / "latchkeyd.stderr"
         # Its own runtime directory: the control socket lives there.
@@ -93,14 +96,16 @@ class Daemon:
             pos.unlink()
 
     def start(self, unlock=True, wait=True):
-        args = [binary("latchkeyd"), "--foreground", "--keychain-directory", str(self.keychains),
-                "--pinentry", str(SCRIPTED_PINENTRY)] + self.extra_args
+        args = [binary("latchkeyd"), "--foreground", "--keychain-directory", str(self.keychains)]
+        args += ["--pinentry", str(self.pinentry)] if self.pinentry else []
+        args += self.extra_args
         if unlock:
             args.append("--unlock")
         self.runtime.mkdir(mode=0o700, exist_ok=True)
         env = self.bus.env(SCRIPTED_PINENTRY_ANSWERS=str(self.answers), SCRIPTED_PINENTRY_LOG=str(self.log),
                            XDG_RUNTIME_DIR=str(self.runtime), DBUS_SYSTEM_BUS_ADDRESS=self.system_bus_address,
                            **self.extra_env)
+        env = {name: value for name, value in env.items() if value is not None}
         self.process = subprocess.Popen(
             args, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(self.stderr, "wb"))
         self.process.stdin.write(self.password.encode() if unlock else b"")

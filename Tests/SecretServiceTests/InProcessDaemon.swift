@@ -27,8 +27,12 @@ final class InProcessDaemon {
     private(set) var signals: [DBusMessage] = []
 
     /// A daemon over a new keychain directory whose login keychain is made with ``password`` (cheap KDF);
-    /// pinentry prompts answer from `answers` (scripted-pinentry lines).
-    init(answers lines: [String] = [], identifiesCallers: Bool = false) throws {
+    /// pinentry prompts answer from `answers` (scripted-pinentry lines), with `pinentryEnvironment` added to
+    /// the pinentry's environment; `systemctl` is asked for the session's variables (none by default).
+    init(
+        answers lines: [String] = [], identifiesCallers: Bool = false, pinentryEnvironment: [String: String] = [:],
+        systemctl: String? = nil
+    ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("inproc-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         answers = directory + "/answers"
@@ -38,11 +42,11 @@ final class InProcessDaemon {
             program: scriptedPinentry,
             environment: [
                 "SCRIPTED_PINENTRY_ANSWERS": answers, "SCRIPTED_PINENTRY_LOG": pinentryLog, "PATH": "/usr/bin:/bin",
-            ],
+            ].merging(pinentryEnvironment) { $1 },
             timeout: .seconds(30))
         let configuration = SecretServiceConfiguration(
             registry: RegistryConfiguration(
-                keychainDirectory: directory + "/keychains", pinentry: pinentry),
+                keychainDirectory: directory + "/keychains", pinentry: pinentry, systemctl: systemctl),
             identifiesCallers: identifiesCallers)
         daemon = try SecretServiceDaemon(
             configuration: configuration, loginPassword: try SecretBytes(copying: Self.password))

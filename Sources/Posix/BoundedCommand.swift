@@ -1,0 +1,67 @@
+import Glibc
+
+/// A helper program run for its output, bounded in time and size: `dpkg -S` for an access prompt,
+/// `systemctl --user show-environment` for where a prompt shows. Its standard input is `/dev/null`, its
+/// standard error is dropped, it starts with default signal handling and none blocked, and it is never run
+/// through a shell. Blocking: call it off the serving thread.
+package enum BoundedCommand {
+    /// The standard output of `executable` run with `arguments` (not counting the program name) and
+    /// exactly `environment`; nil when it cannot start, exits with another status than 0, writes more than
+    /// `limit` bytes, or takes longer than `timeoutMilliseconds` (it is then killed). Reaped either way.
+    package static func output(
+        of executable: String, _ arguments: [String], environment: [String], timeoutMilliseconds: Int32 = 2_000,
+        limit: Int = 65_536
+    ) -> [UInt8]? {
+        guard access(executable, X_OK) == 0 else { return nil }
+        var ends: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0
+        else { return nil }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        posix_spawnattr_setsigmask(&attributes, &signals)
+        for signal in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD] { sigaddset(&signals, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &signals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer { for pointer in argv + envp { free(pointer) } }
+        var child: pid_t = 0
+        let status = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        close(ends[1])
+        defer { close(ends[0]) }
+        guard status == 0 else { return nil }
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        let deadline = Deadline(millisecondsFromNow: Int(timeoutMilliseconds))
+        var finished = false
+        while output.count <= limit {
+            let left = deadline.remainingMilliseconds
+            guard left > 0 else { break }
+            var descriptor = pollfd(fd: ends[0], events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, left)
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { break }
+            let count = read(ends[0], &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                finished = count == 0
+                break
+            }
+            output += buffer[0..<count]
+        }
+        if !finished { kill(child, SIGKILL) }
+        var exitStatus: Int32 = 0
+        while waitpid(child, &exitStatus, 0) < 0 && errno == EINTR {}
+        guard finished, exitStatus == 0, output.count <= limit else { return nil }
+        return output
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import Glibc
+import Posix
+import Testing
+
+@testable import Pinentry
+
+/// The desktop session's variables a prompt shows with: which are taken, how a change is refused whole, what
+/// `systemctl --user show-environment` output gives, and how a pinentry takes them.
+@Suite struct SessionEnvironmentTests {
+    @Test func applySetsRemovesAndRefusesAWholeChangeWithAnUnknownNameOrABadValue() throws {
+        var session = SessionEnvironment()
+        try session.apply(["DISPLAY": ":1", "LANG": "de_DE.UTF-8", "WAYLAND_DISPLAY": ""])
+        #expect(session.values == ["DISPLAY": ":1", "LANG": "de_DE.UTF-8"])
+        #expect(session.hasDisplay)
+        #expect(throws: SessionEnvironmentError.unknownNames(["LD_PRELOAD", "PATH"])) {
+            try session.apply(["DISPLAY": ":2", "LD_PRELOAD": "/x.so", "PATH": "/tmp"])
+        }
+        #expect(throws: SessionEnvironmentError.badValue("DISPLAY")) { try session.apply(["DISPLAY": ":2\n"]) }
+        let long = String(repeating: "x", count: SessionEnvironment.maxValueBytes + 1)
+        #expect(throws: SessionEnvironmentError.badValue("XAUTHORITY")) { try session.apply(["XAUTHORITY": long]) }
+        #expect(session.values == ["DISPLAY": ":1", "LANG": "de_DE.UTF-8"], "refused changes change nothing")
+        try session.apply(["DISPLAY": ""])
+        #expect(!session.hasDisplay)
+    }
+
+    @Test func pickingKeepsOnlySessionVariables() {
+        let picked = SessionEnvironment(picking: ["WAYLAND_DISPLAY": "wayland-0", "HOME": "/root", "LC_ALL": ""])
+        #expect(picked.values == ["WAYLAND_DISPLAY": "wayland-0"])
+        #expect(picked.hasDisplay)
+        #expect(
+            picked.over(SessionEnvironment(picking: ["WAYLAND_DISPLAY": "w-9", "LANG": "C"])).values
+                == ["WAYLAND_DISPLAY": "wayland-0", "LANG": "C"])
+    }
+
+    @Test func showEnvironmentOutputGivesTheSessionVariablesLeavingQuotedValuesOut() {
+        let output = "HOME=/home/me\nDISPLAY=:0\nXAUTHORITY=$'/run/odd\\nname'\nLANG=en_GB.UTF-8\nnot a line\n"
+        #expect(SessionEnvironment(showEnvironmentOutput: output).values == ["DISPLAY": ":0", "LANG": "en_GB.UTF-8"])
+    }
+
+    /// A stand-in for `systemctl` (the systemd user manager does not run here) with `body` as its script.
+    static func systemctl(_ body: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("systemctl-\(UUID().uuidString)").path
+        try ("#!/bin/sh\n" + body + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o755)
+        return path
+    }
+
+    @Test func theUserManagerIsAskedWithTheRuntimeDirectoryAndBounded() throws {
+        let answering = try Self.systemctl(
+            #"[ "$*" = "--user show-environment" ] && printf 'WAYLAND_DISPLAY=%s\n' "$XDG_RUNTIME_DIR""#)
+        #expect(
+            SessionEnvironment.fromSystemdUserManager(systemctl: answering, runtimeDirectory: "/run/user/7").values
+                == ["WAYLAND_DISPLAY": "/run/user/7"])
+        let failing = try Self.systemctl("echo DISPLAY=:0; exit 1")
+        #expect(SessionEnvironment.fromSystemdUserManager(systemctl: failing, runtimeDirectory: "/r").values.isEmpty)
+        #expect(
+            SessionEnvironment.fromSystemdUserManager(systemctl: "/nonexistent/systemctl", runtimeDirectory: "/r")
+                .values.isEmpty)
+        let hanging = try Self.systemctl("echo DISPLAY=:0; exec sleep 30")
+        let started = MonotonicClock.nanoseconds()
+        #expect(SessionEnvironment.fromSystemdUserManager(systemctl: hanging, runtimeDirectory: "/r").values.isEmpty)
+        #expect(MonotonicClock.nanoseconds() - started < 10_000_000_000, "killed after its 2-second bound")
+    }
+
+    @Test func aPinentryTakesTheSessionsVariablesAndItsPinentryUnlessOneWasNamed() {
+        var session = SessionEnvironment()
+        try? session.apply(["DISPLAY": ":3", "PINENTRY": "pinentry-qt"])
+        let chosen = Pinentry.fromEnvironment(["PATH": "/usr/bin", "DISPLAY": ":0", "PINENTRY": "pinentry-gnome3"])
+        let shown = chosen.inSession(session)
+        #expect(shown.program == "pinentry-qt")
+        #expect(shown.environment == ["PATH": "/usr/bin", "DISPLAY": ":3", "PINENTRY": "pinentry-qt"])
+        let named = Pinentry(program: "/opt/my-pinentry", environment: ["PATH": "/usr/bin"])
+        #expect(named.inSession(session).program == "/opt/my-pinentry")
+        #expect(named.inSession(session).environment["DISPLAY"] == ":3")
+        #expect(chosen.inSession(SessionEnvironment()).program == "pinentry-gnome3")
+    }
+}
