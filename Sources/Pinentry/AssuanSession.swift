@@ -41,43 +41,19 @@ final class AssuanSession {
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
             throw PinentryError(reason: "cannot create a socket pair: \(Self.describe(errno))")
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, pair[1], 0)
-        posix_spawn_file_actions_adddup2(&actions, pair[1], 1)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-
         // The daemon may block or ignore signals; the child starts with the defaults.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        posix_spawnattr_setsigmask(&attributes, &signals)
-        for signal in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD] {
-            sigaddset(&signals, signal)
+        let variables = environment.compactMap { key, value in
+            key.isEmpty || key.contains("=") ? nil : "\(key)=\(value)"
         }
-        posix_spawnattr_setsigdefault(&attributes, &signals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let arguments = [strdup(executable), nil]
-        let variables =
-            environment.compactMap { key, value in
-                key.isEmpty || key.contains("=") ? nil : strdup("\(key)=\(value)")
-            } + [nil]
-        defer {
-            for pointer in arguments + variables {
-                free(pointer)
-            }
-        }
-        var child: pid_t = 0
-        let status = posix_spawn(&child, executable, &actions, &attributes, arguments, variables)
-        close(pair[1])
-        guard status == 0 else {
+        let child: pid_t
+        do {
+            child = try Posix.spawn(executable, [], environment: variables, input: pair[1], output: pair[1])
+        } catch {
+            close(pair[1])
             close(pair[0])
-            throw PinentryError(reason: "cannot start \(executable): \(Self.describe(status))")
+            throw PinentryError(reason: "cannot start \(executable): \(Self.describe(error.errno))")
         }
+        close(pair[1])
         pid = child
         socket = pair[0]
     }

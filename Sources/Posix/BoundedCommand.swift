@@ -2,8 +2,8 @@ import Glibc
 
 /// A helper program run for its output, bounded in time and size: `dpkg -S` for an access prompt,
 /// `systemctl --user show-environment` for where a prompt shows. Its standard input is `/dev/null`, its
-/// standard error is dropped, it starts with default signal handling and none blocked, and it is never run
-/// through a shell. Blocking: call it off the serving thread.
+/// standard error is dropped, it starts with default signal handling and none blocked (``Posix/spawn(_:_:environment:input:output:)``),
+/// and it is never run through a shell. Blocking: call it off the serving thread.
 package enum BoundedCommand {
     /// The standard output of `executable` run with `arguments` (not counting the program name) and
     /// exactly `environment`; nil when it cannot start, exits with another status than 0, writes more than
@@ -16,29 +16,16 @@ package enum BoundedCommand {
         var ends: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0
         else { return nil }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        posix_spawnattr_setsigmask(&attributes, &signals)
-        for signal in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD] { sigaddset(&signals, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &signals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer { for pointer in argv + envp { free(pointer) } }
-        var child: pid_t = 0
-        let status = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        let child: pid_t
+        do {
+            child = try Posix.spawn(executable, arguments, environment: environment, input: nil, output: ends[1])
+        } catch {
+            close(ends[1])
+            close(ends[0])
+            return nil
+        }
         close(ends[1])
         defer { close(ends[0]) }
-        guard status == 0 else { return nil }
         var output: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4_096)
         let deadline = Deadline(millisecondsFromNow: Int(timeoutMilliseconds))

@@ -63,7 +63,8 @@ def test_file_list():
                      "/usr/share/pam-configs/latchkey", "/usr/share/man/man1/latchkey.1.gz",
                      "/usr/share/man/man8/latchkeyd.8.gz", "/usr/share/man/man8/pam_latchkey.8.gz",
                      "/usr/share/doc/latchkey/README.md", "/usr/share/doc/latchkey/copyright",
-                     "/usr/lib/systemd/user/gnome-keyring-daemon.service.d/latchkey.conf"]:
+                     "/usr/lib/systemd/user/gnome-keyring-daemon.service.d/latchkey.conf",
+                     "/etc/xdg/autostart/latchkey-update-environment.desktop"]:
         assert expected in paths, f"{expected} not in the package"
     control = subprocess.run(["dpkg-deb", "-f", deb_path(), "Depends", "Conflicts"], capture_output=True,
                              text=True, check=True).stdout
@@ -154,9 +155,32 @@ def test_install_login_and_remove(package, pinentry_directory):
         assert user.secret_tool("lookup", "service", "pkg").stdout == "package secret"
         info = user.run(["latchkey", "show-keychain-info", "--json"])
         assert '"heldByDaemon" : true' in info.stdout and '"locked" : false' in info.stdout, info.stderr
-        # Not checked here yet: `latchkey find-generic-password -w` of secret-tool's item. With access lists
-        # enforced, the daemon the module starts answers it with nothing even when the scripted pinentry
-        # would allow it (issue 15, left: to be explained next).
+
+        # The latchkey command is not on secret-tool's item's list: it is asked about. The daemon started at
+        # login has no display yet, so no prompt can show, and the read is denied.
+        user.set_pinentry_answers(["ok"])
+        read = ["latchkey", "find-generic-password", "-s", "pkg", "-w"]
+        denied = user.run(read)
+        assert denied.returncode == 1 and "no way to ask" in denied.stderr, denied.stdout + denied.stderr
+        # The desktop starts the package's autostart entry, with its display and the user's pinentry (a
+        # graphical one: it needs the display). From then on prompts show, and the person allows the read.
+        autostart = pathlib.Path("/etc/xdg/autostart/latchkey-update-environment.desktop").read_text()
+        command = next(line[len("Exec="):] for line in autostart.splitlines() if line.startswith("Exec="))
+        desktop_pinentry = pinentry_directory / "desktop-pinentry"
+        desktop_pinentry.write_text(
+            f"#!/bin/sh\nSCRIPTED_PINENTRY_NEEDS_DISPLAY=1 SCRIPTED_PINENTRY_ANSWERS={user.pinentry_answers} "
+            f"SCRIPTED_PINENTRY_LOG={user.pinentry_log} exec {pinentry_directory / 'scripted-pinentry'} \"$@\"\n")
+        desktop_pinentry.chmod(0o755)
+        started = user.run(["env", "DISPLAY=:0", f"PINENTRY={desktop_pinentry}", *command.split()])
+        assert started.returncode == 0, started.stderr
+        allowed = user.run(read)
+        assert allowed.returncode == 0 and allowed.stdout == "package secret\n", allowed.stderr
+        # An item the command adds trusts it: read back without a prompt (none is left to answer).
+        added = user.run(["latchkey", "add-generic-password", "-s", "own", "-a", user.name, "--stdin"],
+                         input="its own\n")
+        assert added.returncode == 0, added.stderr
+        own = user.run(["latchkey", "find-generic-password", "-s", "own", "-w"])
+        assert own.returncode == 0 and own.stdout == "its own\n", own.stderr
 
         apt("remove", "latchkey")
         assert not os.path.exists("/usr/bin/latchkeyd")
