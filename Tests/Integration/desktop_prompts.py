@@ -1,8 +1,9 @@
 """The real desktop prompts in tests: an X server (Xvfb), gcr's system prompter (gcr-prompter, activated by a
 private session bus on that display) and xdotool pressing the prompt's buttons as a person would.
 
-This is what the system's `pinentry` is on a GNOME desktop, pinentry-gnome3 (Debian 12: 1.2.1), shows. What it
-does, found by running it (Tests/Integration/test_real_pinentry.py checks each point):
+This is what the system's `pinentry` on a GNOME desktop, pinentry-gnome3 (Debian 12: 1.2.1), shows. What it
+does, found by running it (Tests/Integration/test_real_pinentry.py checks all but the headings, seen in
+screenshots):
 
 - It shows its dialog through gcr's system prompter when it can open a gcr system prompt on the session bus,
   that is when the bus can activate gcr-prompter on a display: the bus's *activation environment* must hold
@@ -11,10 +12,10 @@ does, found by running it (Tests/Integration/test_real_pinentry.py checks each p
   "gnome3:curses"), which without a terminal fails: `ERR 83918950 Inappropriate ioctl for device`.
 - The window's title is SETTITLE's text (else "pinentry-gnome3"); SETDESC is the body, SETPROMPT the bold
   heading above it ("Message" for CONFIRM, "Enter Passphrase" for GETPIN when not set).
-- CONFIRM shows two buttons, Cancel (SETCANCEL) on the left and OK (SETOK) on the right, equal widths across
-  the bottom of the window. SETNOTOK is accepted and ignored: gcr has no third button, so a CONFIRM through gcr
-  never answers "not confirmed" (114); OK answers `OK`, Cancel or Escape
-  `ERR 83886179 Operation cancelled` (GPG_ERR_CANCELED, 99).
+- CONFIRM shows two buttons at the bottom of the window, Cancel (SETCANCEL) left of OK (SETOK): spread over
+  the width of a narrow window, right-aligned in a wide one (a long description). SETNOTOK is accepted and
+  ignored: gcr has no third button, so a CONFIRM through gcr never answers "not confirmed" (114). OK answers
+  `OK`; Cancel and Escape `ERR 83886179 Operation cancelled` (GPG_ERR_CANCELED, 99).
 - Return presses OK (the default button); Escape cancels.
 - GETPIN shows a password field with the focus; typed text and Return answer it.
 """
@@ -23,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import time
 
@@ -42,7 +44,7 @@ def missing(*programs):
 
 def missing_for_gcr_prompts():
     """What a test of pinentry-gnome3's gcr prompt needs and is not installed (.ci/packages lists them all)."""
-    return missing(PINENTRY_GNOME3, PROMPTER, "Xvfb", "xdotool")
+    return missing(PINENTRY_GNOME3, PROMPTER, "Xvfb", "xdotool", "xwd")
 
 
 class XServer:
@@ -111,12 +113,8 @@ class NoSuchButton(Exception):
 
 class GcrPrompt:
     """A dialog gcr-prompter shows on `display` (for pinentry-gnome3, gcr-ssh-agent, …): its X window, found by
-    its title. Buttons are pressed with the mouse where gcr puts them; a password is typed into the focused
-    field."""
-
-    # Where gcr's dialogs put their buttons: a row of equal-width buttons across the bottom, Cancel first.
-    BUTTONS = ("cancel", "ok")
-    BUTTON_ROW_FROM_BOTTOM = 18
+    its title. Buttons are clicked where a screenshot of the window shows them; a password is typed into the
+    focused field."""
 
     def __init__(self, display, window):
         self.display = display
@@ -152,15 +150,73 @@ class GcrPrompt:
     def focus(self):
         assert xdotool(self.display, "windowfocus", "--sync", self.window).returncode == 0
 
-    def press(self, button):
-        """Clicks the button `button`: "ok" (SETOK's), "cancel" (SETCANCEL's) or "notok" (SETNOTOK's, which
-        gcr does not show: NoSuchButton)."""
-        if button not in self.BUTTONS:
-            raise NoSuchButton(f"gcr's prompt has no {button!r} button, only {', '.join(self.BUTTONS)}")
-        width, height = self.size()
-        slot = width // len(self.BUTTONS)
-        x = slot * self.BUTTONS.index(button) + slot // 2
-        y = height - self.BUTTON_ROW_FROM_BOTTOM
+    def pixels(self):
+        """The window's pixels, from `xwd` (a ZPixmap of 24 or 32 bits a pixel): width, height and a function
+        giving the (red, green, blue) at x, y."""
+        dump = subprocess.run(["xwd", "-silent", "-id", self.window], env=dict(os.environ, DISPLAY=self.display),
+                              capture_output=True, check=True, timeout=10).stdout
+        header = struct.unpack(">25I", dump[:100])
+        header_size, width, height, byte_order = header[0], header[4], header[5], header[7]
+        bits_per_pixel, bytes_per_line, masks, colours = header[11], header[12], header[14:17], header[19]
+        assert bits_per_pixel in (24, 32), f"xwd gave {bits_per_pixel} bits a pixel"
+        data = dump[header_size + 12 * colours:]
+        step = bits_per_pixel // 8
+        order = "little" if byte_order == 0 else "big"
+
+        def shifted(value, mask):
+            return (value & mask) >> ((mask & -mask).bit_length() - 1)
+
+        def at(x, y):
+            offset = y * bytes_per_line + x * step
+            value = int.from_bytes(data[offset:offset + step], order)
+            return tuple(shifted(value, mask) for mask in masks)
+
+        return width, height, at
+
+    def buttons(self):
+        """The buttons' horizontal spans, left to right, found along a row `BORDER_ROW_FROM_BOTTOM` pixels above
+        the window's bottom (through the buttons, below their labels): each button is a pair of borders, pixels
+        far darker than the dialog's background (the colour of its top left corner); shading is near it."""
+        width, height, at = self.pixels()
+        background = sum(at(0, 0))
+        y = height - self.BORDER_ROW_FROM_BOTTOM
+        borders, previous = [], False
+        for x in range(width):
+            dark = background - sum(at(x, y)) > self.BORDER_DARKNESS
+            if dark and not previous:
+                borders.append(x)
+            previous = dark
+        if len(borders) % 2:
+            return []
+        return [(left, right) for left, right in zip(borders[::2], borders[1::2])
+                if right - left >= self.MIN_BUTTON_WIDTH]
+
+    def shown_buttons(self, timeout=10):
+        """The buttons' spans (``buttons()``) once the window is painted: found mapped, it may not be yet."""
+        deadline = time.monotonic() + timeout
+        while not (spans := self.buttons()):
+            assert time.monotonic() < deadline, f"no buttons showed in prompt window {self.window}"
+            time.sleep(0.1)
+        return spans
+
+    # gcr's dialogs end with a row of buttons, Cancel left of OK (right-aligned in a wide window, spread over
+    # a narrow one), about 33 pixels high: their labels this far above the window's bottom edge, their borders
+    # (Adwaita's #CDC7C2 on #F6F5F4: 137 darker in the sum of red, green and blue; shading less than 20) below.
+    BUTTON_ROW_FROM_BOTTOM = 18
+    BORDER_ROW_FROM_BOTTOM = 8
+    BORDER_DARKNESS = 60
+    MIN_BUTTON_WIDTH = 30
+
+    def press(self, button, timeout=10):
+        """Clicks the button `button`: "ok" (SETOK's, the rightmost), "cancel" (SETCANCEL's, left of it) or
+        "notok" (SETNOTOK's: gcr shows none, so asking for it fails)."""
+        wanted = {"cancel": 2, "ok": 1}
+        if button not in wanted:
+            raise NoSuchButton(f"gcr's prompt has no {button!r} button, only cancel and ok")
+        spans = self.shown_buttons(timeout)
+        assert len(spans) == 2, f"the prompt shows {len(spans)} buttons, not 2: {spans}"
+        left, right = spans[-wanted[button]]
+        x, y = (left + right) // 2, self.size()[1] - self.BUTTON_ROW_FROM_BOTTOM
         clicked = xdotool(self.display, "mousemove", "--window", self.window, str(x), str(y), "click", "1")
         assert clicked.returncode == 0, clicked.stderr
 
