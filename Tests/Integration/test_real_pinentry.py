@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from conftest import Bus, Daemon, binary, secret_tool
+from conftest import LOGIN_PASSWORD, Bus, Daemon, binary, secret_tool
 from desktop_prompts import (PINENTRY_GNOME3, GcrPrompt, XServer, missing, missing_for_gcr_prompts,
                              set_activation_environment, stop_prompter)
+from test_secret_tool import lock_login
 from test_session_environment import NO_DESKTOP, latchkey, read_secret
 
 pytestmark = pytest.mark.skipif(bool(missing_for_gcr_prompts()),
@@ -309,21 +310,28 @@ def read_secret_answering(daemon, display, answer):
     reading = subprocess.Popen(
         [binary("latchkey"), "find-generic-password", "-s", "mail", "-w", str(daemon.keychains / "login.keychain-db")],
         env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    shown = False
     try:
-        deadline = time.monotonic() + 30
-        while reading.poll() is None and time.monotonic() < deadline:
-            if GcrPrompt.shown(display, "Keychain Access"):
-                GcrPrompt.wait(display, "Keychain Access").press(answer)
-                shown = True
-                break
-            time.sleep(0.1)
+        prompt = prompt_for(reading, display, "Keychain Access")
+        if prompt:
+            prompt.press(answer)
         out, err = reading.communicate(timeout=30)
     finally:
         if reading.poll() is None:
             reading.kill()
             reading.wait()
-    return subprocess.CompletedProcess(reading.args, reading.returncode, out, err), shown
+    return subprocess.CompletedProcess(reading.args, reading.returncode, out, err), prompt is not None
+
+
+def prompt_for(client, display, title, timeout=30):
+    """The gcr prompt titled `title` that `client` (a process waiting for it) causes; None when the client
+    ends first (no prompt could show)."""
+    deadline = time.monotonic() + timeout
+    while client.poll() is None:
+        if GcrPrompt.shown(display, title):
+            return GcrPrompt.wait(display, title)
+        assert time.monotonic() < deadline, f"no prompt titled {title!r} showed in {timeout} s"
+        time.sleep(0.1)
+    return None
 
 
 def test_a_daemon_started_at_login_shows_the_real_prompt_once_the_desktop_session_runs(
@@ -364,3 +372,29 @@ def test_update_environment_alone_makes_the_real_prompt_show(before_the_desktop,
     assert handed.returncode == 0 and handed.stderr == "", handed.stderr
     allowed, shown = read_secret_answering(daemon, xserver.display, "ok")
     assert shown and allowed.returncode == 0 and allowed.stdout == "the secret\n", allowed.stderr
+
+
+def test_the_login_keychain_unlocks_with_the_password_typed_into_the_real_prompt(before_the_desktop, login_bus,
+                                                                                 xserver):
+    """The unlock prompt (GETPIN) of the same daemon once the desktop runs: a wrong password typed into gcr's
+    prompt is refused and asked again (a new prompt), the right one unlocks and the lookup returns the secret."""
+    bus = login_bus
+    set_activation_environment(bus, DISPLAY=xserver.display, NO_AT_BRIDGE="1")
+    assert latchkey(bus, "update-environment", DISPLAY=xserver.display, LANG="C.UTF-8").returncode == 0
+    lock_login(bus)
+    lookup = subprocess.Popen(["secret-tool", "lookup", "service", "mail"], env=bus.env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    try:
+        first = prompt_for(lookup, xserver.display, "Unlock Keychain")
+        assert first, lookup.communicate()
+        first.enter_password("not the password")
+        first.wait_closed()
+        second = prompt_for(lookup, xserver.display, "Unlock Keychain")
+        assert second, lookup.communicate()
+        second.enter_password(LOGIN_PASSWORD)
+        out, err = lookup.communicate(timeout=30)
+    finally:
+        if lookup.poll() is None:
+            lookup.kill()
+            lookup.wait()
+    assert lookup.returncode == 0 and out == b"the secret", err
