@@ -10,39 +10,31 @@ is ticked, with libsecret: schema org.freedesktop.Secret.Generic, attribute uniq
 
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
 import time
 
-import jeepney
 import pytest
 import secretstorage
 from jeepney.io.blocking import open_dbus_connection
 
+from desktop_prompts import (PROMPTER, GcrPrompt, XServer, missing, set_activation_environment,
+                             stop_prompter)
+
 AGENT = "/usr/libexec/gcr-ssh-agent"
-PROMPTER = "/usr/libexec/gcr-prompter"
 PASSPHRASE = "key passphrase 1"
 
 pytestmark = pytest.mark.skipif(
-    not (os.path.exists(AGENT) and os.path.exists(PROMPTER) and shutil.which("Xvfb") and shutil.which("xdotool")
-         and shutil.which("ssh-keygen")),
+    bool(missing(AGENT, PROMPTER, "Xvfb", "xdotool", "ssh-keygen")),
     reason="needs gcr, xvfb, xdotool and openssh-client (.ci/packages lists them)")
 
 
 @pytest.fixture
 def display():
     """An Xvfb display for gcr's GTK prompter; its name (":N")."""
-    read, write = os.pipe()
-    process = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
-                               pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        number = pipe.readline().strip()
-    assert number, "Xvfb gave no display"
-    yield ":" + number
-    process.terminate()
-    process.wait(timeout=10)
+    server = XServer()
+    yield server.display
+    server.stop()
 
 
 class SshAgent:
@@ -108,35 +100,6 @@ def agent(bus, tmp_path):
     made.stop()
 
 
-def set_activation_environment(bus, **variables):
-    """What the bus gives the services it activates (gcr-prompter), as a session manager sets it."""
-    connection = open_dbus_connection(bus=bus.address)
-    try:
-        reply = connection.send_and_get_reply(jeepney.new_method_call(
-            jeepney.bus_messages.message_bus, "UpdateActivationEnvironment", "a{ss}", (variables,)))
-        assert reply.header.message_type == jeepney.MessageType.method_return, reply.body
-    finally:
-        connection.close()
-
-
-def stop_prompter(bus):
-    """Stops the gcr-prompter the bus activated, if it runs."""
-    connection = open_dbus_connection(bus=bus.address)
-    try:
-        reply = connection.send_and_get_reply(jeepney.new_method_call(
-            jeepney.bus_messages.message_bus, "GetConnectionUnixProcessID", "s",
-            ("org.gnome.keyring.SystemPrompter",)))
-        if reply.header.message_type == jeepney.MessageType.method_return:
-            os.kill(reply.body[0], signal.SIGTERM)
-    finally:
-        connection.close()
-
-
-def xdotool(display, *args):
-    return subprocess.run(["xdotool", *args], env=dict(os.environ, DISPLAY=display), capture_output=True, text=True,
-                          timeout=30)
-
-
 def stored_passphrases(bus, key):
     """The login collection's items with gcr-ssh-agent's schema and attribute for `key`."""
     connection = open_dbus_connection(bus=bus.address)
@@ -163,12 +126,10 @@ def test_a_passphrase_gcr_ssh_agent_saves_lands_in_the_login_keychain_and_unlock
     # password field and press Enter, which is the dialog's Unlock.
     signing = agent.sign()
     try:
-        found = xdotool(display, "search", "--sync", "--onlyvisible", "--name", "Unlock private key")
-        assert found.returncode == 0, found.stderr
-        window = found.stdout.split()[0]
-        assert xdotool(display, "windowfocus", "--sync", window).returncode == 0
-        xdotool(display, "type", "--delay", "20", PASSPHRASE)
-        xdotool(display, "key", "Tab", "space", "shift+Tab", "Return")
+        prompt = GcrPrompt.wait(display, "Unlock private key")
+        prompt.focus()
+        prompt.type(PASSPHRASE)
+        prompt.key("Tab", "space", "shift+Tab", "Return")
         out, _ = signing.communicate(timeout=60)
     finally:
         if signing.poll() is None:

@@ -17,6 +17,7 @@ from jeepney.bus_messages import MatchRule, message_bus
 from jeepney.io.blocking import open_dbus_connection
 
 from conftest import LOGIN_PASSWORD, secret_tool
+from desktop_prompts import XServer
 from test_gnome_keyring_private import DENIED, LOGIN, DHSession
 
 LABELS = ["Mailbox Alice", "Gateway Berlin", "Wiki Token"]
@@ -34,25 +35,6 @@ def wait_for(condition, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-class XServer:
-    """Xvfb on a display number it picks itself (-displayfd)."""
-
-    def __init__(self, width=1100, height=720):
-        read, write = os.pipe()
-        self.process = subprocess.Popen(
-            ["Xvfb", "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp"],
-            pass_fds=[write], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(write)
-        with os.fdopen(read) as pipe:
-            number = pipe.readline().strip()
-        assert number, "Xvfb did not start"
-        self.display = f":{number}"
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=10)
-
-
 def name_owner_pid(bus):
     out = subprocess.run(
         ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
@@ -67,7 +49,7 @@ def xserver():
         [] if os.path.exists(CONVERT) else [CONVERT])
     if missing:
         pytest.skip(f"not installed: {' '.join(missing)} (see .ci/packages)")
-    server = XServer()
+    server = XServer(width=1100, height=720)
     yield server
     server.stop()
 
