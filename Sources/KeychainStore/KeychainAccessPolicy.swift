@@ -5,39 +5,21 @@ import KeychainCore
 /// and `access_policy_mac` (an AES-256-GCM tag under the keychain key over the keychain identity and those
 /// bytes). Neither row: the default, ``KeychainAccessPolicy/prompt``. Written together, only while unlocked.
 enum AccessPolicyRecord {
-    static let valueName = "x-access-policy"
-    static let macName = "access_policy_mac"
+    static let record = AuthenticatedMetaRecord(
+        valueName: "x-access-policy", macName: "access_policy_mac", purpose: "latchkey access policy v1")
+    static var valueName: String { record.valueName }
 
     /// The rows as the file holds them.
     static func load(from db: SQLiteDatabase) throws(KeychainError) -> (encoded: Data?, mac: Data?) {
-        try db.withStatement("SELECT name, value FROM meta WHERE name IN (?1, ?2)") { (select) throws(KeychainError) in
-            select.bind(1, valueName)
-            select.bind(2, macName)
-            var rows: (encoded: Data?, mac: Data?) = (nil, nil)
-            while try select.step() {
-                if select.string(0) == valueName { rows.encoded = select.data(1) ?? Data() }
-                if select.string(0) == macName { rows.mac = select.data(1) ?? Data() }
-            }
-            return rows
-        }
+        try record.load(from: db)
     }
 
     /// Writes `policy` with its MAC, in one transaction.
     static func save(_ policy: KeychainAccessPolicy, key: SecretKey, keychain: Data, _ db: SQLiteDatabase)
         throws(KeychainError)
     {
-        let encoded = Data(policy.rawValue.utf8)
-        let mac = try AuthenticatedCipher.seal(Data(), key: key, context: context(keychain, encoded))
         try db.transaction { () throws(KeychainError) in
-            try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
-                (insert) throws(KeychainError) in
-                for (name, value) in [(valueName, encoded), (macName, mac)] {
-                    insert.reset()
-                    insert.bind(1, name)
-                    insert.bind(2, value)
-                    try insert.run()
-                }
-            }
+            try record.save(Data(policy.rawValue.utf8), key: key, keychain: keychain, db)
         }
     }
 
@@ -60,11 +42,7 @@ enum AccessPolicyRecord {
             guard rows.encoded == nil, rows.mac == nil else { throw altered }
             return .prompt
         }
-        do {
-            _ = try AuthenticatedCipher.open(mac, key: key, context: context(keychain, encoded))
-        } catch {
-            throw altered
-        }
+        guard record.isAuthentic(encoded, mac: mac, key: key, keychain: keychain) else { throw altered }
         guard let policy = KeychainAccessPolicy(rawValue: String(decoding: encoded, as: UTF8.self)) else {
             throw KeychainError(.decode, "the keychain's access policy is not one this version knows")
         }
@@ -74,9 +52,6 @@ enum AccessPolicyRecord {
     static let altered = KeychainError(
         .decode, "the keychain's access policy was altered outside Latchkey (a row missing, or its MAC does not match)")
 
-    private static func context(_ keychain: Data, _ encoded: Data) -> Data {
-        Data("latchkey access policy v1".utf8) + keychain + encoded
-    }
 }
 
 extension Keychain {

@@ -32,35 +32,18 @@ extension KeychainSettings {
 /// keychain is locked) and, from format 2, `settings_mac` (an AES-256-GCM tag under the keychain key over
 /// the keychain identity and those bytes). Every format-2 file has both (the defaults when nothing was set).
 enum SettingsRecord {
-    static let valueName = "x-settings"
-    static let macName = "settings_mac"
+    static let record = AuthenticatedMetaRecord(
+        valueName: "x-settings", macName: "settings_mac", purpose: "latchkey settings v2")
+    static var valueName: String { record.valueName }
 
     /// The rows as the file holds them.
     static func load(from db: SQLiteDatabase) throws(KeychainError) -> (encoded: Data?, mac: Data?) {
-        try db.withStatement("SELECT name, value FROM meta WHERE name IN (?1, ?2)") { (select) throws(KeychainError) in
-            select.bind(1, valueName)
-            select.bind(2, macName)
-            var rows: (encoded: Data?, mac: Data?) = (nil, nil)
-            while try select.step() {
-                if select.string(0) == valueName { rows.encoded = select.data(1) ?? Data() }
-                if select.string(0) == macName { rows.mac = select.data(1) ?? Data() }
-            }
-            return rows
-        }
+        try record.load(from: db)
     }
 
     /// Writes `encoded` with its MAC (the caller holds a transaction).
     static func save(_ encoded: Data, key: SecretKey, keychain: Data, _ db: SQLiteDatabase) throws(KeychainError) {
-        let mac = try AuthenticatedCipher.seal(Data(), key: key, context: context(keychain, encoded))
-        try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
-            (insert) throws(KeychainError) in
-            for (name, value) in [(valueName, encoded), (macName, mac)] {
-                insert.reset()
-                insert.bind(1, name)
-                insert.bind(2, value)
-                try insert.run()
-            }
-        }
+        try record.save(encoded, key: key, keychain: keychain, db)
     }
 
     /// The settings the rows hold, checked under `key`; `errSecDecode` when a row is missing or altered.
@@ -69,17 +52,10 @@ enum SettingsRecord {
     {
         let altered = KeychainError(
             .decode, "the keychain's settings were altered outside Latchkey (missing, or their MAC does not match)")
-        guard let encoded = rows.encoded, let mac = rows.mac else { throw altered }
-        do {
-            _ = try AuthenticatedCipher.open(mac, key: key, context: context(keychain, encoded))
-        } catch {
-            throw altered
-        }
+        guard let encoded = rows.encoded, let mac = rows.mac,
+            record.isAuthentic(encoded, mac: mac, key: key, keychain: keychain)
+        else { throw altered }
         return KeychainSettings(encoded: encoded)
-    }
-
-    private static func context(_ keychain: Data, _ encoded: Data) -> Data {
-        Data("latchkey settings v2".utf8) + keychain + encoded
     }
 }
 
