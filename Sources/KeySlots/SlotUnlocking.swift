@@ -118,6 +118,43 @@ package enum TPMSlot {
         throw failure
     }
 
+    /// Seals again, to the PCR values the machine has now, each tpm2 slot of `keychain` (unlocked) that needs
+    /// no PIN and is bound to PCRs that changed (a firmware, Secure Boot database or boot chain update): a new
+    /// slot bound to the same PCRs replaces it. A slot with a PIN is left as it is (its PIN is not known here),
+    /// as is one that still opens or fails for another reason (another TPM, no TPM). Slow (a TPM round trip per
+    /// slot): not on a serving loop. Returns the slots replaced, as (old id, new id).
+    ///
+    /// Only after the keychain was opened some other way (its password, its recovery key): whoever did that
+    /// could read every secret anyway, and a slot sealed to the new state gives them nothing more.
+    package static func resealChanged(_ keychain: Keychain, sealing: KeySealing = KeySealing())
+        throws(KeySlotError) -> [(old: UInt8, new: UInt8)]
+    {
+        let slots: [KeySlot]
+        do throws(KeychainError) {
+            slots = try keychain.keySlots().slots
+        } catch {
+            throw .keychain(error)
+        }
+        var replaced: [(old: UInt8, new: UInt8)] = []
+        for slot in slots {
+            guard let sealed = sealedKey(of: slot), !sealed.needsPIN, !sealed.pcrs.isEmpty else { continue }
+            do throws(TPMSealingError) {
+                _ = try sealing.unseal(sealed)
+                continue
+            } catch {
+                guard case .pcrsChanged = error else { continue }
+            }
+            let added = try add(to: keychain, pin: nil, pcrs: sealed.pcrs, sealing: sealing)
+            do throws(KeychainError) {
+                try keychain.removeKeySlot(id: slot.id)
+            } catch {
+                throw .keychain(error)
+            }
+            replaced.append((slot.id, added.id))
+        }
+        return replaced
+    }
+
     /// Whether `keychain` has a tpm2 slot that needs a PIN, and one that needs none.
     package static func kinds(of keychain: Keychain) -> (withPIN: Bool, withoutPIN: Bool) {
         let sealed = ((try? keychain.keySlots().slots) ?? []).compactMap(sealedKey(of:))

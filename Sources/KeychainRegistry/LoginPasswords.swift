@@ -255,10 +255,11 @@ extension KeychainRegistry {
     }
 
     /// Tells the faces the login keychain unlocked, and unlocks the collections its key wraps.
-    func announceLoginUnlocked() {
+    func announceLoginUnlocked(byTPMSlot: Bool = false) {
         guard let login else { return }
         announce(.lockChanged(login))
         unlockUnderLogin(among: keychains)
+        if !byTPMSlot { resealLoginTPMSlots(login.keychain) }
     }
 
     // MARK: Prompts
@@ -334,6 +335,7 @@ extension KeychainRegistry {
             else { return }
             held.keychain.unlock(with: key)
             announce(.lockChanged(held))
+            resealLoginTPMSlots(held.keychain)
         }
     }
 

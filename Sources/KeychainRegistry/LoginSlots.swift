@@ -40,9 +40,33 @@ extension KeychainRegistry {
                 guard let key, let login, login.keychain === keychain, login.isLocked, locksOfLogin == locksBefore
                 else { return }
                 login.keychain.unlock(with: key)
-                announceLoginUnlocked()
+                announceLoginUnlocked(byTPMSlot: true)
             })
         return "unlocking the login keychain from its tpm2 slot"
+    }
+
+    /// After the login keychain was opened some other way than its tpm2 slot without a PIN (the password, the
+    /// recovery key, a PIN): such a slot bound to PCRs that changed since (a firmware or boot chain update) is
+    /// sealed again on the worker, so that the next login without a password opens the keychain again
+    /// (``TPMSlot/resealChanged(_:sealing:)``). One log line says what was done or why it could not be.
+    func resealLoginTPMSlots(_ keychain: Keychain) {
+        guard TPMSlot.kinds(of: keychain).withoutPIN else { return }
+        let sealing = configuration.sealing
+        offLoop(
+            { () -> String? in
+                do throws(KeySlotError) {
+                    let replaced = try TPMSlot.resealChanged(keychain, sealing: sealing)
+                    guard !replaced.isEmpty else { return nil }
+                    let slots = replaced.map { "slot \($0.old) is now slot \($0.new)" }.joined(separator: ", ")
+                    return "the login keychain's tpm2 slot was sealed again to the PCR values the machine has now"
+                        + " (they changed since it was sealed): \(slots)"
+                } catch {
+                    return "the login keychain's tpm2 slot could not be sealed again: \(error.description)"
+                }
+            },
+            then: { (message: String?) in
+                if let message { Self.log(message) }
+            })
     }
 
     /// Wrong PINs one PIN prompt takes before it asks for the password instead.

@@ -300,6 +300,11 @@ class SoftwareTPM:
             self.stop()
         raise AssertionError("swtpm did not start")
 
+    def extend_pcr(self, index):
+        """Extends PCR `index` (SHA-256 bank) as a measured boot of other firmware or another boot chain would."""
+        subprocess.run(["tpm2_pcrextend", f"{index}:sha256=" + "ab" * 32], check=True, capture_output=True,
+                       env=dict(os.environ, TPM2TOOLS_TCTI=self.tcti), timeout=30)
+
     @staticmethod
     def _free(port):
         with socket.socket() as s:

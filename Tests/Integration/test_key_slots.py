@@ -161,6 +161,49 @@ def test_a_login_without_a_password_asks_the_tpm2_pin(tmp_path, bus, make_daemon
     assert any(entry["command"] == "SETERROR" and "Wrong PIN" in entry["argument"] for entry in log)
 
 
+def test_a_tpm2_slot_bound_to_changed_pcrs_is_sealed_again_once_the_password_opened_the_keychain(
+        tmp_path, bus, make_daemon, make_tpm):
+    """Autologin with a tpm2 slot bound to PCR 16; then a firmware update (PCR 16 extended): the TPM refuses,
+    the password is asked once, and the daemon seals the slot again to the PCR values the machine has now, so
+    that the next autologin opens the keychain from the TPM again, asking nothing."""
+    tpm = make_tpm()
+    cli = SlotCli(tmp_path, tpm, bus)
+    login = str(cli.keychains / "login.keychain-db")
+    environment = {"LATCHKEY_TPM_TCTI": tpm.tcti}
+    daemon = make_daemon(keychains=cli.keychains, extra_env=environment).start()
+    secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
+    cli.ok("add-slot", "tpm2", "--pcrs", "16", "--stdin", input=LOGIN_PASSWORD + "\n")
+    [before] = [slot for slot in cli.slots(login)["slots"] if slot["type"] == "tpm2"]
+    daemon.stop()
+    tpm.extend_pcr(16)
+
+    def autologin(answers):
+        started = make_daemon(keychains=cli.keychains, extra_env=environment)
+        started.set_pinentry_answers(answers)
+        started.start(unlock=False)
+        status, message = control.hand_over(control_socket(started))
+        assert status == "ok", message
+        asked = started.pinentry_log().count('"GETPIN"')
+        assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
+        return started, started.pinentry_log().count('"GETPIN"') - asked
+
+    later, asked = autologin(["password " + LOGIN_PASSWORD])
+    assert asked == 1, "the TPM should refuse a slot bound to PCRs that changed"
+    deadline = time.monotonic() + 30
+    while True:
+        tpm2 = [slot for slot in cli.slots(login)["slots"] if slot["type"] == "tpm2"]
+        if [slot["id"] for slot in tpm2] != [before["id"]]:
+            break
+        assert time.monotonic() < deadline, "the slot was not sealed again: " + later.stderr.read_text()
+        time.sleep(0.1)
+    assert len(tpm2) == 1 and tpm2[0]["pcrs"] == [16] and tpm2[0]["pin"] is False, tpm2
+    assert "sealed again" in later.stderr.read_text()
+    later.stop()
+
+    _, asked = autologin([])
+    assert asked == 0
+
+
 def test_the_login_keychain_takes_its_recovery_key_at_the_password_prompt(tmp_path, bus, make_daemon, make_tpm):
     cli = SlotCli(tmp_path, make_tpm(), bus)
     daemon = make_daemon(keychains=cli.keychains).start()

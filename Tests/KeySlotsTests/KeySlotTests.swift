@@ -52,6 +52,36 @@ struct KeySlotTests {
         #expect(try locked.keySlots().check == .verified)
     }
 
+    @Test func onlyASlotWithoutAPINWhosePCRsChangedIsSealedAgain() throws {
+        let tpm = try SoftwareTPM()
+        defer { tpm.stop() }
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sealing = KeySealing(configuration: tpm.configuration)
+        let keychain = try newKeychain()
+        try keychain.add(.genericPassword, attributes: [.service: .string("slots")], secret: Data("s3cret".utf8))
+        let bound = try TPMSlot.add(to: keychain, pin: nil, pcrs: [16], sealing: sealing)
+        let unbound = try TPMSlot.add(to: keychain, pin: nil, pcrs: [], sealing: sealing)
+        let pin = try SharedSecret(copying: Array("4711".utf8))
+        let withPIN = try TPMSlot.add(to: keychain, pin: pin, pcrs: [16], sealing: sealing)
+        #expect(try TPMSlot.resealChanged(keychain, sealing: sealing).isEmpty, "nothing changed yet")
+
+        try tpm.tpm2Tool("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ab", count: 32)])
+        let replaced = try TPMSlot.resealChanged(keychain, sealing: sealing)
+        #expect(replaced.map(\.old) == [bound.id])
+        let slots = try keychain.keySlots().slots
+        #expect(!slots.contains { $0.id == bound.id })
+        #expect(slots.contains { $0.id == unbound.id } && slots.contains { $0.id == withPIN.id })
+        let resealed = try #require(slots.first { $0.id == replaced.first?.new })
+        #expect(TPMSlot.sealedKey(of: resealed)?.pcrs == [16] && TPMSlot.sealedKey(of: resealed)?.needsPIN == false)
+
+        // The new slot opens with the PCR values the machine has now; the PIN slot still reports them changed.
+        let locked = try reopened(keychain)
+        let slotKey = try sealing.unseal(try #require(TPMSlot.sealedKey(of: resealed)))
+        locked.unlock(with: try locked.unwrapKey(slot: resealed.id, slotKey: slotKey))
+        #expect(try secretOf(locked) == Data("s3cret".utf8))
+        #expect(throws: KeySlotError.self) { try TPMSlot.unwrapKey(reopened(keychain), pin: pin, sealing: sealing) }
+    }
+
     @Test func aPINIsNeededAndAWrongOneFails() throws {
         let tpm = try SoftwareTPM()
         defer { tpm.stop() }
