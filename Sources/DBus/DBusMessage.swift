@@ -104,6 +104,13 @@ package final class DBusMessage: @unchecked Sendable {
         dbus_message_set_serial(pointer, serial)
     }
 
+    /// Whether the bus may start the destination's service (its D-Bus activation file) when nobody owns the
+    /// name: true by default; false for a call that only concerns a service already running.
+    package var startsService: Bool {
+        get { dbus_message_get_auto_start(pointer) != 0 }
+        set { dbus_message_set_auto_start(pointer, newValue ? 1 : 0) }
+    }
+
     /// Reads every argument.
     package func arguments() throws(DBusError) -> [DBusValue] {
         var iterator = DBusMessageIter()

@@ -47,17 +47,18 @@ package final class DaemonKeychain: KeychainBackend {
         _ = try call(path: KeychainBus.rootPath, "UpdateEnvironment", [.stringDictionary(variables)], timeout: 5_000)
     }
 
-    /// Makes sure the daemon, if one answers, has identified this process: asks it for its keychains unless
-    /// it has already answered a call. Call it before the process turns non-dumpable.
+    /// Makes sure the daemon, if one runs, has identified this process: asks it for its keychains unless it
+    /// has already answered a call (without starting a Secret Service that does not run: the bus's activation
+    /// file may name another one). Call it before the process turns non-dumpable.
     package static func introduceProcess() {
         guard !answeredOnce.load(ordering: .acquiring) else { return }
-        _ = list()
+        _ = try? call(path: KeychainBus.rootPath, "List", [], timeout: 5_000, startsService: false)
     }
 
     /// Calls `member` on `path`, over the process's connection (reopened once when it broke).
     private static func call(
         path: String, interface: String = KeychainBus.interface, _ member: String, _ arguments: [DBusValue],
-        timeout: Int32
+        timeout: Int32, startsService: Bool = true
     ) throws(KeychainError) -> [DBusValue] {
         try connection.withLock { (current) throws(KeychainError) -> [DBusValue] in
             if current?.isConnected != true {
@@ -68,7 +69,9 @@ package final class DaemonKeychain: KeychainBackend {
             guard let bus = current else {
                 throw KeychainError(.notAvailable, "the session bus cannot be reached")
             }
-            let reply = try call(bus, path: path, interface: interface, member, arguments, timeout: timeout)
+            let reply = try call(
+                bus, path: path, interface: interface, member, arguments, timeout: timeout,
+                startsService: startsService)
             answeredOnce.store(true, ordering: .releasing)
             return reply
         }
@@ -76,12 +79,13 @@ package final class DaemonKeychain: KeychainBackend {
 
     private static func call(
         _ bus: DBusConnection, path: String, interface: String = KeychainBus.interface, _ member: String,
-        _ arguments: [DBusValue], timeout: Int32
+        _ arguments: [DBusValue], timeout: Int32, startsService: Bool
     ) throws(KeychainError) -> [DBusValue] {
         do throws(DBusError) {
             let message = try DBusMessage.methodCall(
                 destination: KeychainBus.busName, path: path, interface: interface,
                 member: member, arguments: arguments)
+            message.startsService = startsService
             return try bus.call(message, timeoutMilliseconds: timeout).arguments()
         } catch {
             throw KeychainBus.keychainError(error)

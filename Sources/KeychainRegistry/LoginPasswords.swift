@@ -86,7 +86,7 @@ extension KeychainRegistry {
                         return .success(
                             .unwrapped(
                                 try secret.withUnsafeBytes { (password) throws(KeychainError) in
-                                    try Self.unwrapLoginKey(existing, typed: password, limited: limited)
+                                    try Self.unwrapKey(existing, typed: password, limited: limited)
                                 }))
                     }
                     return .success(
@@ -315,7 +315,7 @@ extension KeychainRegistry {
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error ?? request.error, cancellation)
             },
             attempt: Self.attempt { (password) throws(KeychainError) in
-                try Self.unwrapLoginKey(keychain, typed: password)
+                try Self.unwrapKey(keychain, typed: password)
             },
             apply: applyingLoginKey(to: keychain),
             isSatisfied: { [self] in login?.isLocked == false })

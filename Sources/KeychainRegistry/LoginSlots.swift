@@ -117,9 +117,10 @@ extension KeychainRegistry {
         return (dialog, fellBack)
     }
 
-    /// The login keychain's key from what was typed where its password is asked: its recovery key, when the
-    /// text is one (the check group matches) and opens a recovery slot, else the password.
-    static func unwrapLoginKey(_ keychain: Keychain, typed: UnsafeRawBufferPointer, limited: Bool = true)
+    /// A keychain's key from what was typed where its password is asked (the login keychain's, or one with a
+    /// password of its own): its recovery key, when the text is one (the check group matches) and opens a
+    /// recovery slot, else the password.
+    static func unwrapKey(_ keychain: Keychain, typed: UnsafeRawBufferPointer, limited: Bool = true)
         throws(KeychainError) -> UnwrappedKeychainKey
     {
         var text = [UInt8](typed)

@@ -76,7 +76,7 @@ extension KeychainRegistry {
                     do throws(KeychainError) {
                         return .success(
                             try secret.withUnsafeBytes { (bytes) throws(KeychainError) in
-                                try keychain.unwrapKey(password: bytes)
+                                try Self.unwrapKey(keychain, typed: bytes)
                             })
                     } catch {
                         return .failure(error)
@@ -318,7 +318,7 @@ extension KeychainRegistry {
             sharingKey: "unlock-own:\(ObjectIdentifier(held).hashValue)", tries: 3,
             retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
-            attempt: Self.attempt { (password) throws(KeychainError) in try keychain.unwrapKey(password: password) },
+            attempt: Self.attempt { (password) throws(KeychainError) in try Self.unwrapKey(keychain, typed: password) },
             // Installed even when locked while the person typed: the answer was right and is delivered now.
             apply: { [self] key in
                 guard let key = key as? UnwrappedKeychainKey else { return }

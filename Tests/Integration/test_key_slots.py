@@ -9,6 +9,7 @@ import select
 import time
 
 import control_client as control
+import secretstorage
 from conftest import LOGIN_PASSWORD, binary, secret_tool
 from test_cli import Cli, run_in_terminal
 
@@ -221,6 +222,42 @@ def test_the_login_keychain_takes_its_recovery_key_at_the_password_prompt(tmp_pa
     cli.ok("unlock-keychain", "--recovery", "--stdin", input=key + "\n")
     assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
     assert later.pinentry_log().count("GETPIN") == 1
+
+
+def test_a_keychain_with_its_own_password_held_by_the_daemon_takes_its_recovery_key(
+        tmp_path, bus, session_env, make_daemon, make_tpm):
+    """A keychain with a password of its own that latchkeyd holds: `unlock-keychain --recovery` sends the
+    recovery key to the daemon, which opens the keychain with it (as it does for the login keychain), and its
+    unlock prompt takes it too."""
+    cli = SlotCli(tmp_path, make_tpm(), bus)
+    cli.ok("create-keychain", "--stdin", "work", input="work pw\n")
+    key = cli.ok("add-slot", "recovery", "--stdout", "--stdin", "work", input="work pw\n").stdout.strip()
+    daemon = make_daemon(keychains=cli.keychains)
+    daemon.own_passwords.append("work pw")
+    daemon.start()
+    [work] = [k for k in cli.json("list-keychains") if k["path"].endswith("/work.keychain-db")]
+    assert work["daemon"]["protection"] == "password", work
+    cli.ok("lock-keychain", "work")
+    assert cli.json("show-keychain-info", "work")["locked"] is True
+
+    wrong = cli.run("unlock-keychain", "--recovery", "--stdin", "work", input="not-a-recovery-key\n")
+    assert wrong.returncode == 1 and cli.json("show-keychain-info", "work")["locked"] is True
+    cli.ok("unlock-keychain", "--recovery", "--stdin", "work", input=key + "\n")
+    assert cli.json("show-keychain-info", "work")["locked"] is False
+
+    # The daemon's own unlock prompt for that keychain (a Secret Service client unlocking the collection)
+    # takes the recovery key as well.
+    cli.ok("lock-keychain", "work")
+    daemon.set_pinentry_answers(["password " + key])
+    connection = secretstorage.dbus_init()
+    try:
+        collection = secretstorage.Collection(connection, "/org/freedesktop/secrets/collection/work")
+        assert collection.is_locked()
+        assert collection.unlock() is False, "the prompt was dismissed"
+        assert not collection.is_locked()
+    finally:
+        connection.close()
+    assert "GETPIN" in daemon.pinentry_log()
 
 
 def test_the_pin_prompt_falls_back_to_the_password(tmp_path, bus, make_daemon, make_tpm):
