@@ -51,9 +51,8 @@ import Testing
 
     @Test func aKeychainBeingCreatedIsNeverSeenIncomplete() throws {
         let path = path
-        let seen = try observeWhileCreating({ _ = try Keychain.create(at: path, password: "pw") }) {
-            $0.kdfParameters == .production
-        }
+        let seen = try observeWhileCreating(
+            { _ = try Keychain.create(at: path, password: "pw") }, complete: { $0.kdfParameters == .production })
         #expect(seen.failures.isEmpty, "\(seen.failures.count) of \(seen.sightings): \(seen.failures.prefix(2))")
         let keychain = try Keychain(opening: path)
         try keychain.unlock(password: "pw")
@@ -68,9 +67,9 @@ import Testing
         // Under a parent the key is not derived: the creation is quick, so it is repeated.
         for round in 0..<20 {
             Keychain.removeFiles(at: path)
-            let seen = try observeWhileCreating({ _ = try Keychain.create(at: path, protectedBy: parent) }) {
-                $0.parentIdentifier == parent.identifier
-            }
+            let seen = try observeWhileCreating(
+                { _ = try Keychain.create(at: path, protectedBy: parent) },
+                complete: { $0.parentIdentifier == parent.identifier })
             #expect(seen.failures.isEmpty, "round \(round): \(seen.failures.prefix(2))")
         }
         let child = try Keychain(opening: path)
