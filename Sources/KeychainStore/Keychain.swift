@@ -72,17 +72,44 @@ public final class Keychain: Sendable {
     }
 
     /// Creates the file, its schema and a new keychain key, with the header `makeHeader` builds.
+    ///
+    /// The file is built complete (schema, header, current format, write-ahead log copied into it) under a
+    /// private name beside `path` and then linked at `path` in one step, so that no other process (the daemon,
+    /// the command, pam_latchkey, a user's tool) ever finds an empty or half-made keychain there, nor writes into
+    /// one (docs/robustness.md, "A keychain file appears complete").
     private static func create(
         at path: String, header makeHeader: (SecretKey) throws(KeychainError) -> KeychainHeader
     ) throws(KeychainError) -> Keychain {
-        try createPrivateFile(at: path)
+        try createParentDirectory(of: path)
+        // Before the slow part (the key derivation): a file there already is the usual duplicate.
+        guard access(path, F_OK) != 0 else { throw duplicateKeychain(path, EEXIST) }
+        let staging = try createStagingFile(beside: path)
+        defer { removeFiles(at: staging) }
+        let key = try SecretKey.random()
+        let header: KeychainHeader
+        do {
+            let db = try SQLiteDatabase(path: staging, create: false)
+            try configure(db)
+            try FileSchema.migrate(db)
+            header = try makeHeader(key)
+            try db.transaction { () throws(KeychainError) in try header.save(to: db) }
+            // Brought to the current format while the file is still private (`upgradeToCurrent`), then the
+            // log copied into the file: the staging connection is the only one, so its close removes the log.
+            let staged = try Keychain(path: staging, db: db, header: header, key: key)
+            try staged.state.withLock { (state) throws(KeychainError) in
+                guard try state.db.checkpoint(waitMilliseconds: 0) else {
+                    throw KeychainError(.io, "cannot complete the new keychain \(staging): its log was not emptied")
+                }
+            }
+        }
+        var size = stat()
+        guard stat(staging + "-wal", &size) != 0 || size.st_size == 0 else {
+            throw KeychainError(.io, "cannot complete the new keychain \(staging): its log was not emptied")
+        }
+        try linkNew(staging, at: path)
         do {
             let db = try SQLiteDatabase(path: path, create: false)
             try configure(db)
-            try FileSchema.migrate(db)
-            let key = try SecretKey.random()
-            let header = try makeHeader(key)
-            try db.transaction { () throws(KeychainError) in try header.save(to: db) }
             return try Keychain(path: path, db: db, header: header, key: key)
         } catch {
             removeFiles(at: path)
@@ -129,6 +156,17 @@ public final class Keychain: Sendable {
             throw KeychainError(.noSuchKeychain, "no keychain at \(path)")
         }
         let db = try SQLiteDatabase(path: path, create: false)
+        // A file without a schema is not a keychain (an empty file someone made, or one an older build was still
+        // creating): refused before anything is written in it (setting WAL mode writes its first page).
+        let version: Int64
+        do {
+            version = try FileSchema.userVersion(db)
+        } catch  where error.status == .io {
+            throw KeychainError(.invalidKeychain, "\(path) is not a keychain: \(error.reason)")
+        }
+        guard version >= FileSchema.unkeyedVersion else {
+            throw KeychainError(.invalidKeychain, "\(path) is not a keychain: it has no keychain schema")
+        }
         do {
             try Self.configure(db)
             try FileSchema.migrate(db)
@@ -761,7 +799,8 @@ public final class Keychain: Sendable {
         for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
     }
 
-    private static func createPrivateFile(at path: String) throws(KeychainError) {
+    /// Makes the missing parent directories of `path`, mode 0700.
+    private static func createParentDirectory(of path: String) throws(KeychainError) {
         let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast()
             .joined(separator: "/")
         if !directory.isEmpty, access(directory, F_OK) != 0 {
@@ -773,14 +812,45 @@ public final class Keychain: Sendable {
                 throw KeychainError(.io, "cannot create directory \(directory): \(error)")
             }
         }
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    }
+
+    /// Creates an empty file (mode 0600) with a private, random name in the directory of `path`, where a new
+    /// keychain is built before ``linkNew(_:at:)`` puts it at `path`; returns its path.
+    private static func createStagingFile(beside path: String) throws(KeychainError) -> String {
+        var parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        let name = parts.popLast().map(String.init) ?? path
+        let random = try SecureRandom.data(count: 8).map { String($0, radix: 16) }.joined()
+        let staging = (parts + ["." + name + ".new-" + random]).joined(separator: "/")
+        let fd = open(staging, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             let code = errno
-            throw KeychainError(
-                code == EEXIST ? .duplicateKeychain : .io,
-                "cannot create keychain \(path): \(String(cString: strerror(code)))")
+            throw KeychainError(.io, "cannot create keychain \(path): \(String(cString: strerror(code)))")
         }
         close(fd)
+        return staging
+    }
+
+    /// Puts the complete keychain file `staging` at `path`, unless something is there already
+    /// (`errSecDuplicateKeychain`): a hard link, which never replaces a file. On a file system without hard
+    /// links, a rename after a last look at `path`.
+    private static func linkNew(_ staging: String, at path: String) throws(KeychainError) {
+        if link(staging, path) == 0 { return }
+        let code = errno
+        switch code {
+        case EEXIST: throw duplicateKeychain(path, code)
+        case EPERM, EOPNOTSUPP, EMLINK:
+            guard access(path, F_OK) != 0 else { throw duplicateKeychain(path, EEXIST) }
+            guard rename(staging, path) == 0 else {
+                let code = errno
+                throw KeychainError(.io, "cannot create keychain \(path): \(String(cString: strerror(code)))")
+            }
+        default:
+            throw KeychainError(.io, "cannot create keychain \(path): \(String(cString: strerror(code)))")
+        }
+    }
+
+    private static func duplicateKeychain(_ path: String, _ code: Int32) -> KeychainError {
+        KeychainError(.duplicateKeychain, "cannot create keychain \(path): \(String(cString: strerror(code)))")
     }
 }
 

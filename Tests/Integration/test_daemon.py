@@ -1,5 +1,6 @@
 """latchkeyd as a process: the bus name, signals, restarts, several clients."""
 
+import shutil
 import signal
 import subprocess
 import threading
@@ -7,7 +8,7 @@ import time
 
 import secretstorage
 
-from conftest import LOGIN_PASSWORD, binary, secret_tool
+from conftest import LOGIN_PASSWORD, binary, keychain_rows, secret_tool
 
 
 def test_second_daemon_exits_naming_the_owner(make_daemon, bus, tmp_path):
@@ -150,3 +151,35 @@ def test_settings_altered_in_the_file_make_the_daemon_lock_sooner_not_later(make
                           check=True, capture_output=True, text=True, timeout=30).stdout
     assert '"heldByDaemon":true' in info.replace(" ", ""), info
     assert '"lockTimeout":300' in info.replace(" ", "") and '"lockOnSleep":true' in info.replace(" ", ""), info
+
+
+def test_the_login_keychain_a_starting_daemon_makes_is_complete_whenever_another_process_finds_it(make_daemon):
+    """latchkeyd claims its name before it makes the login keychain (a key derivation of a few hundred
+    milliseconds). Another process that finds the file meanwhile (a user's `latchkey`, a fixture setting the
+    access policy) finds a complete keychain, and what it writes there at once stays: the daemon reads it and
+    so does a later reader. Before keychains were built under a private name and linked into place, the file
+    stood empty through the key derivation, and a writer opening it then wrote a schema into it (the daemon's
+    creation then failed) or found no keychain."""
+    import contextlib
+    import sqlite3
+    for start in range(3):
+        daemon = make_daemon(access_policy="prompt")
+        shutil.rmtree(daemon.keychains, ignore_errors=True)
+        daemon.start(wait=False)
+        path = daemon.keychains / "login.keychain-db"
+        deadline = time.monotonic() + 30
+        while not path.exists():
+            assert time.monotonic() < deadline and daemon.alive(), daemon.stderr.read_text()
+            time.sleep(0.001)
+        # At once, as the first thing another process can do with the file.
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
+            rows = {name for (name,) in db.execute("SELECT name FROM meta")}
+        assert {"format", "wrapped_key", "uuid"} <= rows, f"start {start}: {sorted(rows)}"
+        subprocess.run([binary("keychain-writer"), str(path), "--access-policy", "allow-all"],
+                       input=LOGIN_PASSWORD.encode(), check=True, timeout=60)
+        daemon.wait_for_name()
+        daemon.wait_for_policy("allow-all")
+        time.sleep(0.5)
+        assert daemon.alive()
+        assert {"x-access-policy", "access_policy_mac"} <= set(keychain_rows(path)), f"start {start}"
+        daemon.stop(signal.SIGKILL)
