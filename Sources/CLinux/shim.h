@@ -48,3 +48,20 @@ static __attribute__((noinline)) void latchkey_wipe_dead_stack(void) {
 static inline int latchkey_pidfd_open(int pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
+
+#include <sys/socket.h>
+
+/* accept4(2) with SOCK_CLOEXEC | SOCK_NONBLOCK: a connection no child started by another thread meanwhile can
+   inherit. accept4 is declared only under _GNU_SOURCE, which Swift's Glibc module does not set; the system call
+   is called directly. -1 with errno on failure. */
+static inline int latchkey_accept_cloexec(int fd) {
+    return (int)syscall(SYS_accept4, fd, (void *)0, (void *)0, SOCK_CLOEXEC | SOCK_NONBLOCK);
+}
+
+#include <fcntl.h>
+
+/* pipe2(2) (declared only under _GNU_SOURCE, as accept4): both ends created with `flags` (O_CLOEXEC,
+   O_NONBLOCK) in one step. */
+static inline int latchkey_pipe(int fds[2], int flags) {
+    return (int)syscall(SYS_pipe2, fds, flags);
+}

@@ -118,16 +118,72 @@ package enum TPMSlot {
         throw failure
     }
 
-    /// Seals again, to the PCR values the machine has now, each tpm2 slot of `keychain` (unlocked) that needs
-    /// no PIN and is bound to PCRs that changed (a firmware, Secure Boot database or boot chain update): a new
-    /// slot bound to the same PCRs replaces it. A slot with a PIN is left as it is (its PIN is not known here),
-    /// as is one that still opens or fails for another reason (another TPM, no TPM). Slow (a TPM round trip per
-    /// slot): not on a serving loop. Returns the slots replaced, as (old id, new id).
+    /// Seals again, to the PCR values the machine has now, the tpm2 slots of `keychain` (unlocked) that need no
+    /// PIN and are bound to PCRs that changed (a firmware, Secure Boot database or boot chain update): for each
+    /// set of PCR indices whose slots the TPM now refuses for that reason, and none of which still opens, a new
+    /// slot bound to the same indices is added. The old slots stay until one of the new kind has opened the
+    /// keychain at a login (``removeOutdated(_:sealing:)``): PCRs that changed only for this boot (another boot
+    /// entry, a PCR extended since) must not cost the slot that opens at the next one. A slot with a PIN is left
+    /// as it is (its PIN is not known here), as is one that fails for another reason (another TPM, no TPM).
+    /// Slow (TPM round trips): not on a serving loop. Returns the slots added.
     ///
     /// Only after the keychain was opened some other way (its password, its recovery key): whoever did that
-    /// could read every secret anyway, and a slot sealed to the new state gives them nothing more.
+    /// could read every secret anyway, and a slot sealed to the present state gives them nothing more.
     package static func resealChanged(_ keychain: Keychain, sealing: KeySealing = KeySealing())
-        throws(KeySlotError) -> [(old: UInt8, new: UInt8)]
+        throws(KeySlotError) -> [KeySlot]
+    {
+        var added: [KeySlot] = []
+        for (pcrs, slots) in try pcrBoundSlotsWithoutPIN(keychain) {
+            let states = slots.map { state(of: $0.sealed, sealing) }
+            guard !states.contains(.opens), states.contains(.pcrsChanged) else { continue }
+            added.append(try add(to: keychain, pin: nil, pcrs: pcrs, sealing: sealing))
+        }
+        return added
+    }
+
+    /// After a tpm2 slot without a PIN opened `keychain` at a login: removes the slots without a PIN bound to
+    /// the same PCR indices that the TPM now refuses because the PCRs changed (those ``resealChanged(_:sealing:)``
+    /// replaced, or its replacements when the change was only for one boot). A slot is removed only if its row
+    /// is still what was tried (not one made meanwhile under the same id). Returns the ids removed.
+    package static func removeOutdated(_ keychain: Keychain, sealing: KeySealing = KeySealing())
+        throws(KeySlotError) -> [UInt8]
+    {
+        var removed: [UInt8] = []
+        for (_, slots) in try pcrBoundSlotsWithoutPIN(keychain) {
+            let states = slots.map { (slot: $0.slot, state: state(of: $0.sealed, sealing)) }
+            guard states.contains(where: { $0.state == .opens }) else { continue }
+            for (slot, state) in states where state == .pcrsChanged {
+                do throws(KeychainError) {
+                    // Read again just before: the id must still hold the slot that was tried.
+                    guard try keychain.keySlots().slots.contains(where: { $0 == slot }) else { continue }
+                    try keychain.removeKeySlot(id: slot.id)
+                } catch {
+                    throw .keychain(error)
+                }
+                removed.append(slot.id)
+            }
+        }
+        return removed
+    }
+
+    /// What the TPM says of a sealed key now.
+    private enum SealedState: Equatable {
+        case opens, pcrsChanged, otherwise
+    }
+
+    private static func state(of sealed: SealedKey, _ sealing: KeySealing) -> SealedState {
+        do throws(TPMSealingError) {
+            _ = try sealing.unseal(sealed)
+            return .opens
+        } catch {
+            if case .pcrsChanged = error { return .pcrsChanged }
+            return .otherwise
+        }
+    }
+
+    /// The keychain's tpm2 slots without a PIN that are bound to PCRs, by their PCR indices.
+    private static func pcrBoundSlotsWithoutPIN(_ keychain: Keychain) throws(KeySlotError)
+        -> [(pcrs: [UInt8], slots: [(slot: KeySlot, sealed: SealedKey)])]
     {
         let slots: [KeySlot]
         do throws(KeychainError) {
@@ -135,24 +191,16 @@ package enum TPMSlot {
         } catch {
             throw .keychain(error)
         }
-        var replaced: [(old: UInt8, new: UInt8)] = []
+        var groups: [(pcrs: [UInt8], slots: [(slot: KeySlot, sealed: SealedKey)])] = []
         for slot in slots {
             guard let sealed = sealedKey(of: slot), !sealed.needsPIN, !sealed.pcrs.isEmpty else { continue }
-            do throws(TPMSealingError) {
-                _ = try sealing.unseal(sealed)
-                continue
-            } catch {
-                guard case .pcrsChanged = error else { continue }
+            if let index = groups.firstIndex(where: { $0.pcrs == sealed.pcrs }) {
+                groups[index].slots.append((slot, sealed))
+            } else {
+                groups.append((sealed.pcrs, [(slot, sealed)]))
             }
-            let added = try add(to: keychain, pin: nil, pcrs: sealed.pcrs, sealing: sealing)
-            do throws(KeychainError) {
-                try keychain.removeKeySlot(id: slot.id)
-            } catch {
-                throw .keychain(error)
-            }
-            replaced.append((slot.id, added.id))
         }
-        return replaced
+        return groups
     }
 
     /// Whether `keychain` has a tpm2 slot that needs a PIN, and one that needs none.

@@ -41,27 +41,48 @@ extension KeychainRegistry {
                 else { return }
                 login.keychain.unlock(with: key)
                 announceLoginUnlocked(byTPMSlot: true)
+                removeOutdatedLoginTPMSlots(login.keychain)
             })
         return "unlocking the login keychain from its tpm2 slot"
     }
 
     /// After the login keychain was opened some other way than its tpm2 slot without a PIN (the password, the
-    /// recovery key, a PIN): such a slot bound to PCRs that changed since (a firmware or boot chain update) is
-    /// sealed again on the worker, so that the next login without a password opens the keychain again
-    /// (``TPMSlot/resealChanged(_:sealing:)``). One log line says what was done or why it could not be.
+    /// recovery key, a PIN): for such slots bound to PCRs that changed since (a firmware or boot chain update),
+    /// a slot sealed to the present values is added on the worker, so that the next login without a password
+    /// opens the keychain again (``TPMSlot/resealChanged(_:sealing:)``; the old ones go once a new one opened,
+    /// ``removeOutdatedLoginTPMSlots(_:)``). One log line says what was done or why it could not be.
     func resealLoginTPMSlots(_ keychain: Keychain) {
         guard TPMSlot.kinds(of: keychain).withoutPIN else { return }
         let sealing = configuration.sealing
         offLoop(
             { () -> String? in
                 do throws(KeySlotError) {
-                    let replaced = try TPMSlot.resealChanged(keychain, sealing: sealing)
-                    guard !replaced.isEmpty else { return nil }
-                    let slots = replaced.map { "slot \($0.old) is now slot \($0.new)" }.joined(separator: ", ")
-                    return "the login keychain's tpm2 slot was sealed again to the PCR values the machine has now"
-                        + " (they changed since it was sealed): \(slots)"
+                    let added = try TPMSlot.resealChanged(keychain, sealing: sealing)
+                    guard !added.isEmpty else { return nil }
+                    return "the login keychain's tpm2 slot no longer opens (its PCRs changed): sealed again to the"
+                        + " values the machine has now as slot \(added.map { String($0.id) }.joined(separator: ", "))"
                 } catch {
                     return "the login keychain's tpm2 slot could not be sealed again: \(error.description)"
+                }
+            },
+            then: { (message: String?) in
+                if let message { Self.log(message) }
+            })
+    }
+
+    /// After a tpm2 slot without a PIN opened the login keychain at a login: the slots that a re-seal replaced
+    /// and that no longer open are removed on the worker (``TPMSlot/removeOutdated(_:sealing:)``).
+    func removeOutdatedLoginTPMSlots(_ keychain: Keychain) {
+        let sealing = configuration.sealing
+        offLoop(
+            { () -> String? in
+                do throws(KeySlotError) {
+                    let removed = try TPMSlot.removeOutdated(keychain, sealing: sealing)
+                    guard !removed.isEmpty else { return nil }
+                    return "removed the login keychain's tpm2 slot \(removed.map(String.init).joined(separator: ", "))"
+                        + ": sealed to PCR values the machine no longer has, and replaced by one that opened it"
+                } catch {
+                    return "the login keychain's outdated tpm2 slots could not be removed: \(error.description)"
                 }
             },
             then: { (message: String?) in

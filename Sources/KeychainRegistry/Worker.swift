@@ -62,10 +62,9 @@ final class Worker: Sendable {
 
     init() throws(KeychainError) {
         var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else {
+        guard makeCloseOnExecPipe(&fds) else {
             throw KeychainError(.internalComponent, "cannot create the worker's pipe")
         }
-        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         queue = Queue(wakeRead: fds[0])
         wakeWrite = fds[1]
         let queue = queue

@@ -184,6 +184,8 @@ package struct Pinentry: Sendable {
 
     /// `GPG_ERR_CANCELED`, the low 16 bits of the code a pinentry answers when the user cancels.
     static let canceledCode: UInt32 = 99
+    /// `GPG_ERR_TIMEOUT`, answered when the prompt's own timeout (`SETTIMEOUT`) ran out.
+    static let timeoutCode: UInt32 = 62
     /// `GPG_ERR_NOT_CONFIRMED`, answered to `CONFIRM` when the user declines.
     static let notConfirmedCode: UInt32 = 114
 

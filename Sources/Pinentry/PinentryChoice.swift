@@ -25,10 +25,16 @@ extension Pinentry {
                 }
                 try Self.set(session, [("SETOK", followUp.firstOKLabel)])
                 guard try Self.confirm(session, hasThirdButton: false) == .ok else { return .cancelled }
+                // The second question has what is left of the exchange's time: pinentry's own timeout ends it
+                // first, and that (as its Cancel) is Allow once: the person did allow.
+                let seconds = session.secondsLeft - 2
                 try Self.set(
                     session,
-                    [("SETDESC", followUp.question), ("SETOK", request.notOKLabel), ("SETCANCEL", request.okLabel)])
-                return try Self.confirm(session, hasThirdButton: false) == .ok ? .notOK : .ok
+                    [
+                        ("SETDESC", followUp.question), ("SETOK", request.notOKLabel), ("SETCANCEL", request.okLabel),
+                        ("SETTIMEOUT", seconds >= 1 ? String(seconds) : nil),
+                    ])
+                return try Self.confirm(session, hasThirdButton: false, timeoutIsCancel: true) == .ok ? .notOK : .ok
             }
         } catch {
             if error == .cancelled { return .cancelled }
@@ -54,9 +60,9 @@ extension Pinentry {
         }
     }
 
-    /// One `CONFIRM`: the button that ended it.
-    private static func confirm(_ session: AssuanSession, hasThirdButton: Bool) throws(PinentryError)
-        -> PinentryChoice
+    /// One `CONFIRM`: the button that ended it (with `timeoutIsCancel`, pinentry's timeout counts as Cancel).
+    private static func confirm(_ session: AssuanSession, hasThirdButton: Bool, timeoutIsCancel: Bool = false)
+        throws(PinentryError) -> PinentryChoice
     {
         var ignored: [UInt8] = []
         defer { AssuanText.wipe(&ignored) }
@@ -66,6 +72,8 @@ extension Pinentry {
         case .error(let code, _) where code & 0xFFFF == notConfirmedCode:
             return hasThirdButton ? .notOK : .cancelled
         case .error(let code, _) where code & 0xFFFF == canceledCode:
+            return .cancelled
+        case .error(let code, _) where timeoutIsCancel && code & 0xFFFF == timeoutCode:
             return .cancelled
         case .error(let code, let text):
             throw PinentryError(reason: "CONFIRM failed with error \(code): \(text)")

@@ -1,3 +1,4 @@
+import Glibc
 import Posix
 
 /// The variables of the user's desktop session that decide where and how a prompt shows: the display,
@@ -39,6 +40,9 @@ package struct SessionEnvironment: Sendable, Equatable {
         if let bad = changes.first(where: { !$0.value.isEmpty && !Self.isAcceptable($0.value) }) {
             throw .badValue(bad.key)
         }
+        if let program = changes["PINENTRY"], !program.isEmpty, !Self.isProtectedProgram(program) {
+            throw .unprotectedProgram(program)
+        }
         for (name, value) in changes {
             values[name] = value.isEmpty ? nil : value
         }
@@ -52,6 +56,34 @@ package struct SessionEnvironment: Sendable, Equatable {
         var merged = other
         merged.values.merge(values) { $1 }
         return merged
+    }
+
+    /// Where a `PINENTRY` given by name is looked for.
+    static let programSearchPath = ["/usr/local/bin", "/usr/bin", "/bin"]
+
+    /// Whether `program` (a name looked for in ``programSearchPath``, or an absolute path) is an executable file
+    /// only root can change: owned by root and writable by no one else, in directories that are too (or
+    /// sticky, as `/tmp`: there only an entry's owner can replace it). A session may choose the pinentry, but
+    /// not a program that a process of the user (a sandboxed application among them) wrote: it would run outside
+    /// any sandbox, answer the daemon's prompts and read the passwords typed into them.
+    static func isProtectedProgram(_ program: String) -> Bool {
+        let candidates =
+            program.hasPrefix("/")
+            ? [program] : program.contains("/") ? [] : programSearchPath.map { $0 + "/" + program }
+        guard let path = candidates.first(where: { access($0, X_OK) == 0 }) else { return false }
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == 0,
+            info.st_mode & 0o022 == 0
+        else { return false }
+        var directory = path
+        while let slash = directory.lastIndex(of: "/") {
+            directory = slash == directory.startIndex ? "/" : String(directory[..<slash])
+            guard stat(directory, &info) == 0, info.st_uid == 0,
+                info.st_mode & 0o022 == 0 || info.st_mode & UInt32(S_ISVTX) != 0
+            else { return false }
+            if directory == "/" { break }
+        }
+        return true
     }
 
     private static func isAcceptable(_ value: String) -> Bool {
@@ -92,15 +124,21 @@ package enum SessionEnvironmentError: Error, Sendable, Equatable, CustomStringCo
     case unknownNames([String])
     /// A value too long or holding a control character.
     case badValue(String)
+    /// A `PINENTRY` that is not a program only root can change.
+    case unprotectedProgram(String)
 
     /// In words, naming what was refused.
     package var description: String {
         switch self {
         case .unknownNames(let names):
-            "not a session variable prompts use: \(names.joined(separator: ", ")) (accepted: "
+            "not a session variable prompts use: \(names.prefix(5).map { String($0.prefix(64)) }.joined(separator: ", "))"
+                + (names.count > 5 ? " and \(names.count - 5) more" : "") + " (accepted: "
                 + "\(SessionEnvironment.names.sorted().joined(separator: ", ")))"
         case .badValue(let name):
             "the value of \(name) is longer than \(SessionEnvironment.maxValueBytes) bytes or holds a control character"
+        case .unprotectedProgram(let program):
+            "PINENTRY must be a program only root can change (owned by root, in directories only root can change;"
+                + " by name, in \(SessionEnvironment.programSearchPath.joined(separator: ":"))): \(program) is not"
         }
     }
 }

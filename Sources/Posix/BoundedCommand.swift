@@ -45,10 +45,24 @@ package enum BoundedCommand {
             }
             output += buffer[0..<count]
         }
-        if !finished { kill(child, SIGKILL) }
+        // Its output ended; it still has until the deadline to exit (a helper that closed its output and went
+        // on running is killed then, as one that overran).
         var exitStatus: Int32 = 0
-        while waitpid(child, &exitStatus, 0) < 0 && errno == EINTR {}
-        guard finished, exitStatus == 0, output.count <= limit else { return nil }
+        var exited = false
+        while finished, !exited, !deadline.hasPassed {
+            let reaped = waitpid(child, &exitStatus, WNOHANG)
+            // ECHILD: reaped already (SIGCHLD ignored); its status is not known, its output is.
+            if reaped == child || (reaped < 0 && errno == ECHILD) {
+                exited = true
+            } else {
+                usleep(1_000)
+            }
+        }
+        if !exited {
+            kill(child, SIGKILL)
+            while waitpid(child, &exitStatus, 0) < 0 && errno == EINTR {}
+        }
+        guard finished, exited, exitStatus == 0, output.count <= limit else { return nil }
         return output
     }
 }

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// A failed system call: its name and `errno`.
@@ -81,11 +82,10 @@ package enum Posix {
         return 0
     }
 
-    /// `accept(2)`, then close-on-exec and non-blocking set on the new descriptor.
+    /// `accept4(2)`: the new descriptor close-on-exec and non-blocking from the start (a child another thread
+    /// starts meanwhile never inherits it).
     package static func accept(_ fd: Int32) throws(SystemError) -> Int32 {
-        let connection = try retrying("accept") { Glibc.accept(fd, nil, nil) }
-        setCloseOnExecNonBlocking(connection)
-        return connection
+        try retrying("accept4") { latchkey_accept_cloexec(fd) }
     }
 
     /// Marks `fd` close-on-exec and non-blocking.

@@ -1,6 +1,7 @@
-// Detached threads and wake-up pipes, without Foundation (FoundationEssentials has no `Thread`).
-
+import CLinux
 import Glibc
+
+// Detached threads and wake-up pipes, without Foundation (FoundationEssentials has no `Thread`).
 
 /// Runs `body` on a new detached POSIX thread; on the calling thread if none can be made.
 package func runDetached(_ body: @escaping @Sendable () -> Void) {
@@ -26,10 +27,15 @@ package func runDetached(_ body: @escaping @Sendable () -> Void) {
     }
 }
 
+/// Makes a pipe close-on-exec from the start (no child started by another thread meanwhile inherits it), and
+/// non-blocking when asked: false on failure, with `errno`.
+package func makeCloseOnExecPipe(_ fds: inout [Int32], nonBlocking: Bool = false) -> Bool {
+    latchkey_pipe(&fds, O_CLOEXEC | (nonBlocking ? O_NONBLOCK : 0)) == 0
+}
+
 /// A non-blocking, close-on-exec pipe for waking a `poll`.
 package func makeWakePipe() throws(SystemError) -> (read: Int32, write: Int32) {
     var fds: [Int32] = [-1, -1]
-    guard pipe(&fds) == 0 else { throw SystemError.last("pipe") }
-    for fd in fds { Posix.setCloseOnExecNonBlocking(fd) }
+    guard makeCloseOnExecPipe(&fds, nonBlocking: true) else { throw SystemError.last("pipe2") }
     return (fds[0], fds[1])
 }

@@ -28,7 +28,22 @@ struct KeychainListObject: DBusObject {
                     // The desktop session's display, language and pinentry, for the prompts shown from now on
                     // (`latchkey update-environment`; docs/dbus-mapping.md).
                     DBusMethod("UpdateEnvironment", DBusInput("variables", [String: String].self)) {
-                        (object, _, variables) throws(DBusError) in
+                        (object, call, variables) throws(DBusError) in
+                        // Where every later prompt shows is the desktop session's to say: not a sandboxed
+                        // application's (it could send the prompts to a display of its own and answer them),
+                        // nor a caller the daemon could not identify.
+                        if object.daemon.callers != nil {
+                            switch object.daemon.application(of: call.sender) {
+                            case .executable?, .script?: break
+                            case .flatpak(let appID)?:
+                                throw DBusError(
+                                    .accessDenied, "a Flatpak application (\(appID)) cannot choose where prompts show")
+                            case nil:
+                                throw DBusError(
+                                    .accessDenied,
+                                    "the caller could not be identified: it cannot choose where prompts show")
+                            }
+                        }
                         do throws(SessionEnvironmentError) {
                             try object.daemon.registry.updateSessionEnvironment(variables)
                         } catch {

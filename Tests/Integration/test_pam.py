@@ -176,6 +176,14 @@ class User:
             time.sleep(0.05)
         raise AssertionError("no daemon claimed org.freedesktop.secrets")
 
+    def wait_for_keychain(self, timeout=15):
+        """Waits for the login keychain file: the daemon answers a first login's hand-over at once and makes the
+        file on its worker (built complete under a private name, then linked into place)."""
+        deadline = time.monotonic() + timeout
+        while not self.keychain.exists():
+            assert time.monotonic() < deadline, f"{self.keychain} did not appear"
+            time.sleep(0.05)
+
     def login_locked(self):
         """The login collection's Locked property, asked over the user's bus."""
         out = self.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
@@ -276,7 +284,7 @@ def login(service, user, password=PASSWORD):
 def test_first_login_creates_the_keychain_unlocked_and_a_later_login_unlocks_it(service, user, syslog):
     assert not user.keychain.exists()
     login(service, user)
-    assert user.keychain.exists()
+    user.wait_for_keychain()
     info = user.keychain.stat()
     assert (info.st_uid, info.st_mode & 0o777) == (user.uid, 0o600)
     user.wait_for_name()

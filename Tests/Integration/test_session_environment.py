@@ -7,7 +7,10 @@ pinentry is the scripted one behaving as pinentry-gnome3 does without a display 
 fails with no terminal)."""
 
 import json
+import os
 import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -106,3 +109,63 @@ def test_without_a_daemon_the_command_says_so(bus):
     result = latchkey(bus, "update-environment", DISPLAY=":1")
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
     assert result.stderr.startswith("latchkey: ")
+
+
+def test_a_pinentry_a_user_process_could_have_written_is_refused(before_the_desktop, bus, desktop_pinentry, tmp_path):
+    """PINENTRY runs outside any sandbox and reads the passwords typed into it: the session may name only a
+    program that only root can change."""
+    daemon = before_the_desktop
+    daemon.set_pinentry_answers(["ok"])
+    writable = tmp_path / "shared"
+    writable.mkdir()
+    os.chmod(writable, 0o777)
+    planted = writable / "pinentry"
+    planted.write_bytes(desktop_pinentry.read_bytes())
+    planted.chmod(0o755)
+    owned_by_nobody = tmp_path / "nobody-pinentry"
+    owned_by_nobody.write_bytes(desktop_pinentry.read_bytes())
+    owned_by_nobody.chmod(0o755)
+    os.chown(owned_by_nobody, 65534, 65534)
+    for program in (planted, owned_by_nobody, "relative/pinentry", "no-such-pinentry-program"):
+        refused = latchkey(bus, "update-environment", "DISPLAY=:5", f"PINENTRY={program}")
+        assert refused.returncode == 1 and len(refused.stderr.splitlines()) == 1, refused.stderr
+        assert "PINENTRY must be a program only root can change" in refused.stderr, refused.stderr
+    denied = read_secret(daemon)
+    assert denied.returncode == 1 and "no way to ask" in denied.stderr, denied.stderr
+    # A program only root can change (the one in the test's root-owned directory) is taken.
+    assert latchkey(bus, "update-environment", "DISPLAY=:5", f"PINENTRY={desktop_pinentry}").returncode == 0
+    assert read_secret(daemon).stdout == "the secret\n"
+
+
+# A "sandboxed" caller: connects to the bus, chroots into a root holding a .flatpak-info (what latchkeyd reads
+# through /proc/PID/root), then asks to set the prompts' display; prints the error name or "ok".
+SANDBOXED_CALLER = textwrap.dedent("""
+    import os, sys
+    import gi
+    gi.require_version("Gio", "2.0")
+    from gi.repository import Gio, GLib
+    flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+    bus = Gio.DBusConnection.new_for_address_sync(sys.argv[1], flags, None, None)
+    os.chroot(sys.argv[2])
+    os.chdir("/")
+    try:
+        bus.call_sync("org.freedesktop.secrets", "/org/latchkey/keychain", "org.latchkey.Keychain1",
+                      "UpdateEnvironment", GLib.Variant("(a{ss})", ({"DISPLAY": ":66"},)), None,
+                      Gio.DBusCallFlags.NONE, 10000, None)
+        print("ok")
+    except GLib.Error as error:
+        print(Gio.DBusError.get_remote_error(error))
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a caller look like a Flatpak application needs chroot (root)")
+def test_a_flatpak_application_cannot_choose_where_prompts_show(before_the_desktop, bus, tmp_path):
+    root = tmp_path / "app-root"
+    root.mkdir()
+    (root / ".flatpak-info").write_text("[Application]\nname=org.example.Sneaky\nruntime=runtime/x/x86_64/1\n")
+    result = subprocess.run([sys.executable, "-c", SANDBOXED_CALLER, bus.address, str(root)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.stdout.strip() == "org.freedesktop.DBus.Error.AccessDenied", result.stdout + result.stderr
+    # Nothing changed: no prompt can show.
+    denied = read_secret(before_the_desktop)
+    assert denied.returncode == 1 and "no way to ask" in denied.stderr

@@ -52,7 +52,7 @@ struct KeySlotTests {
         #expect(try locked.keySlots().check == .verified)
     }
 
-    @Test func onlyASlotWithoutAPINWhosePCRsChangedIsSealedAgain() throws {
+    @Test func onlyASlotWithoutAPINWhosePCRsChangedIsSealedAgainAndTheOldOneGoesOnceTheNewOneOpened() throws {
         let tpm = try SoftwareTPM()
         defer { tpm.stop() }
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -64,15 +64,18 @@ struct KeySlotTests {
         let pin = try SharedSecret(copying: Array("4711".utf8))
         let withPIN = try TPMSlot.add(to: keychain, pin: pin, pcrs: [16], sealing: sealing)
         #expect(try TPMSlot.resealChanged(keychain, sealing: sealing).isEmpty, "nothing changed yet")
+        #expect(try TPMSlot.removeOutdated(keychain, sealing: sealing).isEmpty)
 
         try tpm.tpm2Tool("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ab", count: 32)])
-        let replaced = try TPMSlot.resealChanged(keychain, sealing: sealing)
-        #expect(replaced.map(\.old) == [bound.id])
-        let slots = try keychain.keySlots().slots
-        #expect(!slots.contains { $0.id == bound.id })
-        #expect(slots.contains { $0.id == unbound.id } && slots.contains { $0.id == withPIN.id })
-        let resealed = try #require(slots.first { $0.id == replaced.first?.new })
+        let added = try TPMSlot.resealChanged(keychain, sealing: sealing)
+        #expect(added.count == 1)
+        let resealed = try #require(added.first)
         #expect(TPMSlot.sealedKey(of: resealed)?.pcrs == [16] && TPMSlot.sealedKey(of: resealed)?.needsPIN == false)
+        // Every slot is still there (the old one waits until the new one has opened at a login), and asking
+        // again adds nothing: one slot for those PCRs opens now.
+        let ids = Set(try keychain.keySlots().slots.map(\.id))
+        #expect(ids.isSuperset(of: [bound.id, unbound.id, withPIN.id, resealed.id]))
+        #expect(try TPMSlot.resealChanged(keychain, sealing: sealing).isEmpty)
 
         // The new slot opens with the PCR values the machine has now; the PIN slot still reports them changed.
         let locked = try reopened(keychain)
@@ -80,6 +83,27 @@ struct KeySlotTests {
         locked.unlock(with: try locked.unwrapKey(slot: resealed.id, slotKey: slotKey))
         #expect(try secretOf(locked) == Data("s3cret".utf8))
         #expect(throws: KeySlotError.self) { try TPMSlot.unwrapKey(reopened(keychain), pin: pin, sealing: sealing) }
+
+        // Once it has: the outdated slot goes; the PIN slot and the one bound to no PCRs stay.
+        #expect(try TPMSlot.removeOutdated(locked, sealing: sealing) == [bound.id])
+        #expect(Set(try keychain.keySlots().slots.map(\.id)) == [0, unbound.id, withPIN.id, resealed.id])
+    }
+
+    /// PCRs that changed only for one boot: the slot added then does not open at the next boot, the old one
+    /// does, and the added one is what goes.
+    @Test func aChangeForOneBootCostsNotTheSlotThatOpensAtTheNext() throws {
+        let tpm = try SoftwareTPM()
+        defer { tpm.stop() }
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sealing = KeySealing(configuration: tpm.configuration)
+        let keychain = try newKeychain()
+        let original = try TPMSlot.add(to: keychain, pin: nil, pcrs: [16], sealing: sealing)
+        try tpm.tpm2Tool("tpm2_pcrextend", ["16:sha256=" + String(repeating: "ab", count: 32)])
+        let added = try #require(try TPMSlot.resealChanged(keychain, sealing: sealing).first)
+        // The next boot: PCR 16 (the debug PCR, which can be reset) is back to its value at boot.
+        try tpm.tpm2Tool("tpm2_pcrreset", ["16"])
+        #expect(try TPMSlot.removeOutdated(keychain, sealing: sealing) == [added.id])
+        #expect(try keychain.keySlots().slots.map(\.id) == [0, original.id])
     }
 
     @Test func aPINIsNeededAndAWrongOneFails() throws {

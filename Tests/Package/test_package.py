@@ -144,10 +144,7 @@ def test_install_login_and_remove(package, pinentry_directory):
         # The daemon answers the login's hand-over at once ("creating the login keychain") and makes the
         # file on its worker: it appears shortly after.
         user.wait_for_name()
-        deadline = time.monotonic() + 15
-        while not user.keychain.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert user.keychain.exists()
+        user.wait_for_keychain()
         assert not user.login_locked()
         stored = user.secret_tool("store", "--label=After install", "service", "pkg", "account", user.name,
                                   input="package secret")

@@ -300,7 +300,8 @@ private final class TypingTerminal: Sendable {
     }
 
     @Test(arguments: [
-        (["ok", "ok"], PinentryChoice.notOK), (["ok", "cancel"], .ok), (["cancel"], .cancelled),
+        (["ok", "ok"], PinentryChoice.notOK), (["ok", "cancel"], .ok), (["ok", "timeout"], .ok),
+        (["cancel"], .cancelled),
     ])
     func aPinentryWithTwoButtonsIsAskedTheThirdAsASecondQuestion(answers: [String], choice: PinentryChoice)
         throws

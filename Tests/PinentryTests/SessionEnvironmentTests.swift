@@ -24,6 +24,33 @@ import Testing
         #expect(!session.hasDisplay)
     }
 
+    /// The pinentry runs outside any sandbox and reads what is typed into it: a session may name only a program
+    /// that only root can change.
+    @Test func aPinentryAProcessOfTheUserCouldHaveWrittenIsRefused() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pinentry-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let program = directory.appendingPathComponent("pinentry").path
+        try "#!/bin/sh\n".write(toFile: program, atomically: true, encoding: .utf8)
+        chmod(program, 0o755)
+        chmod(directory.path, 0o700)
+        var session = SessionEnvironment()
+        #expect(getuid() != 0 || SessionEnvironment.isProtectedProgram(program), "root's own file, root's directory")
+        chmod(directory.path, 0o777)
+        #expect(!SessionEnvironment.isProtectedProgram(program), "a directory anyone can write")
+        chmod(directory.path, 0o700)
+        chmod(program, 0o757)
+        #expect(!SessionEnvironment.isProtectedProgram(program), "a file anyone can write")
+        for refused in [program, "relative/pinentry", "no-such-pinentry-program", "/nonexistent/pinentry"] {
+            #expect(throws: SessionEnvironmentError.unprotectedProgram(refused)) {
+                try session.apply(["PINENTRY": refused, "DISPLAY": ":9"])
+            }
+        }
+        #expect(session.values.isEmpty)
+        try session.apply(["PINENTRY": "sh"])
+        #expect(session.values["PINENTRY"] == "sh")
+    }
+
     @Test func pickingKeepsOnlySessionVariables() {
         let picked = SessionEnvironment(picking: ["WAYLAND_DISPLAY": "wayland-0", "HOME": "/root", "LC_ALL": ""])
         #expect(picked.values == ["WAYLAND_DISPLAY": "wayland-0"])
@@ -63,13 +90,13 @@ import Testing
         #expect(MonotonicClock.nanoseconds() - started < 10_000_000_000, "killed after its 2-second bound")
     }
 
-    @Test func aPinentryTakesTheSessionsVariablesAndItsPinentryUnlessOneWasNamed() {
+    @Test func aPinentryTakesTheSessionsVariablesAndItsPinentryUnlessOneWasNamed() throws {
         var session = SessionEnvironment()
-        try? session.apply(["DISPLAY": ":3", "PINENTRY": "pinentry-qt"])
+        try session.apply(["DISPLAY": ":3", "PINENTRY": "pinentry-tty"])
         let chosen = Pinentry.fromEnvironment(["PATH": "/usr/bin", "DISPLAY": ":0", "PINENTRY": "pinentry-gnome3"])
         let shown = chosen.inSession(session)
-        #expect(shown.program == "pinentry-qt")
-        #expect(shown.environment == ["PATH": "/usr/bin", "DISPLAY": ":3", "PINENTRY": "pinentry-qt"])
+        #expect(shown.program == "pinentry-tty")
+        #expect(shown.environment == ["PATH": "/usr/bin", "DISPLAY": ":3", "PINENTRY": "pinentry-tty"])
         let named = Pinentry(program: "/opt/my-pinentry", environment: ["PATH": "/usr/bin"])
         #expect(named.inSession(session).program == "/opt/my-pinentry")
         #expect(named.inSession(session).environment["DISPLAY"] == ":3")
