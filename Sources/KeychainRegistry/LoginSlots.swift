@@ -54,35 +54,38 @@ extension KeychainRegistry {
     func resealLoginTPMSlots(_ keychain: Keychain) {
         guard TPMSlot.kinds(of: keychain).withoutPIN else { return }
         let sealing = configuration.sealing
-        offLoop(
-            { () -> String? in
-                do throws(KeySlotError) {
-                    let added = try TPMSlot.resealChanged(keychain, sealing: sealing)
-                    guard !added.isEmpty else { return nil }
-                    return "the login keychain's tpm2 slot no longer opens (its PCRs changed): sealed again to the"
-                        + " values the machine has now as slot \(added.map { String($0.id) }.joined(separator: ", "))"
-                } catch {
-                    return "the login keychain's tpm2 slot could not be sealed again: \(error.description)"
-                }
-            },
-            then: { (message: String?) in
-                if let message { Self.log(message) }
-            })
+        changeLoginSlots(failing: "the login keychain's tpm2 slot could not be sealed again") {
+            () throws(KeySlotError) -> String? in
+            let added = try TPMSlot.resealChanged(keychain, sealing: sealing)
+            guard !added.isEmpty else { return nil }
+            return "the login keychain's tpm2 slot no longer opens (its PCRs changed): sealed again to the values"
+                + " the machine has now as slot \(added.map { String($0.id) }.joined(separator: ", "))"
+        }
     }
 
     /// After a tpm2 slot without a PIN opened the login keychain at a login: the slots that a re-seal replaced
     /// and that no longer open are removed on the worker (``TPMSlot/removeOutdated(_:sealing:)``).
     func removeOutdatedLoginTPMSlots(_ keychain: Keychain) {
         let sealing = configuration.sealing
+        changeLoginSlots(failing: "the login keychain's outdated tpm2 slots could not be removed") {
+            () throws(KeySlotError) -> String? in
+            let removed = try TPMSlot.removeOutdated(keychain, sealing: sealing)
+            guard !removed.isEmpty else { return nil }
+            return "removed the login keychain's tpm2 slot \(removed.map(String.init).joined(separator: ", "))"
+                + ": sealed to PCR values the machine no longer has, and replaced by one that opened it"
+        }
+    }
+
+    /// Runs `change` on the worker and logs the line it returns, or `failing` and why it failed.
+    private func changeLoginSlots(
+        failing: String, _ change: @escaping @Sendable () throws(KeySlotError) -> String?
+    ) {
         offLoop(
             { () -> String? in
                 do throws(KeySlotError) {
-                    let removed = try TPMSlot.removeOutdated(keychain, sealing: sealing)
-                    guard !removed.isEmpty else { return nil }
-                    return "removed the login keychain's tpm2 slot \(removed.map(String.init).joined(separator: ", "))"
-                        + ": sealed to PCR values the machine no longer has, and replaced by one that opened it"
+                    return try change()
                 } catch {
-                    return "the login keychain's outdated tpm2 slots could not be removed: \(error.description)"
+                    return "\(failing): \(error.description)"
                 }
             },
             then: { (message: String?) in
