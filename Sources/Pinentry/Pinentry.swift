@@ -124,10 +124,10 @@ package struct Pinentry: Sendable {
         return Pinentry(program: chosen, environment: environment, timeout: .seconds(120), followsSessionProgram: true)
     }
 
-    /// This pinentry with `session`'s variables over its environment, and the session's `PINENTRY` as the
-    /// program unless the program was named outright.
+    /// This pinentry with `session`'s variables over its environment (those the session said it does not have
+    /// removed from it), and the session's `PINENTRY` as the program unless the program was named outright.
     package func inSession(_ session: SessionEnvironment) -> Pinentry {
-        var merged = environment
+        var merged = environment.filter { !session.unset.contains($0.key) }
         merged.merge(session.values) { $1 }
         let chosen = followsSessionProgram ? session.values["PINENTRY"] ?? program : program
         return Pinentry(

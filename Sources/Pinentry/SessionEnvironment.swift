@@ -21,6 +21,9 @@ package struct SessionEnvironment: Sendable, Equatable {
 
     /// Name → value, for names in ``names`` only.
     package private(set) var values: [String: String]
+    /// Names the session said it does not have (given an empty value): unset for the pinentry, whatever the
+    /// daemon's own environment holds.
+    package private(set) var unset: Set<String> = []
 
     /// No variables.
     package init() {
@@ -45,16 +48,19 @@ package struct SessionEnvironment: Sendable, Equatable {
         }
         for (name, value) in changes {
             values[name] = value.isEmpty ? nil : value
+            if value.isEmpty { unset.insert(name) } else { unset.remove(name) }
         }
     }
 
     /// Whether a window can be shown: `DISPLAY` or `WAYLAND_DISPLAY` is set.
     package var hasDisplay: Bool { values["DISPLAY"] != nil || values["WAYLAND_DISPLAY"] != nil }
 
-    /// These variables over `other`'s (which fill in the names these lack).
+    /// These variables over `other`'s, which fill in the names these neither have nor say are unset.
     package func over(_ other: SessionEnvironment) -> SessionEnvironment {
         var merged = other
         merged.values.merge(values) { $1 }
+        for name in unset { merged.values[name] = nil }
+        merged.unset = unset.union(other.unset).subtracting(merged.values.keys)
         return merged
     }
 

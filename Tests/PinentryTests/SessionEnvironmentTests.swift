@@ -101,5 +101,11 @@ import Testing
         #expect(named.inSession(session).program == "/opt/my-pinentry")
         #expect(named.inSession(session).environment["DISPLAY"] == ":3")
         #expect(chosen.inSession(SessionEnvironment()).program == "pinentry-gnome3")
+        // A variable the session says it does not have is unset for the pinentry, even when the daemon has it.
+        try session.apply(["DISPLAY": "", "WAYLAND_DISPLAY": "wayland-1"])
+        #expect(chosen.inSession(session).environment["DISPLAY"] == nil)
+        #expect(chosen.inSession(session).environment["WAYLAND_DISPLAY"] == "wayland-1")
+        #expect(!session.over(SessionEnvironment(picking: ["DISPLAY": ":0"])).values.keys.contains("DISPLAY"))
+        #expect(session.over(SessionEnvironment(picking: ["LANG": "C"])).values["LANG"] == "C")
     }
 }
