@@ -115,24 +115,45 @@ def control_socket(daemon):
     return str(daemon.runtime / "latchkey" / "control")
 
 
-def test_a_login_without_a_password_unlocks_from_the_tpm2_slot(tmp_path, bus, make_daemon, make_tpm):
+def with_tpm2_slot(tmp_path, bus, make_daemon, make_tpm, *slot_options, slot_input=LOGIN_PASSWORD + "\n",
+                   while_held=None):
+    """A login keychain holding the item "mail", given a tpm2 slot (`add-slot tpm2 *slot_options`) while a
+    daemon held it; `while_held(daemon)` runs before that daemon stops. The software TPM, the command and the
+    environment a daemon needs to reach the TPM."""
     tpm = make_tpm()
     cli = SlotCli(tmp_path, tpm, bus)
     environment = {"LATCHKEY_TPM_TCTI": tpm.tcti}
     daemon = make_daemon(keychains=cli.keychains, extra_env=environment).start()
     secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
-    cli.ok("add-slot", "tpm2", "--stdin", input=LOGIN_PASSWORD + "\n")
-    # A password change through the daemon (as pam_latchkey's re-key on passwd) re-wraps only the password slot.
-    status, message = control.change_password(control_socket(daemon), LOGIN_PASSWORD, "changed login password")
-    assert status == "ok", message
+    cli.ok("add-slot", "tpm2", *slot_options, "--stdin", input=slot_input)
+    if while_held:
+        while_held(daemon)
     daemon.stop()
+    return tpm, cli, environment
+
+
+def autologin(make_daemon, cli, environment, answers=(), **daemon_options):
+    """latchkeyd as pam_latchkey starts it after a login that brought no password (a hand-over with none), its
+    pinentry answering `answers`: the daemon and the hand-over's reply (status, message)."""
+    started = make_daemon(keychains=cli.keychains, extra_env=environment, **daemon_options)
+    started.set_pinentry_answers(list(answers))
+    started.start(unlock=False)
+    return started, control.hand_over(control_socket(started))
+
+
+def test_a_login_without_a_password_unlocks_from_the_tpm2_slot(tmp_path, bus, make_daemon, make_tpm):
+    def change_password(daemon):
+        # A password change through the daemon (as pam_latchkey's re-key on passwd) re-wraps only the password
+        # slot.
+        status, message = control.change_password(control_socket(daemon), LOGIN_PASSWORD, "changed login password")
+        assert status == "ok", message
+
+    tpm, cli, environment = with_tpm2_slot(tmp_path, bus, make_daemon, make_tpm, while_held=change_password)
     # (On the file, with no bus: a bus with no latchkeyd on it would activate another Secret Service.)
     assert SlotCli(tmp_path, tpm).run("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n").returncode == 1
 
     # As pam_latchkey after an autologin: a hand-over with no password.
-    later = make_daemon(keychains=cli.keychains, extra_env=environment, password="changed login password").start(
-        unlock=False)
-    status, message = control.hand_over(control_socket(later))
+    later, (status, message) = autologin(make_daemon, cli, environment, password="changed login password")
     assert status == "ok", message
     found = secret_tool(bus, "lookup", "service", "mail")
     assert found.stdout == b"s3cret"
@@ -140,18 +161,9 @@ def test_a_login_without_a_password_unlocks_from_the_tpm2_slot(tmp_path, bus, ma
 
 
 def test_a_login_without_a_password_asks_the_tpm2_pin(tmp_path, bus, make_daemon, make_tpm):
-    tpm = make_tpm()
-    cli = SlotCli(tmp_path, tpm, bus)
-    environment = {"LATCHKEY_TPM_TCTI": tpm.tcti}
-    daemon = make_daemon(keychains=cli.keychains, extra_env=environment).start()
-    secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
-    cli.ok("add-slot", "tpm2", "--pin", "--stdin", input=LOGIN_PASSWORD + "\n4711\n")
-    daemon.stop()
-
-    later = make_daemon(keychains=cli.keychains, extra_env=environment)
-    later.set_pinentry_answers(["password 1234", "password 4711"])
-    later.start(unlock=False)
-    status, message = control.hand_over(control_socket(later))
+    _, cli, environment = with_tpm2_slot(tmp_path, bus, make_daemon, make_tpm, "--pin",
+                                         slot_input=LOGIN_PASSWORD + "\n4711\n")
+    later, (status, message) = autologin(make_daemon, cli, environment, ["password 1234", "password 4711"])
     assert status == "ok" and "PIN" in message, message
     # The first request that needs a secret asks for the PIN: a wrong one is asked again, the right one unlocks.
     found = secret_tool(bus, "lookup", "service", "mail")
@@ -167,29 +179,22 @@ def test_a_tpm2_slot_bound_to_changed_pcrs_is_sealed_again_once_the_password_ope
     """Autologin with a tpm2 slot bound to PCR 16; then a firmware update (PCR 16 extended): the TPM refuses,
     the password is asked once, and the daemon seals the slot again to the PCR values the machine has now, so
     that the next autologin opens the keychain from the TPM again, asking nothing."""
-    tpm = make_tpm()
-    cli = SlotCli(tmp_path, tpm, bus)
+    tpm, cli, environment = with_tpm2_slot(tmp_path, bus, make_daemon, make_tpm, "--pcrs", "16")
     login = str(cli.keychains / "login.keychain-db")
-    environment = {"LATCHKEY_TPM_TCTI": tpm.tcti}
-    daemon = make_daemon(keychains=cli.keychains, extra_env=environment).start()
-    secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
-    cli.ok("add-slot", "tpm2", "--pcrs", "16", "--stdin", input=LOGIN_PASSWORD + "\n")
-    [before] = [slot for slot in cli.slots(login)["slots"] if slot["type"] == "tpm2"]
-    daemon.stop()
+
+    def tpm2_slots():
+        return [slot for slot in cli.slots(login)["slots"] if slot["type"] == "tpm2"]
+
+    [before] = tpm2_slots()
     tpm.extend_pcr(16)
 
-    def autologin(answers):
-        started = make_daemon(keychains=cli.keychains, extra_env=environment)
-        started.set_pinentry_answers(answers)
-        started.start(unlock=False)
-        status, message = control.hand_over(control_socket(started))
+    def reading_after_autologin(answers):
+        """Autologin, then a lookup: the daemon and how many passwords or PINs the lookup was asked for."""
+        started, (status, message) = autologin(make_daemon, cli, environment, answers)
         assert status == "ok", message
         asked = started.pinentry_log().count('"GETPIN"')
         assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
         return started, started.pinentry_log().count('"GETPIN"') - asked
-
-    def tpm2_slots():
-        return [slot for slot in cli.slots(login)["slots"] if slot["type"] == "tpm2"]
 
     def wait_for_slots(ids, daemon):
         deadline = time.monotonic() + 30
@@ -197,7 +202,7 @@ def test_a_tpm2_slot_bound_to_changed_pcrs_is_sealed_again_once_the_password_ope
             assert time.monotonic() < deadline, f"tpm2 slots {tpm2_slots()}, not {ids}: {daemon.stderr.read_text()}"
             time.sleep(0.1)
 
-    later, asked = autologin(["password " + LOGIN_PASSWORD])
+    later, asked = reading_after_autologin(["password " + LOGIN_PASSWORD])
     assert asked == 1, "the TPM should refuse a slot bound to PCRs that changed"
     # A slot sealed to the present values is added; the old one stays until the new one has opened.
     wait_for_slots([before["id"], before["id"] + 1], later)
@@ -206,7 +211,7 @@ def test_a_tpm2_slot_bound_to_changed_pcrs_is_sealed_again_once_the_password_ope
     later.stop()
 
     # The next autologin opens from the TPM, asking nothing, and the outdated slot goes.
-    latest, asked = autologin([])
+    latest, asked = reading_after_autologin([])
     assert asked == 0
     wait_for_slots([before["id"] + 1], latest)
     assert "removed the login keychain's tpm2 slot" in latest.stderr.read_text()
@@ -268,19 +273,11 @@ def test_a_keychain_with_its_own_password_held_by_the_daemon_takes_its_recovery_
 
 
 def test_the_pin_prompt_falls_back_to_the_password(tmp_path, bus, make_daemon, make_tpm):
-    tpm = make_tpm()
-    cli = SlotCli(tmp_path, tpm, bus)
-    environment = {"LATCHKEY_TPM_TCTI": tpm.tcti}
-    daemon = make_daemon(keychains=cli.keychains, extra_env=environment).start()
-    secret_tool(bus, "store", "--label=mail", "service", "mail", input=b"s3cret")
-    cli.ok("add-slot", "tpm2", "--pin", "--stdin", input=LOGIN_PASSWORD + "\n4711\n")
-    daemon.stop()
-
+    _, cli, environment = with_tpm2_slot(tmp_path, bus, make_daemon, make_tpm, "--pin",
+                                         slot_input=LOGIN_PASSWORD + "\n4711\n")
     # Three wrong PINs (a forgotten PIN): the password is asked next, and opens the keychain.
-    later = make_daemon(keychains=cli.keychains, extra_env=environment)
-    later.set_pinentry_answers(["password 1", "password 2", "password 3", "password " + LOGIN_PASSWORD])
-    later.start(unlock=False)
-    control.hand_over(control_socket(later))
+    later, _ = autologin(make_daemon, cli, environment,
+                         ["password 1", "password 2", "password 3", "password " + LOGIN_PASSWORD])
     found = secret_tool(bus, "lookup", "service", "mail")
     assert found.stdout == b"s3cret", found.stderr
     log = [json.loads(line) for line in later.pinentry_log().splitlines()]
