@@ -708,10 +708,10 @@ public final class Keychain: Sendable {
 
     /// Refuses metadata names the store keeps for itself.
     private static func checkMetadataName(_ name: String) throws(KeychainError) {
-        guard "x-" + name != SettingsRecord.valueName else {
+        guard "x-" + name != SettingsRecord.record.valueName else {
             throw KeychainError.param("the settings are stored with setSettings, which authenticates them")
         }
-        guard "x-" + name != AccessPolicyRecord.valueName else {
+        guard "x-" + name != AccessPolicyRecord.record.valueName else {
             throw KeychainError.param("the access policy is stored with setAccessPolicy, which authenticates it")
         }
     }
@@ -889,8 +889,9 @@ extension Keychain.State {
         try db.transaction { () throws(KeychainError) in
             guard try FileSchema.userVersion(db) < FileSchema.currentVersion else { return }
             try db.execute(FileSchema.keyedMigration)
-            let stored = try SettingsRecord.load(from: db)
-            try SettingsRecord.save(stored.encoded ?? KeychainSettings().encoded, key: key, keychain: identifier, db)
+            let stored = try SettingsRecord.record.load(from: db)
+            try SettingsRecord.record.save(
+                stored.encoded ?? KeychainSettings().encoded, key: key, keychain: identifier, db)
             try db.execute("PRAGMA user_version = \(FileSchema.currentVersion)")
         }
         formatVersion = FileSchema.currentVersion

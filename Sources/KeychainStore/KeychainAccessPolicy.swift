@@ -7,12 +7,6 @@ import KeychainCore
 enum AccessPolicyRecord {
     static let record = AuthenticatedMetaRecord(
         valueName: "x-access-policy", macName: "access_policy_mac", purpose: "latchkey access policy v1")
-    static var valueName: String { record.valueName }
-
-    /// The rows as the file holds them.
-    static func load(from db: SQLiteDatabase) throws(KeychainError) -> (encoded: Data?, mac: Data?) {
-        try record.load(from: db)
-    }
 
     /// Writes `policy` with its MAC, in one transaction.
     static func save(_ policy: KeychainAccessPolicy, key: SecretKey, keychain: Data, _ db: SQLiteDatabase)
@@ -70,7 +64,8 @@ extension Keychain {
                 throw KeychainError(
                     .interactionNotAllowed, "the keychain is locked: its access policy cannot be checked")
             }
-            return try AccessPolicyRecord.verified(AccessPolicyRecord.load(from: db), key: key, keychain: identifier)
+            return try AccessPolicyRecord.verified(
+                AccessPolicyRecord.record.load(from: db), key: key, keychain: identifier)
         }
     }
 
@@ -82,7 +77,7 @@ extension Keychain {
     public func storedAccessPolicy() throws(KeychainError) -> (policy: KeychainAccessPolicy, checked: Bool) {
         let identifier = identifier
         return try withDatabase { (db, key) throws(KeychainError) in
-            let rows = try AccessPolicyRecord.load(from: db)
+            let rows = try AccessPolicyRecord.record.load(from: db)
             if let key {
                 return (try AccessPolicyRecord.verified(rows, key: key, keychain: identifier), true)
             }

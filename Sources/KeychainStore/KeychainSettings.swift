@@ -34,17 +34,6 @@ extension KeychainSettings {
 enum SettingsRecord {
     static let record = AuthenticatedMetaRecord(
         valueName: "x-settings", macName: "settings_mac", purpose: "latchkey settings v2")
-    static var valueName: String { record.valueName }
-
-    /// The rows as the file holds them.
-    static func load(from db: SQLiteDatabase) throws(KeychainError) -> (encoded: Data?, mac: Data?) {
-        try record.load(from: db)
-    }
-
-    /// Writes `encoded` with its MAC (the caller holds a transaction).
-    static func save(_ encoded: Data, key: SecretKey, keychain: Data, _ db: SQLiteDatabase) throws(KeychainError) {
-        try record.save(encoded, key: key, keychain: keychain, db)
-    }
 
     /// The settings the rows hold, checked under `key`; `errSecDecode` when a row is missing or altered.
     static func verified(_ rows: (encoded: Data?, mac: Data?), key: SecretKey, keychain: Data) throws(KeychainError)
@@ -68,7 +57,7 @@ extension Keychain {
     public func settings() throws(KeychainError) -> KeychainSettings {
         let identifier = identifier
         return try withDatabase { (db, key) throws(KeychainError) in
-            let rows = try SettingsRecord.load(from: db)
+            let rows = try SettingsRecord.record.load(from: db)
             guard let key else { return rows.encoded.map { KeychainSettings(encoded: $0) } ?? KeychainSettings() }
             return try SettingsRecord.verified(rows, key: key, keychain: identifier)
         }
@@ -82,7 +71,7 @@ extension Keychain {
         try withDatabase { (db, key) throws(KeychainError) in
             guard let key else { throw KeychainError(.interactionNotAllowed, "the keychain is locked") }
             try db.transaction { () throws(KeychainError) in
-                try SettingsRecord.save(settings.encoded, key: key, keychain: identifier, db)
+                try SettingsRecord.record.save(settings.encoded, key: key, keychain: identifier, db)
             }
         }
     }
