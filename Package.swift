@@ -124,10 +124,13 @@ let package = Package(
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
             path: "Tests/KeychainWriter"),
+        // Where this process's pages are mapped and how (`/proc/self/smaps`), for the tests of secret memory.
+        .target(name: "ProcessMemoryMaps", path: "Tests/ProcessMemoryMaps"),
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore"]),
         .testTarget(
             name: "KeychainStoreTests",
-            dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer"], exclude: ["Fixtures"]),
+            dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer", "ProcessMemoryMaps"],
+            exclude: ["Fixtures"]),
         .testTarget(name: "SecurityTests", dependencies: ["Security", "CallerIdentity"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "PinentryTests", dependencies: ["Pinentry", "Posix"]),
@@ -136,9 +139,9 @@ let package = Package(
             name: "SecretServiceTests",
             dependencies: [
                 "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry", "Posix",
-                "CallerIdentity",
+                "CallerIdentity", "ProcessMemoryMaps",
             ]),
-        .testTarget(name: "PosixTests", dependencies: ["Posix"]),
+        .testTarget(name: "PosixTests", dependencies: ["Posix", "ProcessMemoryMaps"]),
         .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),
         .testTarget(
             name: "KeySlotsTests",

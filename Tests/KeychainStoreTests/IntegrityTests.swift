@@ -2,6 +2,7 @@ import Foundation
 import KeychainCore
 import KeychainStore
 import Posix
+import ProcessMemoryMaps
 import Testing
 
 /// What someone who can write the keychain file can and cannot do to it (docs/file-format.md, "What a
@@ -235,25 +236,6 @@ private final class HeldReader: @unchecked Sendable {
 
 /// Item secrets the daemon hands to a session are decrypted straight into secret memory.
 @Suite struct SecretMemoryReadTests {
-    /// The `VmFlags` of the mapping of this process holding `address` (from /proc/self/smaps).
-    static func mappingFlags(at address: UInt) throws -> [Substring] {
-        // Read to the end (procfs files report no size).
-        let handle = try #require(FileHandle(forReadingAtPath: "/proc/self/smaps"))
-        defer { try? handle.close() }
-        let smaps = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
-        var inside = false
-        for line in smaps.split(separator: "\n") {
-            let fields = line.split(separator: " ", maxSplits: 1)
-            if let range = fields.first, range.contains("-"), !range.hasSuffix(":") {
-                let bounds = range.split(separator: "-").compactMap { UInt($0, radix: 16) }
-                inside = bounds.count == 2 && bounds[0] <= address && address < bounds[1]
-            } else if inside, line.hasPrefix("VmFlags:") {
-                return line.dropFirst("VmFlags:".count).split(separator: " ")
-            }
-        }
-        return []
-    }
-
     /// Short secrets (which `Data` would keep inline, where no wipe reaches) and long ones alike land in pages
     /// of their own that no core dump holds; the item itself carries no `Data` copy; a tampered secret is still
     /// refused.
@@ -271,7 +253,7 @@ private final class HeldReader: @unchecked Sendable {
         #expect(secret.withUnsafeBytes { $0.elementsEqual(Array(text.utf8)) })
         let page = secret.bytes.pageAddress
         let address = try #require(page)
-        #expect(try Self.mappingFlags(at: address).contains("dd"))
+        #expect(try #require(mappingFlags(at: address)).contains("dd"))
 
         let raw = try RawFile(path)
         let sealed = try #require(try raw.blobs("SELECT secret FROM items").first)
@@ -308,7 +290,7 @@ private final class HeldReader: @unchecked Sendable {
             #expect(secret.withUnsafeBytes { $0.elementsEqual(Array(texts[index].utf8)) })
             let page = secret.bytes.pageAddress
             let address = try #require(page)
-            #expect(try Self.mappingFlags(at: address).contains("dd"))
+            #expect(try #require(mappingFlags(at: address)).contains("dd"))
         }
         #expect(try keychain.itemsWithSecrets(matching: query(.attributes)).allSatisfy { $0.secret == nil })
     }

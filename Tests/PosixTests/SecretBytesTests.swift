@@ -1,5 +1,6 @@
 import Glibc
 import Posix
+import ProcessMemoryMaps
 import Testing
 
 /// What the release observer saw: for each page address, whether the pages were all zeros.
@@ -27,28 +28,6 @@ private final class ReleasedPages: @unchecked Sendable {
         defer { pthread_mutex_unlock(&mutex) }
         return seen[address]
     }
-}
-
-/// The `VmFlags` of the mapping of this process that holds `address`, from /proc/self/smaps.
-private func mappingFlags(at address: UInt) -> [Substring]? {
-    guard let file = fopen("/proc/self/smaps", "r") else { return nil }
-    defer { fclose(file) }
-    var line: UnsafeMutablePointer<CChar>?
-    var capacity = 0
-    defer { free(line) }
-    var inside = false
-    while getline(&line, &capacity, file) > 0, let line {
-        let text = String(cString: line)
-        if let dash = text.firstIndex(of: "-"), let space = text.firstIndex(of: " "), dash < space,
-            let start = UInt(text[..<dash], radix: 16),
-            let end = UInt(text[text.index(after: dash)..<space], radix: 16)
-        {
-            inside = start <= address && address < end
-        } else if inside, text.hasPrefix("VmFlags:") {
-            return text.dropFirst("VmFlags:".count).split(whereSeparator: { $0 == " " || $0.isNewline })
-        }
-    }
-    return nil
 }
 
 @Suite(.serialized) struct SecretBytesTests {

@@ -1,5 +1,6 @@
 import Foundation
 import Posix
+import ProcessMemoryMaps
 import Testing
 
 @testable import SecretService
@@ -558,25 +559,6 @@ extension DHSessionCipherTests {
 
 /// A secret a client sends lands in secret memory, with nothing left behind in what it was decoded from.
 @Suite struct SessionSecretMemoryTests {
-    /// The `VmFlags` of the mapping of this process holding `address` (from /proc/self/smaps).
-    static func mappingFlags(at address: UInt) throws -> [Substring] {
-        // Read to the end (procfs files report no size).
-        let handle = try #require(FileHandle(forReadingAtPath: "/proc/self/smaps"))
-        defer { try? handle.close() }
-        let smaps = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
-        var inside = false
-        for line in smaps.split(separator: "\n") {
-            let fields = line.split(separator: " ", maxSplits: 1)
-            if let range = fields.first, range.contains("-"), !range.hasSuffix(":") {
-                let bounds = range.split(separator: "-").compactMap { UInt($0, radix: 16) }
-                inside = bounds.count == 2 && bounds[0] <= address && address < bounds[1]
-            } else if inside, line.hasPrefix("VmFlags:") {
-                return line.dropFirst("VmFlags:".count).split(separator: " ")
-            }
-        }
-        return []
-    }
-
     /// A plain session's secret is copied into secret memory and the array libdbus's decoding produced (shared
     /// with every copy of the message's value) is wiped in place, short or long.
     @Test(arguments: [4, 14, 15, 300])
@@ -604,6 +586,6 @@ extension DHSessionCipherTests {
         #expect(secret.withUnsafeBytes { $0.elementsEqual(text) })
         let page = secret.bytes.pageAddress
         let address = try #require(page)
-        #expect(try Self.mappingFlags(at: address).contains("dd"))
+        #expect(try #require(mappingFlags(at: address)).contains("dd"))
     }
 }
