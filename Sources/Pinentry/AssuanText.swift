@@ -29,18 +29,7 @@ enum AssuanText {
     static func unescape(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
         var result: [UInt8] = []
         result.reserveCapacity(bytes.count)
-        var index = bytes.startIndex
-        while index < bytes.endIndex {
-            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.endIndex,
-                let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
-            {
-                result.append(high << 4 | low)
-                index += 3
-            } else {
-                result.append(bytes[index])
-                index += 1
-            }
-        }
+        forEachUnescaped(bytes) { result.append($0) }
         return result
     }
 
@@ -51,15 +40,21 @@ enum AssuanText {
     {
         // Decoded, the bytes are never longer than encoded.
         try secret.reserveCapacity(forAppending: bytes.count)
+        forEachUnescaped(bytes) { secret.append($0) }
+    }
+
+    /// Hands each byte `bytes` decodes to (`%XX` escapes decoded, a `%` not followed by two hex digits kept) to
+    /// `emit`, in order.
+    private static func forEachUnescaped(_ bytes: ArraySlice<UInt8>, _ emit: (UInt8) -> Void) {
         var index = bytes.startIndex
         while index < bytes.endIndex {
             if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.endIndex,
                 let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
             {
-                secret.append(high << 4 | low)
+                emit(high << 4 | low)
                 index += 3
             } else {
-                secret.append(bytes[index])
+                emit(bytes[index])
                 index += 1
             }
         }
