@@ -52,10 +52,11 @@ extension KeychainRegistry {
     /// opens the keychain again (``TPMSlot/resealChanged(_:sealing:)``; the old ones go once a new one opened,
     /// ``removeOutdatedLoginTPMSlots(_:)``). One log line says what was done or why it could not be.
     func resealLoginTPMSlots(_ keychain: Keychain) {
-        guard TPMSlot.kinds(of: keychain).withoutPIN else { return }
         let sealing = configuration.sealing
         changeLoginSlots(failing: "the login keychain's tpm2 slot could not be sealed again") {
             () throws(KeySlotError) -> String? in
+            // Read on the worker too: most keychains have no such slot, and the serving thread reads no file.
+            guard TPMSlot.kinds(of: keychain).withoutPIN else { return nil }
             let added = try TPMSlot.resealChanged(keychain, sealing: sealing)
             guard !added.isEmpty else { return nil }
             return "the login keychain's tpm2 slot no longer opens (its PCRs changed): sealed again to the values"
