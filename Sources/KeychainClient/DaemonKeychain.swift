@@ -15,10 +15,9 @@ import Synchronization
 package final class DaemonKeychain: KeychainBackend {
     private let path: String
 
-    /// The process's connection to the session bus; nil until first used, or after it could not be made.
-    private static let connection = Mutex<DBusConnection?>(nil)
-    /// Whether the daemon has answered a call on ``connection``: from then on it knows who this process is.
-    private static let answeredOnce = Atomic<Bool>(false)
+    /// The process's connection to the session bus (nil until first used, or after it could not be made), and
+    /// whether the daemon has answered a call on it: from then on it knows who this process is.
+    private static let connection = Mutex<(bus: DBusConnection?, answered: Bool)>((nil, false))
 
     private init(collection: String) {
         self.path = KeychainBus.path(collection: collection)
@@ -51,7 +50,7 @@ package final class DaemonKeychain: KeychainBackend {
     /// has already answered a call (without starting a Secret Service that does not run: the bus's activation
     /// file may name another one). Call it before the process turns non-dumpable.
     package static func introduceProcess() {
-        guard !answeredOnce.load(ordering: .acquiring) else { return }
+        guard !connection.withLock({ $0.answered }) else { return }
         _ = try? call(path: KeychainBus.rootPath, "List", [], timeout: 5_000, startsService: false)
     }
 
@@ -61,18 +60,17 @@ package final class DaemonKeychain: KeychainBackend {
         timeout: Int32, startsService: Bool = true
     ) throws(KeychainError) -> [DBusValue] {
         try connection.withLock { (current) throws(KeychainError) -> [DBusValue] in
-            if current?.isConnected != true {
+            if current.bus?.isConnected != true {
                 // A new connection is a new caller to the daemon, not identified yet.
-                current = try? DBusConnection.session()
-                answeredOnce.store(false, ordering: .releasing)
+                current = (try? DBusConnection.session(), false)
             }
-            guard let bus = current else {
+            guard let bus = current.bus else {
                 throw KeychainError(.notAvailable, "the session bus cannot be reached")
             }
             let reply = try call(
                 bus, path: path, interface: interface, member, arguments, timeout: timeout,
                 startsService: startsService)
-            answeredOnce.store(true, ordering: .releasing)
+            current.answered = true
             return reply
         }
     }
