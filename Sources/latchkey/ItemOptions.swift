@@ -199,7 +199,12 @@ struct PasswordSourceOptions: ParsableArguments {
             valueName: "password"))
     var password: String?
 
-    @Option(name: .customShort("X"), help: ArgumentHelp("The password in hexadecimal.", valueName: "hex"))
+    @Option(
+        name: .customShort("X"),
+        help: ArgumentHelp(
+            "The password in hexadecimal.",
+            discussion: "A value given here is visible to other users in the process list; a warning says so.",
+            valueName: "hex"))
     var hexPassword: String?
 
     @Flag(help: "Read the password from standard input (all of it, but a final newline).")
@@ -223,6 +228,9 @@ struct PasswordSourceOptions: ParsableArguments {
             return Data(password.utf8)
         }
         if let hexPassword {
+            StandardError.write(
+                "latchkey: warning: a password given with -X is visible to other users; put -w last to be asked, or use --stdin"
+            )
             var bytes: [UInt8] = []
             var digits = Array(hexPassword.utf8)
             if digits.count >= 2, digits[0] == UInt8(ascii: "0"), digits[1] | 0x20 == UInt8(ascii: "x") {

@@ -227,6 +227,15 @@ def test_internet_password_round_trip(cli):
     assert cli.run("find-internet-password", "-s", "git.example").returncode == 44
 
 
+def test_a_hex_password_on_the_command_line_is_warned_about(cli):
+    added = cli.run("add-generic-password", "-a", "alice", "-s", "hex.example", "-X", "0x6869")
+    assert added.returncode == 0, added.stderr
+    assert "warning" in added.stderr and "-X is visible to other users" in added.stderr
+    assert cli.ok("find-generic-password", "-s", "hex.example", "-w").stdout == "hi\n"
+    quiet = cli.run("add-generic-password", "-a", "bob", "-s", "hex.example", "--stdin", input="x")
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr
+
+
 def test_dump_keychain_and_secrets_after_confirmation(cli):
     cli.ok("add-generic-password", "-a", "alice", "-s", "one", "--stdin", input="first secret")
     cli.ok("add-internet-password", "-a", "bob", "-s", "two.example", "--stdin", input="second secret")
