@@ -882,8 +882,15 @@ def test_a_library_planted_in_the_users_pam_environment_never_runs(make_service,
         os.chown(user_environment, user.uid, user.gid)
         envfile = tmp_path / "pam-env"
         envfile.write_text(f"PINENTRY={user.env()['PINENTRY']}\n")
-        service = make_service(
-            session_prefix=f"session   required  pam_env.so readenv=1 user_readenv=1 envfile={envfile}\n")
+        service = make_service()
+        # Debian's gdm-password: pam_env (the second line reading ~/.pam_environment) before
+        # `@include common-session`, where pam-auth-update puts the module after pam_unix.
+        lines = service.path.read_text().splitlines(keepends=True)
+        first_session = next(i for i, line in enumerate(lines) if line.startswith("session"))
+        lines[first_session:first_session] = [
+            f"session   required  pam_env.so readenv=1 envfile={envfile}\n",
+            "session   required  pam_env.so readenv=1 user_readenv=1 envfile=/etc/default/locale\n"]
+        service.path.write_text("".join(lines))
         login(service, user)
         user.wait_for_keychain()
         ran = record.read_text() if record.exists() else ""
