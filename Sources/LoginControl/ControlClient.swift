@@ -18,6 +18,8 @@ package enum ControlClientError: Error, Equatable, Sendable {
     case unsafe(String)
     /// No answer before the deadline.
     case timedOut
+    /// The daemon (this pid) is stopped (`SIGSTOP`, or a debugger's stop): not waited for.
+    case stopped(pid_t)
     /// A system call failed, or the reply was malformed.
     case failed(String)
 }
@@ -47,14 +49,38 @@ package enum ControlClient {
             return .failure(.failed("connect: \(String(cString: strerror(code)))"))
         }
         // Nothing is sent before the peer is known to run as the user: fail closed when it cannot be told.
-        guard let peer = peerUID(fd) else {
+        guard let peer = peerCredentials(fd) else {
             return .failure(.unsafe("cannot tell which user the process on \(path) runs as"))
         }
-        guard peer == uid else {
-            return .failure(.unsafe("the process on \(path) runs as uid \(peer), not \(uid)"))
+        guard peer.uid == uid else {
+            return .failure(.unsafe("the process on \(path) runs as uid \(peer.uid), not \(uid)"))
         }
         if let error = ControlFrames.send(request, on: fd, deadline: deadline) { return .failure(error) }
+        if let error = awaitReply(on: fd, from: peer.pid, deadline: deadline) { return .failure(error) }
         return ControlFrames.receiveReply(on: fd, deadline: deadline)
+    }
+
+    /// How long the process that listens may be seen stopped before the client gives up on it.
+    static let stoppedPeerMilliseconds: Int64 = 300
+
+    /// Waits until the reply starts to arrive on `fd`, giving up at `deadline`, or sooner when the process
+    /// `pid` that listens on the socket stays stopped (`SIGSTOP`, a debugger's stop) for
+    /// ``stoppedPeerMilliseconds``: a stopped daemon answers no one, and a login does not wait its whole budget
+    /// on it. A daemon that runs, however slowly, gets the whole budget. (Under socket activation the listener
+    /// is the service manager, which is never seen stopped: there the whole budget applies.)
+    static func awaitReply(on fd: Int32, from pid: pid_t, deadline: Deadline) -> ControlClientError? {
+        var stoppedSince: Int64?
+        while true {
+            if min(deadline, Deadline(millisecondsFromNow: 50)).waitUntil(fd, isReadyFor: Int16(POLLIN)) { return nil }
+            if deadline.hasPassed { return .timedOut }
+            guard ProcessStatus.isStopped(pid) else {
+                stoppedSince = nil
+                continue
+            }
+            let now = MonotonicClock.nanoseconds()
+            if let since = stoppedSince, now - since >= stoppedPeerMilliseconds * 1_000_000 { return .stopped(pid) }
+            if stoppedSince == nil { stoppedSince = now }
+        }
     }
 
     /// Why the socket at `path` must not be used, "missing" if it does not exist, nil if it is fine.
@@ -99,17 +125,48 @@ func unixAddress(_ path: String) -> sockaddr_un? {
 
 /// The uid of the process at the other end of a unix socket.
 package func peerUID(_ fd: Int32) -> uid_t? {
+    peerCredentials(fd)?.uid
+}
+
+/// The credentials the kernel recorded for the other end of a unix socket (`SO_PEERCRED`): those of the
+/// process that listened (for a connection) or that made the pair (for a socket pair), as they were then.
+func peerCredentials(_ fd: Int32) -> PeerCredentials? {
     var credentials = PeerCredentials()
     var length = socklen_t(MemoryLayout<PeerCredentials>.size)
     guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else { return nil }
-    return credentials.uid
+    return credentials
 }
 
 /// Linux's `struct ucred`, which Glibc declares only under _GNU_SOURCE.
-private struct PeerCredentials {
+struct PeerCredentials {
     var pid: pid_t = 0
     var uid: uid_t = 0
     var gid: gid_t = 0
+}
+
+/// Whether `fd` is one end of a socket pair that root made: a unix stream socket with no address at either
+/// end whose peer credentials say uid 0. For a pair the kernel records the credentials of the process that
+/// made it, which no process of another uid can forge; a socket connected to a root service's listening
+/// socket has that socket's address as its peer's and is not one; a pipe or a file is not a socket. This is
+/// how latchkeyd tells pam_latchkey's request on its standard input (a login's) from a user process's.
+package func isSocketPairMadeByRoot(_ fd: Int32) -> Bool {
+    var type: Int32 = 0
+    var typeLength = socklen_t(MemoryLayout<Int32>.size)
+    guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &typeLength) == 0, type == Int32(SOCK_STREAM.rawValue) else {
+        return false
+    }
+    for name in [getsockname, getpeername] {
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let got = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { name(fd, $0, &length) }
+        }
+        // Unnamed: the family alone.
+        guard got == 0, address.sun_family == sa_family_t(AF_UNIX),
+            length == socklen_t(MemoryLayout<sa_family_t>.size)
+        else { return false }
+    }
+    return peerCredentials(fd)?.uid == 0
 }
 
 func writeAll(_ fd: Int32, _ raw: UnsafeRawBufferPointer, deadline: Deadline) -> ControlClientError? {

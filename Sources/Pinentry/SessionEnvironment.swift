@@ -65,31 +65,13 @@ package struct SessionEnvironment: Sendable, Equatable {
     }
 
     /// Where a `PINENTRY` given by name is looked for.
-    static let programSearchPath = ["/usr/local/bin", "/usr/bin", "/bin"]
+    static let programSearchPath = ProtectedProgram.searchPath
 
-    /// Whether `program` (a name looked for in ``programSearchPath``, or an absolute path) is an executable file
-    /// only root can change: owned by root and writable by no one else, in directories that are too (or
-    /// sticky, as `/tmp`: there only an entry's owner can replace it). A session may choose the pinentry, but
-    /// not a program that a process of the user (a sandboxed application among them) wrote: it would run outside
-    /// any sandbox, answer the daemon's prompts and read the passwords typed into them.
+    /// Whether `program` is a program only root can change (``ProtectedProgram/isProtected(_:)``). A session may
+    /// choose the pinentry, but not a program that a process of the user (a sandboxed application among them)
+    /// wrote: it would run outside any sandbox, answer the daemon's prompts and read the passwords typed into them.
     static func isProtectedProgram(_ program: String) -> Bool {
-        let candidates =
-            program.hasPrefix("/")
-            ? [program] : program.contains("/") ? [] : programSearchPath.map { $0 + "/" + program }
-        guard let path = candidates.first(where: { access($0, X_OK) == 0 }) else { return false }
-        var info = stat()
-        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == 0,
-            info.st_mode & 0o022 == 0
-        else { return false }
-        var directory = path
-        while let slash = directory.lastIndex(of: "/") {
-            directory = slash == directory.startIndex ? "/" : String(directory[..<slash])
-            guard stat(directory, &info) == 0, info.st_uid == 0,
-                info.st_mode & 0o022 == 0 || info.st_mode & UInt32(S_ISVTX) != 0
-            else { return false }
-            if directory == "/" { break }
-        }
-        return true
+        ProtectedProgram.isProtected(program)
     }
 
     private static func isAcceptable(_ value: String) -> Bool {

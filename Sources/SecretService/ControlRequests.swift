@@ -4,9 +4,9 @@ import LoginControl
 
 /// Who sent a control request, as the daemon can tell it.
 package enum ControlOrigin: Sendable {
-    /// A login: pam_latchkey as root (the peer's credentials say uid 0), or the process that started this
-    /// daemon and passed the request on its standard input. Its password is the one PAM verified: it may
-    /// create the login keychain and re-key it.
+    /// A login: pam_latchkey as root (the peer's credentials say uid 0), or a request on the standard input
+    /// of a daemon pam_latchkey started, when that is a socket pair root made (`isSocketPairMadeByRoot`). Its
+    /// password is the one PAM verified: it may create the login keychain and re-key it.
     case login
     /// Another process of the user: its password only unlocks.
     case userProcess

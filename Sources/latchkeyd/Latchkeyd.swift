@@ -67,18 +67,17 @@ struct Latchkeyd: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Started as root by pam_latchkey: become this user (its groups, gid and uid) before anything else.",
-            valueName: "uid"))
+            "Run as this user: started as root, become it (its groups, gid and uid) before anything else.",
+            discussion: "pam_latchkey passes it and starts the daemon as the user already.", valueName: "uid"))
     var user: UInt32?
 
     mutating func run() throws {
         // Before anything is read: freed heap memory is overwritten and never cached unwiped.
         let restartProblem = ProcessHardening.restartWithMallocTunables()
-        // Only root starts the daemon for a login: what it passes on standard input is a login's.
-        let startedByRoot = getuid() == 0
         if let user, let problem = UserSwitch.become(uid: user) { throw fail(problem) }
         // After the switch: changing uid makes a process dumpable again.
         if let problem = ProcessHardening.forbidCoreDumps() { throw fail(problem) }
+        let requestFromLogin = login || changeLoginPassword ? try loginRequestOrigin() : false
         ProcessHardening.endOnFatalSignals()
         // Labels and attribute values are decrypted into ordinary heap memory for replies: freed, they are
         // overwritten (docs/threat-model.md, "In memory"; the cost is in docs/benchmarks.md).
@@ -94,15 +93,25 @@ struct Latchkeyd: ParsableCommand {
             print(SecretServiceIntrospection.document, terminator: "")
             return
         }
-        if changeLoginPassword { throw rekeyLoginFile(verifiedByLogin: startedByRoot) }
+        if changeLoginPassword { throw rekeyLoginFile(verifiedByLogin: requestFromLogin) }
+        if login, !requestFromLogin {
+            throw fail(
+                "--login takes pam_latchkey's hand-over on a socket pair root made; standard input is not one:"
+                    + " refused", status: .badRequest)
+        }
         // The --unlock password lives until the registry has opened the login keychain with it; the
         // hand-over's until the unlock (or creation) it starts is done (docs/threat-model.md, "In memory").
         var password: SecretBytes? = unlock ? try readPassword() : nil
         var handOver = login ? try readHandOver() : nil
 
         let connection = try? DBusConnection.session()
+        // The control socket before the bus name: a client the bus starts this daemon for and a login's
+        // hand-over may come at once, and pam_latchkey, finding the socket, hands over to this daemon (or,
+        // finding it taken by the time the daemon it started looks, hands over again here). A daemon replacing
+        // another takes the name first: the other lets go of the socket when it sees the name go.
+        var control = replace ? nil : try listenOnControlSocket(haveBus: connection != nil)
         if let connection, let refusal = claimName(connection) { throw fail(refusal) }
-        let control = try listenOnControlSocket(haveBus: connection != nil)
+        if replace { control = try listenOnControlSocket(haveBus: connection != nil) }
         var promptEnvironment = ProcessInfo.processInfo.environment
         // A daemon started at login found its bus through XDG_RUNTIME_DIR; pinentry-gnome3 shows its window
         // through a D-Bus service, and gets the address outright.
@@ -129,7 +138,7 @@ struct Latchkeyd: ParsableCommand {
         }
         password = nil
         if let request = handOver {
-            // The process that started the daemon passed the request: a login's.
+            // pam_latchkey (root) made the socket pair on standard input: a login's request.
             daemon.answer(request, from: .login) { reply in Self.reportLogin(reply) }
         }
         handOver = nil
@@ -203,6 +212,18 @@ struct Latchkeyd: ParsableCommand {
         }
     }
 
+    /// Whether the request on standard input (`--login`, `--change-login-password`) is a login's: it is when
+    /// standard input is a socket pair root made, as pam_latchkey makes it; a pipe, a file or a pair a user
+    /// process made is not. Throws when a debugger is attached: it may have attached between the exec and
+    /// the process becoming non-dumpable (just before this), and would stay attached to read the password.
+    private func loginRequestOrigin() throws -> Bool {
+        guard let tracer = ProcessStatus.tracerPID() else {
+            throw fail("cannot tell from /proc whether a debugger is attached: the request is refused")
+        }
+        guard tracer == 0 else { throw fail("a debugger (pid \(tracer)) is attached: the request is refused") }
+        return isSocketPairMadeByRoot(0)
+    }
+
     /// The one request on standard input (`--login`): a hand-over from pam_latchkey.
     private func readHandOver() throws -> ControlRequest {
         switch ControlFrames.receiveRequest(on: 0, deadline: Deadline(millisecondsFromNow: 2_000)) {
@@ -235,7 +256,8 @@ struct Latchkeyd: ParsableCommand {
         }
         let keychain: Keychain
         do {
-            // pam_latchkey runs this as root for `passwd`, whose PAM stack verified the old password.
+            // pam_latchkey runs this for `passwd` (whose PAM stack verified the old password), on a socket pair
+            // it made as root; a request on anything else is a user process's, and its old password counts.
             keychain = try Keychain(opening: path)
             let change = try old.withUnsafeBytes { (old) throws(KeychainError) in
                 try new.withUnsafeBytes { (new) throws(KeychainError) in
@@ -319,9 +341,9 @@ struct Latchkeyd: ParsableCommand {
 
     /// Reports `message` (on standard error, and on standard output for
     /// pam_latchkey with --login) and gives the exit status to throw.
-    private func fail(_ message: String) -> ExitCode {
+    private func fail(_ message: String, status: ControlStatus = .failed) -> ExitCode {
         printError("latchkeyd: \(message)")
-        if login { Self.reportLogin(ControlReply(.failed, message)) }
+        if login { Self.reportLogin(ControlReply(status, message)) }
         return ExitCode.failure
     }
 }

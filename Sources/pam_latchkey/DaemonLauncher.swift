@@ -15,44 +15,66 @@ struct StepReport {
 /// Starts the user's `latchkeyd` from the session step (option `auto_start`) or runs it once to re-key the
 /// login keychain file (password step, no daemon). The module runs as root: between fork and exec the child
 /// does only what is safe in a child of a threaded process (reset signals, move descriptors, close the rest,
-/// exec). The daemon becomes the user itself (`--user`) and reads its one request on standard input, a
-/// socket pair, so that nothing the module writes can raise `SIGPIPE` in the host process.
+/// take the user's groups, gid and uid, exec). It becomes the user before `execve`, so that nothing of the
+/// program, its dynamic loader or libc runs as root, and the daemon gets an allow-listed environment
+/// (``DaemonEnvironment``). The daemon reads its one request on standard input, a socket pair the module made as
+/// root (which is how the daemon knows it for a login's), so that nothing the module writes can raise
+/// `SIGPIPE` in the host process.
 struct DaemonLauncher {
     /// The executable (option `daemon=`).
     let path: String
-    /// The environment the daemon gets: the PAM environment and the account's basics.
+    /// The environment the daemon gets (``DaemonEnvironment``).
     let environment: [String]
-    /// The user's home, the daemon's working directory.
-    let home: String
-    /// The user the daemon becomes.
-    let uid: uid_t
+    /// The user the daemon runs as; its home is the daemon's working directory.
+    let account: UserAccount
+
+    /// What starting the daemon gave.
+    enum Outcome {
+        /// Its reply to the request.
+        case replied(ControlReply)
+        /// No reply: why, for the log.
+        case failed(String)
+    }
 
     /// Starts `latchkeyd --foreground --login` in a session of its own, detached from the host process (it
     /// is not the host's child), hands it `request` and returns its reply.
-    func startDaemon(_ request: ControlRequest, deadline: Deadline) -> StepReport {
+    func startDaemon(_ request: ControlRequest, deadline: Deadline) -> Outcome {
         run(["--foreground", "--login"], request, deadline: deadline, detach: true)
     }
 
     /// Runs `latchkeyd --change-login-password` with `request` and returns its reply.
-    func changePassword(_ request: ControlRequest, deadline: Deadline) -> StepReport {
+    func changePassword(_ request: ControlRequest, deadline: Deadline) -> Outcome {
         run(["--change-login-password"], request, deadline: deadline, detach: false)
     }
 
+    /// The outcome, for the log.
+    func report(_ outcome: Outcome) -> StepReport {
+        switch outcome {
+        case .replied(let reply): StepReport(succeeded: reply.status == .ok, message: "\(path): \(reply.message)")
+        case .failed(let reason): .failure(reason)
+        }
+    }
+
     private func run(_ arguments: [String], _ request: ControlRequest, deadline: Deadline, detach: Bool)
-        -> StepReport
+        -> Outcome
     {
         guard access(path, X_OK) == 0 else {
-            return .failure("cannot start \(path): \(String(cString: strerror(errno)))")
+            return .failed("cannot start \(path): \(String(cString: strerror(errno)))")
         }
+        guard let groupIDs = account.groupIDs() else { return .failed("cannot list the groups of \(account.name)") }
         var ends: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
-            return .failure("socketpair: \(String(cString: strerror(errno)))")
+            return .failed("socketpair: \(String(cString: strerror(errno)))")
         }
-        // Everything the child needs is made before the fork: after it, no allocation, no lock.
-        let argv = CStringArray([path, "--user", String(uid)] + arguments)
+        // Everything the child needs is made before the fork: after it, no allocation, no lock, no NSS lookup.
+        let argv = CStringArray([path, "--user", String(account.uid)] + arguments)
         let envp = CStringArray(environment)
-        let directory = CStringArray([home])
+        let directory = CStringArray([account.home])
+        let groups = UnsafeMutablePointer<gid_t>.allocate(capacity: max(1, groupIDs.count))
+        groups.initialize(from: groupIDs, count: groupIDs.count)
+        let (uid, gid, groupCount) = (account.uid, account.gid, groupIDs.count)
         let failure = Array("cannot execute \(path)".utf8)
+        let dropFailure = Array("cannot become uid \(uid)".utf8)
         var defaultAction = sigaction()
         defaultAction.__sigaction_handler.sa_handler = SIG_DFL
         var noSignals = sigset_t()
@@ -62,6 +84,7 @@ struct DaemonLauncher {
         defer {
             if pid != 0 {
                 for array in [argv, envp, directory] { array.release() }
+                groups.deallocate()
             }
         }
         if pid == 0 {
@@ -89,6 +112,14 @@ struct DaemonLauncher {
                     fd += 1
                 }
             }
+            // The user's groups, gid and uid before exec (each checked, and root must not come back): the
+            // loader, libc and the program run as the user only. Async-signal-safe calls, on values made above.
+            guard setgroups(groupCount, groups) == 0, setgid(gid) == 0, setuid(uid) == 0, getuid() == uid,
+                geteuid() == uid, getgid() == gid, getegid() == gid, uid == 0 || setuid(0) != 0
+            else {
+                _ = dropFailure.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+                _exit(126)
+            }
             if let home = directory.pointers[0], chdir(home) == 0 {} else { _ = chdir("/") }
             umask(0o077)
             execve(path, argv.pointers, envp.pointers)
@@ -97,7 +128,7 @@ struct DaemonLauncher {
         }
         close(ends[1])
         defer { close(ends[0]) }
-        guard pid > 0 else { return .failure("fork: \(String(cString: strerror(errno)))") }
+        guard pid > 0 else { return .failed("fork: \(String(cString: strerror(errno)))") }
         if detach { _ = try? Posix.waitpid(pid) }  // the intermediate child exits at once
         let reply: Result<ControlReply, ControlClientError>
         if let error = ControlFrames.send(request, on: ends[0], deadline: deadline) {
@@ -108,11 +139,11 @@ struct DaemonLauncher {
         if !detach { reap(pid, killFirst: !((try? reply.get()) != nil)) }
         switch reply {
         case .success(let reply):
-            return StepReport(succeeded: reply.status == .ok, message: "\(path): \(reply.message)")
+            return .replied(reply)
         case .failure(.timedOut):
-            return .failure("\(path) did not answer in time")
+            return .failed("\(path) did not answer in time")
         case .failure(let error):
-            return .failure("\(path) exited without an answer (\(error))")
+            return .failed("\(path) exited without an answer (\(error))")
         }
     }
 

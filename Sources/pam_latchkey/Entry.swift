@@ -2,8 +2,8 @@
 // fails a login: the module talks to the user's daemon on its control socket
 // (checked to be the user's, and its peer to run as the user, before anything
 // is sent), or starts the daemon with an exec straight after fork; every wait
-// is bounded (2 s in all), and the session step does not wait for the key
-// derivation.
+// is bounded (2 s in all, 0.3 s on a daemon seen stopped), and the session
+// step does not wait for the key derivation.
 
 import CPAM
 import Glibc
@@ -81,7 +81,15 @@ public func openSession(_ pointer: OpaquePointer?, _ flags: Int32, _ argc: Int32
     let report: StepReport
     switch ControlClient.exchange(request, socketPath: socket, owner: account.uid, deadline: deadline) {
     case .failure(.noDaemon) where options.autoStart:
-        report = launcher(handle, options, account).startDaemon(request, deadline: deadline)
+        let launcher = launcher(handle, options, account)
+        let outcome = launcher.startDaemon(request, deadline: deadline)
+        if case .replied(let reply) = outcome, reply.status != .ok,
+            let result = handOverToServingDaemon(request, socket: socket, owner: account.uid, deadline: deadline)
+        {
+            report = StepReport(result, socket: socket)
+        } else {
+            report = launcher.report(outcome)
+        }
     case let result:
         report = StepReport(result, socket: socket)
     }
@@ -144,7 +152,8 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
     let report: StepReport
     switch ControlClient.exchange(request, socketPath: socket, owner: account.uid, deadline: deadline) {
     case .failure(.noDaemon):
-        report = launcher(handle, options, account).changePassword(request, deadline: deadline)
+        let launcher = launcher(handle, options, account)
+        report = launcher.report(launcher.changePassword(request, deadline: deadline))
     case let result:
         report = StepReport(result, socket: socket)
     }
@@ -154,7 +163,26 @@ public func changeAuthenticationToken(_ pointer: OpaquePointer?, _ flags: Int32,
 /// The launcher of the user's daemon.
 private func launcher(_ handle: PAMHandle, _ options: ModuleOptions, _ account: UserAccount) -> DaemonLauncher {
     DaemonLauncher(
-        path: options.daemonPath, environment: daemonEnvironment(handle, account), home: account.home, uid: account.uid)
+        path: options.daemonPath,
+        environment: DaemonEnvironment.entries(
+            pam: handle.environment, account: account, runtimeDirectory: account.runtimeDirectory(handle)),
+        account: account)
+}
+
+/// The hand-over again on the control socket, after the daemon the module started refused it: another
+/// latchkeyd took the socket between the module's first look and that daemon's start (one the session bus
+/// activated, which makes its socket before it claims the bus name). Tried for 250 ms at most, while no daemon
+/// answers; nil when none did.
+private func handOverToServingDaemon(
+    _ request: ControlRequest, socket: String, owner uid: uid_t, deadline: Deadline
+) -> Result<ControlReply, ControlClientError>? {
+    let until = min(deadline, Deadline(millisecondsFromNow: 250))
+    while true {
+        let result = ControlClient.exchange(request, socketPath: socket, owner: uid, deadline: deadline)
+        guard case .failure(.noDaemon) = result else { return result }
+        guard !until.hasPassed else { return nil }
+        usleep(10_000)
+    }
 }
 
 /// The handle and options, or nil when the module should stay out (no
@@ -180,22 +208,6 @@ private func account(_ handle: PAMHandle) -> UserAccount? {
     return account
 }
 
-/// The daemon's environment: the PAM environment, plus HOME, USER, LOGNAME,
-/// SHELL, PATH and XDG_RUNTIME_DIR where it lacks them, and glibc's settings for freed memory.
-private func daemonEnvironment(_ handle: PAMHandle, _ account: UserAccount) -> [String] {
-    var entries = handle.environment
-    let defaults = [
-        ("HOME", account.home), ("USER", account.name), ("LOGNAME", account.name), ("SHELL", account.shell),
-        ("PATH", "/usr/local/bin:/usr/bin:/bin"), ("XDG_RUNTIME_DIR", account.runtimeDirectory(handle)),
-    ]
-    for (name, value) in defaults where !entries.contains(where: { $0.hasPrefix(name + "=") }) {
-        entries.append("\(name)=\(value)")
-    }
-    // glibc's settings for freed memory, read at start: latchkeyd need not start itself again for them.
-    if !entries.contains(where: { $0.hasPrefix("GLIBC_TUNABLES=") }) { entries += ProcessHardening.mallocEnvironment }
-    return entries
-}
-
 extension StepReport {
     /// The report of one exchange on the control socket at `socket`.
     init(_ result: Result<ControlReply, ControlClientError>, socket: String) {
@@ -208,6 +220,8 @@ extension StepReport {
             self = .failure("refused the control socket: \(reason)")
         case .failure(.timedOut):
             self = .failure("latchkeyd did not answer on \(socket) in time")
+        case .failure(.stopped(let pid)):
+            self = .failure("latchkeyd (pid \(pid)) on \(socket) is stopped: not waited for")
         case .failure(.failed(let reason)):
             self = .failure("control socket \(socket): \(reason)")
         }

@@ -21,6 +21,20 @@ struct UserAccount {
         shell = entry.pw_shell.map { String(cString: $0) } ?? "/bin/sh"
     }
 
+    /// The account's groups (`getgrouplist`: its primary group and those naming it in the group database), for
+    /// the daemon's process to take before it executes; nil when they cannot be had.
+    func groupIDs() -> [gid_t]? {
+        var count: Int32 = 32
+        while count <= 65_536 {
+            var groups = [gid_t](repeating: 0, count: Int(count))
+            var found = count
+            if getgrouplist(name, gid, &groups, &found) >= 0 { return Array(groups.prefix(Int(found))) }
+            guard found > count else { return nil }
+            count = found
+        }
+        return nil
+    }
+
     /// The user's runtime directory: `XDG_RUNTIME_DIR` of the PAM environment, else /run/user/UID.
     func runtimeDirectory(_ handle: PAMHandle) -> String {
         handle.environmentValue("XDG_RUNTIME_DIR") ?? "/run/user/\(uid)"

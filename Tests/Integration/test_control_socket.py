@@ -188,16 +188,21 @@ def test_daemon_started_before_the_bus_claims_it_when_it_appears(tmp_path):
     runtime.mkdir(mode=0o700)
     env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
     env["XDG_RUNTIME_DIR"] = str(runtime)
+    # A socket pair made by root (this test runs as root), as pam_latchkey makes it: a login's hand-over.
+    ours, theirs = socket.socketpair()
     process = subprocess.Popen(
         [binary("latchkeyd"), "--foreground", "--login", "--keychain-directory", str(tmp_path / "keychains"),
          "--pinentry", str(SCRIPTED_PINENTRY)],
-        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        env=env, stdin=theirs, stdout=theirs, stderr=subprocess.PIPE)
+    theirs.close()
     bus = None
     try:
         # The module's hand-over, framed as on the control socket; the answer comes before the key derivation.
-        process.stdin.write(control.request(control.HAND_OVER, b"first login"))
-        process.stdin.close()
-        assert control.parse_reply(process.stdout.read()) == ("ok", "creating the login keychain")
+        ours.sendall(control.request(control.HAND_OVER, b"first login"))
+        ours.settimeout(10)
+        assert control.parse_reply(control.recv_exactly(ours, 5 + len("creating the login keychain"))) == (
+            "ok", "creating the login keychain")
+        ours.close()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not (tmp_path / "keychains" / "login.keychain-db").exists():
             time.sleep(0.05)
@@ -216,6 +221,20 @@ def test_daemon_started_before_the_bus_claims_it_when_it_appears(tmp_path):
         process.wait()
         if bus:
             bus.stop()
+
+
+def test_a_hand_over_on_a_pipe_is_refused(tmp_path):
+    """`latchkeyd --login` answers a hand-over as a login's only on a socket pair root made (pam_latchkey's):
+    on a pipe, though the writer is root here, it is refused and nothing is created or unlocked."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(runtime))
+    result = subprocess.run(
+        [binary("latchkeyd"), "--foreground", "--login", "--keychain-directory", str(tmp_path / "keychains")],
+        env=env, input=control.request(control.HAND_OVER, b"first login"), capture_output=True, timeout=30)
+    status, message = control.parse_reply(result.stdout)
+    assert result.returncode != 0 and status == "badRequest" and "socket pair root made" in message, message
+    assert not (tmp_path / "keychains" / "login.keychain-db").exists()
 
 
 def test_socket_activation_serves_the_passed_socket(tmp_path, bus):

@@ -1,0 +1,42 @@
+import Glibc
+
+/// What /proc says about a process, read with plain system calls (no Foundation: the PAM module asks too).
+package enum ProcessStatus {
+    /// Whether process `pid` is stopped: by a signal (`SIGSTOP`, state `T`) or by a debugger (state `t`), from
+    /// /proc/PID/stat. False when it cannot be read (the process is gone).
+    package static func isStopped(_ pid: pid_t) -> Bool {
+        guard let text = contents(of: "/proc/\(pid)/stat"),
+            let close = text.lastIndex(of: UInt8(ascii: ")")), text.index(close, offsetBy: 2) < text.endIndex
+        else { return false }
+        let state = text[text.index(close, offsetBy: 2)]
+        return state == UInt8(ascii: "T") || state == UInt8(ascii: "t")
+    }
+
+    /// The pid of the process tracing this one (`TracerPid` in /proc/self/status): 0 when none, nil when
+    /// /proc cannot tell.
+    package static func tracerPID() -> pid_t? {
+        guard let text = contents(of: "/proc/self/status") else { return nil }
+        let key = Array("TracerPid:".utf8)
+        for line in text.split(separator: UInt8(ascii: "\n")) where line.starts(with: key) {
+            let digits = line.dropFirst(key.count).filter { $0 != UInt8(ascii: "\t") && $0 != UInt8(ascii: " ") }
+            return pid_t(String(decoding: digits, as: UTF8.self))
+        }
+        return nil
+    }
+
+    /// The first 4 KiB of a file of /proc, or nil.
+    private static func contents(of path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 4_096)
+        var count = 0
+        while count < bytes.count {
+            let got = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress.map { $0 + count }, $0.count - count) }
+            if got < 0, errno == EINTR { continue }
+            guard got > 0 else { break }
+            count += got
+        }
+        return count > 0 ? Array(bytes[0..<count]) : nil
+    }
+}
