@@ -11,6 +11,23 @@ package struct Caller: Hashable, Sendable {
     package let startTime: UInt64
     /// The program it runs.
     package let application: Application
+    /// What tells that program apart from one the process executes later (``ProcessInspector/runsSameProgram(_:)``).
+    package let image: ProgramImage
+}
+
+/// What a process's `execve` changes, read when it is identified and again at each secret request: a process
+/// that executed another program since it was identified (with the same pid and start time) is no longer the
+/// application identified (docs/threat-model.md, "Who is asking").
+package struct ProgramImage: Hashable, Sendable {
+    /// The device and inode of the file running (`stat` through `/proc/PID/exe`).
+    package let device: UInt64
+    /// See ``device``.
+    package let inode: UInt64
+    /// Where the process's stack starts (`/proc/PID/stat`, field 28): set by each `execve`, at a random place
+    /// (address-space layout randomisation), so that the same interpreter executed again is told apart too.
+    package let stackStart: UInt64
+    /// What an interpreter's command line runs, nil for a compiled program.
+    package let target: InterpreterCommandLine.Target?
 }
 
 /// Reads `/proc` to tell which program a process runs: its executable (hashed), the script when the
@@ -35,14 +52,23 @@ package final class ProcessInspector {
     package func identify(pid: pid_t, uid: uid_t, expectedUID: uid_t) throws(CallerIdentityError) -> Caller {
         guard uid == expectedUID else { throw .otherUser(uid: uid) }
         let directory = "\(procRoot)/\(pid)"
-        let startTime = try self.startTime(of: pid)
+        let before = try status(of: pid)
         let processUID = try realAndEffectiveUID(directory)
         guard processUID.real == expectedUID, processUID.effective == expectedUID else {
             throw .otherUser(uid: processUID.effective == expectedUID ? processUID.real : processUID.effective)
         }
-        let application = try self.application(in: directory)
-        guard try self.startTime(of: pid) == startTime else { throw .processGone(pid) }
-        return Caller(pid: pid, uid: uid, startTime: startTime, application: application)
+        let executable = try executableFile(directory)
+        let (application, target) = try self.application(in: directory)
+        // Ended (its pid perhaps reused), or executed another program while it was read: what was read may mix
+        // two programs.
+        let after = try status(of: pid)
+        guard after.startTime == before.startTime else { throw .processGone(pid) }
+        guard after.stackStart == before.stackStart, try executableFile(directory) == executable else {
+            throw .programChanged(pid)
+        }
+        let image = ProgramImage(
+            device: executable.device, inode: executable.inode, stackStart: before.stackStart, target: target)
+        return Caller(pid: pid, uid: uid, startTime: before.startTime, application: application, image: image)
     }
 
     /// Whether `caller` is still running as the same process (its pid not reused since).
@@ -50,8 +76,29 @@ package final class ProcessInspector {
         (try? startTime(of: caller.pid)) == caller.startTime
     }
 
+    /// Whether `caller` still runs the program it was identified running: the same process (its pid not reused)
+    /// that has not executed another program since (its executable's file, the start of its stack and, for an
+    /// interpreter, what its command line runs are unchanged). A Flatpak app is its sandbox whatever program
+    /// runs in it: only the process is compared.
+    package func runsSameProgram(_ caller: Caller) -> Bool {
+        guard let now = try? status(of: caller.pid), now.startTime == caller.startTime else { return false }
+        if case .flatpak = caller.application { return true }
+        let image = caller.image
+        guard now.stackStart == image.stackStart, let file = try? executableFile("\(procRoot)/\(caller.pid)"),
+            file.device == image.device, file.inode == image.inode
+        else { return false }
+        guard let target = image.target, case .script(let interpreter, _, _) = caller.application else { return true }
+        guard let arguments = try? commandLine("\(procRoot)/\(caller.pid)") else { return false }
+        return InterpreterCommandLine.target(of: arguments, executable: interpreter) == target
+    }
+
     /// The start time of `pid`, from `/proc/PID/stat`.
     package func startTime(of pid: pid_t) throws(CallerIdentityError) -> UInt64 {
+        try status(of: pid).startTime
+    }
+
+    /// The start time of `pid` and where its stack starts, from `/proc/PID/stat` (fields 22 and 28).
+    private func status(of pid: pid_t) throws(CallerIdentityError) -> (startTime: UInt64, stackStart: UInt64) {
         let text: String
         do {
             text = try readText("\(procRoot)/\(pid)/stat")
@@ -59,11 +106,20 @@ package final class ProcessInspector {
             throw .processGone(pid)
         }
         // The command name (field 2) is in parentheses and may hold spaces and parentheses: fields resume after
-        // the last ')'. Field 3 is the first after it, so field 22 is the 20th.
+        // the last ')'. Field 3 is the first after it, so field 22 is the 20th and field 28 the 26th.
         guard let close = text.lastIndex(of: ")") else { throw .malformed("/proc/\(pid)/stat") }
         let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count >= 20, let ticks = UInt64(fields[19]) else { throw .malformed("/proc/\(pid)/stat") }
-        return ticks
+        guard fields.count >= 26, let ticks = UInt64(fields[19]), let stack = UInt64(fields[25]) else {
+            throw .malformed("/proc/\(pid)/stat")
+        }
+        return (ticks, stack)
+    }
+
+    /// The device and inode of the file a process runs.
+    private func executableFile(_ directory: String) throws(CallerIdentityError) -> (device: UInt64, inode: UInt64) {
+        var status = stat()
+        guard stat(directory + "/exe", &status) == 0 else { throw .unreadable(directory + "/exe", errno: errno) }
+        return (UInt64(status.st_dev), UInt64(status.st_ino))
     }
 
     private func realAndEffectiveUID(_ directory: String) throws(CallerIdentityError) -> (real: uid_t, effective: uid_t)
@@ -77,20 +133,24 @@ package final class ProcessInspector {
         return (ids[0], ids[1])
     }
 
-    private func application(in directory: String) throws(CallerIdentityError) -> Application {
-        if let appID = try flatpakAppID(directory) { return .flatpak(appID: appID) }
+    /// The program in `directory` (`/proc/PID`), and what its command line runs when it is an interpreter.
+    private func application(
+        in directory: String
+    ) throws(CallerIdentityError) -> (Application, InterpreterCommandLine.Target?) {
+        if let appID = try flatpakAppID(directory) { return (.flatpak(appID: appID), nil) }
         let link = try readLink(directory + "/exe")
         let executable = link.hasSuffix(" (deleted)") ? String(link.dropLast(" (deleted)".count)) : link
         let arguments = try commandLine(directory)
-        switch InterpreterCommandLine.target(of: arguments, executable: executable) {
+        let target = InterpreterCommandLine.target(of: arguments, executable: executable)
+        switch target {
         case .file(let script)?:
             let path = script.hasPrefix("/") ? script : try readLink(directory + "/cwd") + "/" + script
             // Opened through the process's root, as the process sees its files.
             let digest = try digester.digest(ofFileAt: directory + "/root" + path)
-            return .script(interpreter: executable, path: Self.normalized(path), digest: digest)
+            return (.script(interpreter: executable, path: Self.normalized(path), digest: digest), target)
         case .module, .inline, nil:
             // The running file itself, even if its path now holds another (an upgrade in progress).
-            return .executable(path: executable, digest: try digester.digest(ofFileAt: directory + "/exe"))
+            return (.executable(path: executable, digest: try digester.digest(ofFileAt: directory + "/exe")), target)
         }
     }
 
