@@ -28,6 +28,12 @@ package struct ProgramImage: Hashable, Sendable {
     package let stackStart: UInt64
     /// What an interpreter's command line runs, nil for a compiled program.
     package let target: InterpreterCommandLine.Target?
+    /// The process's name (`/proc/PID/stat`, field 2: the executable's file name, set by `execve`) and its
+    /// command line: all that is left to compare once the process has made itself non-dumpable, which hides
+    /// the rest from other processes of its user.
+    package let command: String
+    /// See ``command``.
+    package let arguments: [String]
 }
 
 /// Reads `/proc` to tell which program a process runs: its executable (hashed), the script when the
@@ -58,16 +64,18 @@ package final class ProcessInspector {
             throw .otherUser(uid: processUID.effective == expectedUID ? processUID.real : processUID.effective)
         }
         let executable = try executableFile(directory)
-        let (application, target) = try self.application(in: directory)
+        let arguments = try commandLine(directory)
+        let (application, target) = try self.application(in: directory, arguments: arguments)
         // Ended (its pid perhaps reused), or executed another program while it was read: what was read may mix
         // two programs.
         let after = try status(of: pid)
         guard after.startTime == before.startTime else { throw .processGone(pid) }
-        guard after.stackStart == before.stackStart, try executableFile(directory) == executable else {
-            throw .programChanged(pid)
-        }
+        guard after.stackStart == before.stackStart, after.command == before.command,
+            try executableFile(directory) == executable
+        else { throw .programChanged(pid) }
         let image = ProgramImage(
-            device: executable.device, inode: executable.inode, stackStart: before.stackStart, target: target)
+            device: executable.device, inode: executable.inode, stackStart: before.stackStart, target: target,
+            command: before.command, arguments: arguments)
         return Caller(pid: pid, uid: uid, startTime: before.startTime, application: application, image: image)
     }
 
@@ -80,15 +88,29 @@ package final class ProcessInspector {
     /// that has not executed another program since (its executable's file, the start of its stack and, for an
     /// interpreter, what its command line runs are unchanged). A Flatpak app is its sandbox whatever program
     /// runs in it: only the process is compared.
+    ///
+    /// A process that has made itself non-dumpable since it was identified (the `latchkey` command does, once
+    /// the daemon has identified it) hides its executable and its stack from other processes of its user: it
+    /// is taken to run the same program when its name and its whole command line are unchanged.
     package func runsSameProgram(_ caller: Caller) -> Bool {
+        let directory = "\(procRoot)/\(caller.pid)"
         guard let now = try? status(of: caller.pid), now.startTime == caller.startTime else { return false }
         if case .flatpak = caller.application { return true }
         let image = caller.image
-        guard now.stackStart == image.stackStart, let file = try? executableFile("\(procRoot)/\(caller.pid)"),
-            file.device == image.device, file.inode == image.inode
-        else { return false }
+        let file: (device: UInt64, inode: UInt64)
+        do {
+            file = try executableFile(directory)
+        } catch .unreadable(_, errno: EACCES) {
+            return now.stackStart == 0 && now.command == image.command
+                && (try? commandLine(directory)) == image.arguments
+        } catch {
+            return false
+        }
+        guard now.stackStart == image.stackStart, file.device == image.device, file.inode == image.inode else {
+            return false
+        }
         guard let target = image.target, case .script(let interpreter, _, _) = caller.application else { return true }
-        guard let arguments = try? commandLine("\(procRoot)/\(caller.pid)") else { return false }
+        guard let arguments = try? commandLine(directory) else { return false }
         return InterpreterCommandLine.target(of: arguments, executable: interpreter) == target
     }
 
@@ -97,8 +119,11 @@ package final class ProcessInspector {
         try status(of: pid).startTime
     }
 
-    /// The start time of `pid` and where its stack starts, from `/proc/PID/stat` (fields 22 and 28).
-    private func status(of pid: pid_t) throws(CallerIdentityError) -> (startTime: UInt64, stackStart: UInt64) {
+    /// The name of `pid`, its start time and where its stack starts, from `/proc/PID/stat` (fields 2, 22 and 28;
+    /// field 28 reads 0 for a process that is not dumpable).
+    private func status(
+        of pid: pid_t
+    ) throws(CallerIdentityError) -> (command: String, startTime: UInt64, stackStart: UInt64) {
         let text: String
         do {
             text = try readText("\(procRoot)/\(pid)/stat")
@@ -107,12 +132,14 @@ package final class ProcessInspector {
         }
         // The command name (field 2) is in parentheses and may hold spaces and parentheses: fields resume after
         // the last ')'. Field 3 is the first after it, so field 22 is the 20th and field 28 the 26th.
-        guard let close = text.lastIndex(of: ")") else { throw .malformed("/proc/\(pid)/stat") }
+        guard let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")"), open < close else {
+            throw .malformed("/proc/\(pid)/stat")
+        }
         let fields = text[text.index(after: close)...].split(separator: " ")
         guard fields.count >= 26, let ticks = UInt64(fields[19]), let stack = UInt64(fields[25]) else {
             throw .malformed("/proc/\(pid)/stat")
         }
-        return (ticks, stack)
+        return (String(text[text.index(after: open)..<close]), ticks, stack)
     }
 
     /// The device and inode of the file a process runs.
@@ -133,14 +160,14 @@ package final class ProcessInspector {
         return (ids[0], ids[1])
     }
 
-    /// The program in `directory` (`/proc/PID`), and what its command line runs when it is an interpreter.
+    /// The program in `directory` (`/proc/PID`) whose command line is `arguments`, and what that command line
+    /// runs when the program is an interpreter.
     private func application(
-        in directory: String
+        in directory: String, arguments: [String]
     ) throws(CallerIdentityError) -> (Application, InterpreterCommandLine.Target?) {
         if let appID = try flatpakAppID(directory) { return (.flatpak(appID: appID), nil) }
         let link = try readLink(directory + "/exe")
         let executable = link.hasSuffix(" (deleted)") ? String(link.dropLast(" (deleted)".count)) : link
-        let arguments = try commandLine(directory)
         let target = InterpreterCommandLine.target(of: arguments, executable: executable)
         switch target {
         case .file(let script)?:
