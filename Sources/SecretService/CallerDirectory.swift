@@ -40,8 +40,9 @@ final class CallerDirectory {
     /// Senders whose credentials were asked for, by the serial of the request.
     private var asked: [UInt32: String] = [:]
     private var nextSerial: UInt32 = CallerDirectory.firstSerial
-    /// Looks at identified callers again on the serving thread (`/proc/PID/stat` and a `stat` of its
-    /// executable, without the shared inspector's lock, which a hash of a large file may hold).
+    /// Looks at identified callers again on the serving thread (a `stat` of the executable, an interpreter's
+    /// command line, `/proc/PID/stat` without a pidfd; without the shared inspector's lock, which a hash of a
+    /// large file may hold).
     private let liveness = ProcessInspector()
     /// A pidfd on each identified sender's process: whether it still runs, for the cost of a `poll`.
     private var handles: [String: ProcessHandle] = [:]
@@ -67,8 +68,8 @@ final class CallerDirectory {
     /// identified), and no other program executed in it since (a trusted program executed by the process
     /// that connected, while a child of it keeps the connection, is not the program that connected).
     func runsAsIdentified(_ caller: Caller, sender: String) -> Bool {
-        if let handle = handles[sender], handle.hasExited { return false }
-        return liveness.runsSameProgram(caller)
+        guard let handle = handles[sender] else { return liveness.runsSameProgram(caller) }
+        return !handle.hasExited && liveness.runsSameProgram(caller, sameProcess: true)
     }
 
     /// Starts identifying `name`, a unique name that has just appeared on the bus (`NameOwnerChanged` with no

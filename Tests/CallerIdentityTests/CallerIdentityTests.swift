@@ -368,6 +368,7 @@ import Testing
         }
         #expect(ProcessInspector().isRunning(caller), "the same process")
         #expect(!ProcessInspector().runsSameProgram(caller), "another program")
+        #expect(!ProcessInspector().runsSameProgram(caller, sameProcess: true), "another executable")
 
         // The same interpreter executing another script: the same executable, another script and stack.
         let second = try waitingScript("second.sh")
@@ -381,7 +382,24 @@ import Testing
         shell.input.fileHandleForWriting.write(Data("go\n".utf8))
         #expect(shell.output.fileHandleForReading.readLine() == "ready", "the second script runs")
         #expect(!ProcessInspector().runsSameProgram(before))
+        #expect(!ProcessInspector().runsSameProgram(before, sameProcess: true), "another script")
         #expect(try identify(shell.pid).application.name.hasSuffix(" " + second.path))
+    }
+
+    /// `/proc/PID/stat`'s name may hold spaces and parentheses; fields 22 and 28 are read after the last ')'.
+    @Test func statLinesAreReadAfterTheLastParenthesis() {
+        var fields = (3...52).map { String($0) }
+        fields[22 - 3] = "123456"
+        fields[28 - 3] = "140737488346112"
+        let line = "4242 (odd) name (x) " + fields.joined(separator: " ") + "\n"
+        let parsed = ProcessInspector.parseStat(ArraySlice(Array(line.utf8)))
+        #expect(parsed?.command == "odd) name (x")
+        #expect(parsed?.startTime == 123456)
+        #expect(parsed?.stackStart == 140_737_488_346_112)
+        #expect(ProcessInspector.parseStat(ArraySlice(Array("4242 (short) S 1 2".utf8))) == nil)
+        #expect(
+            ProcessInspector.parseStat(ArraySlice(Array(line.replacingOccurrences(of: "123456", with: "12x").utf8)))
+                == nil)
     }
 
     /// Waits up to 5 s for `condition`.

@@ -67,7 +67,7 @@ struct AccessCheckBenchmark {
         }
         let measured = parts()
         print(
-            "the re-check of the caller (pidfd poll, /proc/PID/stat, stat of /proc/PID/exe)  \(measured.liveness) µs, the item's attributes read \(measured.attributes) µs"
+            "the re-check of the caller (pidfd poll, stat of /proc/PID/exe) \(measured.liveness) µs, the item's attributes read \(measured.attributes) µs"
         )
         // Calls alternate between the two daemons, so that the machine's load falls on both alike.
         var with: [Double] = []
