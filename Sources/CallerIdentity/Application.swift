@@ -14,15 +14,22 @@ package enum Application: Hashable, Sendable, CustomStringConvertible {
     /// Flatpak and read-only to the app).
     case flatpak(appID: String)
 
-    /// What stays the same across versions of the application: the executable's or the script's path, or
-    /// the Flatpak app id. Access lists are keyed by it.
+    /// What stays the same across versions of the application: the executable's path, the interpreter's and
+    /// the script's paths (`/usr/bin/python3.11 /home/me/bin/sync.py`), or the Flatpak app id. Access lists
+    /// are keyed by it.
+    ///
+    /// A script is named with its interpreter: the same file run by another program (a copy of python3
+    /// elsewhere, or any program named `python3`) is another application.
     package var name: String {
         switch self {
         case .executable(let path, _): path
-        case .script(_, let path, _): path
+        case .script(let interpreter, let path, _): Self.scriptName(interpreter: interpreter, script: path)
         case .flatpak(let appID): "flatpak:" + appID
         }
     }
+
+    /// The name of the script at `script` run by the interpreter at `interpreter` (both absolute paths).
+    package static func scriptName(interpreter: String, script: String) -> String { interpreter + " " + script }
 
     /// The digest of the file that runs, nil for a Flatpak app (its files are the sandbox's).
     package var digest: FileDigest? {

@@ -4,6 +4,8 @@ import Glibc
 package enum CallerIdentityError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The process is gone (it exited, or its pid now belongs to a process started later).
     case processGone(pid_t)
+    /// The process executed another program (`execve`) while it was being identified, or since.
+    case programChanged(pid_t)
     /// The process belongs to another user than the one the daemon serves.
     case otherUser(uid: uid_t)
     /// A file under `/proc` or the program's file could not be read (what, and `errno`).
@@ -21,6 +23,7 @@ package enum CallerIdentityError: Error, Equatable, Sendable, CustomStringConver
     package var description: String {
         switch self {
         case .processGone(let pid): "process \(pid) is gone or was replaced"
+        case .programChanged(let pid): "process \(pid) started another program since it connected"
         case .otherUser(let uid): "the process belongs to uid \(uid), not to this user"
         case .unreadable(let what, let code): "cannot read \(what): \(String(cString: strerror(code)))"
         case .malformed(let what): "cannot parse \(what)"

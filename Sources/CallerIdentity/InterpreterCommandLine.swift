@@ -1,31 +1,60 @@
 /// Finds the script an interpreter runs from its command line (`/proc/PID/cmdline`): `python3 -u sync.py`
 /// runs `sync.py`; `python3 -c CODE`, `perl -e CODE` and an interpreter reading standard input run no file.
 ///
+/// An option that brings in code besides the script (`python3 -cCODE`, `perl -MModule`, `perl -I dir`,
+/// `node -r module`, `ruby -r library`, a debugger or an interactive prompt) makes the command line run more
+/// than the script: it is read as inline code, so that the process is identified as the interpreter and not
+/// as the script it names (which it may never run, or run after code of its own).
+///
 /// The command line is what the process was started with; a process can rewrite it later, which is one of
 /// the reasons caller identity is a barrier against careless or compromised applications and not against a
 /// determined same-user attacker (docs/threat-model.md).
 package struct InterpreterCommandLine: Sendable {
     /// An interpreter family: how its options are read.
     struct Family: Sendable {
-        /// Options that take the next argument as their value.
-        let optionsWithValue: Set<String>
-        /// Options whose value is code to run: no script file follows.
-        let inlineCode: Set<String>
-        /// Options after which the next argument names a module, not a file (`python3 -m`).
-        let module: Set<String>
+        /// Short options (letters) that take a value: attached (`-Wignore`) or the next argument (`-W ignore`).
+        var valueLetters: Set<Character> = []
+        /// Short options that run code of their own: inline code (`-c`, `-e`), a module or library loaded
+        /// first (`-M`, `-r`), a directory code is loaded from (`-I`), a debugger, an interactive prompt.
+        var codeLetters: Set<Character> = []
+        /// The short option after which the next argument (or the attached rest) names a module (`python3 -m`).
+        var moduleLetter: Character? = nil
+        /// Long options that take the next argument as their value (or one attached with `=`).
+        var valueOptions: Set<String> = []
+        /// Long options that run code of their own, with or without a value (`--require`, `--eval`, `--inspect`).
+        var codeOptions: Set<String> = []
+        /// Long option prefixes that run code of their own (`--inspect` and its variants).
+        var codePrefixes: [String] = []
     }
 
     /// Interpreter families by the executable's name with its version stripped (`python3.11` → `python`).
     static let families: [String: Family] = {
+        // python: -c code, -m module, -i interactive after the script; -W, -X take values.
         let python = Family(
-            optionsWithValue: ["-W", "-X", "--check-hash-based-pycs"], inlineCode: ["-c"], module: ["-m"])
-        let perl = Family(optionsWithValue: ["-I", "-M", "-m", "-x", "-C"], inlineCode: ["-e", "-E"], module: [])
+            valueLetters: ["W", "X"], codeLetters: ["c", "i"], moduleLetter: "m",
+            valueOptions: ["--check-hash-based-pycs"])
+        // perl: -e/-E code, -M/-m modules, -I library directories, -d debugger (-d:Module loads one). Its other
+        // options take only attached values (-0777, -l, -i.bak, -F:), read as letters: a code letter among
+        // them makes the line inline, which only ever asks more.
+        let perl = Family(codeLetters: ["e", "E", "M", "m", "I", "d"])
+        // node: -e/-p code, -r/--require, --import, --loader preload modules, -i a prompt, --inspect a debugger
+        // any local process can drive.
         let node = Family(
-            optionsWithValue: ["-r", "--require", "--import", "--loader", "--experimental-loader", "--input-type"],
-            inlineCode: ["-e", "--eval", "-p", "--print"], module: [])
-        let shell = Family(optionsWithValue: ["-o", "+o", "-O", "+O"], inlineCode: ["-c"], module: [])
-        let ruby = Family(optionsWithValue: ["-I", "-r", "-C", "-E", "-F"], inlineCode: ["-e"], module: [])
-        let plain = Family(optionsWithValue: [], inlineCode: ["-e", "-c"], module: [])
+            valueLetters: ["C"], codeLetters: ["e", "p", "r", "i"],
+            valueOptions: ["--input-type", "--conditions", "--title", "--env-file", "--stack-size", "--icu-data-dir"],
+            codeOptions: [
+                "--eval", "--print", "--require", "--import", "--loader", "--experimental-loader", "--interactive",
+            ],
+            codePrefixes: ["--inspect", "--debug"])
+        // shells: -c code, -s and -i read standard input, fish's -C runs a command first; -o/+o, -O/+O take values.
+        let shell = Family(
+            valueLetters: ["o", "O"], codeLetters: ["c", "s", "i", "C"], valueOptions: ["--rcfile", "--init-file"])
+        // ruby: -e code, -r libraries, -I library directories, -S looks the script up in PATH; -C, -E, -F take
+        // values (-x, -0, -K, -W, -T only attached ones, read as letters like perl's).
+        let ruby = Family(
+            valueLetters: ["C", "E", "F"], codeLetters: ["e", "r", "I", "S"],
+            valueOptions: ["--encoding", "--external-encoding", "--internal-encoding", "--enable", "--disable"])
+        let plain = Family(codeLetters: ["e", "c", "i", "r", "l"])
         return [
             "python": python, "pypy": python, "perl": perl, "node": node, "nodejs": node, "ruby": ruby,
             "sh": shell, "bash": shell, "dash": shell, "zsh": shell, "ksh": shell, "mksh": shell, "fish": shell,
@@ -35,13 +64,14 @@ package struct InterpreterCommandLine: Sendable {
     }()
 
     /// What an interpreter's command line runs.
-    package enum Target: Equatable, Sendable {
+    package enum Target: Hashable, Sendable {
         /// A script file, as written on the command line (relative to the process's working directory
         /// unless absolute).
         case file(String)
         /// A module (`python3 -m name`), found through the interpreter's own search path.
         case module(String)
-        /// Code given on the command line or read from standard input: no file to name.
+        /// Code given on the command line or read from standard input, or code loaded besides the script: no
+        /// one file to name.
         case inline
     }
 
@@ -59,25 +89,32 @@ package struct InterpreterCommandLine: Sendable {
         var index = 1
         while index < arguments.count {
             let argument = arguments[index]
-            if argument == "--" {
-                return index + 1 < arguments.count ? .file(arguments[index + 1]) : .inline
+            index += 1
+            if argument == "--" { return index < arguments.count ? .file(arguments[index]) : .inline }
+            if argument == "-" { return .inline }
+            guard argument.count > 1, argument.hasPrefix("-") || argument.hasPrefix("+") else { return .file(argument) }
+            if argument.hasPrefix("--") {
+                let name = argument.split(separator: "=", maxSplits: 1).first.map(String.init) ?? argument
+                if family.codeOptions.contains(name) || family.codePrefixes.contains(where: name.hasPrefix) {
+                    return .inline
+                }
+                if family.valueOptions.contains(name), !argument.contains("=") { index += 1 }
+                continue
             }
-            if argument == "-" || !(argument.hasPrefix("-") || argument.hasPrefix("+")) || argument.count == 1 {
-                return argument == "-" ? .inline : .file(argument)
-            }
-            if family.inlineCode.contains(argument) { return .inline }
-            if family.module.contains(argument) {
-                return index + 1 < arguments.count ? .module(arguments[index + 1]) : .inline
-            }
-            // Short options may be bundled (`python3 -uc CODE`, `sh -ec CODE`): the last letter decides.
-            if !argument.hasPrefix("--"), argument.count > 2, let last = argument.last {
-                let tail = "-" + String(last)
-                if family.inlineCode.contains(tail) { return .inline }
-                if family.module.contains(tail) {
-                    return index + 1 < arguments.count ? .module(arguments[index + 1]) : .inline
+            // Short options, possibly bundled (`python3 -uc CODE`, `perl -lne CODE`): read letter by letter.
+            var letters = argument.dropFirst()[...]
+            while let letter = letters.first {
+                letters = letters.dropFirst()
+                if family.codeLetters.contains(letter) { return .inline }
+                if letter == family.moduleLetter {
+                    if !letters.isEmpty { return .module(String(letters)) }
+                    return index < arguments.count ? .module(arguments[index]) : .inline
+                }
+                if family.valueLetters.contains(letter) {
+                    if letters.isEmpty { index += 1 }
+                    break
                 }
             }
-            index += family.optionsWithValue.contains(argument) ? 2 : 1
         }
         return .inline
     }

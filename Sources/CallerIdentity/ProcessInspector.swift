@@ -11,6 +11,29 @@ package struct Caller: Hashable, Sendable {
     package let startTime: UInt64
     /// The program it runs.
     package let application: Application
+    /// What tells that program apart from one the process executes later (``ProcessInspector/runsSameProgram(_:)``).
+    package let image: ProgramImage
+}
+
+/// What a process's `execve` changes, read when it is identified and again at each secret request: a process
+/// that executed another program since it was identified (with the same pid and start time) is no longer the
+/// application identified (docs/threat-model.md, "Who is asking").
+package struct ProgramImage: Hashable, Sendable {
+    /// The device and inode of the file running (`stat` through `/proc/PID/exe`).
+    package let device: UInt64
+    /// See ``device``.
+    package let inode: UInt64
+    /// Where the process's stack starts (`/proc/PID/stat`, field 28): set by each `execve`, at a random place
+    /// (address-space layout randomisation), so that the same interpreter executed again is told apart too.
+    package let stackStart: UInt64
+    /// What an interpreter's command line runs, nil for a compiled program.
+    package let target: InterpreterCommandLine.Target?
+    /// The process's name (`/proc/PID/stat`, field 2: the executable's file name, set by `execve`) and its
+    /// command line: all that is left to compare once the process has made itself non-dumpable, which hides
+    /// the rest from other processes of its user.
+    package let command: String
+    /// See ``command``.
+    package let arguments: [String]
 }
 
 /// Reads `/proc` to tell which program a process runs: its executable (hashed), the script when the
@@ -35,14 +58,25 @@ package final class ProcessInspector {
     package func identify(pid: pid_t, uid: uid_t, expectedUID: uid_t) throws(CallerIdentityError) -> Caller {
         guard uid == expectedUID else { throw .otherUser(uid: uid) }
         let directory = "\(procRoot)/\(pid)"
-        let startTime = try self.startTime(of: pid)
+        let before = try status(of: pid)
         let processUID = try realAndEffectiveUID(directory)
         guard processUID.real == expectedUID, processUID.effective == expectedUID else {
             throw .otherUser(uid: processUID.effective == expectedUID ? processUID.real : processUID.effective)
         }
-        let application = try self.application(in: directory)
-        guard try self.startTime(of: pid) == startTime else { throw .processGone(pid) }
-        return Caller(pid: pid, uid: uid, startTime: startTime, application: application)
+        let executable = try executableFile(directory)
+        let arguments = try commandLine(directory)
+        let (application, target) = try self.application(in: directory, arguments: arguments)
+        // Ended (its pid perhaps reused), or executed another program while it was read: what was read may mix
+        // two programs.
+        let after = try status(of: pid)
+        guard after.startTime == before.startTime else { throw .processGone(pid) }
+        guard after.stackStart == before.stackStart, after.command == before.command,
+            try executableFile(directory) == executable
+        else { throw .programChanged(pid) }
+        let image = ProgramImage(
+            device: executable.device, inode: executable.inode, stackStart: before.stackStart, target: target,
+            command: before.command, arguments: arguments)
+        return Caller(pid: pid, uid: uid, startTime: before.startTime, application: application, image: image)
     }
 
     /// Whether `caller` is still running as the same process (its pid not reused since).
@@ -50,20 +84,110 @@ package final class ProcessInspector {
         (try? startTime(of: caller.pid)) == caller.startTime
     }
 
+    /// Whether `caller` still runs the program it was identified running: the same process (its pid not reused)
+    /// that has not executed another program since (its executable's file and, for an interpreter, what its
+    /// command line runs are unchanged; unless `sameProcess`, the start of its stack too). A Flatpak app is its
+    /// sandbox whatever program runs in it: only the process is compared.
+    ///
+    /// `sameProcess`: the caller knows the process is the one identified (a pidfd on it has not signalled its
+    /// end), so `/proc/PID/stat` (about 15 µs of the kernel's time here, more than the rest together) is not read. The
+    /// start of the stack then goes uncompared: it tells apart only the same executable run again with the same
+    /// script, which is the same application.
+    ///
+    /// A process that has made itself non-dumpable since it was identified (the `latchkey` command does, once
+    /// the daemon has identified it) hides its executable and its stack from other processes of its user: it
+    /// is taken to run the same program when its name and its whole command line are unchanged.
+    package func runsSameProgram(_ caller: Caller, sameProcess: Bool = false) -> Bool {
+        let directory = "\(procRoot)/\(caller.pid)"
+        let image = caller.image
+        if case .flatpak = caller.application { return sameProcess || isRunning(caller) }
+        let file: (device: UInt64, inode: UInt64)
+        do {
+            file = try executableFile(directory)
+        } catch .unreadable(_, errno: EACCES) {
+            guard let now = try? status(of: caller.pid) else { return false }
+            return now.startTime == caller.startTime && now.stackStart == 0 && now.command == image.command
+                && (try? commandLine(directory)) == image.arguments
+        } catch {
+            return false
+        }
+        guard file.device == image.device, file.inode == image.inode else { return false }
+        if !sameProcess {
+            guard let now = try? status(of: caller.pid), now.startTime == caller.startTime,
+                now.stackStart == image.stackStart
+            else { return false }
+        }
+        guard let target = image.target, case .script(let interpreter, _, _) = caller.application else { return true }
+        guard let arguments = try? commandLine(directory) else { return false }
+        return InterpreterCommandLine.target(of: arguments, executable: interpreter) == target
+    }
+
     /// The start time of `pid`, from `/proc/PID/stat`.
     package func startTime(of pid: pid_t) throws(CallerIdentityError) -> UInt64 {
-        let text: String
-        do {
-            text = try readText("\(procRoot)/\(pid)/stat")
-        } catch .unreadable(_, errno: ENOENT), .unreadable(_, errno: ESRCH) {
-            throw .processGone(pid)
+        try status(of: pid).startTime
+    }
+
+    /// The name of `pid`, its start time and where its stack starts, from `/proc/PID/stat` (fields 2, 22 and 28;
+    /// field 28 reads 0 for a process that is not dumpable).
+    private func status(
+        of pid: pid_t
+    ) throws(CallerIdentityError) -> (command: String, startTime: UInt64, stackStart: UInt64) {
+        // Read and parsed as bytes, without the general reader's copies: this runs at every secret request.
+        let path = "\(procRoot)/\(pid)/stat"
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        guard fd >= 0 else {
+            if errno == ENOENT || errno == ESRCH { throw .processGone(pid) }
+            throw .unreadable(path, errno: errno)
         }
-        // The command name (field 2) is in parentheses and may hold spaces and parentheses: fields resume after
-        // the last ')'. Field 3 is the first after it, so field 22 is the 20th.
-        guard let close = text.lastIndex(of: ")") else { throw .malformed("/proc/\(pid)/stat") }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count >= 20, let ticks = UInt64(fields[19]) else { throw .malformed("/proc/\(pid)/stat") }
-        return ticks
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 2048)
+        var count = 0
+        while count < bytes.count {
+            let got = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress.map { $0 + count }, $0.count - count) }
+            if got < 0 {
+                if errno == EINTR { continue }
+                if errno == ESRCH { throw .processGone(pid) }
+                throw .unreadable(path, errno: errno)
+            }
+            if got == 0 { break }
+            count += got
+        }
+        guard let parsed = Self.parseStat(bytes[..<count]) else { throw .malformed(path) }
+        return parsed
+    }
+
+    /// Fields 2, 22 and 28 of a `/proc/PID/stat` line. The command name (field 2) is in parentheses and may hold
+    /// spaces and parentheses: fields resume after the last ')', field 3 first.
+    static func parseStat(_ line: ArraySlice<UInt8>) -> (command: String, startTime: UInt64, stackStart: UInt64)? {
+        guard let open = line.firstIndex(of: UInt8(ascii: "(")), let close = line.lastIndex(of: UInt8(ascii: ")")),
+            open < close
+        else { return nil }
+        var field = 2
+        var value: UInt64 = 0
+        var startTime: UInt64?
+        for byte in line[(close + 1)...] {
+            if byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\n") {
+                if field == 22 { startTime = value }
+                if field == 28, let startTime {
+                    return (String(decoding: line[(open + 1)..<close], as: UTF8.self), startTime, value)
+                }
+                field += 1
+                value = 0
+            } else if field == 22 || field == 28 {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                let (shifted, overflow) = value.multipliedReportingOverflow(by: 10)
+                guard !overflow else { return nil }
+                value = shifted &+ UInt64(byte - UInt8(ascii: "0"))
+            }
+        }
+        return nil
+    }
+
+    /// The device and inode of the file a process runs.
+    private func executableFile(_ directory: String) throws(CallerIdentityError) -> (device: UInt64, inode: UInt64) {
+        var status = stat()
+        guard stat(directory + "/exe", &status) == 0 else { throw .unreadable(directory + "/exe", errno: errno) }
+        return (UInt64(status.st_dev), UInt64(status.st_ino))
     }
 
     private func realAndEffectiveUID(_ directory: String) throws(CallerIdentityError) -> (real: uid_t, effective: uid_t)
@@ -77,20 +201,24 @@ package final class ProcessInspector {
         return (ids[0], ids[1])
     }
 
-    private func application(in directory: String) throws(CallerIdentityError) -> Application {
-        if let appID = try flatpakAppID(directory) { return .flatpak(appID: appID) }
+    /// The program in `directory` (`/proc/PID`) whose command line is `arguments`, and what that command line
+    /// runs when the program is an interpreter.
+    private func application(
+        in directory: String, arguments: [String]
+    ) throws(CallerIdentityError) -> (Application, InterpreterCommandLine.Target?) {
+        if let appID = try flatpakAppID(directory) { return (.flatpak(appID: appID), nil) }
         let link = try readLink(directory + "/exe")
         let executable = link.hasSuffix(" (deleted)") ? String(link.dropLast(" (deleted)".count)) : link
-        let arguments = try commandLine(directory)
-        switch InterpreterCommandLine.target(of: arguments, executable: executable) {
+        let target = InterpreterCommandLine.target(of: arguments, executable: executable)
+        switch target {
         case .file(let script)?:
             let path = script.hasPrefix("/") ? script : try readLink(directory + "/cwd") + "/" + script
             // Opened through the process's root, as the process sees its files.
             let digest = try digester.digest(ofFileAt: directory + "/root" + path)
-            return .script(interpreter: executable, path: Self.normalized(path), digest: digest)
+            return (.script(interpreter: executable, path: Self.normalized(path), digest: digest), target)
         case .module, .inline, nil:
             // The running file itself, even if its path now holds another (an upgrade in progress).
-            return .executable(path: executable, digest: try digester.digest(ofFileAt: directory + "/exe"))
+            return (.executable(path: executable, digest: try digester.digest(ofFileAt: directory + "/exe")), target)
         }
     }
 

@@ -112,9 +112,10 @@ extension SecretServiceDaemon {
         let asker: Asker
         var changed = false
         switch callers.entries[sender] {
-        case .identified(let caller)? where !callers.isRunning(caller, sender: sender):
-            // Its pid ended, or now runs another program (which holds the connection it inherited).
-            asker = .unidentified("its process \(caller.pid) ended, or that pid now runs another program")
+        case .identified(let caller)? where !callers.runsAsIdentified(caller, sender: sender):
+            // Its pid ended or now runs another program (which holds the connection it inherited), or it
+            // executed another program since it connected (while a child of it keeps the connection).
+            asker = .unidentified("process \(caller.pid) ended or started another program since it connected")
         case .identified(let caller)?:
             let application = caller.application
             switch ItemAccess(attributes: attributes).verdict(

@@ -8,9 +8,15 @@ import Synchronization
 /// Who each D-Bus client is, asked of the bus once per connection and kept by unique name until the name
 /// goes (docs/threat-model.md, "Who is asking").
 ///
-/// Without I/O on the serving thread: the first call from a sender the directory does not know makes the
-/// daemon send the bus `GetConnectionCredentials` (with a serial of the directory's own, so that the reply
-/// is told apart among the messages read) and hold that sender's calls, in order. When the bus answers,
+/// A connection is identified when it appears on the bus (`NameOwnerChanged` for a new unique name), before
+/// it can ask anything: the process that connected is identified, not a program it executes later in the same
+/// pid. At each secret request the process is looked at again (``runsAsIdentified(_:sender:)``): one that
+/// ended or executed another program since is unidentified from then on.
+///
+/// Without I/O on the serving thread: a new connection, or the first call from a sender the directory does not
+/// know (one that connected before the daemon listened), makes the daemon send the bus
+/// `GetConnectionCredentials` (with a serial of the directory's own, so that the reply is told apart among the
+/// messages read) and hold that sender's calls, in order. When the bus answers,
 /// `/proc` is read and the program hashed on the registry's quick worker (a thread of its own, not the worker
 /// where a key derivation may take a second; the ``ProcessInspector`` and its ``FileDigester`` are used under
 /// a lock as well, so that no other thread can ever race it); then the held calls are served. Other senders
@@ -34,8 +40,9 @@ final class CallerDirectory {
     /// Senders whose credentials were asked for, by the serial of the request.
     private var asked: [UInt32: String] = [:]
     private var nextSerial: UInt32 = CallerDirectory.firstSerial
-    /// Reads start times on the serving thread (one small procfs file, without the shared inspector's lock,
-    /// which a hash of a large file may hold), for a caller without a pidfd.
+    /// Looks at identified callers again on the serving thread (a `stat` of the executable, an interpreter's
+    /// command line, `/proc/PID/stat` without a pidfd; without the shared inspector's lock, which a hash of a
+    /// large file may hold).
     private let liveness = ProcessInspector()
     /// A pidfd on each identified sender's process: whether it still runs, for the cost of a `poll`.
     private var handles: [String: ProcessHandle] = [:]
@@ -48,17 +55,28 @@ final class CallerDirectory {
         self.inspector = SharedInspector()
     }
 
-    /// The program behind `sender`, nil while unknown or when it could not be identified.
+    /// The program behind `sender`, nil while unknown, when it could not be identified, or when its process
+    /// ended or executed another program since.
     func application(of sender: String?) -> Application? {
-        guard let sender, case .identified(let caller)? = entries[sender] else { return nil }
+        guard let sender, case .identified(let caller)? = entries[sender], runsAsIdentified(caller, sender: sender)
+        else { return nil }
         return caller.application
     }
 
-    /// Whether `caller`'s process still runs: its pid not ended, nor taken by another process since it was
-    /// identified (another program holding the connection it inherited is not the program identified).
-    func isRunning(_ caller: Caller, sender: String) -> Bool {
-        if let handle = handles[sender] { return !handle.hasExited }
-        return liveness.isRunning(caller)
+    /// Whether `caller`'s process still runs the program identified: its pid not ended, nor taken by another
+    /// process since it was identified (another program holding the connection it inherited is not the program
+    /// identified), and no other program executed in it since (a trusted program executed by the process
+    /// that connected, while a child of it keeps the connection, is not the program that connected).
+    func runsAsIdentified(_ caller: Caller, sender: String) -> Bool {
+        guard let handle = handles[sender] else { return liveness.runsSameProgram(caller) }
+        return !handle.hasExited && liveness.runsSameProgram(caller, sameProcess: true)
+    }
+
+    /// Starts identifying `name`, a unique name that has just appeared on the bus (`NameOwnerChanged` with no
+    /// previous owner): the request to send the bus, unless the name is known already.
+    func appeared(_ name: String, asking outbox: inout [DBusMessage]) {
+        guard name.hasPrefix(":"), entries[name] == nil else { return }
+        ask(name, holding: [], outbox: &outbox)
     }
 
     /// Holds `call` if its sender is not identified yet; the request to send the bus when this is the
@@ -71,19 +89,25 @@ final class CallerDirectory {
             entries[sender] = .pending(calls + [call])
             return true
         case nil:
-            guard
-                let request = try? DBusMessage.methodCall(
-                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                    interface: "org.freedesktop.DBus", member: "GetConnectionCredentials", arguments: [.string(sender)])
-            else { return false }
-            let serial = nextSerial
-            nextSerial = nextSerial == UInt32.max ? Self.firstSerial : nextSerial + 1
-            request.assignSerial(serial)
-            asked[serial] = sender
-            entries[sender] = .pending([call])
-            outbox.append(request)
-            return true
+            return ask(sender, holding: [call], outbox: &outbox)
         }
+    }
+
+    /// Asks the bus who `sender` is, holding `calls` meanwhile; whether the request could be made.
+    @discardableResult
+    private func ask(_ sender: String, holding calls: [DBusMessage], outbox: inout [DBusMessage]) -> Bool {
+        guard
+            let request = try? DBusMessage.methodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "GetConnectionCredentials", arguments: [.string(sender)])
+        else { return false }
+        let serial = nextSerial
+        nextSerial = nextSerial == UInt32.max ? Self.firstSerial : nextSerial + 1
+        request.assignSerial(serial)
+        asked[serial] = sender
+        entries[sender] = .pending(calls)
+        outbox.append(request)
+        return true
     }
 
     /// The bus's answer to a credentials request, if `message` is one: the sender it is about and its pid and

@@ -201,9 +201,12 @@ package final class SecretServiceDaemon {
             hasLostName = true
         }
         guard message.member == "NameOwnerChanged", let arguments = try? message.arguments(), arguments.count == 3,
-            case .string(let name) = arguments[0], case .string(let newOwner) = arguments[2]
+            case .string(let name) = arguments[0], case .string(let oldOwner) = arguments[1],
+            case .string(let newOwner) = arguments[2]
         else { return }
         screenSaver.noteOwner(newOwner, of: name)
+        // A new connection: identified now, before it can ask anything (CallerDirectory).
+        if oldOwner.isEmpty, newOwner == name { callers?.appeared(name, asking: &outbox) }
         if newOwner.isEmpty, name.hasPrefix(":") {
             callers?.forget(name)
             withdrawAccessPrompts(of: name)

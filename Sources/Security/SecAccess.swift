@@ -69,7 +69,8 @@ public func SecTrustedApplicationCreateFromPath(
     guard TrustedApplication.isStorable(absolute),
         let digest = try? FileDigester(capacity: 1).digest(ofFileAt: absolute)
     else { return errSecParam }
-    app.pointee = SecTrustedApplication(name: absolute, digest: digest.description)
+    let name = Application.trustedName(ofProgramAt: absolute, searchPath: getenv("PATH").map { String(cString: $0) })
+    app.pointee = SecTrustedApplication(name: name, digest: digest.description)
     return errSecSuccess
 }
 

@@ -128,10 +128,13 @@ enum AccessVerbs {
     }
 
     /// How access lists name the application `argument` gives: `flatpak:APP-ID` as it is, a path with its
-    /// links resolved (the file need not exist any more: a program uninstalled is still revoked).
+    /// links resolved and a script with its interpreter (the file need not exist any more: a program
+    /// uninstalled is still revoked; a name as `list-access` prints it is taken as it is).
     static func listedName(_ argument: String) throws(KeychainError) -> String {
         if argument.hasPrefix(TrustedApplicationArgument.flatpakPrefix) { return argument }
-        if let path = try? TrustedApplicationArgument.canonicalPath(argument) { return path }
+        if let path = try? TrustedApplicationArgument.canonicalPath(argument) {
+            return TrustedApplicationArgument.listedName(ofProgramAt: path)
+        }
         guard argument.hasPrefix("/") else {
             throw KeychainError.param("\(argument): give the program's absolute path (it does not exist here)")
         }

@@ -117,7 +117,7 @@ def sha256_of(path):
 
 def test_access_lists_from_the_command_line(cli, tmp_path):
     """-T names programs by their real path and the SHA-256 of their file (relative paths and links resolved),
-    flatpak:APP-ID as it is; -A opens an item to any application; list-access shows the lists (--json too);
+    a script with the interpreter its #! line names, flatpak:APP-ID as it is; -A opens an item to any application; list-access shows the lists (--json too);
     remove-access takes an application (or "any application") off them; bad names get one line and status 1."""
     tool = tmp_path / "bin" / "sync-tool"
     tool.parent.mkdir()
@@ -129,10 +129,12 @@ def test_access_lists_from_the_command_line(cli, tmp_path):
     cli.ok("add-generic-password", "-a", "me", "-s", "shared.example", "-A", "--stdin", input="two\n")
     cli.ok("add-generic-password", "-a", "me", "-s", "plain.example", "--stdin", input="three\n")
     shell = os.path.realpath("/bin/sh")
+    # The script, as the daemon names it running: with its interpreter.
+    script_name = f"{shell} {tool}"
     listing = {entry["service"]: entry for entry in cli.json("list-access")}
     assert listing["backup.example"]["anyApplication"] is False
     assert listing["backup.example"]["trusted"] == [
-        {"name": str(tool), "sha256": sha256_of(tool)}, {"name": shell, "sha256": sha256_of(shell)},
+        {"name": script_name, "sha256": sha256_of(tool)}, {"name": shell, "sha256": sha256_of(shell)},
         {"name": "flatpak:org.example.Notes", "sha256": None}]
     assert listing["shared.example"]["anyApplication"] is True and listing["shared.example"]["trusted"] == []
     # With no -T or -A, latchkeyd trusts the program that made the item: latchkey, when the daemon can read
@@ -144,7 +146,7 @@ def test_access_lists_from_the_command_line(cli, tmp_path):
     assert listing["plain.example"]["trusted"] == (
         [{"name": latchkey, "sha256": sha256_of(latchkey)}] if creator_recorded else [])
     text = cli.ok("list-access").stdout
-    assert f"    {tool}  sha256:{sha256_of(tool)[:16]}" in text
+    assert f"    {script_name}  sha256:{sha256_of(tool)[:16]}" in text
     assert "    any application" in text
     assert ("(no list: every application is asked)" in text) != creator_recorded
 

@@ -101,6 +101,61 @@ import Testing
         #expect(sent.filter { $0.kind == .methodReturn }.map(\.replySerial) == [first.serial, second.serial])
     }
 
+    /// A connection is identified when the bus announces it, before its first call (the process that
+    /// connected, not a program it executes later); a process that executed another program since is
+    /// unidentified at its next secret request, and creates items that trust nothing.
+    @Test func aConnectionIsIdentifiedWhenItAppearsAndNotAsAProgramItExecutesLater() throws {
+        let inproc = try InProcessDaemon(identifiesCallers: true)
+        let process = Process()
+        let input = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "read line; exec /bin/sleep 30"]
+        process.standardInput = input
+        try process.run()
+        defer {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        let pid = process.processIdentifier
+        func executable() -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") }
+        func waitFor(_ path: String) {
+            for _ in 0..<500 where executable() != path { usleep(10_000) }
+        }
+        let shell = try FileManager.default.destinationOfSymbolicLink(atPath: "/bin/sh")
+        waitFor(shell.hasPrefix("/") ? shell : "/usr/bin/" + shell)
+
+        let asked = try inproc.arrive(":1.7")
+        #expect(asked.filter { $0.member == "GetConnectionCredentials" }.count == 1, "asked before any call")
+        _ = try inproc.answerCredentials(in: asked, pid: pid)
+        inproc.settle()
+        let identified = try #require(inproc.daemon.application(of: ":1.7"))
+        #expect(identified.name == executable())
+        // Its first call is served at once, and the item it creates trusts it.
+        let opened = try inproc.send(
+            "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "OpenSession",
+            [.string("plain"), .variant(.string(""))])
+        let session = try #require(try opened.reply?.arguments().last?.text)
+        let path = try inproc.createItem(session: session, attributes: ["service": "mail"], secret: "s3cret")
+        #expect(try Self.access(of: path, in: inproc).trustedApplications.map(\.name) == [identified.name])
+        guard case .item(let held, let reference)? = inproc.daemon.resolve(path) else {
+            Issue.record("no item at \(path)")
+            return
+        }
+        let target = SecretServiceDaemon.SecretTarget(held: held, reference: reference)
+        #expect(inproc.daemon.accessCheck(target, caller: ":1.7") == nil, "the creator is trusted")
+
+        // The process executes another program (its pid and start time unchanged).
+        input.fileHandleForWriting.write(Data("go\n".utf8))
+        waitFor("/usr/bin/sleep")
+        let check = try #require(inproc.daemon.accessCheck(target, caller: ":1.7"))
+        guard case .unidentified(let reason) = check.asker else {
+            Issue.record("still identified: \(check.asker)")
+            return
+        }
+        #expect(reason.contains("started another program"))
+        #expect(inproc.daemon.application(of: ":1.7") == nil, "what it creates trusts nothing")
+    }
+
     @Test func aSenderThatLeftIsAskedAgainUnderItsNameNoMore() throws {
         let inproc = try InProcessDaemon(identifiesCallers: true)
         _ = try Self.introduce(":1.7", to: inproc)

@@ -127,12 +127,23 @@ final class InProcessDaemon {
         return messages.first { $0.kind != .signal && $0.replySerial == call.serial }
     }
 
+    /// The bus's announcement that `client` connected (`NameOwnerChanged` with no previous owner): what the
+    /// daemon sends.
+    func arrive(_ client: String) throws -> [DBusMessage] {
+        try ownerChanged(client, from: "", to: client)
+    }
+
     /// The bus's word that `client` left (`NameOwnerChanged` with no new owner); what the daemon sent.
     @discardableResult
     func leave(_ client: String) throws -> [DBusMessage] {
+        try ownerChanged(client, from: client, to: "")
+    }
+
+    /// `NameOwnerChanged` for `name`, from the bus: what the daemon sent.
+    private func ownerChanged(_ name: String, from old: String, to new: String) throws -> [DBusMessage] {
         let signal = try DBusMessage.signal(
             path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
-            arguments: [.string(client), .string(client), .string("")])
+            arguments: [.string(name), .string(old), .string(new)])
         serial += 1
         signal.stampAsDelivered(from: "org.freedesktop.DBus", serial: serial)
         let sent = daemon.handle(signal)

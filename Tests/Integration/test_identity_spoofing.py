@@ -1,0 +1,168 @@
+"""A caller cannot borrow a trusted program's identity (docs/threat-model.md, "Who is asking"), on a real bus
+with real clients and the scripted pinentry:
+
+- by executing the trusted program after connecting: the process that connected to the bus forks, a child
+  keeps the connection, and the connecting pid executes the trusted program (the pid and the start time stay
+  the same); the child asks for the secret. The daemon identified the connection when it appeared on the bus,
+  and sees at the request that the process runs another program since: unidentified, asked, never trusted;
+- by running a trusted script with code of its own besides it (`python3 -cCODE trusted.py`, `python3 -i`,
+  `-m`), or by running it with another interpreter: a script is trusted with its interpreter."""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import secret_tool
+from test_access_prompts import arguments, creator_program, prompting  # noqa: F401 (fixtures)
+
+# The attacker: connects (untrusted: python3 running this script), waits for the daemon to have seen it, forks;
+# the child keeps the connection and, once the parent runs the trusted program (argv[1:]), reads the item
+# key=k over the connection the parent made. The parent's standard input is a pipe the child holds open, so
+# that a trusted program reading it (secret-tool store) keeps running meanwhile.
+ATTACK = textwrap.dedent("""
+    import os, signal, sys, time
+    import secretstorage
+    trusted = sys.argv[1:]
+    connection = secretstorage.dbus_init()
+    time.sleep(1)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read_end)
+        parent = os.getppid()
+        wanted = "\\0".join(trusted) + "\\0"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with open(f"/proc/{parent}/cmdline") as file:
+                if file.read() == wanted:
+                    break
+            time.sleep(0.01)
+        else:
+            print("the parent never ran", trusted, flush=True)
+            os._exit(1)
+        time.sleep(0.2)
+        try:
+            collection = secretstorage.get_default_collection(connection)
+            item = next(collection.search_items({"key": "k"}))
+            print("GOT", item.get_secret().decode(), flush=True)
+        except Exception as error:
+            print("REFUSED", type(error).__name__, error, flush=True)
+        os.kill(parent, signal.SIGKILL)
+        os._exit(0)
+    os.close(write_end)
+    os.dup2(read_end, 0)
+    os.execv(trusted[0], trusted)
+""")
+
+# A trusted script: "store" stores key=k; "wait" waits on its standard input; "lookup" prints the secret.
+TRUSTED_SCRIPT = textwrap.dedent("""
+    import sys
+    import secretstorage
+    connection = secretstorage.dbus_init()
+    collection = secretstorage.get_default_collection(connection)
+    if sys.argv[1] == "store":
+        collection.create_item("k", {"key": "k"}, b"the secret")
+    elif sys.argv[1] == "wait":
+        sys.stdin.read()
+    else:
+        try:
+            print(next(collection.search_items({"key": "k"})).get_secret().decode())
+        except Exception as error:
+            print(type(error).__name__, error, file=sys.stderr)
+            sys.exit(2)
+""")
+
+
+def python(bus, *args, cwd=None):
+    return subprocess.run([sys.executable, *args], env=bus.env(), capture_output=True, text=True, timeout=60,
+                          cwd=cwd)
+
+
+@pytest.fixture
+def trusted_script(tmp_path):
+    script = tmp_path / "trusted.py"
+    script.write_text(TRUSTED_SCRIPT)
+    return script
+
+
+def attack(bus, tmp_path, *trusted):
+    attacker = tmp_path / "attacker.py"
+    attacker.write_text(ATTACK)
+    return subprocess.run([sys.executable, str(attacker), *trusted], env=bus.env(), capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_a_process_that_executes_secret_tool_after_connecting_is_not_secret_tool(prompting, bus, tmp_path):
+    secret_tool(bus, "store", "--label=k", "key", "k", input=b"the secret")
+    read = secret_tool(bus, "lookup", "key", "k")
+    assert read.stdout == b"the secret" and arguments(prompting, "CONFIRM") == []
+
+    prompting.set_pinentry_answers(["cancel"])
+    tool = shutil.which("secret-tool")
+    result = attack(bus, tmp_path, tool, "store", "--label=other", "key", "other")
+    assert "GOT" not in result.stdout, result.stdout + result.stderr
+    assert "REFUSED" in result.stdout and "AccessDenied" in result.stdout, result.stdout + result.stderr
+    assert len(arguments(prompting, "CONFIRM")) == 1
+    description = arguments(prompting, "SETDESC")[-1]
+    assert "could not identify" in description and "started another program" in description, description
+    assert "secret-tool" not in description
+    assert arguments(prompting, "SETNOTOK") == [], "no Always allow for a caller that is not identified"
+
+
+def test_a_script_that_executes_a_trusted_script_after_connecting_is_not_it(prompting, bus, tmp_path,
+                                                                           trusted_script):
+    assert python(bus, str(trusted_script), "store").returncode == 0
+    read = python(bus, str(trusted_script), "lookup")
+    assert read.stdout == "the secret\n" and arguments(prompting, "CONFIRM") == [], read.stderr
+
+    prompting.set_pinentry_answers(["cancel"])
+    # The same interpreter: only the script (and the process image) changes.
+    result = attack(bus, tmp_path, sys.executable, str(trusted_script), "wait")
+    assert "GOT" not in result.stdout, result.stdout + result.stderr
+    assert "REFUSED" in result.stdout, result.stdout + result.stderr
+    assert len(arguments(prompting, "CONFIRM")) == 1
+    assert "started another program" in arguments(prompting, "SETDESC")[-1]
+
+
+def test_code_run_besides_a_trusted_script_or_another_interpreter_is_asked_about(prompting, bus, tmp_path,
+                                                                                 trusted_script):
+    assert python(bus, str(trusted_script), "store").returncode == 0
+    assert python(bus, str(trusted_script), "lookup").stdout == "the secret\n"
+    assert arguments(prompting, "CONFIRM") == []
+
+    # Code of the caller's own that reads the secret, then names the trusted script (argv[1]).
+    code = "import sys; sys.argv[1:] = ['lookup']; exec(open('" + str(trusted_script) + "').read())"
+    module = tmp_path / "mod.py"
+    module.write_text(TRUSTED_SCRIPT)
+    copy = tmp_path / "bin" / "python3"
+    copy.parent.mkdir()
+    copy.write_bytes(pathlib_bytes(sys.executable) + b"\0another interpreter")
+    copy.chmod(0o755)
+    attempts = [
+        [sys.executable, "-c", code, str(trusted_script), "lookup"],
+        [sys.executable, "-c" + code, str(trusted_script), "lookup"],
+        [sys.executable, "-Ic" + code, str(trusted_script), "lookup"],
+        [sys.executable, "-m", "mod", "lookup"],
+        [sys.executable, "-mmod", "lookup"],
+        [str(copy), str(trusted_script), "lookup"],
+    ]
+    for number, attempt in enumerate(attempts, start=1):
+        prompting.set_pinentry_answers(["cancel"])
+        env = bus.env(PYTHONPATH=str(tmp_path)) if "mod" in " ".join(attempt) else bus.env()
+        result = subprocess.run(attempt, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert result.stdout == "" and "AccessDenied" in result.stderr, (attempt, result.stdout, result.stderr)
+        assert len(arguments(prompting, "CONFIRM")) == number, attempt
+        assert f"“k”" in arguments(prompting, "SETDESC")[-1]
+    # The trusted script itself is still trusted, by its interpreter and its path.
+    assert python(bus, str(trusted_script), "lookup", cwd=tmp_path).stdout == "the secret\n"
+    assert python(bus, "trusted.py", "lookup", cwd=tmp_path).stdout == "the secret\n"
+    assert len(arguments(prompting, "CONFIRM")) == len(attempts)
+
+
+def pathlib_bytes(path):
+    with open(os.path.realpath(path), "rb") as file:
+        return file.read()
