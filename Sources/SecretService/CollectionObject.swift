@@ -287,7 +287,9 @@ struct ItemObject: DBusObject {
         let target = SecretServiceDaemon.SecretTarget(held: collection, reference: reference)
         return try daemon.servingChange(kind, of: [target], to: call) { [collection] denial in
             if let denial { return .failure(denial.secretServiceError) }
-            guard !collection.isLocked else { return .failure(SecretServiceError.isLocked("\(collection.path) is locked")) }
+            guard !collection.isLocked else {
+                return .failure(SecretServiceError.isLocked("\(collection.path) is locked"))
+            }
             do throws(KeychainError) {
                 try body()
             } catch {

@@ -118,7 +118,8 @@ struct NativeKeychainObject: DBusObject {
                     },
                     DBusMethod("Delete", DBusInput("query", NativeQuery.self), returns: [.init("count", UInt32.self)]) {
                         (object, call, query) throws(DBusError) in
-                        try object.changing(.delete, matching: query.query, call: call) { (matching) throws(KeychainError) in
+                        try object.changing(.delete, matching: query.query, call: call) {
+                            (matching) throws(KeychainError) in
                             try object.keychain.keychain.delete(matching: matching)
                         }
                     },
@@ -291,7 +292,8 @@ struct NativeKeychainObject: DBusObject {
             reading.returning = [.attributes, .reference]
             reading.limit = .all
             targets = try keychain.keychain.items(matching: reading).map {
-                SecretServiceDaemon.SecretTarget(held: keychain, reference: $0.reference, attributes: $0.attributes ?? [:])
+                SecretServiceDaemon.SecretTarget(
+                    held: keychain, reference: $0.reference, attributes: $0.attributes ?? [:])
             }
         } catch {
             throw KeychainBus.dbusError(error)
