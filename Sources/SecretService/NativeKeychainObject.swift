@@ -291,7 +291,9 @@ struct NativeKeychainObject: DBusObject {
             var reading = query
             reading.returning = [.attributes, .reference]
             reading.limit = .all
-            targets = try keychain.keychain.items(matching: reading).map {
+            // Callers not identified (an embedding): nothing is checked, so nothing is read first.
+            let found = daemon.callers == nil ? [] : try keychain.keychain.items(matching: reading)
+            targets = found.map {
                 SecretServiceDaemon.SecretTarget(
                     held: keychain, reference: $0.reference, attributes: $0.attributes ?? [:])
             }
