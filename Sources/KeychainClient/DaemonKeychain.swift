@@ -99,8 +99,8 @@ package final class DaemonKeychain: KeychainBackend {
     }
 
     /// Deletes the keychain and its file through the Secret Service
-    /// (`Collection.Delete`), as any client may; the daemon refuses for the
-    /// login and session keychains.
+    /// (`Collection.Delete`): the daemon refuses for the login and session
+    /// keychains and a locked one, and deletes once the person confirmed it.
     package func deleteKeychain() throws(KeychainError) {
         let id = try describe().id
         _ = try call(

@@ -3,20 +3,6 @@ import KeychainStore
 import Pinentry
 import Synchronization
 
-/// How the confirmation of a switch to ``KeychainAccessPolicy/allowAll`` ended, as its prompt's thread saw it.
-private final class ConfirmationOutcome: Sendable {
-    enum State: Sendable {
-        /// The pinentry never ran (the queue could not start it).
-        case notAsked
-        /// The person answered: OK (true) or Cancel (false).
-        case answered(Bool)
-        /// The pinentry could not be run or failed: nobody could be asked.
-        case failed(String)
-    }
-
-    let state = Mutex(State.notAsked)
-}
-
 extension KeychainRegistry {
     /// Changes a keychain's access policy (kept in its file, authenticated under its key), then runs
     /// `completion` on the serving thread with nil or the error.
@@ -50,42 +36,12 @@ extension KeychainRegistry {
             completion(store())
             return nil
         }
-        let outcome = ConfirmationOutcome()
-        let request = Self.allowAllRequest(for: held, requester: requester)
-        let dialog = PromptDialog(
-            sharingKey: nil, tries: 1, retryMessage: "",
-            ask: { pinentry, _, cancellation in
-                do throws(PinentryError) {
-                    let confirmed = try pinentry.confirm(request, cancellation: cancellation)
-                    outcome.state.withLock { $0 = .answered(confirmed) }
-                    return confirmed ? [] : nil
-                } catch {
-                    outcome.state.withLock { $0 = .failed(error.reason) }
-                    return nil
-                }
-            },
-            attempt: { _ in .success(true) }, apply: { _ in }, isSatisfied: { false })
-        return enqueuePrompt(dialog) { accepted in
-            guard accepted else {
-                switch outcome.state.withLock({ $0 }) {
-                case .answered:
-                    completion(KeychainError(.userCanceled, "the user did not confirm allowing every application"))
-                case .failed(let reason):
-                    completion(
-                        KeychainError(
-                            .interactionNotAllowed,
-                            "allow-all needs the user's confirmation, and no prompt could be shown (pinentry: \(reason))"
-                        ))
-                case .notAsked:
-                    completion(
-                        KeychainError(
-                            .interactionNotAllowed,
-                            "allow-all needs the user's confirmation, and no prompt could be shown"
-                        ))
-                }
-                return
-            }
-            completion(store())
+        return confirm(
+            Self.allowAllRequest(for: held, requester: requester), bounded: nil,
+            declined: "the user did not confirm allowing every application",
+            unasked: "allow-all needs the user's confirmation, and no prompt could be shown"
+        ) { error in
+            completion(error ?? store())
         }
     }
 

@@ -12,6 +12,28 @@ package enum AccessAnswer: Sendable, Equatable {
     case allowAlways
 }
 
+/// What an access prompt asks leave for: to hand an item's secret over, to change an item (its secret, label or
+/// attributes) or to delete it (docs/threat-model.md, "Access lists"). The decision is the same for each (the
+/// item's access list, else the person); the words differ, and only a read offers Always allow.
+package enum AccessKind: Sendable, Equatable {
+    /// The item's secret is asked for.
+    case read
+    /// The item's secret, label or attributes would be replaced.
+    case change
+    /// The item would be deleted.
+    case delete
+
+    /// The verb a prompt and an error message use: "read", "CHANGE", "DELETE" (capitals, so that a change is
+    /// not taken for the usual read).
+    package var verb: String {
+        switch self {
+        case .read: "read"
+        case .change: "CHANGE"
+        case .delete: "DELETE"
+        }
+    }
+}
+
 /// The words of an access prompt, made on the prompt's own thread just before it shows (so that a slow
 /// lookup, `dpkg -S`, never runs on the serving thread).
 package struct AccessQuestion: Sendable {
@@ -53,19 +75,20 @@ extension KeychainRegistry {
     /// that the client waiting for the secret hears the answer (or the denial) rather than `NoReply`.
     static let accessPromptTimeout: Duration = .seconds(20)
 
-    /// Asks, through pinentry and the prompt queue, whether an application may read an item's secret.
-    /// `question` makes the words on the prompt's thread. Requests with the same `sharingKey` (the same item
-    /// and the same application) share one pinentry. `trust` runs on the serving thread when the answer is
+    /// Asks, through pinentry and the prompt queue, whether an application may read an item's secret (or
+    /// change or delete items: the question says which). `question` makes the words on the prompt's thread.
+    /// Requests with the same `sharingKey` (the same item and the same application) share one pinentry; nil
+    /// shares with none. `trust` runs on the serving thread when the answer is
     /// Always allow; `isAllowed` says whether the application meanwhile became trusted (then nothing is
     /// asked). `completion` runs on the serving thread: true to hand the secret over, false when denied,
     /// dismissed, timed out or when pinentry could not ask (`failure` then says why). Withdraw the ticket
     /// when the client leaves.
     package func promptForAccess(
-        sharingKey: String, question: @escaping @Sendable () -> AccessQuestion, failure: AccessPromptFailure,
+        sharingKey: String?, question: @escaping @Sendable () -> AccessQuestion, failure: AccessPromptFailure,
         trust: @escaping () -> Void, isAllowed: @escaping () -> Bool, completion: @escaping (Bool) -> Void
     ) -> PromptTicket {
         let dialog = PromptDialog(
-            sharingKey: "access:" + sharingKey,
+            sharingKey: sharingKey.map { "access:" + $0 },
             question: { pinentry, cancellation in
                 let asked = question()
                 let bounded = pinentry.bounded(to: Self.accessPromptTimeout)

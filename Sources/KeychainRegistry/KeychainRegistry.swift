@@ -281,13 +281,9 @@ package final class KeychainRegistry {
         ) { keychain(id: $0) != nil || reservedKeychainIDs.contains($0) }
     }
 
-    /// Deletes a client-made keychain and its file, and the aliases naming it.
-    ///
-    /// - Throws: `errSecParam` for the login and session keychains.
-    package func deleteKeychain(_ held: HeldKeychain) throws(KeychainError) {
-        guard held.id != Self.loginID, held.id != Self.sessionID else {
-            throw KeychainError.param("the \(held.id) collection cannot be deleted")
-        }
+    /// Deletes a client-made keychain and its file, and the aliases naming it (after the checks and the
+    /// confirmation of ``deleteKeychain(_:requester:completion:)``).
+    func removeKeychain(_ held: HeldKeychain) {
         keychains.removeAll { $0 === held }
         aliases = aliases.filter { $0.value != held.id }
         saveAliases()

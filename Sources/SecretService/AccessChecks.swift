@@ -10,7 +10,10 @@ import KeychainStore
 ///
 /// Every path that hands out a secret goes through ``SecretServiceDaemon/servingSecrets(of:to:_:)``:
 /// `GetSecret`, `GetSecrets` and `org.latchkey.Keychain1.Search` asking for data (the CLI and the `Security`
-/// module go through it). Labels and attributes stay visible to every caller.
+/// module go through it). Every path that changes or deletes an item goes through
+/// ``SecretServiceDaemon/servingChange(_:of:to:_:)``, with the same decision: `Item.SetSecret`, `Item.Delete`,
+/// the `Label` and `Attributes` setters, `CreateItem` replacing an item, `Keychain1.Update` and `Delete`.
+/// Labels and attributes stay visible to every caller.
 extension SecretServiceDaemon {
     /// One item whose secret is asked for, with its attributes when the request has read them already.
     struct SecretTarget {
@@ -65,7 +68,7 @@ extension SecretServiceDaemon {
         for (index, check) in checks {
             let failure = AccessPromptFailure()
             let ticket = registry.promptForAccess(
-                sharingKey: Self.sharingKey(check, sender: sender), question: Self.question(for: check),
+                sharingKey: Self.sharingKey(check, sender: sender), question: Self.question(.read, for: [check]),
                 failure: failure,
                 trust: { [self] in trust(check) },
                 // Read afresh: the list may have changed since (another request's Always allow).
@@ -81,11 +84,10 @@ extension SecretServiceDaemon {
                     }
                     pending.waiting -= 1
                     guard pending.waiting == 0 else { return }
-                    accessTickets[sender]?.removeAll { ticket in pending.tickets.contains { $0 === ticket } }
-                    if accessTickets[sender]?.isEmpty == true { accessTickets[sender] = nil }
+                    forget(pending.tickets, of: sender)
                     let denial =
                         pending.deniedLabels.isEmpty
-                        ? nil : AccessDenial(labels: pending.deniedLabels, failure: pending.failure)
+                        ? nil : AccessDenial(kind: .read, labels: pending.deniedLabels, failure: pending.failure)
                     reply(to: call, serve(pending.allowed, denial))
                 })
             if pending.waiting > 0 {
@@ -94,6 +96,54 @@ extension SecretServiceDaemon {
             }
         }
         return .deferred
+    }
+
+    /// Serves a request that changes or deletes `targets` (docs/dbus-mapping.md, "Access prompts"): at once when
+    /// the caller may read them all (the same decision as for their secrets: the item trusts it, or the
+    /// keychain's policy is `allow-all`), else once the person allowed it in one prompt that covers every item
+    /// it may not touch (a bulk `Keychain1.Delete` asks once, not per item). Such a prompt offers no Always
+    /// allow: the access list is one for reads and changes, and a change is no reason to trust a program with
+    /// the secret. `serve` makes the change and the reply, given the denial when the person did not allow it
+    /// (nothing may change then). Never blocks: the reply is deferred while the prompt is pending.
+    func servingChange(
+        _ kind: AccessKind, of targets: [SecretTarget], to call: DBusMethodCall,
+        _ serve: @escaping (_ denial: AccessDenial?) -> Result<[DBusValue], DBusError>
+    ) throws(DBusError) -> DBusMethodResult {
+        let checks = targets.compactMap { accessCheck($0, caller: call.sender) }
+        guard !checks.isEmpty else {
+            switch serve(nil) {
+            case .success(let values): return .reply(values)
+            case .failure(let error): throw error
+            }
+        }
+        let sender = call.sender
+        let failure = AccessPromptFailure()
+        var ticket: PromptTicket?
+        var finished = false
+        ticket = registry.promptForAccess(
+            sharingKey: nil, question: Self.question(kind, for: checks), failure: failure, trust: {},
+            // Read afresh: the caller may have been trusted meanwhile (another request's Always allow).
+            isAllowed: { [self] in
+                checks.allSatisfy {
+                    accessCheck(SecretTarget(held: $0.target.held, reference: $0.target.reference), caller: sender)
+                        == nil
+                }
+            },
+            completion: { [self] granted in
+                finished = true
+                if let ticket { forget([ticket], of: sender) }
+                let denial =
+                    granted ? nil : AccessDenial(kind: kind, labels: checks.map(\.label), failure: failure.description)
+                reply(to: call, serve(denial))
+            })
+        if !finished, let ticket { accessTickets[sender, default: []].append(ticket) }
+        return .deferred
+    }
+
+    /// Forgets `tickets` of `sender` once their prompts ended.
+    private func forget(_ tickets: [PromptTicket], of sender: String) {
+        accessTickets[sender]?.removeAll { ticket in tickets.contains { $0 === ticket } }
+        if accessTickets[sender]?.isEmpty == true { accessTickets[sender] = nil }
     }
 
     /// Withdraws the access prompts of a client that left the bus: nobody waits for their answer.
@@ -168,12 +218,13 @@ extension SecretServiceDaemon {
         return check.target.held.id + "\t" + check.target.reference.description + "\t" + who
     }
 
-    /// The words of the prompt for `check`, made on the prompt's thread (`dpkg -S` may take a while).
-    private static func question(for check: AccessCheck) -> @Sendable () -> AccessQuestion {
-        let asker = check.asker
-        let changed = check.changed
-        let label = check.label
-        let keychain = check.target.held.label
+    /// The words of the prompt asking to `kind` the items of `checks` (one item for a read; all of one caller,
+    /// in one keychain), made on the prompt's thread (`dpkg -S` may take a while).
+    private static func question(_ kind: AccessKind, for checks: [AccessCheck]) -> @Sendable () -> AccessQuestion {
+        let asker = checks[0].asker
+        let changed = checks.contains { $0.changed }
+        let items = Self.itemList(checks.map(\.label))
+        let keychain = checks[0].target.held.label
         return {
             let who: String
             var offersAlways = true
@@ -184,12 +235,20 @@ extension SecretServiceDaemon {
                     name += " (package \(package))"
                 }
                 who = name
-                offersAlways = TrustedApplication.isStorable(application.name)
+                offersAlways = kind == .read && TrustedApplication.isStorable(application.name)
             case .unidentified(let reason):
                 who = "A program Latchkey could not identify (\(reason))"
                 offersAlways = false
             }
-            var description = "\(who)\nwants the secret of “\(label)” in the keychain “\(keychain)”."
+            var description: String
+            switch kind {
+            case .read: description = "\(who)\nwants the secret of \(items) in the keychain “\(keychain)”."
+            case .change:
+                description =
+                    "\(who)\nwants to CHANGE \(items) in the keychain “\(keychain)”"
+                    + " (its secret, label or attributes would be replaced)."
+            case .delete: description = "\(who)\nwants to DELETE \(items) from the keychain “\(keychain)”."
+            }
             if changed {
                 description +=
                     "\n\nThis application has CHANGED since you allowed it: its file is not the one you trusted"
@@ -197,9 +256,15 @@ extension SecretServiceDaemon {
             }
             return AccessQuestion(
                 description: description, offersAlways: offersAlways,
-                subject: "\(who) may read “\(label)” in “\(keychain)”",
-                alwaysQuestion: "Allow \(who)\nto read “\(label)” every time, without asking you again?")
+                subject: "\(who) may \(kind.verb) \(items) in “\(keychain)”",
+                alwaysQuestion: "Allow \(who)\nto read \(items) every time, without asking you again?")
         }
+    }
+
+    /// Labels as a prompt names them: “a”, “b” and “c”; past five, how many more.
+    static func itemList(_ labels: [String]) -> String {
+        let shown = labels.prefix(5).map { "“\($0)”" }.joined(separator: ", ")
+        return labels.count > 5 ? shown + " and \(labels.count - 5) more items" : shown
     }
 
     /// The file whose package a prompt names: a script's, else the executable's; none for a Flatpak app.
@@ -212,16 +277,24 @@ extension SecretServiceDaemon {
 
 }
 
-/// Why some of a request's secrets were not handed over: the items' labels, and the pinentry's failure when
-/// there was no way to ask (nil: the person denied, dismissed, or did not answer in time).
+/// Why some of a request's secrets were not handed over, or its items not changed or deleted: what was asked
+/// for, the items' labels, and the pinentry's failure when there was no way to ask (nil: the person denied,
+/// dismissed, or did not answer in time).
 struct AccessDenial {
+    let kind: AccessKind
     let labels: [String]
     let failure: String?
 
     private var message: String {
-        let items = labels.map { "“\($0)”" }.joined(separator: ", ")
-        if let failure { return "reading \(items) needs your permission, and there was no way to ask (\(failure))" }
-        return "reading \(items) was not allowed"
+        let items = SecretServiceDaemon.itemList(labels)
+        let doing: String
+        switch kind {
+        case .read: doing = "reading"
+        case .change: doing = "changing"
+        case .delete: doing = "deleting"
+        }
+        if let failure { return "\(doing) \(items) needs your permission, and there was no way to ask (\(failure))" }
+        return "\(doing) \(items) was not allowed"
     }
 
     /// The Secret Service face's error: `AccessDenied`, not `IsLocked` (unlocking would not help; see

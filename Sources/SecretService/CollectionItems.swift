@@ -72,14 +72,15 @@ extension HeldKeychain {
         }
     }
 
-    /// Adds an item made through the Secret Service, or with `replace` changes
-    /// the first item whose attributes include all of `attributes`. A new item trusts `creator`, the
-    /// application that made it, when it was identified (a replaced item keeps its access list).
+    /// Adds an item made through the Secret Service, or changes `existing` (`CreateItem` with `replace`: the
+    /// first item whose attributes include all of the new ones, found by the caller, which asked leave to
+    /// change it). A new item trusts `creator`, the application that made it, when it was identified (a
+    /// replaced item keeps its access list).
     func createItem(
-        label: String, attributes: [String: String], secret: Data, contentType: String, replace: Bool,
-        creator: Application? = nil
+        label: String, attributes: [String: String], secret: Data, contentType: String,
+        replacing existing: ItemReference? = nil, creator: Application? = nil
     ) throws(KeychainError) -> (reference: ItemReference, replaced: Bool) {
-        if replace, let existing = try search(attributes).first {
+        if let existing {
             try update(existing, label: label, attributes: attributes, secret: secret, contentType: contentType)
             return (existing, true)
         }

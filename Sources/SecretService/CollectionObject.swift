@@ -24,13 +24,9 @@ struct CollectionObject: DBusObject {
             DBusInterface(
                 interfaceName,
                 methods: [
-                    DBusMethod("Delete", returns: [.init("prompt", ObjectPath.self)]) { (object, _) throws(DBusError) in
-                        do throws(KeychainError) {
-                            try object.daemon.registry.deleteKeychain(object.collection)
-                        } catch {
-                            throw DBusError(.notSupported, error.reason)
-                        }
-                        return .reply([.objectPath(ObjectPaths.none)])
+                    DBusMethod("Delete", returns: [.init("prompt", ObjectPath.self)]) {
+                        (object, call) throws(DBusError) in
+                        object.delete(call: call)
                     },
                     DBusMethod(
                         "SearchItems", DBusInput("attributes", [String: String].self),
@@ -44,7 +40,7 @@ struct CollectionObject: DBusObject {
                         DBusInput("secret", TransportSecret.self), DBusInput("replace", Bool.self),
                         returns: [.init("item", ObjectPath.self), .init("prompt", ObjectPath.self)]
                     ) { (object, call, properties, secret, replace) throws(DBusError) in
-                        .reply(try object.createItem(properties.values, secret, replace: replace, caller: call.sender))
+                        try object.createItem(properties.values, secret, replace: replace, call: call)
                     },
                 ],
                 properties: [
@@ -62,6 +58,7 @@ struct CollectionObject: DBusObject {
                         set: { (object, _, label) throws(DBusError) in
                             try object.daemon.limits.check(label: label)
                             object.daemon.registry.setLabel(label, of: object.collection)
+                            return .reply([])
                         }),
                     DBusProperty("Locked", Bool.self) { $0.collection.isLocked },
                     DBusProperty("Created", UInt64.self) { $0.collection.created },
@@ -74,9 +71,37 @@ struct CollectionObject: DBusObject {
                 ])
         ]
 
+    /// `Delete`: once the person confirmed it (KeychainRegistry's `deleteKeychain`), whoever asks; refused at
+    /// once for the login and session collections (`NotSupported`) and while locked (`IsLocked`). A refusal
+    /// or no way to ask is `AccessDenied`. The reply waits for the answer; no prompt object is involved.
+    private func delete(call: DBusMethodCall) -> DBusMethodResult {
+        var finished = false
+        let collection = collection
+        let ticket = daemon.registry.deleteKeychain(
+            collection, requester: daemon.application(of: call.sender)?.description
+        ) { [daemon] error in
+            finished = true
+            daemon.policyConfirmations.removeAll { $0.call.message === call.message }
+            guard let error else { return daemon.reply(to: call, .success([.objectPath(ObjectPaths.none)])) }
+            let failure: DBusError
+            switch error.status {
+            case .param: failure = DBusError(.notSupported, error.reason)
+            case .interactionNotAllowed where collection.isLocked:
+                failure = SecretServiceError.isLocked("\(collection.path) is locked: unlock it to delete it")
+            case .itemNotFound: failure = SecretServiceError.noSuchObject(collection.path)
+            default: failure = DBusError(.accessDenied, error.reason)
+            }
+            daemon.reply(to: call, .failure(failure))
+        }
+        if let ticket, !finished { daemon.policyConfirmations.append((call.sender, call, ticket)) }
+        return .deferred
+    }
+
+    /// `CreateItem`: a new item at once; with `replace` over an existing item, the change is the caller's to
+    /// make as any change of that item is (AccessChecks.swift): asked about unless the item trusts it.
     private func createItem(
-        _ properties: [String: DBusValue], _ transport: TransportSecret, replace: Bool, caller: String
-    ) throws(DBusError) -> [DBusValue] {
+        _ properties: [String: DBusValue], _ transport: TransportSecret, replace: Bool, call: DBusMethodCall
+    ) throws(DBusError) -> DBusMethodResult {
         var label = ""
         var attributes: [String: String] = [:]
         if let value = properties["org.freedesktop.Secret.Item.Label"] {
@@ -94,14 +119,42 @@ struct CollectionObject: DBusObject {
         try daemon.limits.check(label: label)
         try daemon.limits.check(attributes: attributes)
         try HeldKeychain.refuseLatchkeyNames(attributes)
-        let secret = try daemon.receive(transport, from: caller)
+        let secret = try daemon.receive(transport, from: call.sender)
+        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        let existing: ItemReference?
+        do {
+            existing = replace ? try collection.search(attributes).first : nil
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+        let contentType = transport.contentType
+        let caller = call.sender
+        guard let existing else {
+            return .reply(try store(label, attributes, secret, contentType, replacing: nil, caller: caller))
+        }
+        let target = SecretServiceDaemon.SecretTarget(held: collection, reference: existing)
+        return try daemon.servingChange(.change, of: [target], to: call) { [self] denial in
+            if let denial { return .failure(denial.secretServiceError) }
+            do throws(DBusError) {
+                return .success(try store(label, attributes, secret, contentType, replacing: existing, caller: caller))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// Stores a new item, or changes `existing`, and tells clients.
+    private func store(
+        _ label: String, _ attributes: [String: String], _ secret: SharedSecret, _ contentType: String,
+        replacing existing: ItemReference?, caller: String
+    ) throws(DBusError) -> [DBusValue] {
         guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
         let result: (reference: ItemReference, replaced: Bool)
         do {
             result = try secret.withUnownedData { (data) throws(KeychainError) in
                 try collection.createItem(
-                    label: label, attributes: attributes, secret: data, contentType: transport.contentType,
-                    replace: replace, creator: daemon.application(of: caller))
+                    label: label, attributes: attributes, secret: data, contentType: contentType,
+                    replacing: existing, creator: daemon.application(of: caller))
             }
         } catch {
             throw SecretServiceError.from(error)
@@ -136,10 +189,14 @@ struct ItemObject: DBusObject {
             DBusInterface(
                 interfaceName,
                 methods: [
-                    DBusMethod("Delete", returns: [.init("Prompt", ObjectPath.self)]) { (object, _) throws(DBusError) in
-                        try object.change { () throws(KeychainError) in try object.collection.delete(object.reference) }
-                        object.daemon.announceItems(object.collection, "ItemDeleted", object.reference)
-                        return .reply([.objectPath(ObjectPaths.none)])
+                    DBusMethod("Delete", returns: [.init("Prompt", ObjectPath.self)]) {
+                        (object, call) throws(DBusError) in
+                        try object.change(.delete, call: call, reply: [.objectPath(ObjectPaths.none)]) {
+                            () throws(KeychainError) in
+                            try object.collection.delete(object.reference)
+                        } then: {
+                            object.daemon.announceItems(object.collection, "ItemDeleted", object.reference)
+                        }
                     },
                     DBusMethod(
                         "GetSecret", DBusInput("session", ObjectPath.self),
@@ -150,14 +207,14 @@ struct ItemObject: DBusObject {
                     DBusMethod("SetSecret", DBusInput("secret", TransportSecret.self)) {
                         (object, call, transport) throws(DBusError) in
                         let secret = try object.daemon.receive(transport, from: call.sender)
-                        try object.change { () throws(KeychainError) in
+                        let contentType = transport.contentType
+                        return try object.change(.change, call: call) { () throws(KeychainError) in
                             try secret.withUnownedData { (data) throws(KeychainError) in
-                                try object.collection.update(
-                                    object.reference, secret: data, contentType: transport.contentType)
+                                try object.collection.update(object.reference, secret: data, contentType: contentType)
                             }
+                        } then: {
+                            object.daemon.announceItems(object.collection, "ItemChanged", object.reference)
                         }
-                        object.daemon.announceItems(object.collection, "ItemChanged", object.reference)
-                        return .reply([])
                     },
                 ],
                 properties: [
@@ -168,13 +225,14 @@ struct ItemObject: DBusObject {
                             AttributeMapping.secretServiceAttributes(
                                 try object.attributes(), of: object.reference.itemClass)
                         },
-                        set: { (object, _, attributes) throws(DBusError) in
+                        set: { (object, call, attributes) throws(DBusError) in
                             try object.daemon.limits.check(attributes: attributes)
                             try HeldKeychain.refuseLatchkeyNames(attributes)
-                            try object.change { () throws(KeychainError) in
+                            return try object.change(.change, call: call) { () throws(KeychainError) in
                                 try object.collection.update(object.reference, attributes: attributes)
+                            } then: {
+                                object.changed("Attributes", .stringDictionary(attributes))
                             }
-                            object.changed("Attributes", .stringDictionary(attributes))
                         }),
                     DBusProperty(
                         "Label", String.self,
@@ -182,12 +240,13 @@ struct ItemObject: DBusObject {
                             if case .string(let label) = try object.attributes()[.label] { return label }
                             return ""
                         },
-                        set: { (object, _, label) throws(DBusError) in
+                        set: { (object, call, label) throws(DBusError) in
                             try object.daemon.limits.check(label: label)
-                            try object.change { () throws(KeychainError) in
+                            return try object.change(.change, call: call) { () throws(KeychainError) in
                                 try object.collection.update(object.reference, label: label)
+                            } then: {
+                                object.changed("Label", .string(label))
                             }
-                            object.changed("Label", .string(label))
                         }),
                     DBusProperty("Created", UInt64.self) { (object) throws(DBusError) in
                         Self.unixSeconds(try object.attributes()[.creationDate])
@@ -216,13 +275,28 @@ struct ItemObject: DBusObject {
         return UInt64(max(0, date.timeIntervalSince1970))
     }
 
-    /// Runs a change of the item: `IsLocked` while the collection is locked, store errors mapped.
-    private func change(_ body: () throws(KeychainError) -> Void) throws(DBusError) {
+    /// Changes or deletes the item (`kind`) once the caller may (AccessChecks.swift: the item trusts it, the
+    /// keychain's policy is `allow-all`, or the person allowed it; else `AccessDenied` and nothing changes):
+    /// `IsLocked` while the collection is locked (checked again when the answer comes), store errors mapped.
+    /// `done` tells clients; the reply is `values`.
+    private func change(
+        _ kind: AccessKind, call: DBusMethodCall, reply values: [DBusValue] = [],
+        _ body: @escaping () throws(KeychainError) -> Void, then done: @escaping () -> Void
+    ) throws(DBusError) -> DBusMethodResult {
         guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
-        do {
-            try body()
-        } catch {
-            throw SecretServiceError.from(error)
+        let target = SecretServiceDaemon.SecretTarget(held: collection, reference: reference)
+        return try daemon.servingChange(kind, of: [target], to: call) { [collection] denial in
+            if let denial { return .failure(denial.secretServiceError) }
+            guard !collection.isLocked else {
+                return .failure(SecretServiceError.isLocked("\(collection.path) is locked"))
+            }
+            do throws(KeychainError) {
+                try body()
+            } catch {
+                return .failure(SecretServiceError.from(error))
+            }
+            done()
+            return .success(values)
         }
     }
 

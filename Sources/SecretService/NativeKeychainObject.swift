@@ -99,27 +99,28 @@ struct NativeKeychainObject: DBusObject {
                         "Update", DBusInput("query", NativeQuery.self), DBusInput("attributes", NativeAttributes.self),
                         DBusInput("secret", [UInt8].self), DBusInput("hasSecret", Bool.self),
                         returns: [.init("count", UInt32.self)]
-                    ) { (object, _, query, attributes, secret, hasSecret) throws(DBusError) in
-                        try native { () throws(KeychainError) in
-                            let secret = try object.secret(secret, present: hasSecret)
-                            let count = try Self.lendingData(secret) { (secret) throws(KeychainError) in
+                    ) { (object, call, query, attributes, bytes, hasSecret) throws(DBusError) in
+                        let secret: SharedSecret?
+                        do throws(KeychainError) {
+                            secret = try object.secret(bytes, present: hasSecret)
+                            try object.checkBounds(attributes.attributes)
+                        } catch {
+                            throw KeychainBus.dbusError(error)
+                        }
+                        return try object.changing(.change, matching: query.query, call: call) {
+                            (matching) throws(KeychainError) in
+                            try Self.lendingData(secret) { (secret) throws(KeychainError) in
                                 let changes = ItemChanges(attributes: attributes.attributes, secret: secret)
-                                try object.checkBounds(query.query.attributes)
-                                try object.checkBounds(changes.attributes)
-                                try object.refuseWideningAccess(matching: query.query, with: changes)
-                                return try object.keychain.keychain.update(matching: query.query, with: changes)
+                                try object.refuseWideningAccess(matching: matching, with: changes)
+                                return try object.keychain.keychain.update(matching: matching, with: changes)
                             }
-                            object.changed()
-                            return [.uint32(UInt32(clamping: count))]
                         }
                     },
                     DBusMethod("Delete", DBusInput("query", NativeQuery.self), returns: [.init("count", UInt32.self)]) {
-                        (object, _, query) throws(DBusError) in
-                        try native { () throws(KeychainError) in
-                            try object.checkBounds(query.query.attributes)
-                            let count = try object.keychain.keychain.delete(matching: query.query)
-                            object.changed()
-                            return [.uint32(UInt32(clamping: count))]
+                        (object, call, query) throws(DBusError) in
+                        try object.changing(.delete, matching: query.query, call: call) {
+                            (matching) throws(KeychainError) in
+                            try object.keychain.keychain.delete(matching: matching)
                         }
                     },
                     DBusMethod("Status", returns: [.init("status", "a{sv}")]) { object, _ in
@@ -263,6 +264,48 @@ struct NativeKeychainObject: DBusObject {
             return .success([.array(elementSignature: "a{sv}", items.map { Self.encode($0.item, secret: $0.secret) })])
         } catch {
             return .failure(KeychainBus.dbusError(error))
+        }
+    }
+
+    /// `Update` and `Delete`: `body` changes the items `query` matches (given the query to run) and gives how
+    /// many. At once when the caller may change every match (AccessChecks.swift: the item trusts it, or the
+    /// keychain's policy is `allow-all`), else once the person allowed it in one prompt for all of them, and
+    /// then only the items asked about (an item that matches by then is not touched). Denied: `errSecUserCanceled`,
+    /// or `errSecInteractionNotAllowed` when nobody could be asked, and nothing changes.
+    private func changing(
+        _ kind: AccessKind, matching query: ItemQuery, call: DBusMethodCall,
+        _ body: @escaping (ItemQuery) throws(KeychainError) -> Int
+    ) throws(DBusError) -> DBusMethodResult {
+        let run = { [self] (matching: ItemQuery) -> Result<[DBusValue], DBusError> in
+            do throws(KeychainError) {
+                let count = try body(matching)
+                changed()
+                return .success([.uint32(UInt32(clamping: count))])
+            } catch {
+                return .failure(KeychainBus.dbusError(error))
+            }
+        }
+        let targets: [SecretServiceDaemon.SecretTarget]
+        do {
+            try checkBounds(query.attributes)
+            var reading = query
+            reading.returning = [.attributes, .reference]
+            reading.limit = .all
+            // Callers not identified (an embedding): nothing is checked, so nothing is read first.
+            let found = daemon.callers == nil ? [] : try keychain.keychain.items(matching: reading)
+            targets = found.map {
+                SecretServiceDaemon.SecretTarget(
+                    held: keychain, reference: $0.reference, attributes: $0.attributes ?? [:])
+            }
+        } catch {
+            throw KeychainBus.dbusError(error)
+        }
+        // What was matched (and asked about); nothing matched: the store's own answer (errSecItemNotFound).
+        var matched = query
+        if !targets.isEmpty { matched.references = targets.map(\.reference) }
+        return try daemon.servingChange(kind, of: targets, to: call) { denial in
+            if let denial { return .failure(denial.keychainError) }
+            return run(matched)
         }
     }
 

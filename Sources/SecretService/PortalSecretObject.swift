@@ -115,7 +115,7 @@ struct PortalSecretObject: DBusObject {
                 defer { value.withUnsafeMutableBytes { wipeBytes($0) } }
                 let created = try login.createItem(
                     label: "Application key for \(appID)", attributes: attributes, secret: value,
-                    contentType: "application/octet-stream", replace: false)
+                    contentType: "application/octet-stream")
                 daemon.announceItems(login, "ItemCreated", created.reference)
             }
         } catch {

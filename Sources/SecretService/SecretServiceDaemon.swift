@@ -50,7 +50,8 @@ package final class SecretServiceDaemon {
     private var heldCalls: [DBusMessage] = []
     /// Who owns the desktop's screen saver names, for believing its `ActiveChanged`.
     private var screenSaver = ScreenSaverWatch()
-    /// Switches to `allow-all` waiting for the user's confirmation, by caller: withdrawn when it leaves.
+    /// Switches to `allow-all` and collection deletions waiting for the user's confirmation, by caller: withdrawn
+    /// when it leaves.
     var policyConfirmations: [(owner: String, call: DBusMethodCall, ticket: PromptTicket)] = []
     /// Who each client is, when callers are identified.
     let callers: CallerDirectory?

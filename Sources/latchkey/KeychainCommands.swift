@@ -173,7 +173,8 @@ struct DeleteKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Delete keychains and every item in them.",
         discussion: """
-            A keychain the daemon holds is deleted through it (the login keychain cannot be).
+            A keychain the daemon holds is deleted through it, once unlocked and after you confirm it in the
+            daemon's prompt (the login keychain cannot be deleted).
             Example:
               latchkey delete-keychain work
             """)

@@ -1,6 +1,7 @@
 /* A libsecret-1 client for the access-prompt tests: "store KEY SECRET" stores a password under the attribute
- * key=KEY; "lookup KEY" prints the password (libsecret reads it with GetSecrets) or, on failure, the D-Bus
- * error's name and message on standard error, exiting 2. Copied to another path with other bytes, it is
+ * key=KEY (replacing the item with that attribute, as secret_password_store does); "lookup KEY" prints the
+ * password (libsecret reads it with GetSecrets); "clear KEY" deletes the items with key=KEY. On failure, the
+ * D-Bus error's name and message go to standard error, and it exits 2. Copied to another path with other bytes, it is
  * another application to the daemon. */
 #include <gio/gio.h>
 #include <libsecret/secret.h>
@@ -36,6 +37,14 @@ int main(int argc, char **argv) {
         secret_password_free(password);
         return 0;
     }
-    fprintf(stderr, "usage: access_client store KEY SECRET | lookup KEY\n");
+    if (argc == 3 && strcmp(argv[1], "clear") == 0) {
+        if (!secret_password_clear_sync(&schema, NULL, &error, "key", argv[2], NULL)) {
+            if (error != NULL) return failed("clear", error);
+            fprintf(stderr, "clear: no such item\n");
+            return 3;
+        }
+        return 0;
+    }
+    fprintf(stderr, "usage: access_client store KEY SECRET | lookup KEY | clear KEY\n");
     return 1;
 }

@@ -384,7 +384,7 @@ def test_daemon_keychain_verbs(tmp_path, bus, make_daemon):
 def test_delete_a_collection_the_daemon_holds(tmp_path, bus, make_daemon, session_env):
     import secretstorage
     cli = Cli(tmp_path, bus)
-    make_daemon(keychains=cli.keychains).start()
+    daemon = make_daemon(keychains=cli.keychains).start()
     connection = secretstorage.dbus_init()
     collection = secretstorage.create_collection(connection, "Work")
     collection.create_item("w", {"service": "work"}, b"work secret")
@@ -393,7 +393,10 @@ def test_delete_a_collection_the_daemon_holds(tmp_path, bus, make_daemon, sessio
     [work] = [k for k in cli.json("list-keychains") if k.get("daemon", {}).get("label") == "Work"]
     assert work["daemon"]["protection"] == "login-keychain"
     assert cli.ok("find-generic-password", "-s", "work", "-w", work["path"]).stdout == "work secret\n"
+    # The daemon deletes a collection once the person confirmed it (test_access_writes.py).
+    daemon.set_pinentry_answers(["ok"])
     cli.ok("delete-keychain", work["path"])
+    assert "DELETE the keychain “Work”" in daemon.pinentry_log()
     assert not os.path.exists(work["path"])
     assert "Work" not in [c.get_label() for c in secretstorage.get_all_collections(connection)]
 

@@ -93,11 +93,13 @@ def test_created_collection_needs_no_password_and_survives(conn, daemon):
     assert next(collection.search_items({"team": "x"})).get_secret() == b"work secret"
 
 
-def test_collection_alias_is_reused_and_delete_removes(conn):
+def test_collection_alias_is_reused_and_delete_removes(conn, daemon):
     created = secretstorage.create_collection(conn, "Temporary", alias="tmpalias")
     again = secretstorage.create_collection(conn, "Other label", alias="tmpalias")
     assert again.collection_path == created.collection_path
+    daemon.set_pinentry_answers(["ok"])
     created.delete()
+    assert "DELETE the keychain" in daemon.pinentry_log(), "a deletion is confirmed"
     paths = {c.collection_path for c in secretstorage.get_all_collections(conn)}
     assert created.collection_path not in paths
     with pytest.raises(secretstorage.exceptions.ItemNotFoundException):

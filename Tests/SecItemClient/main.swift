@@ -5,6 +5,7 @@
 //   secitem-client add-internet SERVER ACCOUNT SECRET PORT
 //   secitem-client find-internet SERVER                prints account, port, secret
 //   secitem-client delete-generic SERVICE
+//   secitem-client update-generic SERVICE SECRET       every match's secret
 //   secitem-client apple-semantics SERVICE             issue 16's four points, one line each
 //   secitem-client add-trusting SERVICE SECRET APP...  kSecAttrAccess trusting APP... ("any": any application)
 //   secitem-client show-access SERVICE                 the returned kSecAttrAccess: "any", or one name a line
@@ -137,6 +138,11 @@ case ("apple-semantics", 2):
     guard status == errSecSuccess, let secret = result as? Data else { finish(status) }
     print("by-reference \(String(decoding: secret, as: UTF8.self))")
     finish(errSecSuccess)
+case ("update-generic", 3):
+    finish(
+        SecItemUpdate(
+            [kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1]] as CFDictionary,
+            [kSecValueData: Data(arguments[2].utf8)] as CFDictionary))
 case ("delete-generic", 2):
     finish(SecItemDelete([kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1]] as CFDictionary))
 default:

@@ -118,12 +118,14 @@ package struct DBusProperty<Object>: Sendable {
     /// Its type signature.
     package let signature: String
     let getter: @Sendable (Object) throws(DBusError) -> DBusValue
-    let setter: (@Sendable (Object, DBusMethodCall, DBusValue) throws(DBusError) -> Void)?
+    let setter: (@Sendable (Object, DBusMethodCall, DBusValue) throws(DBusError) -> DBusMethodResult)?
 
-    /// A property read with `get` and, if `set` is given, written with it (after its type is checked).
+    /// A property read with `get` and, if `set` is given, written with it (after its type is checked). `set`
+    /// answers `Set` as a method does: `.reply([])` at once, or `.deferred` and the reply later (a change the
+    /// person is asked about first).
     package init<Value: DBusType>(
         _ name: String, _ type: Value.Type, get: @escaping @Sendable (Object) throws(DBusError) -> Value,
-        set: (@Sendable (Object, DBusMethodCall, Value) throws(DBusError) -> Void)? = nil
+        set: (@Sendable (Object, DBusMethodCall, Value) throws(DBusError) -> DBusMethodResult)? = nil
     ) {
         self.name = name
         self.signature = Value.dbusSignature
@@ -133,7 +135,7 @@ package struct DBusProperty<Object>: Sendable {
                 guard value.signature == Value.dbusSignature else {
                     throw DBusError(.invalidArgs, "\(name) is \(Value.dbusSignature), not \(value.signature)")
                 }
-                try set(object, call, try Value(dbusValue: value))
+                return try set(object, call, try Value(dbusValue: value))
             }
         } else {
             self.setter = nil

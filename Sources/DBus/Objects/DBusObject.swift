@@ -107,8 +107,7 @@ extension DBusObject {
                         guard let set = property.setter else {
                             throw DBusError(.propertyReadOnly, "\(name) cannot be set")
                         }
-                        try set(object, call, value.value)
-                        return .reply([])
+                        return try set(object, call, value.value)
                     },
                 ],
                 signals: [

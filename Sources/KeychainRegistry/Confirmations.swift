@@ -1,0 +1,98 @@
+import KeychainCore
+import KeychainStore
+import Pinentry
+import Synchronization
+
+/// How a confirmation ended, as its prompt's thread saw it.
+private final class ConfirmationOutcome: Sendable {
+    enum State: Sendable {
+        /// The pinentry never ran (the queue could not start it).
+        case notAsked
+        /// The person answered: OK (true) or Cancel (false).
+        case answered(Bool)
+        /// The pinentry could not be run or failed: nobody could be asked.
+        case failed(String)
+    }
+
+    let state = Mutex(State.notAsked)
+}
+
+extension KeychainRegistry {
+    /// Asks the person to confirm `request` (a pinentry `CONFIRM`, through the prompt queue, never shared),
+    /// within `bounded` when given, then runs `completion` on the serving thread: nil when confirmed,
+    /// `errSecUserCanceled` with `declined` when the person said no (or closed it), `errSecInteractionNotAllowed`
+    /// with `unasked` when no pinentry could ask. The ticket: withdraw it when the requester leaves.
+    func confirm(
+        _ request: PinentryRequest, bounded: Duration?, declined: String, unasked: String,
+        completion: @escaping (KeychainError?) -> Void
+    ) -> PromptTicket {
+        let outcome = ConfirmationOutcome()
+        let dialog = PromptDialog(
+            sharingKey: nil, tries: 1, retryMessage: "",
+            ask: { pinentry, _, cancellation in
+                do throws(PinentryError) {
+                    let asking = bounded.map { pinentry.bounded(to: $0) } ?? pinentry
+                    let confirmed = try asking.confirm(request, cancellation: cancellation)
+                    outcome.state.withLock { $0 = .answered(confirmed) }
+                    return confirmed ? [] : nil
+                } catch {
+                    outcome.state.withLock { $0 = .failed(error.reason) }
+                    return nil
+                }
+            },
+            attempt: { _ in .success(true) }, apply: { _ in }, isSatisfied: { false })
+        return enqueuePrompt(dialog) { accepted in
+            guard accepted else {
+                switch outcome.state.withLock({ $0 }) {
+                case .answered: completion(KeychainError(.userCanceled, declined))
+                case .failed(let reason):
+                    completion(KeychainError(.interactionNotAllowed, "\(unasked) (pinentry: \(reason))"))
+                case .notAsked: completion(KeychainError(.interactionNotAllowed, unasked))
+                }
+                return
+            }
+            completion(nil)
+        }
+    }
+
+    /// Deletes a keychain created by a client (`Collection.Delete`), once the person confirmed it: the login
+    /// and session keychains are refused (`errSecParam`), a locked keychain too
+    /// (`errSecInteractionNotAllowed`: whoever asks must first get it unlocked), before anything is asked.
+    /// Any process of the user can call the daemon, so every deletion is confirmed, whoever asks: a pinentry
+    /// `CONFIRM` naming the keychain, its file and, when known, the program asking (`requester`), within the
+    /// access prompts' time bound. Cancel gives `errSecUserCanceled`, no way to ask
+    /// `errSecInteractionNotAllowed`; nothing is deleted then. `completion` runs on the serving thread.
+    ///
+    /// - Returns: the prompt's ticket while the confirmation is under way (withdraw it when the requester
+    ///   leaves: the prompt ends and nothing is deleted), else nil (`completion` has run).
+    @discardableResult
+    package func deleteKeychain(
+        _ held: HeldKeychain, requester: String?, completion: @escaping (KeychainError?) -> Void
+    ) -> PromptTicket? {
+        guard held.id != Self.loginID, held.id != Self.sessionID else {
+            completion(KeychainError.param("the \(held.id) collection cannot be deleted"))
+            return nil
+        }
+        guard !held.isLocked else {
+            completion(KeychainError(.interactionNotAllowed, "the keychain is locked: unlock it to delete it"))
+            return nil
+        }
+        let place = held.keychain.path.isEmpty ? "" : " (\(held.keychain.path))"
+        var description = "A program asks to DELETE the keychain “\(held.label)”\(place) and every item in it."
+        if let requester { description += "\nAsked by: \(requester)" }
+        description += "\nThis cannot be undone."
+        let request = PinentryRequest(
+            title: "Delete Keychain", description: description, prompt: "", okLabel: "Delete", cancelLabel: "Keep")
+        return confirm(
+            request, bounded: Self.accessPromptTimeout, declined: "the user did not confirm deleting the keychain",
+            unasked: "deleting a keychain needs the user's confirmation, and no prompt could be shown"
+        ) { [self] error in
+            if let error { return completion(error) }
+            guard keychains.contains(where: { $0 === held }) else {
+                return completion(KeychainError(.itemNotFound, "the keychain was deleted meanwhile"))
+            }
+            removeKeychain(held)
+            completion(nil)
+        }
+    }
+}
