@@ -218,6 +218,54 @@ private final class ScratchKeychain {
         #expect(error.path == "/nonexistent/x.keyring")
         #expect(error.description.contains("No such file"))
     }
+
+    /// What another program (or a Flatpak app, in its own directory) can put where the import reads a keyring:
+    /// a FIFO (whose open would wait for a writer forever), a link to a device that never ends, a directory, a
+    /// symbolic link to a real keyring, a file past the size bound. Each is refused at once, naming the path;
+    /// nothing is read from the FIFO or the device.
+    @Test func onlyRegularFilesAreReadAndNeverPastTheBound() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "latchkey-gk-files-\(UUID().uuidString)"
+        ).path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let fifo = directory + "/fifo.keyring"
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let started = Date()
+        #expect(throws: GnomeKeyringError(fifo, .notAKeyring)) { try KeyringFile(path: fifo) }
+        #expect(Date().timeIntervalSince(started) < 5)
+
+        let device = directory + "/zero.keyring"
+        try FileManager.default.createSymbolicLink(atPath: device, withDestinationPath: "/dev/zero")
+        let linkError = try #require(throws: GnomeKeyringError.self) { try KeyringFile(path: device) }
+        #expect(linkError == GnomeKeyringError(device, .unreadable("a symbolic link, which is not followed")))
+        // Reached without a link (/dev/zero itself): not a regular file, and nothing is read.
+        #expect(throws: GnomeKeyringError("/dev/zero", .notAKeyring)) { try KeyringFile(path: "/dev/zero") }
+
+        let real = directory + "/real.keyring"
+        try FileManager.default.copyItem(atPath: fixtures.appendingPathComponent("login.keyring").path, toPath: real)
+        let link = directory + "/link.keyring"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: real)
+        #expect(throws: GnomeKeyringError(link, .unreadable("a symbolic link, which is not followed"))) {
+            try KeyringFile(path: link)
+        }
+        #expect(try KeyringFile(path: real).format == .binary)
+
+        let folder = directory + "/folder.keyring"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        #expect(throws: GnomeKeyringError(folder, .notAKeyring)) { try KeyringFile(path: folder) }
+
+        // Sparse: its size is past the bound, its blocks are not.
+        let large = directory + "/large.keyring"
+        try #require(FileManager.default.createFile(atPath: large, contents: nil))
+        try #require(truncate(large, off_t(KeyringFile.maximumSize + 1)) == 0)
+        #expect(throws: GnomeKeyringError(large, .tooLarge(KeyringFile.maximumSize + 1))) {
+            try KeyringFile(path: large)
+        }
+        // gnome-keyring's `default` is read the same way: a FIFO there names no keyring, at once.
+        try #require(mkfifo(directory + "/default", 0o600) == 0)
+        #expect(GnomeKeyringImporter.defaultKeyringPath(inDirectory: directory) == nil)
+    }
 }
 
 @Suite struct ImporterTests {
