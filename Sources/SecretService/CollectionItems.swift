@@ -74,10 +74,11 @@ extension HeldKeychain {
 
     /// Adds an item made through the Secret Service, or with `replace` changes
     /// the first item whose attributes include all of `attributes`. A new item trusts `creator`, the
-    /// application that made it, when it was identified (a replaced item keeps its access list).
+    /// application that made it, when it was identified (a replaced item keeps its access list); `marks`
+    /// are Latchkey's own attributes a new item gets besides (the Secret portal's ``AttributeKey/portalKey``).
     func createItem(
         label: String, attributes: [String: String], secret: Data, contentType: String, replace: Bool,
-        creator: Application? = nil
+        creator: Application? = nil, marks: ItemAttributes = [:]
     ) throws(KeychainError) -> (reference: ItemReference, replaced: Bool) {
         if replace, let existing = try search(attributes).first {
             try update(existing, label: label, attributes: attributes, secret: secret, contentType: contentType)
@@ -88,6 +89,7 @@ extension HeldKeychain {
         stored[.contentType] = .string(contentType)
         stored[.secretServiceItem] = .string("1")
         if let creator { stored.merge(ItemAccess.creatorAccess(creator).attributes) { $1 } }
+        stored.merge(marks) { $1 }
         let item = try keychain.add(.genericPassword, attributes: stored, secret: secret)
         touch()
         return (item.reference, false)

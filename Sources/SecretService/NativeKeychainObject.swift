@@ -77,6 +77,7 @@ struct NativeKeychainObject: DBusObject {
                             }
                             let secret = try object.secret(secret, present: hasSecret)
                             try object.checkBounds(attributes.attributes)
+                            try Self.refuseBackendMarks(attributes.attributes)
                             var stored = attributes.attributes
                             // An item given no access list trusts the application that made it, when known.
                             if !stored.keys.contains(where: ItemAccess.keys.contains),
@@ -106,6 +107,7 @@ struct NativeKeychainObject: DBusObject {
                                 let changes = ItemChanges(attributes: attributes.attributes, secret: secret)
                                 try object.checkBounds(query.query.attributes)
                                 try object.checkBounds(changes.attributes)
+                                try Self.refuseBackendMarks(changes.attributes)
                                 try object.refuseWideningAccess(matching: query.query, with: changes)
                                 return try object.keychain.keychain.update(matching: query.query, with: changes)
                             }
@@ -263,6 +265,14 @@ struct NativeKeychainObject: DBusObject {
             return .success([.array(elementSignature: "a{sv}", items.map { Self.encode($0.item, secret: $0.secret) })])
         } catch {
             return .failure(KeychainBus.dbusError(error))
+        }
+    }
+
+    /// Refuses ``AttributeKey/portalKey``: only the Secret portal's backend marks an application's key, so that
+    /// no client can make an item of its own (with a secret it knows) pass for one.
+    private static func refuseBackendMarks(_ attributes: ItemAttributes) throws(KeychainError) {
+        guard attributes[.portalKey] == nil else {
+            throw KeychainError.param("\(AttributeKey.portalKey.rawValue) is set only by the Secret portal's backend")
         }
     }
 

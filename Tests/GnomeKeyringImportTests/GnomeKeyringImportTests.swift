@@ -269,6 +269,31 @@ private final class ScratchKeychain {
 }
 
 @Suite struct ImporterTests {
+    /// The keys gnome-keyring's Secret portal backend kept (exactly `app_id` and
+    /// `xdg:schema=org.freedesktop.Secret.Generic`) get the mark Latchkey's backend hands keys out by; an
+    /// item with more attributes, another schema or an id that is no Flatpak app id does not.
+    @Test func portalKeysAreMarkedAndNothingElseIs() throws {
+        func item(_ number: Int, _ attributes: [(String, String)]) -> String {
+            "[\(number)]\nitem-type=0\ndisplay-name=\nsecret=key \(number)\nmtime=1\nctime=1\n\n"
+                + attributes.enumerated().map { index, pair in
+                    "[\(number):attribute\(index)]\nname=\(pair.0)\ntype=string\nvalue=\(pair.1)\n\n"
+                }.joined()
+        }
+        let generic = ("xdg:schema", "org.freedesktop.Secret.Generic")
+        let text =
+            "[keyring]\ndisplay-name=Login\nctime=1\nmtime=0\nlock-on-idle=false\nlock-after=false\n\n"
+            + item(1, [("app_id", "org.example.App"), generic])
+            + item(2, [("app_id", "org.example.Other"), generic, ("user", "x")])
+            + item(3, [("app_id", "org.example.Third"), ("xdg:schema", "org.example.Schema")])
+            + item(4, [("app_id", "../escape"), generic])
+        let keyring = try KeyringFile(path: "/t/login.keyring", bytes: Array(text.utf8), modified: 0)
+            .keyring(password: [])
+        let marks = keyring.items.sorted { $0.id < $1.id }.map {
+            GnomeKeyringImporter.newItem($0).attributes[.portalKey]
+        }
+        #expect(marks == [.string("org.example.App"), nil, nil, nil])
+    }
+
     @Test func importKeepsEveryFieldAndASecondImportAddsNothing() throws {
         let scratch = try ScratchKeychain()
         let file = try fixture("login.keyring")

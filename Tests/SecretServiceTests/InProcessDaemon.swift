@@ -28,10 +28,11 @@ final class InProcessDaemon {
 
     /// A daemon over a new keychain directory whose login keychain is made with ``password`` (cheap KDF);
     /// pinentry prompts answer from `answers` (scripted-pinentry lines), with `pinentryEnvironment` added to
-    /// the pinentry's environment; `systemctl` is asked for the session's variables (none by default).
+    /// the pinentry's environment; `systemctl` is asked for the session's variables (none by default); the
+    /// Secret portal's backend answers only an executable named `portalProgram`.
     init(
         answers lines: [String] = [], identifiesCallers: Bool = false, pinentryEnvironment: [String: String] = [:],
-        systemctl: String? = nil
+        systemctl: String? = nil, portalProgram: String = PortalGate.portalProgram
     ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("inproc-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -47,7 +48,7 @@ final class InProcessDaemon {
         let configuration = SecretServiceConfiguration(
             registry: RegistryConfiguration(
                 keychainDirectory: directory + "/keychains", pinentry: pinentry, systemctl: systemctl),
-            identifiesCallers: identifiesCallers)
+            identifiesCallers: identifiesCallers, portalProgram: portalProgram)
         daemon = try SecretServiceDaemon(
             configuration: configuration, loginPassword: try SecretBytes(copying: Self.password))
     }
@@ -130,9 +131,15 @@ final class InProcessDaemon {
     /// The bus's word that `client` left (`NameOwnerChanged` with no new owner); what the daemon sent.
     @discardableResult
     func leave(_ client: String) throws -> [DBusMessage] {
+        try ownerChanged(client, from: client, to: "")
+    }
+
+    /// The bus's `NameOwnerChanged` for `name` (an empty owner: none); what the daemon sent.
+    @discardableResult
+    func ownerChanged(_ name: String, from old: String, to new: String) throws -> [DBusMessage] {
         let signal = try DBusMessage.signal(
             path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
-            arguments: [.string(client), .string(client), .string("")])
+            arguments: [.string(name), .string(old), .string(new)])
         serial += 1
         signal.stampAsDelivered(from: "org.freedesktop.DBus", serial: serial)
         let sent = daemon.handle(signal)
