@@ -13,6 +13,10 @@ package struct Caller: Hashable, Sendable {
     package let application: Application
     /// What tells that program apart from one the process executes later (``ProcessInspector/runsSameProgram(_:)``).
     package let image: ProgramImage
+    /// Whether it runs, outside any sandbox, a program only root could have installed
+    /// (``ProcessInspector/runsSystemProgram(_:executable:)``): what the Secret portal's backend asks of
+    /// xdg-desktop-portal. False for a script and a Flatpak app.
+    package var runsSystemProgram = false
 }
 
 /// What a process's `execve` changes, read when it is identified and again at each secret request: a process
@@ -76,7 +80,55 @@ package final class ProcessInspector {
         let image = ProgramImage(
             device: executable.device, inode: executable.inode, stackStart: before.stackStart, target: target,
             command: before.command, arguments: arguments)
-        return Caller(pid: pid, uid: uid, startTime: before.startTime, application: application, image: image)
+        var caller = Caller(pid: pid, uid: uid, startTime: before.startTime, application: application, image: image)
+        if case .executable(let path, _) = application {
+            caller.runsSystemProgram = runsSystemProgram(directory, executable: path)
+        }
+        return caller
+    }
+
+    /// Whether the process in `directory` (`/proc/PID`), running `executable` (its `exe` link, without
+    /// " (deleted)"), runs a program only root could have put there, outside a sandbox:
+    /// - its root directory is the daemon's (same device and inode): not a Flatpak or bubblewrap sandbox, nor a
+    ///   chroot, whose root is a directory of its own;
+    /// - the file it runs (`/proc/PID/exe`, the running inode) is a regular file owned by root that neither
+    ///   group nor others may write;
+    /// - `executable` names that very file here (same device and inode), so that a mount of the caller's own
+    ///   (a user namespace's bind mount over the path) cannot pass another root-owned program off as it; a
+    ///   deleted file (the package was upgraded while it ran) is taken by its running inode alone;
+    /// - every directory above it, up to `/`, is owned by root and writable by neither group nor others, so
+    ///   that no one but root could have placed or renamed it there.
+    package func runsSystemProgram(_ directory: String, executable: String) -> Bool {
+        var root = stat()
+        var ours = stat()
+        guard stat(directory + "/root", &root) == 0, stat("/", &ours) == 0, root.st_dev == ours.st_dev,
+            root.st_ino == ours.st_ino
+        else { return false }
+        var running = stat()
+        guard stat(directory + "/exe", &running) == 0, running.st_mode & S_IFMT == S_IFREG,
+            Self.isRootOnly(running)
+        else { return false }
+        let deleted = (try? readLink(directory + "/exe"))?.hasSuffix(" (deleted)") ?? false
+        if !deleted {
+            var named = stat()
+            guard lstat(executable, &named) == 0, named.st_dev == running.st_dev, named.st_ino == running.st_ino
+            else { return false }
+        }
+        guard executable.hasPrefix("/") else { return false }
+        var parent = Substring(executable)
+        while let slash = parent.lastIndex(of: "/") {
+            parent = parent[..<slash]
+            var info = stat()
+            guard lstat(parent.isEmpty ? "/" : String(parent), &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
+                Self.isRootOnly(info)
+            else { return false }
+        }
+        return true
+    }
+
+    /// Owned by root, and writable by neither its group nor others.
+    private static func isRootOnly(_ info: stat) -> Bool {
+        info.st_uid == 0 && info.st_mode & (S_IWGRP | S_IWOTH) == 0
     }
 
     /// Whether `caller` is still running as the same process (its pid not reused since).

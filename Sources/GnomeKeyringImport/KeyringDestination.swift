@@ -68,13 +68,9 @@ extension GnomeKeyringImporter {
     /// The keyring gnome-keyring's `default` alias names (the file `default` in its keyrings directory
     /// holds a keyring's file name without `.keyring`), as the path of that keyring; nil when none.
     package static func defaultKeyringPath(inDirectory directory: String) -> String? {
-        let fd = open(directory + "/default", O_RDONLY | O_CLOEXEC | O_NOCTTY)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 256)
-        let count = read(fd, &buffer, buffer.count)
-        guard count > 0 else { return nil }
-        let name = String(decoding: buffer[0..<count], as: UTF8.self).filter { !$0.isWhitespace }
+        // As a keyring file is read: a FIFO or a link to a device here must not block the import either.
+        guard let file = try? KeyringFile.readRegularFile(directory + "/default", atMost: 4096) else { return nil }
+        let name = String(decoding: file.bytes, as: UTF8.self).filter { !$0.isWhitespace }
         guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else { return nil }
         return directory + "/" + name + ".keyring"
     }

@@ -17,17 +17,36 @@ package struct KeyringFile: Sendable {
     /// The SHA-256 of its contents, in lower-case hex: with the path, what an import record names.
     package let digest: String
 
-    /// Reads the file at `path` (never writing it) and checks its size first.
+    /// Reads the file at `path` (never writing it) with ``readRegularFile(_:atMost:)``: a FIFO, device,
+    /// directory or symbolic link is refused without blocking, and at most ``maximumSize`` bytes are read.
     package init(path: String) throws(GnomeKeyringError) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
-        guard fd >= 0 else { throw GnomeKeyringError(path, .unreadable(SystemError.last("open").description)) }
+        let file = try Self.readRegularFile(path, atMost: Self.maximumSize)
+        self.init(path: path, bytes: file.bytes, modified: file.modified)
+    }
+
+    /// The bytes and modification time (Unix seconds) of the regular file at `path`, read to its end, every
+    /// read bounded: opened with `O_NONBLOCK` (a FIFO's open does not wait for a writer) and `O_NOFOLLOW` (a
+    /// symbolic link in the last component is not followed: another program, or a Flatpak app inside its own
+    /// directory, could point it at a FIFO or a device), then required by `fstat` to be a regular file, whose
+    /// reads never block; one larger than `limit` is refused, before and while it is read.
+    ///
+    /// - Throws: `notAKeyring` for anything but a regular file (a FIFO, a device, a directory), `unreadable`
+    ///   naming a symbolic link or the failed call, `tooLarge`.
+    package static func readRegularFile(_ path: String, atMost limit: Int) throws(GnomeKeyringError) -> (
+        bytes: [UInt8], modified: UInt64
+    ) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW)
+        guard fd >= 0 else {
+            if errno == ELOOP { throw GnomeKeyringError(path, .unreadable("a symbolic link, which is not followed")) }
+            throw GnomeKeyringError(path, .unreadable(SystemError.last("open").description))
+        }
         defer { close(fd) }
         var status = stat()
         guard fstat(fd, &status) == 0 else {
             throw GnomeKeyringError(path, .unreadable(SystemError.last("fstat").description))
         }
         guard status.st_mode & S_IFMT == S_IFREG else { throw GnomeKeyringError(path, .notAKeyring) }
-        guard status.st_size <= Self.maximumSize else { throw GnomeKeyringError(path, .tooLarge(Int(status.st_size))) }
+        guard status.st_size <= limit else { throw GnomeKeyringError(path, .tooLarge(Int(status.st_size))) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -40,9 +59,9 @@ package struct KeyringFile: Sendable {
             if count == 0 { break }
             bytes += buffer[0..<count]
             // The file may have grown since fstat.
-            guard bytes.count <= Self.maximumSize else { throw GnomeKeyringError(path, .tooLarge(bytes.count)) }
+            guard bytes.count <= limit else { throw GnomeKeyringError(path, .tooLarge(bytes.count)) }
         }
-        self.init(path: path, bytes: bytes, modified: UInt64(max(0, status.st_mtim.tv_sec)))
+        return (bytes, UInt64(max(0, status.st_mtim.tv_sec)))
     }
 
     /// A file's contents given directly (tests, or a file read elsewhere).

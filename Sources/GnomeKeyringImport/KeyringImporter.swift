@@ -57,12 +57,29 @@ package enum GnomeKeyringImporter {
         records.last { $0.path == file.path && $0.digest == file.digest }
     }
 
-    /// The item `item` becomes in a keychain.
+    /// The schema gnome-keyring's Secret portal backend's keys carry once saved in its keyring file.
+    package static let portalKeySchema = "org.freedesktop.Secret.Generic"
+
+    /// The Flatpak app id whose key gnome-keyring's Secret portal backend kept in `item`, nil for any other
+    /// item: one whose Secret Service attributes are exactly `app_id` (a Flatpak app id) and
+    /// `xdg:schema=org.freedesktop.Secret.Generic`, as that backend's items read back from its file.
+    package static func portalKeyAppID(of item: GnomeKeyringItem) -> String? {
+        guard item.attributes.count == 2, item.attributes["xdg:schema"] == portalKeySchema,
+            let app = item.attributes["app_id"], GnomeKeyringLoginImport.isFlatpakAppID(app)
+        else { return nil }
+        return app
+    }
+
+    /// The item `item` becomes in a keychain. A key gnome-keyring's Secret portal backend made
+    /// (``portalKeyAppID(of:)``) is marked as Latchkey's backend marks its own (``AttributeKey/portalKey``),
+    /// so that the application keeps its key.
     package static func newItem(_ item: GnomeKeyringItem) -> NewItem {
-        NewItem(
+        var attributes = AttributeMapping.secretServiceItem(
+            label: item.label, attributes: item.attributes, contentType: item.contentType ?? defaultContentType)
+        if let app = portalKeyAppID(of: item) { attributes[.portalKey] = .string(app) }
+        return NewItem(
             .genericPassword,
-            attributes: AttributeMapping.secretServiceItem(
-                label: item.label, attributes: item.attributes, contentType: item.contentType ?? defaultContentType),
+            attributes: attributes,
             secret: Data(item.secret),
             creationDate: Date(timeIntervalSince1970: TimeInterval(item.created)),
             modificationDate: Date(timeIntervalSince1970: TimeInterval(item.modified)))

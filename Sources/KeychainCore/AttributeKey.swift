@@ -74,6 +74,12 @@ public struct AttributeKey: RawRepresentable, Hashable, Comparable, Sendable,
     public static let secretServiceItem: AttributeKey = "lk:ss-item"
     /// The MIME type of the item's secret, as a Secret Service client gave it.
     public static let contentType: AttributeKey = "lk:content-type"
+    /// Marks the key the Secret portal's backend keeps for a Flatpak application: the application's id. Set
+    /// only by the backend when it makes a key, and by the gnome-keyring import for the keys gnome-keyring's
+    /// backend made; no client can set it (the Secret Service face refuses `lk:` names, `org.latchkey.Keychain1`
+    /// refuses this one), so an item a client planted with the same Secret Service attributes is never taken
+    /// for an application's key.
+    public static let portalKey: AttributeKey = "lk:portal-key"
 
     /// Whether the attribute is set by the store and cannot be given by a caller.
     public var isSetByStore: Bool { self == .creationDate || self == .modificationDate }

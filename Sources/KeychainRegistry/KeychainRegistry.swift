@@ -89,6 +89,8 @@ package final class KeychainRegistry {
     var unlocksAtLogin = 0
     /// Ids of keychains with a password of their own whose files are being made on the worker.
     var reservedKeychainIDs: Set<String> = []
+    /// Whether a login's import of gnome-keyring's keyrings is under way (a later login's waits for none).
+    var isImportingGnomeKeyrings = false
 
     /// Whether a login's unlock is under way: clients' requests wait for it rather than find the login
     /// keychain locked only because they came early.

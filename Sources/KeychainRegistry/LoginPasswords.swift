@@ -193,17 +193,21 @@ extension KeychainRegistry {
     }
 
     /// Imports gnome-keyring's keyrings not imported before, with the login password a login handed over
-    /// (see `GnomeKeyringLoginImport`): the files are read and opened on the worker; back here each keyring
-    /// other than `login.keyring` gets a collection of its own under the login key (made as `CreateCollection`
-    /// makes one, labelled with the keyring's name); the items are written on the worker, one transaction per
-    /// keyring; the faces hear of the new collections and items, and the keyring gnome-keyring's `default`
-    /// file names becomes the `default` alias.
+    /// (see `GnomeKeyringLoginImport`): the files are read and opened on a thread of their own (not the
+    /// worker: files another program, or a Flatpak app, may have placed there, and the opening of each keyring,
+    /// must never hold up the key derivations of later unlocks); back here each keyring other than
+    /// `login.keyring` gets a collection of its own under the login key (made as `CreateCollection` makes one,
+    /// labelled with the keyring's name); the items are written on the worker, one transaction per keyring;
+    /// the faces hear of the new collections and items, and the keyring gnome-keyring's `default` file names
+    /// becomes the `default` alias. One import at a time: a login while one runs starts none.
     func importGnomeKeyrings(password: SharedSecret) {
-        guard let directory = configuration.gnomeKeyringDirectory, let login else { return }
+        guard let directory = configuration.gnomeKeyringDirectory, let login, !isImportingGnomeKeyrings else { return }
         let loginPath = login.keychain.path
         let flatpakApps = configuration.flatpakAppDirectory
         let held = keychains.filter { $0.id != Self.sessionID }.map(\.keychain)
+        isImportingGnomeKeyrings = true
         offLoop(
+            onOwnThread: true,
             {
                 // The importer takes an array (the keyring readers work on arrays): a copy, wiped after.
                 var copy = password.withUnsafeBytes { [UInt8]($0) }
@@ -215,7 +219,8 @@ extension KeychainRegistry {
             then: { [self] plan in placeImports(plan) })
     }
 
-    /// Finds or makes the keychain of each planned keyring, then imports them on the worker.
+    /// Finds or makes the keychain of each planned keyring, then imports them on the worker (the import is
+    /// over when they are written).
     private func placeImports(_ plan: LoginImportPlan) {
         var placed: [(entry: LoginImportPlan.Entry, held: HeldKeychain)] = []
         for entry in plan.entries {
@@ -233,11 +238,15 @@ extension KeychainRegistry {
             guard let target, !target.isLocked else { continue }
             placed.append((entry, target))
         }
-        guard !placed.isEmpty else { return }
+        guard !placed.isEmpty else {
+            isImportingGnomeKeyrings = false
+            return
+        }
         let jobs = placed.map { ($0.entry, $0.held.keychain) }
         offLoop(
             { jobs.map { GnomeKeyringLoginImport.run($0.0, into: $0.1) } },
             then: { [self] outcomes in
+                isImportingGnomeKeyrings = false
                 for ((entry, held), outcome) in zip(placed, outcomes) {
                     guard case .imported(let record)? = outcome, keychains.contains(where: { $0 === held }) else {
                         continue

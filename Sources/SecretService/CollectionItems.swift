@@ -75,10 +75,11 @@ extension HeldKeychain {
     /// Adds an item made through the Secret Service, or changes `existing` (`CreateItem` with `replace`: the
     /// first item whose attributes include all of the new ones, found by the caller, which asked leave to
     /// change it). A new item trusts `creator`, the application that made it, when it was identified (a
-    /// replaced item keeps its access list).
+    /// replaced item keeps its access list); `marks` are Latchkey's own attributes a new item gets besides
+    /// (the Secret portal's ``AttributeKey/portalKey``).
     func createItem(
         label: String, attributes: [String: String], secret: Data, contentType: String,
-        replacing existing: ItemReference? = nil, creator: Application? = nil
+        replacing existing: ItemReference? = nil, creator: Application? = nil, marks: ItemAttributes = [:]
     ) throws(KeychainError) -> (reference: ItemReference, replaced: Bool) {
         if let existing {
             try update(existing, label: label, attributes: attributes, secret: secret, contentType: contentType)
@@ -89,6 +90,7 @@ extension HeldKeychain {
         stored[.contentType] = .string(contentType)
         stored[.secretServiceItem] = .string("1")
         if let creator { stored.merge(ItemAccess.creatorAccess(creator).attributes) { $1 } }
+        stored.merge(marks) { $1 }
         let item = try keychain.add(.genericPassword, attributes: stored, secret: secret)
         touch()
         return (item.reference, false)

@@ -77,6 +77,7 @@ struct NativeKeychainObject: DBusObject {
                             }
                             let secret = try object.secret(secret, present: hasSecret)
                             try object.checkBounds(attributes.attributes)
+                            try Self.refuseBackendMarks(attributes.attributes)
                             var stored = attributes.attributes
                             // An item given no access list trusts the application that made it, when known.
                             if !stored.keys.contains(where: ItemAccess.keys.contains),
@@ -111,6 +112,7 @@ struct NativeKeychainObject: DBusObject {
                             (matching) throws(KeychainError) in
                             try Self.lendingData(secret) { (secret) throws(KeychainError) in
                                 let changes = ItemChanges(attributes: attributes.attributes, secret: secret)
+                                try Self.refuseBackendMarks(changes.attributes)
                                 try object.refuseWideningAccess(matching: matching, with: changes)
                                 return try object.keychain.keychain.update(matching: matching, with: changes)
                             }
@@ -306,6 +308,14 @@ struct NativeKeychainObject: DBusObject {
         return try daemon.servingChange(kind, of: targets, to: call) { denial in
             if let denial { return .failure(denial.keychainError) }
             return run(matched)
+        }
+    }
+
+    /// Refuses ``AttributeKey/portalKey``: only the Secret portal's backend marks an application's key, so that
+    /// no client can make an item of its own (with a secret it knows) pass for one.
+    private static func refuseBackendMarks(_ attributes: ItemAttributes) throws(KeychainError) {
+        guard attributes[.portalKey] == nil else {
+            throw KeychainError.param("\(AttributeKey.portalKey.rawValue) is set only by the Secret portal's backend")
         }
     }
 

@@ -9,11 +9,16 @@ import Posix
 /// `/org/freedesktop/portal/desktop`: `org.freedesktop.impl.portal.Secret`, the backend of the Secret portal.
 ///
 /// xdg-desktop-portal calls it for a sandboxed application with the application's id (which the portal, not
-/// the application, determines) and the write end of a pipe the application made. The first request for an
-/// id makes a random 64-byte secret (as gnome-keyring does) and stores it in the login keychain as an item
-/// with `xdg:schema=org.freedesktop.portal.Secret` and `app_id=<id>`; every request writes that item's
-/// secret to the descriptor and closes it. The application derives its own keys from it (libsecret's file
-/// backend keeps its keyring inside the sandbox, encrypted with it).
+/// the application, determines) and the write end of a pipe the application made. Only the portal may call
+/// it (``PortalGate``: the owner of `org.freedesktop.portal.Desktop`, running the system's
+/// xdg-desktop-portal outside a sandbox); anyone else gets `AccessDenied`, since the id in the call is the
+/// caller's word. The first request for an id makes a random 64-byte secret (as gnome-keyring does) and
+/// stores it in the login keychain as an item with `xdg:schema=org.freedesktop.portal.Secret` and
+/// `app_id=<id>`, marked as the backend's (``AttributeKey/portalKey`` = the id, which no client can set);
+/// every request writes the marked item's secret to the descriptor and closes it. An item without the mark
+/// is never handed out, whatever its attributes (a client could have planted it with a secret it knows).
+/// The application derives its own keys from it (libsecret's file backend keeps its keyring inside the
+/// sandbox, encrypted with it).
 ///
 /// A locked login keychain is unlocked through the same pinentry prompt as `Unlock`, and the request is
 /// answered when the prompt ends. An empty application id (a process on the host, which talks to the Secret
@@ -48,16 +53,20 @@ struct PortalSecretObject: DBusObject {
                         "RetrieveSecret", DBusInput("handle", ObjectPath.self), DBusInput("app_id", String.self),
                         DBusInput("fd", DBusFileDescriptor.self), DBusInput("options", DBusPropertyList.self),
                         returns: [.init("response", UInt32.self), .init("results", DBusPropertyList.self)]
-                    ) { object, call, handle, appID, descriptor, _ in
-                        object.retrieveSecret(appID: appID, to: descriptor, call: call, handle: handle.text)
+                    ) { (object, call, handle, appID, descriptor, _) throws(DBusError) in
+                        try object.retrieveSecret(appID: appID, to: descriptor, call: call, handle: handle.text)
                     }
                 ],
                 properties: [DBusProperty("version", UInt32.self) { _ in 1 }])
         ]
 
     private func retrieveSecret(appID: String, to descriptor: DBusFileDescriptor, call: DBusMethodCall, handle: String)
-        -> DBusMethodResult
+        throws(DBusError) -> DBusMethodResult
     {
+        if let refusal = daemon.portalGate.refusal(of: call.sender, callers: daemon.callers) {
+            Self.log("refused RetrieveSecret from \(call.sender): \(refusal)")
+            throw DBusError(.accessDenied, "RetrieveSecret is xdg-desktop-portal's to call: \(refusal)")
+        }
         guard !appID.isEmpty, appID.utf8.count <= Self.appIDBytes else {
             Self.log(
                 appID.isEmpty
@@ -115,7 +124,7 @@ struct PortalSecretObject: DBusObject {
                 defer { value.withUnsafeMutableBytes { wipeBytes($0) } }
                 let created = try login.createItem(
                     label: "Application key for \(appID)", attributes: attributes, secret: value,
-                    contentType: "application/octet-stream")
+                    contentType: "application/octet-stream", marks: [.portalKey: .string(appID)])
                 daemon.announceItems(login, "ItemCreated", created.reference)
             }
         } catch {
@@ -129,27 +138,17 @@ struct PortalSecretObject: DBusObject {
         return .success
     }
 
-    /// The item holding the secret of `appID`: one made by this backend (`xdg:schema` the portal's), else
-    /// one gnome-keyring's backend made and the import brought over. gnome-keyring finds its items by
-    /// `app_id` alone, and the ones it saves read back with `xdg:schema=org.freedesktop.Secret.Generic`
-    /// and no label; only an item with exactly those two attributes is taken for one, so that another
-    /// program's item that happens to have an `app_id` attribute is never handed out as a key.
+    /// The item holding the secret of `appID`: the one marked with it (``AttributeKey/portalKey``), which this
+    /// backend made or the gnome-keyring import brought over from gnome-keyring's backend. Found by the mark
+    /// alone: an item's Secret Service attributes are any client's to set (a planted item with this schema and
+    /// id is never taken, and neither is a marked item whose `app_id` a client changed to another id).
     private static func existingSecret(of appID: String, in login: HeldKeychain) throws(KeychainError)
         -> ItemReference?
     {
-        if let made = try login.search(["xdg:schema": schema, "app_id": appID]).first { return made }
-        let imported = ["xdg:schema": gnomeKeyringSchema, "app_id": appID]
-        for reference in try login.search(imported) {
-            guard let stored = try login.item(reference, returning: .attributes)?.attributes else { continue }
-            if AttributeMapping.secretServiceAttributes(stored, of: reference.itemClass) == imported {
-                return reference
-            }
-        }
-        return nil
+        let query = ItemQuery(
+            .genericPassword, attributes: [.portalKey: .string(appID)], synchronizable: .any, limit: .all)
+        return try login.keychain.items(matching: query).first?.reference
     }
-
-    /// The schema gnome-keyring's portal items carry once saved in its keyring file.
-    static let gnomeKeyringSchema = "org.freedesktop.Secret.Generic"
 
     private static func newSecret() throws(KeychainError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: secretLength)

@@ -14,15 +14,21 @@ package struct SecretServiceConfiguration: Sendable {
     /// Bounds on client input.
     package var limits: InputLimits
     /// Whether each client is identified from the bus and `/proc` (docs/threat-model.md, "Who is asking");
-    /// off, every caller is unidentified.
+    /// off, every caller is unidentified (and the Secret portal's backend answers nobody).
     package var identifiesCallers: Bool
+    /// The file name of the executable the Secret portal's backend answers (xdg-desktop-portal's); only
+    /// in-process tests name another.
+    package var portalProgram: String
 
     /// A configuration.
-    package init(registry: RegistryConfiguration, limits: InputLimits = InputLimits(), identifiesCallers: Bool = false)
-    {
+    package init(
+        registry: RegistryConfiguration, limits: InputLimits = InputLimits(), identifiesCallers: Bool = false,
+        portalProgram: String = PortalGate.portalProgram
+    ) {
         self.registry = registry
         self.limits = limits
         self.identifiesCallers = identifiesCallers
+        self.portalProgram = portalProgram
     }
 }
 
@@ -50,6 +56,8 @@ package final class SecretServiceDaemon {
     private var heldCalls: [DBusMessage] = []
     /// Who owns the desktop's screen saver names, for believing its `ActiveChanged`.
     private var screenSaver = ScreenSaverWatch()
+    /// Who may call the Secret portal's backend: the owner of `org.freedesktop.portal.Desktop`, as followed.
+    private(set) var portalGate: PortalGate
     /// Switches to `allow-all` and collection deletions waiting for the user's confirmation, by caller: withdrawn
     /// when it leaves.
     var policyConfirmations: [(owner: String, call: DBusMethodCall, ticket: PromptTicket)] = []
@@ -58,11 +66,16 @@ package final class SecretServiceDaemon {
     /// Each client's places in access prompts, withdrawn when it leaves (AccessChecks.swift).
     var accessTickets: [String: [PromptTicket]] = [:]
 
-    /// Serves `registry`; with `identifiesCallers`, each client is identified before its calls are served.
-    package init(registry: KeychainRegistry, limits: InputLimits = InputLimits(), identifiesCallers: Bool = false) {
+    /// Serves `registry`; with `identifiesCallers`, each client is identified before its calls are served. The
+    /// Secret portal's backend answers only `portalProgram` (``PortalGate``).
+    package init(
+        registry: KeychainRegistry, limits: InputLimits = InputLimits(), identifiesCallers: Bool = false,
+        portalProgram: String = PortalGate.portalProgram
+    ) {
         self.registry = registry
         self.limits = limits
         self.callers = identifiesCallers ? CallerDirectory() : nil
+        self.portalGate = PortalGate(programName: portalProgram)
     }
 
     /// Opens the keychains (with `loginPassword`, unlocking or creating the login keychain) and serves them.
@@ -71,7 +84,8 @@ package final class SecretServiceDaemon {
     ) throws(KeychainError) {
         self.init(
             registry: try KeychainRegistry(configuration: configuration.registry, loginPassword: loginPassword),
-            limits: configuration.limits, identifiesCallers: configuration.identifiesCallers)
+            limits: configuration.limits, identifiesCallers: configuration.identifiesCallers,
+            portalProgram: configuration.portalProgram)
     }
 
     func nextSerial() -> UInt64 {
@@ -164,13 +178,15 @@ package final class SecretServiceDaemon {
     /// The match rules that bring the screen savers' activation to the daemon (add them to its bus).
     package static var screenSaverMatchRules: [String] { ScreenSaverWatch.matchRules }
 
-    /// The bus names whose owners ``noteOwner(_:of:)`` should be told of once, before their signals count.
-    package static var followedNames: [String] { ScreenSaverWatch.names }
+    /// The bus names whose owners ``noteOwner(_:of:)`` should be told of once, before their signals (or
+    /// calls, for the portal's) count.
+    package static var followedNames: [String] { ScreenSaverWatch.names + [PortalGate.portalName] }
 
     /// Records the current owner of a followed name, as `GetNameOwner` answered at start (later changes come
     /// through the bus's `NameOwnerChanged`).
     package func noteOwner(_ owner: String?, of name: String) {
         screenSaver.noteOwner(owner, of: name)
+        portalGate.noteOwner(owner, of: name)
     }
 
     /// The registry's changes as signals, after everything queued.
@@ -205,7 +221,7 @@ package final class SecretServiceDaemon {
             case .string(let name) = arguments[0], case .string(let oldOwner) = arguments[1],
             case .string(let newOwner) = arguments[2]
         else { return }
-        screenSaver.noteOwner(newOwner, of: name)
+        noteOwner(newOwner, of: name)
         // A new connection: identified now, before it can ask anything (CallerDirectory).
         if oldOwner.isEmpty, newOwner == name { callers?.appeared(name, asking: &outbox) }
         if newOwner.isEmpty, name.hasPrefix(":") {

@@ -164,6 +164,46 @@ import Testing
         #expect(Application.flatpak(appID: "org.example.Notes").name == "flatpak:org.example.Notes")
     }
 
+    /// What the Secret portal's backend asks of xdg-desktop-portal: a program only root could have installed,
+    /// run outside a sandbox. The system's `sh` is one; the same bytes copied under /tmp (world-writable) are
+    /// not; nor is the system's `sh` run in a bubblewrap sandbox without `.flatpak-info` (its root is the
+    /// sandbox's own), nor a script.
+    @Test func onlyASystemProgramOutsideASandboxRunsASystemProgram() throws {
+        let shell = URL(fileURLWithPath: "/usr/bin/sh").resolvingSymlinksInPath().path
+        let copy = directory.appendingPathComponent("sh").path
+        try FileManager.default.copyItem(atPath: shell, toPath: copy)
+        let script = try waitingScript("wait.sh")
+        let system = try Running(shell, ["-c", ". \(script.path)"])
+        let copied = try Running(copy, ["-c", ". \(script.path)"])
+        let interpreted = try Running(shell, [script.path])
+        defer {
+            system.stop()
+            copied.stop()
+            interpreted.stop()
+        }
+        let inspector = ProcessInspector()
+        #expect(try identify(system.pid, inspector).runsSystemProgram)
+        #expect(try identify(copied.pid, inspector).runsSystemProgram == false)
+        #expect(try identify(interpreted.pid, inspector).runsSystemProgram == false)
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/bwrap") else {
+            Issue.record("bubblewrap is not installed (.ci/packages lists it)")
+            return
+        }
+        let sandboxed = try Running(
+            "/usr/bin/bwrap",
+            [
+                "--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib",
+                "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--die-with-parent",
+                "--unshare-pid", shell, "-c", "echo ready; read line",
+            ])
+        defer { sandboxed.stop() }
+        var inside: [Caller] = []
+        for pid in Self.descendants(of: sandboxed.pid) { inside.append(try identify(pid, inspector)) }
+        let sh = inside.filter { $0.application.name == shell }
+        #expect(!sh.isEmpty, "\(inside.map(\.application))")
+        #expect(sh.allSatisfy { !$0.runsSystemProgram })
+    }
+
     static func descendants(of pid: pid_t) -> [pid_t] {
         let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
         let direct = children.split(separator: " ").compactMap { pid_t($0) }

@@ -218,9 +218,82 @@ private final class ScratchKeychain {
         #expect(error.path == "/nonexistent/x.keyring")
         #expect(error.description.contains("No such file"))
     }
+
+    /// What another program (or a Flatpak app, in its own directory) can put where the import reads a keyring:
+    /// a FIFO (whose open would wait for a writer forever), a link to a device that never ends, a directory, a
+    /// symbolic link to a real keyring, a file past the size bound. Each is refused at once, naming the path;
+    /// nothing is read from the FIFO or the device.
+    @Test func onlyRegularFilesAreReadAndNeverPastTheBound() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "latchkey-gk-files-\(UUID().uuidString)"
+        ).path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let fifo = directory + "/fifo.keyring"
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let started = Date()
+        #expect(throws: GnomeKeyringError(fifo, .notAKeyring)) { try KeyringFile(path: fifo) }
+        #expect(Date().timeIntervalSince(started) < 5)
+
+        let device = directory + "/zero.keyring"
+        try FileManager.default.createSymbolicLink(atPath: device, withDestinationPath: "/dev/zero")
+        let linkError = try #require(throws: GnomeKeyringError.self) { try KeyringFile(path: device) }
+        #expect(linkError == GnomeKeyringError(device, .unreadable("a symbolic link, which is not followed")))
+        // Reached without a link (/dev/zero itself): not a regular file, and nothing is read.
+        #expect(throws: GnomeKeyringError("/dev/zero", .notAKeyring)) { try KeyringFile(path: "/dev/zero") }
+
+        let real = directory + "/real.keyring"
+        try FileManager.default.copyItem(atPath: fixtures.appendingPathComponent("login.keyring").path, toPath: real)
+        let link = directory + "/link.keyring"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: real)
+        #expect(throws: GnomeKeyringError(link, .unreadable("a symbolic link, which is not followed"))) {
+            try KeyringFile(path: link)
+        }
+        #expect(try KeyringFile(path: real).format == .binary)
+
+        let folder = directory + "/folder.keyring"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        #expect(throws: GnomeKeyringError(folder, .notAKeyring)) { try KeyringFile(path: folder) }
+
+        // Sparse: its size is past the bound, its blocks are not.
+        let large = directory + "/large.keyring"
+        try #require(FileManager.default.createFile(atPath: large, contents: nil))
+        try #require(truncate(large, off_t(KeyringFile.maximumSize + 1)) == 0)
+        #expect(throws: GnomeKeyringError(large, .tooLarge(KeyringFile.maximumSize + 1))) {
+            try KeyringFile(path: large)
+        }
+        // gnome-keyring's `default` is read the same way: a FIFO there names no keyring, at once.
+        try #require(mkfifo(directory + "/default", 0o600) == 0)
+        #expect(GnomeKeyringImporter.defaultKeyringPath(inDirectory: directory) == nil)
+    }
 }
 
 @Suite struct ImporterTests {
+    /// The keys gnome-keyring's Secret portal backend kept (exactly `app_id` and
+    /// `xdg:schema=org.freedesktop.Secret.Generic`) get the mark Latchkey's backend hands keys out by; an
+    /// item with more attributes, another schema or an id that is no Flatpak app id does not.
+    @Test func portalKeysAreMarkedAndNothingElseIs() throws {
+        func item(_ number: Int, _ attributes: [(String, String)]) -> String {
+            "[\(number)]\nitem-type=0\ndisplay-name=\nsecret=key \(number)\nmtime=1\nctime=1\n\n"
+                + attributes.enumerated().map { index, pair in
+                    "[\(number):attribute\(index)]\nname=\(pair.0)\ntype=string\nvalue=\(pair.1)\n\n"
+                }.joined()
+        }
+        let generic = ("xdg:schema", "org.freedesktop.Secret.Generic")
+        let text =
+            "[keyring]\ndisplay-name=Login\nctime=1\nmtime=0\nlock-on-idle=false\nlock-after=false\n\n"
+            + item(1, [("app_id", "org.example.App"), generic])
+            + item(2, [("app_id", "org.example.Other"), generic, ("user", "x")])
+            + item(3, [("app_id", "org.example.Third"), ("xdg:schema", "org.example.Schema")])
+            + item(4, [("app_id", "../escape"), generic])
+        let keyring = try KeyringFile(path: "/t/login.keyring", bytes: Array(text.utf8), modified: 0)
+            .keyring(password: [])
+        let marks = keyring.items.sorted { $0.id < $1.id }.map {
+            GnomeKeyringImporter.newItem($0).attributes[.portalKey]
+        }
+        #expect(marks == [.string("org.example.App"), nil, nil, nil])
+    }
+
     @Test func importKeepsEveryFieldAndASecondImportAddsNothing() throws {
         let scratch = try ScratchKeychain()
         let file = try fixture("login.keyring")

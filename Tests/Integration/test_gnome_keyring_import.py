@@ -5,7 +5,9 @@ the default alias; every field of every item compared through the Secret Service
 gnome-keyring before and by latchkeyd after; a second import adds nothing; a wrong password imports
 nothing and says so; --dry-run changes nothing."""
 
+import os
 import shutil
+import stat
 import subprocess
 import time
 
@@ -403,3 +405,58 @@ def test_import_command_opens_a_flatpak_file_with_the_portal_key_it_read(bus, ma
     assert refused.returncode == 1
     assert f"{other}: cannot read it: its key, the Secret portal's secret for the app, is in no keyring read" \
         in refused.stderr
+
+
+def release_fifo(path):
+    """Opens the FIFO at `path` for writing and closes it, so that a reader blocked in its open (a daemon
+    without the fix) gets end of file and can stop."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass
+
+
+@pytest.mark.parametrize("planted", ["keyrings/planted.keyring", "keyrings/default", "flatpak"])
+def test_a_fifo_among_the_keyrings_neither_wedges_the_import_nor_later_unlocks(bus, make_daemon, tmp_path, flatpak,
+                                                                              planted):
+    """A FIFO where the login import reads a file: a `*.keyring` (or gnome-keyring's `default`) in the user's
+    keyring directory, or a Flatpak app's own libsecret file, which the app can make inside its sandbox.
+    Opened as a file it would block the reader until someone writes to it: the import would never end, and
+    every unlock after it (each waits for the key-derivation worker) would hang. The FIFO is skipped: the
+    import of the rest completes, and a later unlock with the password is answered at once."""
+    file = copy_flatpak_home(flatpak, tmp_path)
+    fifo = file if planted == "flatpak" else tmp_path / "data" / planted
+    if fifo.exists():
+        fifo.unlink()
+    os.mkfifo(fifo)
+    daemon = make_daemon(keychains=tmp_path / "data" / "latchkey" / "keychains",
+                         extra_env={"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home")},
+                         password=gnome_keyring.LOGIN_PASSWORD)
+    try:
+        daemon.start(unlock=False)
+        control_path = daemon.runtime / "latchkey" / "control"
+        assert control.hand_over(control_path, gnome_keyring.LOGIN_PASSWORD)[0] == "ok"
+        # The import ends: the portal's key from login.keyring arrives in the login collection.
+        deadline = time.monotonic() + 20
+        keys = []
+        while time.monotonic() < deadline and not keys:
+            keys = [i for i in collections(bus).get("Login", []) if i["attributes"].get("app_id") == flatpak["app"]]
+            time.sleep(0.2)
+        assert keys, f"the login import did not end: {daemon.stderr.read_text()[-2000:]}"
+        # A later unlock goes through the worker the import used: answered promptly.
+        connection = open_dbus_connection(bus=bus.address)
+        try:
+            secretstorage.Collection(connection, LOGIN_PATH).lock()
+        finally:
+            connection.close()
+        started = time.monotonic()
+        assert control.hand_over(control_path, gnome_keyring.LOGIN_PASSWORD)[0] == "ok"
+        assert time.monotonic() - started < 5
+        connection = open_dbus_connection(bus=bus.address)
+        try:
+            assert not secretstorage.Collection(connection, LOGIN_PATH).is_locked()
+        finally:
+            connection.close()
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    finally:
+        release_fifo(fifo)

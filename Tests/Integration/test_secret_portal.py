@@ -348,3 +348,121 @@ def test_libsecret_in_a_sandbox_keeps_its_file_with_the_key_latchkeyd_gives(daem
         assert run("lookup") == "None"
     finally:
         portal.stop()
+
+
+# A client that calls latchkeyd's backend itself, as only xdg-desktop-portal should: RetrieveSecret on
+# org.freedesktop.secrets for the app id it names, with the write end of its pipe; "sandboxed" (chrooted into
+# a root with .flatpak-info) when given one, as a Flatpak app allowed to talk to org.freedesktop.secrets is
+# (xdg-dbus-proxy filters by bus name, not by object). Prints the D-Bus error name (or the response code)
+# and what arrived in the pipe, in hex.
+DIRECT = textwrap.dedent("""
+    import os, sys
+    import gi
+    gi.require_version("Gio", "2.0")
+    from gi.repository import Gio, GLib
+
+    address, app_root, app_id = sys.argv[1], sys.argv[2], sys.argv[3]
+    flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+    bus = Gio.DBusConnection.new_for_address_sync(address, flags, None, None)
+    if app_root:
+        os.chroot(app_root)
+        os.chdir("/")
+    read_end, write_end = os.pipe()
+    fds = Gio.UnixFDList.new()
+    index = fds.append(write_end)
+    os.close(write_end)
+    handle = "/org/freedesktop/portal/desktop/request/%s/direct" % bus.get_unique_name()[1:].replace(".", "_")
+    try:
+        reply, _ = bus.call_with_unix_fd_list_sync(
+            "org.freedesktop.secrets", "/org/freedesktop/portal/desktop", "org.freedesktop.impl.portal.Secret",
+            "RetrieveSecret", GLib.Variant("(osha{sv})", (handle, app_id, index, {})), None,
+            Gio.DBusCallFlags.NONE, 30000, fds, None)
+        outcome = str(reply.unpack()[0])
+    except GLib.Error as error:
+        outcome = Gio.DBusError.get_remote_error(error) or error.message
+    del fds
+    os.set_blocking(read_end, False)
+    try:
+        secret = os.read(read_end, 4096)
+    except BlockingIOError:
+        secret = b""
+    print(outcome, secret.hex())
+""")
+
+
+def retrieve_directly(bus, root, app_id):
+    """What a client calling the backend itself gets: the error name (or response) and the bytes."""
+    result = subprocess.run(["/usr/bin/python3", "-c", DIRECT, bus.address, str(root or ""), app_id],
+                            env=bus.env(), capture_output=True, text=True, timeout=90)
+    assert result.returncode == 0, result.stderr
+    outcome, _, secret = result.stdout.strip().partition(" ")
+    return outcome, bytes.fromhex(secret)
+
+
+def test_only_xdg_desktop_portal_may_call_the_backend(daemon, bus, portals, tmp_path):
+    """An application's key is handed to xdg-desktop-portal, the owner of org.freedesktop.portal.Desktop,
+    and to no one else: a client on the host, or a "sandboxed" one (a Flatpak app allowed to talk to
+    org.freedesktop.secrets), calling RetrieveSecret itself with another app's id gets AccessDenied and
+    nothing in its pipe, while the portal runs and after it has gone."""
+    requires_portal()
+    app = app_root(tmp_path / "app-a", "org.example.A")
+    attacker = app_root(tmp_path / "attacker", "org.example.Attacker")
+    portal = Portal(bus, portals, tmp_path / "portal.log")
+    try:
+        response, key = retrieve(bus, app)
+        assert response == "0" and len(key) == 64
+        for root in [None, attacker]:
+            assert retrieve_directly(bus, root, "org.example.A") == ("org.freedesktop.DBus.Error.AccessDenied", b"")
+            assert retrieve_directly(bus, root, "org.example.New") == ("org.freedesktop.DBus.Error.AccessDenied", b"")
+        # The portal still serves the application.
+        assert retrieve(bus, app) == ("0", key)
+    finally:
+        portal.stop()
+    assert retrieve_directly(bus, None, "org.example.A") == ("org.freedesktop.DBus.Error.AccessDenied", b"")
+    client = Client(bus.address)
+    try:
+        assert client.service("SearchItems", "a{ss}", ({"app_id": "org.example.New"},)) == ([], [])
+    finally:
+        client.close()
+
+
+def test_an_item_a_client_planted_is_never_handed_out_as_an_applications_key(daemon, bus, portals, tmp_path):
+    """A client stores, before the application first asks, items shaped as the backend's keys (the portal's
+    schema) and as gnome-keyring's (xdg:schema=org.freedesktop.Secret.Generic, no label) for the
+    application's id, with secrets it knows. The application gets a key of its own, which the backend made
+    and marked; the planted items stay as they were, and the application's key is the same at every call."""
+    requires_portal()
+    client = Client(bus.address)
+    try:
+        session = client.open_plain()
+        planted = {}
+        for app_id, attributes, label in [
+            ("org.example.P", {"xdg:schema": SCHEMA, "app_id": "org.example.P"}, "Application key for org.example.P"),
+            ("org.example.G", {"xdg:schema": "org.freedesktop.Secret.Generic", "app_id": "org.example.G"}, ""),
+        ]:
+            secret = f"known to the attacker: {app_id}".encode()
+            item = client.create_item(session, attributes, secret, label=label,
+                                      collection="/org/freedesktop/secrets/collection/login")
+            planted[app_id] = (item, secret)
+    finally:
+        client.close()
+    portal = Portal(bus, portals, tmp_path / "portal.log")
+    try:
+        for app_id, (item, secret) in planted.items():
+            root = app_root(tmp_path / app_id, app_id)
+            response, key = retrieve(bus, root)
+            assert response == "0", daemon.stderr.read_text()
+            assert len(key) == 64 and key != secret
+            assert retrieve(bus, root) == ("0", key)
+    finally:
+        portal.stop()
+    client = Client(bus.address)
+    try:
+        session = client.open_plain()
+        for app_id, (item, secret) in planted.items():
+            [stored] = client.ok(item, "org.freedesktop.Secret.Item", "GetSecret", "o", (session,))
+            assert stored[2] == secret
+            found, _ = client.service("SearchItems", "a{ss}", ({"app_id": app_id},))
+            assert len(found) == 2 and item in found
+    finally:
+        client.close()

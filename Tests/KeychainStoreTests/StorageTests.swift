@@ -242,6 +242,24 @@ import Testing
         #expect(KDFParameters(logN: 17, r: 8, p: 2).raisedToProduction == KDFParameters(logN: 17, r: 8, p: 2))
     }
 
+    /// A forged header may keep scrypt's memory within 1 GiB and still make every unlock run for minutes on
+    /// the key-derivation worker through `p` (run one after the other): N · r · p is bounded too, at 16 times
+    /// ``KDFParameters/production`` (``KDFParameters/maximumWork``). A file at the bound opens.
+    @Test func kdfWorkInTheFileIsBounded() throws {
+        _ = try makeKeychain()
+        let raw = try RawFile(path)
+        // 1 GiB (N = 2^20, r = 8) sixteen times over; 64 MiB (production's N and r) 32 times over.
+        for row in [[1, 20, 0, 0, 0, 8, 0, 0, 0, 16], [1, 16, 0, 0, 0, 8, 0, 0, 0, 32]] as [[UInt8]] {
+            try raw.run("UPDATE meta SET value = ?1 WHERE name = 'kdf'", [Data(row)])
+            #expect(statusOf { _ = try Keychain(opening: path) } == .invalidKeychain, "\(row)")
+        }
+        #expect(KDFParameters(logN: 20, r: 8, p: 16).work > KDFParameters.maximumWork)
+        // At the bound: 16 times production's work.
+        try raw.run("UPDATE meta SET value = ?1 WHERE name = 'kdf'", [Data([1, 16, 0, 0, 0, 8, 0, 0, 0, 16])])
+        #expect(try Keychain(opening: path).kdfParameters == KDFParameters(logN: 16, r: 8, p: 16))
+        #expect(KDFParameters.production.work * 16 == KDFParameters.maximumWork)
+    }
+
     /// A row of the attribute index repointed at another item must not make a search by one service hand
     /// out another service's password.
     @Test func aTamperedIndexRowDoesNotHandOutAnotherItem() throws {

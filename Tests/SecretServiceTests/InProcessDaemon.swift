@@ -28,10 +28,11 @@ final class InProcessDaemon {
 
     /// A daemon over a new keychain directory whose login keychain is made with ``password`` (cheap KDF);
     /// pinentry prompts answer from `answers` (scripted-pinentry lines), with `pinentryEnvironment` added to
-    /// the pinentry's environment; `systemctl` is asked for the session's variables (none by default).
+    /// the pinentry's environment; `systemctl` is asked for the session's variables (none by default); the
+    /// Secret portal's backend answers only an executable named `portalProgram`.
     init(
         answers lines: [String] = [], identifiesCallers: Bool = false, pinentryEnvironment: [String: String] = [:],
-        systemctl: String? = nil
+        systemctl: String? = nil, portalProgram: String = PortalGate.portalProgram
     ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("inproc-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -47,7 +48,7 @@ final class InProcessDaemon {
         let configuration = SecretServiceConfiguration(
             registry: RegistryConfiguration(
                 keychainDirectory: directory + "/keychains", pinentry: pinentry, systemctl: systemctl),
-            identifiesCallers: identifiesCallers)
+            identifiesCallers: identifiesCallers, portalProgram: portalProgram)
         daemon = try SecretServiceDaemon(
             configuration: configuration, loginPassword: try SecretBytes(copying: Self.password))
     }
@@ -139,8 +140,9 @@ final class InProcessDaemon {
         try ownerChanged(client, from: client, to: "")
     }
 
-    /// `NameOwnerChanged` for `name`, from the bus: what the daemon sent.
-    private func ownerChanged(_ name: String, from old: String, to new: String) throws -> [DBusMessage] {
+    /// The bus's `NameOwnerChanged` for `name` (an empty owner: none); what the daemon sent.
+    @discardableResult
+    func ownerChanged(_ name: String, from old: String, to new: String) throws -> [DBusMessage] {
         let signal = try DBusMessage.signal(
             path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
             arguments: [.string(name), .string(old), .string(new)])

@@ -1,19 +1,44 @@
+import CallerIdentity
 import DBus
 import Foundation
 import Glibc
+import KeychainBus
+import KeychainCore
 import Testing
 
 @testable import SecretService
 
+/// This test process, as the daemons below take it for xdg-desktop-portal: its executable's path, and whether
+/// it passes for a program only root could have installed (the tests run as root from root-owned directories).
+enum PortalStandIn {
+    static let executable: String =
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "/proc/self/exe"
+    static let program = String(executable.split(separator: "/").last ?? "")
+    static let passes = ProcessInspector().runsSystemProgram("/proc/self", executable: executable)
+
+    /// A daemon that identifies its callers and answers `owner`, this process, as the owner of
+    /// `org.freedesktop.portal.Desktop` running the portal's program.
+    static func daemon(answers: [String] = [], owner: String = ":1.7") throws -> InProcessDaemon {
+        let daemon = try InProcessDaemon(answers: answers, identifiesCallers: true, portalProgram: program)
+        try daemon.ownerChanged(PortalGate.portalName, from: "", to: owner)
+        _ = try CallerAccessTests.introduce(owner, to: daemon)
+        return daemon
+    }
+}
+
 /// The Secret portal's backend, `org.freedesktop.impl.portal.Secret`, driven in-process with real pipes, as
-/// xdg-desktop-portal calls it.
-@Suite(.serialized) struct PortalSecretTests {
+/// xdg-desktop-portal calls it (this test process standing in for it).
+@Suite(
+    .serialized,
+    .enabled(if: PortalStandIn.passes, "the test binary must be a root-owned file in root-owned directories")
+)
+struct PortalSecretTests {
     static let portal = "/org/freedesktop/portal/desktop"
     static let interface = "org.freedesktop.impl.portal.Secret"
     static let service = "/org/freedesktop/secrets"
 
     /// A pipe whose write end goes in the call: its read end, and the call's arguments.
-    private static func request(_ appID: String) throws -> (readEnd: Int32, arguments: [DBusValue]) {
+    static func request(_ appID: String) throws -> (readEnd: Int32, arguments: [DBusValue]) {
         let ends = try makePipe()
         // The call keeps its own duplicate: ours closes when the value goes.
         let arguments: [DBusValue] = [
@@ -32,7 +57,7 @@ import Testing
     }
 
     /// Everything in the pipe until its end (every write end closed), or until nothing comes for a second.
-    private static func drain(_ readEnd: Int32) -> [UInt8] {
+    static func drain(_ readEnd: Int32) -> [UInt8] {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 256)
         while true {
@@ -47,7 +72,7 @@ import Testing
     }
 
     /// Calls RetrieveSecret for `appID`: the response code and what arrived in the pipe.
-    private static func retrieve(_ daemon: InProcessDaemon, _ appID: String) throws -> (UInt32, [UInt8]) {
+    static func retrieve(_ daemon: InProcessDaemon, _ appID: String) throws -> (UInt32, [UInt8]) {
         let (readEnd, arguments) = try request(appID)
         let reply = try daemon.ok(portal, interface, "RetrieveSecret", arguments)
         guard case .uint32(let response)? = reply.first else {
@@ -58,12 +83,14 @@ import Testing
         return (response, drain(readEnd))
     }
 
-    private static func search(_ daemon: InProcessDaemon, _ attributes: [String: String]) throws -> [DBusValue] {
+    static func search(_ daemon: InProcessDaemon, _ attributes: [String: String]) throws -> [DBusValue] {
         try daemon.ok(service, "org.freedesktop.Secret.Service", "SearchItems", [.stringDictionary(attributes)])
     }
 
     @Test func eachApplicationGetsItsOwnSecretKeptAsAnItemOfTheLoginKeychain() throws {
-        let daemon = try InProcessDaemon()
+        let daemon = try PortalStandIn.daemon()
+        // Read back below through the Secret Service without an access prompt.
+        try #require(daemon.daemon.registry.login).keychain.setAccessPolicy(.allowAll)
         let (firstResponse, first) = try Self.retrieve(daemon, "org.example.A")
         #expect(firstResponse == 0)
         #expect(first.count == 64)
@@ -106,31 +133,114 @@ import Testing
         #expect(daemon.signals.filter { $0.member == "ItemCreated" }.count == 2)
     }
 
-    /// An item shaped as gnome-keyring's backend saves them (imported at the switch) is the application's
-    /// key; another program's item that merely has an `app_id` attribute is not.
-    @Test func aKeyGnomeKeyringMadeIsKeptAndOtherItemsWithAnAppIDAreNot() throws {
-        let daemon = try InProcessDaemon()
+    /// Items a client planted before the application first asked, shaped as this backend's keys and as
+    /// gnome-keyring's, with secrets the client knows: the application gets a key the backend makes and
+    /// marks, and the planted items stay as they were (nothing of theirs is overwritten or lost).
+    @Test func anItemAClientPlantedIsNeverAnApplicationsKey() throws {
+        let daemon = try PortalStandIn.daemon()
         let session = try daemon.openPlainSession()
-        _ = try daemon.createItem(
-            session: session,
-            attributes: ["app_id": "org.example.Old", "xdg:schema": "org.freedesktop.Secret.Generic"],
-            secret: "made by gnome-keyring", label: "")
-        _ = try daemon.createItem(
-            session: session,
-            attributes: ["app_id": "org.example.Other", "xdg:schema": "org.freedesktop.Secret.Generic", "user": "x"],
-            secret: "somebody else's")
-        let (oldResponse, old) = try Self.retrieve(daemon, "org.example.Old")
-        #expect(oldResponse == 0)
-        #expect(old == Array("made by gnome-keyring".utf8))
+        let planted = [
+            (
+                "org.example.Old", ["app_id": "org.example.Old", "xdg:schema": "org.freedesktop.Secret.Generic"],
+                "planted as gnome-keyring's"
+            ),
+            (
+                "org.example.Mine", ["app_id": "org.example.Mine", "xdg:schema": "org.freedesktop.portal.Secret"],
+                "planted as latchkey's"
+            ),
+        ]
+        for (_, attributes, secret) in planted {
+            _ = try daemon.createItem(session: session, attributes: attributes, secret: secret, label: "")
+        }
+        for (appID, _, secret) in planted {
+            let (response, key) = try Self.retrieve(daemon, appID)
+            #expect(response == 0)
+            #expect(key.count == 64 && key != Array(secret.utf8))
+            #expect(try Self.retrieve(daemon, appID) == (0, key))
+            let found = try #require(try Self.search(daemon, ["app_id": appID]).first?.objectPathList)
+            #expect(found.count == 2)
+            let stored = try found.compactMap { path -> [UInt8]? in
+                guard case .item(let held, let reference)? = daemon.daemon.resolve(path) else { return nil }
+                return try held.item(reference, returning: .data)?.secret.map { [UInt8]($0) }
+            }
+            #expect(Set(stored) == [Array(secret.utf8), key])
+        }
+    }
+
+    /// A key gnome-keyring's backend made, imported with the mark (`GnomeKeyringImporter.newItem`), is the
+    /// application's key. Found by the mark alone: a client that changes a marked item's `app_id` does not make
+    /// it another application's key.
+    @Test func aMarkedKeyIsTheKeyOfTheApplicationItsMarkNames() throws {
+        let daemon = try PortalStandIn.daemon()
+        let login = try #require(daemon.daemon.registry.login)
+        let imported = AttributeMapping.secretServiceItem(
+            label: "", attributes: ["app_id": "org.example.Old", "xdg:schema": "org.freedesktop.Secret.Generic"],
+            contentType: "text/plain"
+        ).merging([.portalKey: .string("org.example.Old")]) { $1 }
+        let item = try login.keychain.add(
+            .genericPassword, attributes: imported, secret: Data("made by gnome-keyring".utf8))
+        #expect(try Self.retrieve(daemon, "org.example.Old") == (0, Array("made by gnome-keyring".utf8)))
         #expect(try Self.search(daemon, ["app_id": "org.example.Old"]).first?.objectPathList?.count == 1)
-        let (otherResponse, other) = try Self.retrieve(daemon, "org.example.Other")
-        #expect(otherResponse == 0)
-        #expect(other.count == 64)
-        #expect(try Self.search(daemon, ["app_id": "org.example.Other"]).first?.objectPathList?.count == 2)
+
+        let path = ObjectPaths.item(item.reference, in: login.id)
+        try daemon.ok(
+            path, "org.freedesktop.DBus.Properties", "Set",
+            [
+                .string("org.freedesktop.Secret.Item"), .string("Attributes"),
+                .variant(
+                    .stringDictionary(["app_id": "org.example.Victim", "xdg:schema": "org.freedesktop.portal.Secret"])),
+            ])
+        let (response, victim) = try Self.retrieve(daemon, "org.example.Victim")
+        #expect(response == 0)
+        #expect(victim.count == 64)
+        #expect(try Self.retrieve(daemon, "org.example.Old") == (0, Array("made by gnome-keyring".utf8)))
+    }
+
+    /// `org.latchkey.Keychain1` refuses the mark (the Secret Service face refuses every `lk:` name): no client
+    /// can make an item of its own pass for an application's key.
+    @Test func noClientCanSetTheMark() throws {
+        let daemon = try PortalStandIn.daemon()
+        let native = KeychainBus.path(collection: "login")
+        let marked: ItemAttributes = [.service: .string("planted"), .portalKey: .string("org.example.A")]
+        let add = try #require(
+            try daemon.send(
+                native, KeychainBus.interface, "Add",
+                [.string(ItemClass.genericPassword.rawValue), KeychainBus.encode(marked), .bytes([1]), .bool(true)]
+            ).reply)
+        #expect(add.errorName == KeychainBus.statusError)
+        try daemon.ok(
+            native, KeychainBus.interface, "Add",
+            [
+                .string(ItemClass.genericPassword.rawValue), KeychainBus.encode([.service: .string("planted")]),
+                .bytes([1]), .bool(true),
+            ])
+        let update = try #require(
+            try daemon.send(
+                native, KeychainBus.interface, "Update",
+                [
+                    KeychainBus.encode(ItemQuery(.genericPassword, attributes: [.service: .string("planted")])),
+                    KeychainBus.encode([.portalKey: .string("org.example.A")]), .bytes([]), .bool(false),
+                ]
+            ).reply)
+        #expect(update.errorName == KeychainBus.statusError)
+        let (response, key) = try Self.retrieve(daemon, "org.example.A")
+        #expect(response == 0)
+        #expect(key != [1])
+        let createdWithMark = try daemon.errorName(
+            "/org/freedesktop/secrets/collection/login", "org.freedesktop.Secret.Collection", "CreateItem",
+            [
+                .variantDictionary([
+                    "org.freedesktop.Secret.Item.Attributes": .stringDictionary(["lk:portal-key": "org.example.A"])
+                ]),
+                .structure([.objectPath(try daemon.openPlainSession()), .bytes([]), .bytes([1]), .string("text/plain")]
+                ),
+                .bool(false),
+            ])
+        #expect(createdWithMark == "org.freedesktop.DBus.Error.InvalidArgs")
     }
 
     @Test func aRequestWithoutAnApplicationIDIsRefusedAndStoresNothing() throws {
-        let daemon = try InProcessDaemon()
+        let daemon = try PortalStandIn.daemon()
         let (response, bytes) = try Self.retrieve(daemon, "")
         #expect(response == 2)
         #expect(bytes.isEmpty)
@@ -138,7 +248,7 @@ import Testing
     }
 
     @Test func aLockedLoginKeychainIsUnlockedThroughThePromptFirst() throws {
-        let daemon = try InProcessDaemon(answers: ["password in-process password", "cancel"])
+        let daemon = try PortalStandIn.daemon(answers: ["password in-process password", "cancel"])
         let (_, first) = try Self.retrieve(daemon, "org.example.A")
         let login = "/org/freedesktop/secrets/collection/login"
         try daemon.ok(Self.service, "org.freedesktop.Secret.Service", "Lock", [.objectPaths([login])])
@@ -166,7 +276,8 @@ import Testing
     /// portal (and no one else) may close it; the call is answered "cancelled" at once and, when the prompt
     /// unlocks the keychain after all, nothing is written.
     @Test func aRequestClosedWhileThePromptShowsIsAnsweredCancelledAndGetsNothing() throws {
-        let daemon = try InProcessDaemon(answers: ["password in-process password"])
+        let daemon = try PortalStandIn.daemon(answers: ["password in-process password"], owner: ":1.40")
+        for client in [":1.41", ":1.7"] { _ = try CallerAccessTests.introduce(client, to: daemon) }
         let login = "/org/freedesktop/secrets/collection/login"
         try daemon.ok(Self.service, "org.freedesktop.Secret.Service", "Lock", [.objectPaths([login])])
         let (readEnd, arguments) = try Self.request("org.example.A")
@@ -196,7 +307,7 @@ import Testing
     /// A pipe its reader filled would block a plain write: the request fails at once instead, and the
     /// descriptor's flags are as they were.
     @Test func aFullPipeFailsTheRequestWithoutStallingTheDaemon() throws {
-        let daemon = try InProcessDaemon()
+        let daemon = try PortalStandIn.daemon()
         let ends = try Self.makePipe()
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         defer { close(ends[0]) }
@@ -230,5 +341,65 @@ import Testing
         let parent = try #require(
             try daemon.ok("/org/freedesktop/portal", "org.freedesktop.DBus.Introspectable", "Introspect").first?.text)
         #expect(parent.contains("<node name=\"desktop\"/>"))
+    }
+}
+
+/// Who the backend answers: the owner of `org.freedesktop.portal.Desktop`, identified as running the portal's
+/// program as the system installed it. Anyone else calling RetrieveSecret, with any application's id, gets
+/// `AccessDenied`, nothing written and nothing stored.
+@Suite(.serialized) struct PortalGateTests {
+    static let portal = PortalSecretTests.portal
+    static let interface = PortalSecretTests.interface
+
+    /// The error name a RetrieveSecret for `appID` from `sender` gets, and what came in its pipe.
+    static func refusal(_ daemon: InProcessDaemon, _ appID: String, sender: String = ":1.7") throws -> (
+        String?, [UInt8]
+    ) {
+        let (readEnd, arguments) = try PortalSecretTests.request(appID)
+        let reply = try #require(try daemon.send(portal, interface, "RetrieveSecret", arguments, sender: sender).reply)
+        return (reply.errorName, PortalSecretTests.drain(readEnd))
+    }
+
+    static let denied = "org.freedesktop.DBus.Error.AccessDenied"
+
+    @Test func onlyTheCurrentOwnerOfThePortalNameIsAnswered() throws {
+        let daemon = try InProcessDaemon(identifiesCallers: true, portalProgram: PortalStandIn.program)
+        _ = try CallerAccessTests.introduce(":1.7", to: daemon)
+        _ = try CallerAccessTests.introduce(":1.9", to: daemon)
+        // Nobody owns the name: nobody is answered.
+        #expect(try Self.refusal(daemon, "org.example.A") == (Self.denied, []))
+        try daemon.ownerChanged(PortalGate.portalName, from: "", to: ":1.7")
+        // The same program on another connection is not the owner.
+        #expect(try Self.refusal(daemon, "org.example.A", sender: ":1.9") == (Self.denied, []))
+        if PortalStandIn.passes {
+            #expect(try PortalSecretTests.retrieve(daemon, "org.example.A").0 == 0)
+        }
+        // A signal claiming a new owner counts only from the bus itself.
+        let forged = try DBusMessage.signal(
+            path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
+            arguments: [.string(PortalGate.portalName), .string(":1.7"), .string(":1.9")])
+        forged.stampAsDelivered(from: ":1.9", serial: 900)
+        _ = daemon.daemon.handle(forged)
+        #expect(try Self.refusal(daemon, "org.example.A", sender: ":1.9") == (Self.denied, []))
+        // The portal left: its name's next owner must be identified as the portal too.
+        try daemon.ownerChanged(PortalGate.portalName, from: ":1.7", to: "")
+        #expect(try Self.refusal(daemon, "org.example.A") == (Self.denied, []))
+    }
+
+    @Test func anotherProgramOwningThePortalNameIsRefused() throws {
+        // The owner runs this test binary, not xdg-desktop-portal.
+        let daemon = try InProcessDaemon(identifiesCallers: true)
+        try daemon.ownerChanged(PortalGate.portalName, from: "", to: ":1.7")
+        _ = try CallerAccessTests.introduce(":1.7", to: daemon)
+        #expect(try Self.refusal(daemon, "org.example.A") == (Self.denied, []))
+        #expect(
+            try PortalSecretTests.search(daemon, ["app_id": "org.example.A"]).first?.objectPathList == [],
+            "nothing was made")
+    }
+
+    @Test func withoutCallerIdentificationNobodyIsAnswered() throws {
+        let daemon = try InProcessDaemon(portalProgram: PortalStandIn.program)
+        try daemon.ownerChanged(PortalGate.portalName, from: "", to: ":1.7")
+        #expect(try Self.refusal(daemon, "org.example.A") == (Self.denied, []))
     }
 }

@@ -38,19 +38,27 @@ public struct KDFParameters: Hashable, Sendable, CustomStringConvertible {
     /// The most memory a keychain file may make scrypt use: 1 GiB.
     public static let maximumMemoryBytes: UInt64 = 1 << 30
 
-    /// Whether scrypt may run with these at all: within the bounds and at most ``maximumMemoryBytes``.
+    /// The most work a keychain file may make scrypt do, N · r · p: 2^24, 16 times ``production`` (about 5 s
+    /// on a 2-core machine, where production takes a third of a second). scrypt runs its `p` lanes one after
+    /// the other here, so memory alone does not bound the time: N = 2^20, r = 8 (1 GiB) with p = 16 would
+    /// hold the key-derivation worker, and every unlock behind it, for minutes.
+    public static let maximumWork: UInt64 = 1 << 24
+
+    /// Whether scrypt may run with these at all: within the bounds, at most ``maximumMemoryBytes`` and at
+    /// most ``maximumWork``.
     var isAcceptable: Bool {
         (10...22).contains(logN) && (1...32).contains(r) && (1...16).contains(p)
-            && memoryBytes <= Self.maximumMemoryBytes
+            && memoryBytes <= Self.maximumMemoryBytes && work <= Self.maximumWork
     }
 
     /// N · r · p: what a guess costs.
-    var work: UInt64 { (UInt64(1) << UInt64(logN)) * UInt64(r) * UInt64(p) }
+    public var work: UInt64 { (UInt64(1) << UInt64(logN)) * UInt64(r) * UInt64(p) }
 
     /// Whether a keychain file may carry these: no cheaper than ``production`` (a cheaper file was forged or
     /// made by another tool, and its password would be cheap to guess; a forged one could also be a trap
-    /// to make the next password change keep the weak cost) and within ``maximumMemoryBytes`` (a forged
-    /// one could make the reader map gigabytes). Checked before anything is allocated.
+    /// to make the next password change keep the weak cost), within ``maximumMemoryBytes`` (a forged
+    /// one could make the reader map gigabytes) and within ``maximumWork`` (a forged one could make every
+    /// unlock run for minutes). Checked before anything is allocated.
     public var isAcceptableInFile: Bool { isAcceptable && work >= Self.production.work }
 
     /// These, or ``production`` where production costs more: what a password change wraps with.
