@@ -33,6 +33,89 @@ package struct AccessQuestion: Sendable {
     }
 }
 
+/// What an access prompt warns of, first, before it names the application and the item.
+package enum AccessWarning: Sendable, Equatable {
+    /// The application's file is not the one the item trusts (an upgrade, or a replacement).
+    case changed
+    /// The caller could not be identified, for `reason`.
+    case unidentified(reason: String)
+    /// A keychain command (secret-tool, latchkey): any program can run it to ask.
+    case keychainCommand
+    /// A tool that runs what its command line says (inline code, a general D-Bus client): any program can run it
+    /// with code of its choice.
+    case runsAnything
+
+    /// The warning's line.
+    var text: String {
+        switch self {
+        case .changed:
+            "WARNING: this application has CHANGED since you allowed it: its file is not the one you trusted"
+                + " (an upgrade, or a replacement)."
+        case .unidentified(let reason):
+            "WARNING: Latchkey could not identify the program asking (\(AccessQuestion.field(reason, bytes: 120)))."
+        case .keychainCommand:
+            "Note: any program can run this command to ask for secrets: allowing it allows whichever program runs it."
+        case .runsAnything:
+            "WARNING: any program can run this tool with code of its choice: allowing it allows whichever program"
+                + " runs it, so it is never allowed for good."
+        }
+    }
+}
+
+extension AccessQuestion {
+    /// A question about `who` (the application as a prompt names it) reading the secret of `label` in
+    /// `keychain` (``description(who:warnings:label:keychain:)``), offering Always allow when `offersAlways`.
+    package init(who: String, warnings: [AccessWarning], label: String, keychain: String, offersAlways: Bool) {
+        let (who, label, keychain) = (Self.field(who), Self.field(label), Self.field(keychain, bytes: 100))
+        self.init(
+            description: Self.description(who: who, warnings: warnings, label: label, keychain: keychain),
+            offersAlways: offersAlways, subject: "\(who) may read “\(label)” in “\(keychain)”",
+            alwaysQuestion: "Allow \(who)\nto read “\(label)” every time, without asking you again?")
+    }
+
+    /// The prompt's text: the warnings first, each on a line of its own, then the application, the item and
+    /// the keychain (given as ``field(_:bytes:)`` made them), so that no text of the caller's or the item's can
+    /// push a warning out of pinentry's 1,000-byte line or pass for a line of the daemon's own.
+    static func description(who: String, warnings: [AccessWarning], label: String, keychain: String) -> String {
+        let named = "\(who)\nwants the secret of “\(label)”\nin the keychain “\(keychain)”."
+        return warnings.isEmpty ? named : warnings.map(\.text).joined(separator: "\n") + "\n\n" + named
+    }
+
+    /// `text` fit for one line of a prompt: control characters (C0, DEL, C1), line and paragraph separators
+    /// and format characters (bidi overrides and isolates, zero-width characters, U+FEFF: Unicode's Cf) each
+    /// replaced by U+FFFD, then cut (with "…") so that it takes at most `bytes` bytes on the Assuan line, where
+    /// `%` and `\` take three.
+    package static func field(_ text: String, bytes limit: Int = 200) -> String {
+        var result = String.UnicodeScalarView()
+        var used = 0
+        for scalar in text.unicodeScalars {
+            let shown: Unicode.Scalar
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate: shown = "\u{FFFD}"
+            default: shown = scalar
+            }
+            let cost = shown == "%" || shown == "\\" ? 3 : shown.utf8.count
+            guard used + cost <= limit - 3 else {
+                result.append("…")
+                return String(result)
+            }
+            used += cost
+            result.append(shown)
+        }
+        return String(result)
+    }
+
+    /// The answer `choice` gives: OK is Allow once; the third button (which ``Pinentry/choose(_:cancellation:)``
+    /// gives only after its explicit confirmation) is Always allow when it was offered; anything else is Deny.
+    static func answer(to choice: PinentryChoice, offersAlways: Bool) -> AccessAnswer? {
+        switch choice {
+        case .ok: .allowOnce
+        case .notOK: offersAlways ? .allowAlways : nil
+        case .cancelled: nil
+        }
+    }
+}
+
 /// Why an access prompt ended without an answer, when the pinentry could not ask at all; filled in by the
 /// prompt's thread, read on the serving thread after the prompt ended.
 package final class AccessPromptFailure: Sendable {
@@ -70,11 +153,8 @@ extension KeychainRegistry {
                 let asked = question()
                 let bounded = pinentry.bounded(to: Self.accessPromptTimeout)
                 do throws(PinentryError) {
-                    switch try bounded.choose(asked.request, cancellation: cancellation) {
-                    case .ok: return AccessAnswer.allowOnce
-                    case .notOK: return asked.request.notOKLabel == nil ? nil : AccessAnswer.allowAlways
-                    case .cancelled: return nil
-                    }
+                    let choice = try bounded.choose(asked.request, cancellation: cancellation)
+                    return AccessQuestion.answer(to: choice, offersAlways: asked.request.notOKLabel != nil)
                 } catch {
                     failure.record(error.description)
                     Self.log("no way to ask whether \(asked.subject): \(error.description); denied")

@@ -174,30 +174,27 @@ extension SecretServiceDaemon {
         let label = check.label
         let keychain = check.target.held.label
         return {
-            let who: String
-            var offersAlways = true
             switch asker {
             case .application(let application):
-                var name = application.description
+                var who = application.description
                 if let path = Self.packagedPath(application), let package = PackageOwner.package(of: path) {
-                    name += " (package \(package))"
+                    who += " (package \(package))"
                 }
-                who = name
-                offersAlways = TrustedApplication.isStorable(application.name)
+                var warnings: [AccessWarning] = changed ? [.changed] : []
+                switch application.genericTool {
+                case .keychainCommand?: warnings.append(.keychainCommand)
+                case .runsAnything?: warnings.append(.runsAnything)
+                case nil: break
+                }
+                return AccessQuestion(
+                    who: who, warnings: warnings, label: label, keychain: keychain,
+                    offersAlways: TrustedApplication.isStorable(application.name)
+                        && application.genericTool != .runsAnything)
             case .unidentified(let reason):
-                who = "A program Latchkey could not identify (\(reason))"
-                offersAlways = false
+                return AccessQuestion(
+                    who: "A program Latchkey could not identify", warnings: [.unidentified(reason: reason)],
+                    label: label, keychain: keychain, offersAlways: false)
             }
-            var description = "\(who)\nwants the secret of “\(label)” in the keychain “\(keychain)”."
-            if changed {
-                description +=
-                    "\n\nThis application has CHANGED since you allowed it: its file is not the one you trusted"
-                    + " (an upgrade, or a replacement)."
-            }
-            return AccessQuestion(
-                description: description, offersAlways: offersAlways,
-                subject: "\(who) may read “\(label)” in “\(keychain)”",
-                alwaysQuestion: "Allow \(who)\nto read “\(label)” every time, without asking you again?")
         }
     }
 

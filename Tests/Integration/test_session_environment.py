@@ -169,3 +169,33 @@ def test_a_flatpak_application_cannot_choose_where_prompts_show(before_the_deskt
     # Nothing changed: no prompt can show.
     denied = read_secret(before_the_desktop)
     assert denied.returncode == 1 and "no way to ask" in denied.stderr
+
+
+def test_a_symlink_repointed_after_it_was_handed_over_runs_only_what_was_checked(
+        before_the_desktop, bus, desktop_pinentry, tmp_path):
+    """The session names a symlink its owner can repoint, in a directory anyone can write (as /tmp), pointing at
+    a program only root can change. The daemon resolves it once, when it is handed over, and runs what it was
+    checked to be: the link repointed later at a script of the link's owner changes nothing."""
+    daemon = before_the_desktop
+    daemon.set_pinentry_answers(["ok"])
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    link = shared / "pinentry"
+    link.symlink_to(desktop_pinentry)
+    os.lchown(link, 65534, 65534)
+    handed = latchkey(bus, "update-environment", "DISPLAY=:5", f"PINENTRY={link}")
+    assert handed.returncode == 0, handed.stderr
+
+    marker = tmp_path / "planted-pinentry-ran"
+    planted = shared / "planted"
+    planted.write_text(f"#!/bin/sh\ntouch {marker}\nexec {desktop_pinentry} \"$@\"\n")
+    planted.chmod(0o755)
+    os.chown(planted, 65534, 65534)
+    link.unlink()
+    link.symlink_to(planted)
+    os.lchown(link, 65534, 65534)
+
+    allowed = read_secret(daemon)
+    assert allowed.returncode == 0 and allowed.stdout == "the secret\n", allowed.stderr
+    assert not marker.exists(), "the repointed link's script ran as the pinentry"
