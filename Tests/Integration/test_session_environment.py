@@ -111,15 +111,19 @@ def test_without_a_daemon_the_command_says_so(bus):
     assert result.stderr.startswith("latchkey: ")
 
 
+def writable_directory(path, mode):
+    """A directory anyone can write (mode 0777, or 01777 as /tmp)."""
+    path.mkdir()
+    os.chmod(path, mode)
+    return path
+
+
 def test_a_pinentry_a_user_process_could_have_written_is_refused(before_the_desktop, bus, desktop_pinentry, tmp_path):
     """PINENTRY runs outside any sandbox and reads the passwords typed into it: the session may name only a
     program that only root can change."""
     daemon = before_the_desktop
     daemon.set_pinentry_answers(["ok"])
-    writable = tmp_path / "shared"
-    writable.mkdir()
-    os.chmod(writable, 0o777)
-    planted = writable / "pinentry"
+    planted = writable_directory(tmp_path / "shared", 0o777) / "pinentry"
     planted.write_bytes(desktop_pinentry.read_bytes())
     planted.chmod(0o755)
     owned_by_nobody = tmp_path / "nobody-pinentry"
@@ -178,9 +182,7 @@ def test_a_symlink_repointed_after_it_was_handed_over_runs_only_what_was_checked
     checked to be: the link repointed later at a script of the link's owner changes nothing."""
     daemon = before_the_desktop
     daemon.set_pinentry_answers(["ok"])
-    shared = tmp_path / "shared-tmp"
-    shared.mkdir()
-    os.chmod(shared, 0o1777)
+    shared = writable_directory(tmp_path / "shared-tmp", 0o1777)
     link = shared / "pinentry"
     link.symlink_to(desktop_pinentry)
     os.lchown(link, 65534, 65534)

@@ -24,24 +24,31 @@ import Testing
         #expect(!session.hasDisplay)
     }
 
-    /// The pinentry runs outside any sandbox and reads what is typed into it: a session may name only a program
-    /// that only root can change.
-    @Test func aPinentryAProcessOfTheUserCouldHaveWrittenIsRefused() throws {
+    /// A new scratch directory of mode `directoryMode` holding `pinentry`, a shell script of mode 0755 (the
+    /// caller removes the directory).
+    static func plantedProgram(directoryMode: mode_t) throws -> (directory: URL, program: String) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pinentry-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
         let program = directory.appendingPathComponent("pinentry").path
         try "#!/bin/sh\n".write(toFile: program, atomically: true, encoding: .utf8)
         chmod(program, 0o755)
-        chmod(directory.path, 0o700)
+        chmod(directory.path, directoryMode)
+        return (directory, program)
+    }
+
+    /// The pinentry runs outside any sandbox and reads what is typed into it: a session may name only a program
+    /// that only root can change.
+    @Test func aPinentryAProcessOfTheUserCouldHaveWrittenIsRefused() throws {
+        let (directory, program) = try Self.plantedProgram(directoryMode: 0o700)
+        defer { try? FileManager.default.removeItem(at: directory) }
         var session = SessionEnvironment()
         #expect(
-            getuid() != 0 || (SessionEnvironment.protectedProgram(program) != nil), "root's own file, root's directory")
+            getuid() != 0 || SessionEnvironment.protectedProgram(program) != nil, "root's own file, root's directory")
         chmod(directory.path, 0o777)
-        #expect(!(SessionEnvironment.protectedProgram(program) != nil), "a directory anyone can write")
+        #expect(SessionEnvironment.protectedProgram(program) == nil, "a directory anyone can write")
         chmod(directory.path, 0o700)
         chmod(program, 0o757)
-        #expect(!(SessionEnvironment.protectedProgram(program) != nil), "a file anyone can write")
+        #expect(SessionEnvironment.protectedProgram(program) == nil, "a file anyone can write")
         for refused in [program, "relative/pinentry", "no-such-pinentry-program", "/nonexistent/pinentry"] {
             #expect(throws: SessionEnvironmentError.unprotectedProgram(refused)) {
                 try session.apply(["PINENTRY": refused, "DISPLAY": ":9"])
@@ -81,13 +88,8 @@ import Testing
     /// Any process of the user can set the systemd user manager's environment: its `PINENTRY` is taken only
     /// when only root can change the program, and then as its real path.
     @Test func theUserManagersPinentryIsCheckedAsAHandedOverOneIs() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("user-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (directory, planted) = try Self.plantedProgram(directoryMode: 0o777)
         defer { try? FileManager.default.removeItem(at: directory) }
-        chmod(directory.path, 0o777)
-        let planted = directory.appendingPathComponent("pinentry").path
-        try "#!/bin/sh\n".write(toFile: planted, atomically: true, encoding: .utf8)
-        chmod(planted, 0o755)
         let refused = SessionEnvironment(showEnvironmentOutput: "DISPLAY=:4\nPINENTRY=\(planted)\n")
         #expect(refused.values == ["DISPLAY": ":4"])
         let taken = SessionEnvironment(showEnvironmentOutput: "PINENTRY=pinentry-tty\n")
@@ -97,13 +99,8 @@ import Testing
     /// The daemon's own `PINENTRY` follows the same rule, checked where it is started; a program named outright
     /// (`--pinentry`) is resolved once too, its owner the choice of whoever started the daemon.
     @Test func theDaemonsPinentryIsResolvedOnceAndCheckedWhenItComesFromAnEnvironment() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("env-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (directory, planted) = try Self.plantedProgram(directoryMode: 0o777)
         defer { try? FileManager.default.removeItem(at: directory) }
-        chmod(directory.path, 0o777)
-        let planted = directory.appendingPathComponent("pinentry").path
-        try "#!/bin/sh\n".write(toFile: planted, atomically: true, encoding: .utf8)
-        chmod(planted, 0o755)
         let fromEnvironment = Pinentry.fromEnvironment(["PINENTRY": planted], requiringProtectedProgram: true)
         #expect(throws: PinentryError.self) { try fromEnvironment.resolved() }
         #expect(throws: PinentryError.self) {
