@@ -64,21 +64,23 @@ package enum AccessWarning: Sendable, Equatable {
 
 extension AccessQuestion {
     /// A question about `who` (the application as a prompt names it) reading the secret of `label` in
-    /// `keychain` (``description(who:warnings:label:keychain:)``), offering Always allow when `offersAlways`.
+    /// `keychain` (``text(_:_:)``), offering Always allow when `offersAlways`.
     package init(who: String, warnings: [AccessWarning], label: String, keychain: String, offersAlways: Bool) {
         let (who, label, keychain) = (Self.field(who), Self.field(label), Self.field(keychain, bytes: 100))
         self.init(
-            description: Self.description(who: who, warnings: warnings, label: label, keychain: keychain),
+            description: Self.text(
+                warnings, "\(who)\nwants the secret of “\(label)”\nin the keychain “\(keychain)”."),
             offersAlways: offersAlways, subject: "\(who) may read “\(label)” in “\(keychain)”",
-            alwaysQuestion: "Allow \(who)\nto read “\(label)” every time, without asking you again?")
+            alwaysQuestion: Self.text(
+                warnings, "Allow \(who)\nto read “\(label)” every time, without asking you again?"))
     }
 
-    /// The prompt's text: the warnings first, each on a line of its own, then the application, the item and
-    /// the keychain (given as ``field(_:bytes:)`` made them), so that no text of the caller's or the item's can
-    /// push a warning out of pinentry's 1,000-byte line or pass for a line of the daemon's own.
-    static func description(who: String, warnings: [AccessWarning], label: String, keychain: String) -> String {
-        let named = "\(who)\nwants the secret of “\(label)”\nin the keychain “\(keychain)”."
-        return warnings.isEmpty ? named : warnings.map(\.text).joined(separator: "\n") + "\n\n" + named
+    /// A prompt's text: the warnings first, each on a line of its own, then `named` (the application, the item
+    /// and the keychain as ``field(_:bytes:)`` made them, each on a line of its own), so that no text of the
+    /// caller's or the item's can push a warning out of pinentry's 1,000-byte line or pass for a line of the
+    /// daemon's own.
+    static func text(_ warnings: [AccessWarning], _ named: String) -> String {
+        warnings.isEmpty ? named : warnings.map(\.text).joined(separator: "\n") + "\n\n" + named
     }
 
     /// `text` fit for one line of a prompt: control characters (C0, DEL, C1), line and paragraph separators

@@ -140,7 +140,7 @@ import Testing
 
     /// The description: warnings first, each field on one line with control and format characters replaced and
     /// its length bounded, the whole within pinentry's 1,000-byte line whatever the label.
-    @Test func theDescriptionKeepsItsWarningFirstAndItsFieldsOnOneLineEach() {
+    @Test func theDescriptionKeepsItsWarningFirstAndItsFieldsOnOneLineEach() throws {
         let head = "Bank\nAlways allow is safe\u{202E}exe.txt\u{2066}\u{200B}\u{0085}\u{2028}%"
         let label = head + String(repeating: "€", count: (4096 - head.utf8.count) / 3)
         let question = AccessQuestion(
@@ -158,6 +158,9 @@ import Testing
         let escaped = description.utf8.count + 2 * description.utf8.filter { $0 < 0x20 || $0 == 0x25 }.count
         #expect("SETDESC ".utf8.count + escaped < 1000)
         #expect(AccessQuestion.field(String(repeating: "%", count: 300)).count == 66, "65 escaped % and …")
+        // The question that gives Always allow repeats the warnings first.
+        let always = try #require(question.request.followUp?.question)
+        #expect(always.hasPrefix(lines[0] + "\n" + lines[1] + "\n\nAllow /usr/bin/tool"))
     }
 
     /// pinentry-gnome3's gcr prompt shows two buttons: Always allow is asked as a second question after Allow….
