@@ -52,7 +52,7 @@ package enum AccessWarning: Sendable, Equatable {
             "WARNING: this application has CHANGED since you allowed it: its file is not the one you trusted"
                 + " (an upgrade, or a replacement)."
         case .unidentified(let reason):
-            "WARNING: Latchkey could not identify the program asking (\(AccessQuestion.field(reason, bytes: 120)))."
+            "WARNING: Latchkey could not identify the program asking (\(PromptText.field(reason, bytes: 120)))."
         case .keychainCommand:
             "Note: any program can run this command to ask for secrets: allowing it allows whichever program runs it."
         case .runsAnything:
@@ -66,7 +66,9 @@ extension AccessQuestion {
     /// A question about `who` (the application as a prompt names it) reading the secret of `label` in
     /// `keychain` (``text(_:_:)``), offering Always allow when `offersAlways`.
     package init(who: String, warnings: [AccessWarning], label: String, keychain: String, offersAlways: Bool) {
-        let (who, label, keychain) = (Self.field(who), Self.field(label), Self.field(keychain, bytes: 100))
+        let (who, label, keychain) = (
+            PromptText.field(who), PromptText.field(label), PromptText.field(keychain, bytes: 100)
+        )
         self.init(
             description: Self.text(
                 warnings, "\(who)\nwants the secret of “\(label)”\nin the keychain “\(keychain)”."),
@@ -76,35 +78,11 @@ extension AccessQuestion {
     }
 
     /// A prompt's text: the warnings first, each on a line of its own, then `named` (the application, the item
-    /// and the keychain as ``field(_:bytes:)`` made them, each on a line of its own), so that no text of the
+    /// and the keychain as ``PromptText/field(_:bytes:)`` made them, each on a line of its own), so that no text of the
     /// caller's or the item's can push a warning out of pinentry's 1,000-byte line or pass for a line of the
     /// daemon's own.
     static func text(_ warnings: [AccessWarning], _ named: String) -> String {
         warnings.isEmpty ? named : warnings.map(\.text).joined(separator: "\n") + "\n\n" + named
-    }
-
-    /// `text` fit for one line of a prompt: control characters (C0, DEL, C1), line and paragraph separators
-    /// and format characters (bidi overrides and isolates, zero-width characters, U+FEFF: Unicode's Cf) each
-    /// replaced by U+FFFD, then cut (with "…") so that it takes at most `bytes` bytes on the Assuan line, where
-    /// `%` and `\` take three.
-    package static func field(_ text: String, bytes limit: Int = 200) -> String {
-        var result = String.UnicodeScalarView()
-        var used = 0
-        for scalar in text.unicodeScalars {
-            let shown: Unicode.Scalar
-            switch scalar.properties.generalCategory {
-            case .control, .format, .lineSeparator, .paragraphSeparator, .surrogate: shown = "\u{FFFD}"
-            default: shown = scalar
-            }
-            let cost = shown == "%" || shown == "\\" ? 3 : shown.utf8.count
-            guard used + cost <= limit - 3 else {
-                result.append("…")
-                return String(result)
-            }
-            used += cost
-            result.append(shown)
-        }
-        return String(result)
     }
 
     /// The answer `choice` gives: OK is Allow once; the third button (which ``Pinentry/choose(_:cancellation:)``

@@ -6,6 +6,7 @@ import KeychainBus
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
+import Pinentry
 import Testing
 
 @testable import SecretService
@@ -157,7 +158,7 @@ import Testing
         #expect(!description.unicodeScalars.contains { $0.value >= 0x80 && $0.value < 0xA0 })
         let escaped = description.utf8.count + 2 * description.utf8.filter { $0 < 0x20 || $0 == 0x25 }.count
         #expect("SETDESC ".utf8.count + escaped < 1000)
-        #expect(AccessQuestion.field(String(repeating: "%", count: 300)).count == 66, "65 escaped % and …")
+        #expect(PromptText.field(String(repeating: "%", count: 300)).count == 66, "65 escaped % and …")
         // The question that gives Always allow repeats the warnings first.
         let always = try #require(question.request.followUp?.question)
         #expect(always.hasPrefix(lines[0] + "\n" + lines[1] + "\n\nAllow /usr/bin/tool"))
