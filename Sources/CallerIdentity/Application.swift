@@ -51,6 +51,45 @@ package enum Application: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+extension Application {
+    /// A program whose identity alone says nothing of which program is really asking: it asks for whoever runs it
+    /// (docs/threat-model.md, "Generic tools").
+    package enum GenericTool: Sendable, Equatable {
+        /// A keychain command (`secret-tool`, `latchkey`, python-keyring's `keyring`): any program can run it to
+        /// read an item. Its prompt says so; it may still be allowed for good, as macOS allows `security(1)`.
+        case keychainCommand
+        /// A tool that runs whatever its command line says: an interpreter identified as itself (inline code
+        /// such as `python3 -c` or `sh -c`, standard input, `python3 -m`), or a general D-Bus client (`gdbus`,
+        /// `dbus-send`, `busctl`, `qdbus`). Never allowed for good, and trusted by no item it makes.
+        case runsAnything
+    }
+
+    /// Keychain commands, by file name.
+    static let keychainCommands: Set<String> = ["secret-tool", "latchkey", "keyring"]
+    /// General D-Bus clients, by file name.
+    static let busClients: Set<String> = ["gdbus", "dbus-send", "busctl", "qdbus", "qdbus6", "qdbus-qt5", "qdbus-qt6"]
+
+    /// What kind of generic tool this application is, nil when it is none (it asks for itself). A script is
+    /// its own program, except a keychain command written as one; an interpreter identified as itself runs
+    /// code that has no file of its own.
+    package var genericTool: GenericTool? {
+        switch self {
+        case .executable(let path, _):
+            let name = path.split(separator: "/").last.map(String.init) ?? path
+            if Self.keychainCommands.contains(name) { return .keychainCommand }
+            if Self.busClients.contains(name) || InterpreterCommandLine.family(ofExecutable: path) != nil {
+                return .runsAnything
+            }
+            return nil
+        case .script(_, let path, _):
+            let name = path.split(separator: "/").last.map(String.init) ?? path
+            return Self.keychainCommands.contains(name) ? .keychainCommand : nil
+        case .flatpak:
+            return nil
+        }
+    }
+}
+
 /// A SHA-256 digest of a file's bytes.
 package struct FileDigest: Hashable, Sendable, CustomStringConvertible {
     /// The 32 bytes.

@@ -47,11 +47,11 @@ extension KeychainRegistry {
 
     /// What the confirmation shows.
     private static func allowAllRequest(for held: HeldKeychain, requester: String?) -> PinentryRequest {
-        let place = held.keychain.path.isEmpty ? "" : " (\(held.keychain.path))"
+        let place = held.keychain.path.isEmpty ? "" : " (\(PromptText.field(held.keychain.path)))"
         var description =
-            "A program asks to let every application of yours read the secrets of the keychain “\(held.label)”\(place)"
-            + " without asking you first."
-        if let requester { description += "\nAsked by: \(requester)" }
+            "A program asks to let every application of yours read the secrets of the keychain"
+            + " “\(PromptText.field(held.label, bytes: 100))”\(place) without asking you first."
+        if let requester { description += "\nAsked by: \(PromptText.field(requester))" }
         description += "\nAllow this only if you asked for it (latchkey set-access-policy allow-all)."
         return PinentryRequest(
             title: "Keychain Access Policy", description: description, prompt: "", okLabel: "Allow All",

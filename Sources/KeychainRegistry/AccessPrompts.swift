@@ -55,6 +55,89 @@ package struct AccessQuestion: Sendable {
     }
 }
 
+/// What an access prompt warns of, first, before it names the application and the item.
+package enum AccessWarning: Sendable, Equatable {
+    /// The application's file is not the one the item trusts (an upgrade, or a replacement).
+    case changed
+    /// The caller could not be identified, for `reason`.
+    case unidentified(reason: String)
+    /// A keychain command (secret-tool, latchkey): any program can run it to ask.
+    case keychainCommand
+    /// A tool that runs what its command line says (inline code, a general D-Bus client): any program can run it
+    /// with code of its choice.
+    case runsAnything
+
+    /// The warning's line.
+    var text: String {
+        switch self {
+        case .changed:
+            "WARNING: this application has CHANGED since you allowed it: its file is not the one you trusted"
+                + " (an upgrade, or a replacement)."
+        case .unidentified(let reason):
+            "WARNING: Latchkey could not identify the program asking (\(PromptText.field(reason, bytes: 120)))."
+        case .keychainCommand:
+            "Note: any program can run this command to ask for secrets: allowing it allows whichever program runs it."
+        case .runsAnything:
+            "WARNING: any program can run this tool with code of its choice: allowing it allows whichever program"
+                + " runs it, so it is never allowed for good."
+        }
+    }
+}
+
+extension AccessQuestion {
+    /// A question about `who` (the application as a prompt names it) asking to `kind` the items `labels` in
+    /// `keychain` (``text(_:_:)``, ``itemList(_:)``), offering Always allow when `offersAlways` and it asks to
+    /// read: trust to change an item would hand its secret over too, so a change is allowed once at most.
+    package init(
+        _ kind: AccessKind, who: String, warnings: [AccessWarning], labels: [String], keychain: String,
+        offersAlways: Bool
+    ) {
+        let (who, items, keychain) = (
+            PromptText.field(who), Self.itemList(labels), PromptText.field(keychain, bytes: 100)
+        )
+        let named: String
+        switch kind {
+        case .read: named = "\(who)\nwants the secret of \(items)\nin the keychain “\(keychain)”."
+        case .change:
+            named =
+                "\(who)\nwants to CHANGE \(items)\nin the keychain “\(keychain)”"
+                + "\n(its secret, label or attributes would be replaced)."
+        case .delete: named = "\(who)\nwants to DELETE \(items)\nfrom the keychain “\(keychain)”."
+        }
+        self.init(
+            description: Self.text(warnings, named), offersAlways: offersAlways && kind == .read,
+            subject: "\(who) may \(kind.verb) \(items) in “\(keychain)”",
+            alwaysQuestion: Self.text(warnings, "Allow \(who)\nto read \(items) every time, without asking you again?"))
+    }
+
+    /// The items a prompt names, each on the one line ``PromptText/field(_:bytes:)`` makes of it: one label (200
+    /// bytes at most), or the first five (48 bytes each) and how many more, so that a bulk change's list cannot
+    /// push the warnings or the keychain's name out of pinentry's 1,000-byte description either.
+    package static func itemList(_ labels: [String]) -> String {
+        let bound = labels.count == 1 ? 200 : 48
+        let shown = labels.prefix(5).map { "“\(PromptText.field($0, bytes: bound))”" }.joined(separator: ", ")
+        return labels.count > 5 ? shown + " and \(labels.count - 5) more items" : shown
+    }
+
+    /// A prompt's text: the warnings first, each on a line of its own, then `named` (the application, the item
+    /// and the keychain as ``PromptText/field(_:bytes:)`` made them, each on a line of its own), so that no text of the
+    /// caller's or the item's can push a warning out of pinentry's 1,000-byte line or pass for a line of the
+    /// daemon's own.
+    static func text(_ warnings: [AccessWarning], _ named: String) -> String {
+        warnings.isEmpty ? named : warnings.map(\.text).joined(separator: "\n") + "\n\n" + named
+    }
+
+    /// The answer `choice` gives: OK is Allow once; the third button (which ``Pinentry/choose(_:cancellation:)``
+    /// gives only after its explicit confirmation) is Always allow when it was offered; anything else is Deny.
+    static func answer(to choice: PinentryChoice, offersAlways: Bool) -> AccessAnswer? {
+        switch choice {
+        case .ok: .allowOnce
+        case .notOK: offersAlways ? .allowAlways : nil
+        case .cancelled: nil
+        }
+    }
+}
+
 /// Why an access prompt ended without an answer, when the pinentry could not ask at all; filled in by the
 /// prompt's thread, read on the serving thread after the prompt ended.
 package final class AccessPromptFailure: Sendable {
@@ -93,11 +176,8 @@ extension KeychainRegistry {
                 let asked = question()
                 let bounded = pinentry.bounded(to: Self.accessPromptTimeout)
                 do throws(PinentryError) {
-                    switch try bounded.choose(asked.request, cancellation: cancellation) {
-                    case .ok: return AccessAnswer.allowOnce
-                    case .notOK: return asked.request.notOKLabel == nil ? nil : AccessAnswer.allowAlways
-                    case .cancelled: return nil
-                    }
+                    let choice = try bounded.choose(asked.request, cancellation: cancellation)
+                    return AccessQuestion.answer(to: choice, offersAlways: asked.request.notOKLabel != nil)
                 } catch {
                     failure.record(error.description)
                     Self.log("no way to ask whether \(asked.subject): \(error.description); denied")

@@ -185,7 +185,7 @@ extension KeychainRegistry {
             return nil
         }
         let keychain = held.keychain
-        let label = held.label.isEmpty ? held.id : held.label
+        let label = PromptText.field(held.label.isEmpty ? held.id : held.label)
         let request = PinentryRequest(
             title: "Change Keychain Password",
             description: "An application wants to change the password of the \u{201C}\(label)\u{201D} keychain.\n"
@@ -307,7 +307,7 @@ extension KeychainRegistry {
     /// The prompt for the password of a keychain with a password of its own, shared by the requests for it.
     private func ownPasswordDialog(_ held: HeldKeychain) -> PromptDialog {
         let keychain = held.keychain
-        let label = held.label.isEmpty ? held.id : held.label
+        let label = PromptText.field(held.label.isEmpty ? held.id : held.label)
         let request = PinentryRequest(
             title: "Unlock Keychain",
             description: "An application wants to use the \u{201C}\(label)\u{201D} keychain.\n"

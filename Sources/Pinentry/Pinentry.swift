@@ -99,6 +99,10 @@ package struct Pinentry: Sendable {
     /// Whether a session's `PINENTRY` (``inSession(_:)``) chooses the program: true when the program came
     /// from an environment rather than being named outright.
     package let followsSessionProgram: Bool
+    /// Whether the program must be one only root can change (``PinentryProgram/isProtected(_:)``), a name
+    /// alone looked for in ``PinentryProgram/protectedSearchPath``: true for a program the daemon takes from an
+    /// environment (its own, a session's), which other processes of the user can set.
+    package let requiresProtectedProgram: Bool
 
     /// `program` is a path or a name searched in PATH; `environment` is passed to the child (DISPLAY,
     /// WAYLAND_DISPLAY, GPG_TTY, DBUS_SESSION_BUS_ADDRESS … matter to real pinentries); `timeout` bounds the whole
@@ -107,21 +111,40 @@ package struct Pinentry: Sendable {
         program: String = "pinentry", environment: [String: String] = ProcessInfo.processInfo.environment,
         timeout: Duration = .seconds(120)
     ) {
-        self.init(program: program, environment: environment, timeout: timeout, followsSessionProgram: false)
+        self.init(
+            program: program, environment: environment, timeout: timeout, followsSessionProgram: false,
+            requiresProtectedProgram: false)
     }
 
-    private init(program: String, environment: [String: String], timeout: Duration, followsSessionProgram: Bool) {
+    private init(
+        program: String, environment: [String: String], timeout: Duration, followsSessionProgram: Bool,
+        requiresProtectedProgram: Bool
+    ) {
         self.program = program
         self.environment = environment
         self.timeout = timeout
         self.followsSessionProgram = followsSessionProgram
+        self.requiresProtectedProgram = requiresProtectedProgram
     }
 
     /// The program chosen the way the daemon should: `PINENTRY` from `environment` if set, else "pinentry"
-    /// (and a session's `PINENTRY` later, see ``inSession(_:)``).
-    package static func fromEnvironment(_ environment: [String: String]) -> Pinentry {
+    /// (and a session's `PINENTRY` later, see ``inSession(_:)``). With `requiringProtectedProgram` (the
+    /// daemon), the program must be one only root can change.
+    package static func fromEnvironment(
+        _ environment: [String: String], requiringProtectedProgram: Bool = false
+    ) -> Pinentry {
         let chosen = environment["PINENTRY"].flatMap { $0.isEmpty ? nil : $0 } ?? "pinentry"
-        return Pinentry(program: chosen, environment: environment, timeout: .seconds(120), followsSessionProgram: true)
+        return Pinentry(
+            program: chosen, environment: environment, timeout: .seconds(120), followsSessionProgram: true,
+            requiresProtectedProgram: requiringProtectedProgram)
+    }
+
+    /// This pinentry with its program resolved once to its real path and checked (``PinentryProgram``): what
+    /// runs from then on is that path, whatever a symlink on the way points at later.
+    package func resolved() throws(PinentryError) -> Pinentry {
+        Pinentry(
+            program: try executablePath(), environment: environment, timeout: timeout,
+            followsSessionProgram: followsSessionProgram, requiresProtectedProgram: requiresProtectedProgram)
     }
 
     /// This pinentry with `session`'s variables over its environment (those the session said it does not have
@@ -131,14 +154,15 @@ package struct Pinentry: Sendable {
         merged.merge(session.values) { $1 }
         let chosen = followsSessionProgram ? session.values["PINENTRY"] ?? program : program
         return Pinentry(
-            program: chosen, environment: merged, timeout: timeout, followsSessionProgram: followsSessionProgram)
+            program: chosen, environment: merged, timeout: timeout, followsSessionProgram: followsSessionProgram,
+            requiresProtectedProgram: requiresProtectedProgram)
     }
 
     /// This pinentry with an exchange bounded to `limit` at most.
     package func bounded(to limit: Duration) -> Pinentry {
         Pinentry(
             program: program, environment: environment, timeout: min(timeout, limit),
-            followsSessionProgram: followsSessionProgram)
+            followsSessionProgram: followsSessionProgram, requiresProtectedProgram: requiresProtectedProgram)
     }
 
     /// Asks for a password (GETPIN). Blocking; `.cancelled` also when `cancellation` ends it.
@@ -211,7 +235,8 @@ package struct Pinentry: Sendable {
             let texts: [(String, String?)] = [
                 ("SETTITLE", request.title), ("SETDESC", request.description), ("SETPROMPT", request.prompt),
                 ("SETERROR", request.error), ("SETOK", request.okLabel), ("SETCANCEL", request.cancelLabel),
-                ("SETNOTOK", request.notOKLabel),
+                // A third button only with the question that confirms it (``choose(_:cancellation:)``).
+                ("SETNOTOK", request.followUp == nil ? nil : request.notOKLabel),
             ]
             try Self.set(session, texts)
             let reply = try ask(session)
@@ -240,24 +265,16 @@ package struct Pinentry: Sendable {
         }
     }
 
-    /// `program` as a path to an executable file, searching the child's `PATH` for a bare name.
+    /// `program` resolved to the real path of an executable file (``PinentryProgram/resolve(_:searchPath:onlyRoot:)``):
+    /// a name alone is looked for in the child's `PATH`, or, when the program must be one only root can change,
+    /// in ``PinentryProgram/protectedSearchPath``. Resolved again at each start, so that an already resolved
+    /// program is checked again; the path returned is the one started.
     private func executablePath() throws(PinentryError) -> String {
-        func isExecutableFile(_ path: String) -> Bool {
-            var info = stat()
-            return access(path, X_OK) == 0 && stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
-        }
-        guard !program.isEmpty else { throw PinentryError(reason: "no program given") }
-        if program.contains("/") {
-            guard isExecutableFile(program) else { throw PinentryError(reason: "\(program) is not an executable") }
-            return program
-        }
-        let search = environment["PATH"] ?? ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for directory in search.split(separator: ":", omittingEmptySubsequences: false) {
-            let candidate = (directory.isEmpty ? "." : String(directory)) + "/" + program
-            if isExecutableFile(candidate) {
-                return candidate
-            }
-        }
-        throw PinentryError(reason: "\(program) not found in PATH")
+        let search =
+            requiresProtectedProgram
+            ? PinentryProgram.protectedSearchPath
+            : (environment["PATH"] ?? ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+                .split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        return try PinentryProgram.resolve(program, searchPath: search, onlyRoot: requiresProtectedProgram)
     }
 }

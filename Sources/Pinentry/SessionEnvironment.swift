@@ -36,15 +36,19 @@ package struct SessionEnvironment: Sendable, Equatable {
     }
 
     /// Applies `changes`: a value sets a variable, an empty value removes it. Nothing changes when any name is
-    /// not one of ``names`` or any value is too long or holds a control character.
+    /// not one of ``names``, any value is too long or holds a control character, or `PINENTRY` is not a program
+    /// only root can change. `PINENTRY` is kept resolved to its real path (``PinentryProgram``), which is what
+    /// runs: a symlink named here and repointed later changes nothing.
     package mutating func apply(_ changes: [String: String]) throws(SessionEnvironmentError) {
         let unknown = changes.keys.filter { !Self.names.contains($0) }.sorted()
         guard unknown.isEmpty else { throw .unknownNames(unknown) }
         if let bad = changes.first(where: { !$0.value.isEmpty && !Self.isAcceptable($0.value) }) {
             throw .badValue(bad.key)
         }
-        if let program = changes["PINENTRY"], !program.isEmpty, !Self.isProtectedProgram(program) {
-            throw .unprotectedProgram(program)
+        var changes = changes
+        if let program = changes["PINENTRY"], !program.isEmpty {
+            guard let resolved = Self.protectedProgram(program) else { throw .unprotectedProgram(program) }
+            changes["PINENTRY"] = resolved
         }
         for (name, value) in changes {
             values[name] = value.isEmpty ? nil : value
@@ -64,14 +68,9 @@ package struct SessionEnvironment: Sendable, Equatable {
         return merged
     }
 
-    /// Where a `PINENTRY` given by name is looked for.
-    static let programSearchPath = ProtectedProgram.searchPath
-
-    /// Whether `program` is a program only root can change (``ProtectedProgram/isProtected(_:)``). A session may
-    /// choose the pinentry, but not a program that a process of the user (a sandboxed application among them)
-    /// wrote: it would run outside any sandbox, answer the daemon's prompts and read the passwords typed into them.
-    static func isProtectedProgram(_ program: String) -> Bool {
-        ProtectedProgram.isProtected(program)
+    /// `program` resolved to its real path when that is a program only root can change, else nil.
+    static func protectedProgram(_ program: String) -> String? {
+        try? PinentryProgram.resolve(program, searchPath: PinentryProgram.protectedSearchPath, onlyRoot: true)
     }
 
     private static func isAcceptable(_ value: String) -> Bool {
@@ -93,7 +92,9 @@ package struct SessionEnvironment: Sendable, Equatable {
         return SessionEnvironment(showEnvironmentOutput: String(decoding: output, as: UTF8.self))
     }
 
-    /// The variables of ``names`` in `systemctl show-environment`'s output (`NAME=value` lines).
+    /// The variables of ``names`` in `systemctl show-environment`'s output (`NAME=value` lines). Any process
+    /// of the user can set them there (`systemctl --user set-environment`), so `PINENTRY` is taken as
+    /// ``apply(_:)`` takes it: resolved to its real path, and left out unless only root can change it.
     init(showEnvironmentOutput output: String) {
         var found: [String: String] = [:]
         for line in output.split(separator: "\n") {
@@ -102,6 +103,7 @@ package struct SessionEnvironment: Sendable, Equatable {
             guard !value.hasPrefix("$'") else { continue }
             found[String(line[..<equals])] = value
         }
+        found["PINENTRY"] = found["PINENTRY"].flatMap(Self.protectedProgram)
         self.init(picking: found)
     }
 }
@@ -126,7 +128,7 @@ package enum SessionEnvironmentError: Error, Sendable, Equatable, CustomStringCo
             "the value of \(name) is longer than \(SessionEnvironment.maxValueBytes) bytes or holds a control character"
         case .unprotectedProgram(let program):
             "PINENTRY must be a program only root can change (owned by root, in directories only root can change;"
-                + " by name, in \(SessionEnvironment.programSearchPath.joined(separator: ":"))): \(program) is not"
+                + " by name, in \(PinentryProgram.protectedSearchPath.joined(separator: ":"))): \(program) is not"
         }
     }
 }

@@ -223,48 +223,31 @@ extension SecretServiceDaemon {
     private static func question(_ kind: AccessKind, for checks: [AccessCheck]) -> @Sendable () -> AccessQuestion {
         let asker = checks[0].asker
         let changed = checks.contains { $0.changed }
-        let items = Self.itemList(checks.map(\.label))
+        let labels = checks.map(\.label)
         let keychain = checks[0].target.held.label
         return {
-            let who: String
-            var offersAlways = true
             switch asker {
             case .application(let application):
-                var name = application.description
+                var who = application.description
                 if let path = Self.packagedPath(application), let package = PackageOwner.package(of: path) {
-                    name += " (package \(package))"
+                    who += " (package \(package))"
                 }
-                who = name
-                offersAlways = kind == .read && TrustedApplication.isStorable(application.name)
+                var warnings: [AccessWarning] = changed ? [.changed] : []
+                switch application.genericTool {
+                case .keychainCommand?: warnings.append(.keychainCommand)
+                case .runsAnything?: warnings.append(.runsAnything)
+                case nil: break
+                }
+                return AccessQuestion(
+                    kind, who: who, warnings: warnings, labels: labels, keychain: keychain,
+                    offersAlways: TrustedApplication.isStorable(application.name)
+                        && application.genericTool != .runsAnything)
             case .unidentified(let reason):
-                who = "A program Latchkey could not identify (\(reason))"
-                offersAlways = false
+                return AccessQuestion(
+                    kind, who: "A program Latchkey could not identify", warnings: [.unidentified(reason: reason)],
+                    labels: labels, keychain: keychain, offersAlways: false)
             }
-            var description: String
-            switch kind {
-            case .read: description = "\(who)\nwants the secret of \(items) in the keychain “\(keychain)”."
-            case .change:
-                description =
-                    "\(who)\nwants to CHANGE \(items) in the keychain “\(keychain)”"
-                    + " (its secret, label or attributes would be replaced)."
-            case .delete: description = "\(who)\nwants to DELETE \(items) from the keychain “\(keychain)”."
-            }
-            if changed {
-                description +=
-                    "\n\nThis application has CHANGED since you allowed it: its file is not the one you trusted"
-                    + " (an upgrade, or a replacement)."
-            }
-            return AccessQuestion(
-                description: description, offersAlways: offersAlways,
-                subject: "\(who) may \(kind.verb) \(items) in “\(keychain)”",
-                alwaysQuestion: "Allow \(who)\nto read \(items) every time, without asking you again?")
         }
-    }
-
-    /// Labels as a prompt names them: “a”, “b” and “c”; past five, how many more.
-    static func itemList(_ labels: [String]) -> String {
-        let shown = labels.prefix(5).map { "“\($0)”" }.joined(separator: ", ")
-        return labels.count > 5 ? shown + " and \(labels.count - 5) more items" : shown
     }
 
     /// The file whose package a prompt names: a script's, else the executable's; none for a Flatpak app.
@@ -286,7 +269,7 @@ struct AccessDenial {
     let failure: String?
 
     private var message: String {
-        let items = SecretServiceDaemon.itemList(labels)
+        let items = AccessQuestion.itemList(labels)
         let doing: String
         switch kind {
         case .read: doing = "reading"

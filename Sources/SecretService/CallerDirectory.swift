@@ -188,9 +188,12 @@ final class SharedInspector: Sendable {
 }
 
 extension ItemAccess {
-    /// The access list of an item `application` creates: that application, fingerprinted.
+    /// The access list of an item `application` creates: that application, fingerprinted; none when it is a
+    /// tool that runs whatever its command line says (inline code, a general D-Bus client), which any program
+    /// can run (docs/threat-model.md, "Generic tools").
     static func creatorAccess(_ application: Application) -> ItemAccess {
-        ItemAccess(trustedApplications: [
+        guard application.genericTool != .runsAnything else { return ItemAccess(trustedApplications: []) }
+        return ItemAccess(trustedApplications: [
             TrustedApplication(name: application.name, digest: application.digest?.description)
         ])
     }

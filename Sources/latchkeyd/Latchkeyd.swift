@@ -22,7 +22,8 @@ struct Latchkeyd: ParsableCommand {
             $XDG_DATA_HOME/latchkey/keychains (or --keychain-directory). With --unlock the login
             keychain password is read from standard input (never from arguments or the
             environment); the login keychain is created with it on first use. Unlock prompts
-            run pinentry (--pinentry, else $PINENTRY, else "pinentry").
+            run pinentry (--pinentry, else $PINENTRY, else "pinentry"), resolved once to its real
+            path; $PINENTRY must be a program only root can change.
 
             pam_latchkey talks to the daemon on the control socket $XDG_RUNTIME_DIR/latchkey/control
             (or the socket systemd passes). Started at login before the session bus exists, the
@@ -118,9 +119,13 @@ struct Latchkeyd: ParsableCommand {
         if promptEnvironment["DBUS_SESSION_BUS_ADDRESS"] == nil, let address = DBusConnection.sessionBusAddress() {
             promptEnvironment["DBUS_SESSION_BUS_ADDRESS"] = address
         }
-        let prompt =
+        // Resolved once, here, to the program's real path, which is what runs (docs/threat-model.md, "Where
+        // prompts show"). A PINENTRY from the environment must be a program only root can change; one that is
+        // not (or is missing) is kept as named, and every prompt then fails with the reason.
+        let named =
             pinentry.map { Pinentry(program: $0, environment: promptEnvironment) }
-            ?? Pinentry.fromEnvironment(promptEnvironment)
+            ?? Pinentry.fromEnvironment(promptEnvironment, requiringProtectedProgram: true)
+        let prompt = (try? named.resolved()) ?? named
         let daemon: SecretServiceDaemon
         do {
             daemon = try SecretServiceDaemon(

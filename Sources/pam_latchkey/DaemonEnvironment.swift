@@ -30,7 +30,13 @@ enum DaemonEnvironment {
             guard let equals = entry.firstIndex(of: "=") else { continue }
             let name = String(entry[..<equals])
             let value = String(entry[entry.index(after: equals)...])
-            if passedNames.contains(name), isAcceptable(value, for: name) { entries.append(entry) }
+            guard passedNames.contains(name), isAcceptable(value, for: name) else { continue }
+            // The program checked is the program run: the real path, resolved once here.
+            if name == "PINENTRY", let resolved = try? ProtectedProgram.resolve(value, onlyRoot: true) {
+                entries.append("PINENTRY=\(resolved)")
+            } else if name != "PINENTRY" {
+                entries.append(entry)
+            }
         }
         // glibc's settings for freed memory, read at start (latchkeyd need not start itself again for them);
         // never the PAM environment's GLIBC_TUNABLES.
@@ -56,7 +62,7 @@ enum DaemonEnvironment {
         case "LATCHKEY_TPM_TCTI":
             return !value.prefix(while: { $0 != ":" }).contains("/")
         case "PINENTRY":
-            return ProtectedProgram.isProtected(value)
+            return (try? ProtectedProgram.resolve(value, onlyRoot: true)) != nil
         default:
             return true
         }

@@ -93,21 +93,22 @@ def test_always_allow_is_kept_across_a_restart_and_a_changed_binary_is_asked_aga
     creator, other = programs
     daemon = make_daemon(access_policy="prompt").start()
     run(creator, bus, "store", "k", "the secret")
-    daemon.set_pinentry_answers(["notok"])
+    # The third button, then the explicit confirmation that follows it.
+    daemon.set_pinentry_answers(["notok", "ok"])
     assert lookup(other, bus).stdout == "the secret\n"
     assert lookup(other, bus).stdout == "the secret\n"
-    assert len(arguments(daemon, "CONFIRM")) == 1
+    assert len(arguments(daemon, "CONFIRM")) == 2
 
     daemon.stop()
     daemon.start()
     assert lookup(other, bus).stdout == "the secret\n", "still trusted after a restart"
-    assert len(arguments(daemon, "CONFIRM")) == 1
+    assert len(arguments(daemon, "CONFIRM")) == 2
 
     # An upgrade: same path, other bytes. Asked again, told it changed; Allow once leaves the list as it was.
     other.write_bytes(other.read_bytes() + b"\0version 2")
     daemon.set_pinentry_answers(["ok", "cancel"])
     assert lookup(other, bus).stdout == "the secret\n"
-    assert len(arguments(daemon, "CONFIRM")) == 2
+    assert len(arguments(daemon, "CONFIRM")) == 3
     assert "CHANGED" in arguments(daemon, "SETDESC")[-1]
     assert lookup(other, bus).returncode == 2
 
@@ -132,7 +133,7 @@ def test_a_python_script_is_identified_by_its_script(programs, prompting, bus, t
     run(creator, bus, "store", "k", "the secret")
     script = tmp_path / "reader.py"
     script.write_text(READ_SCRIPT)
-    prompting.set_pinentry_answers(["notok"])
+    prompting.set_pinentry_answers(["notok", "ok"])
     env = bus.env()
     result = subprocess.run([sys.executable, str(script), "k"], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout == "the secret\n", result.stderr
@@ -148,7 +149,7 @@ def test_a_python_script_is_identified_by_its_script(programs, prompting, bus, t
     assert str(other_script) in arguments(prompting, "SETDESC")[-1]
     assert subprocess.run([sys.executable, str(script), "k"], env=env, capture_output=True, text=True,
                           timeout=60).stdout == "the secret\n"
-    assert len(arguments(prompting, "CONFIRM")) == 2
+    assert len(arguments(prompting, "CONFIRM")) == 3
 
 
 def test_allow_all_asks_nothing(programs, make_daemon, bus):
@@ -301,3 +302,83 @@ def test_the_prompt_names_the_debian_package_of_the_program(programs, prompting,
     description = arguments(prompting, "SETDESC")[-1]
     assert os.path.realpath(shutil.which("secret-tool")) in description
     assert "(package libsecret-tools)" in description
+
+
+def test_not_confirmed_alone_is_deny_never_always_allow(programs, prompting, bus):
+    """pinentry answers CONFIRM with GPG_ERR_NOT_CONFIRMED for the third button and for anything else that ended
+    in neither OK nor Cancel (its catch-all): by itself it is Deny. Here the question that follows it (Always
+    allow?) is cancelled, and the application stays untrusted."""
+    creator, other = programs
+    run(creator, bus, "store", "k", "the secret")
+    prompting.set_pinentry_answers(["deny", "cancel", "cancel"])
+    denied = lookup(other, bus)
+    assert denied.returncode == 2 and denied.stdout == "" and "AccessDenied" in denied.stderr, denied.stdout
+    again = lookup(other, bus)
+    assert again.returncode == 2 and "AccessDenied" in again.stderr, "asked again: nothing was trusted"
+
+
+def test_always_allow_needs_an_explicit_second_confirmation(programs, prompting, bus):
+    creator, other = programs
+    run(creator, bus, "store", "k", "the secret")
+    prompting.set_pinentry_answers(["notok", "ok"])
+    assert lookup(other, bus).stdout == "the secret\n"
+    assert lookup(other, bus).stdout == "the secret\n"
+    assert len(arguments(prompting, "CONFIRM")) == 2
+    assert "every time" in arguments(prompting, "SETDESC")[-1]
+    assert arguments(prompting, "SETOK")[-1] == "Always allow" and arguments(prompting, "SETCANCEL")[-1] == "Deny"
+
+
+def test_a_long_label_with_line_breaks_and_bidi_controls_cannot_bury_the_changed_warning(programs, prompting, bus):
+    """A label is the item creator's text: its line breaks and bidi controls are replaced, it is cut to a bounded
+    length, and the warning comes first, so a 4 KiB label cannot push it out of pinentry's 1,000-byte line."""
+    creator, other = programs
+    head = "Bank\nAlways allow is safe here\u202Etxt.exe\u2066"
+    label = head + "x" * (4096 - len(head.encode()))
+    assert run(creator, bus, "store", label, "the secret").returncode == 0
+    prompting.set_pinentry_answers(["notok", "ok"])
+    assert lookup(other, bus, key=label).stdout == "the secret\n"
+    other.write_bytes(other.read_bytes() + b"\0version 2")
+    prompting.set_pinentry_answers(["cancel"])
+    assert lookup(other, bus, key=label).returncode == 2
+    description = arguments(prompting, "SETDESC")[-1]
+    lines = description.splitlines()
+    assert "CHANGED" in lines[0], description
+    assert "\u202E" not in description and "\u2066" not in description
+    assert not any(line.startswith("Always allow is safe") for line in lines), description
+    label_line = next(line for line in lines if "Bank" in line)
+    assert "Always allow is safe" in label_line and len(label_line) < 300 and "…" in label_line
+    assert len(description.encode()) < 1000
+
+
+INLINE_STORE = """
+import secretstorage, sys
+connection = secretstorage.dbus_init()
+secretstorage.get_default_collection(connection).create_item(sys.argv[1], {"key": sys.argv[1]}, b"made inline")
+"""
+
+
+def test_inline_code_is_asked_about_as_a_tool_any_program_runs_and_never_trusted_for_good(prompting, bus):
+    """`python3 -c CODE` is identified as python3 itself, which any program can run with code of its choice: the
+    item it makes trusts no application, and its prompt says so and offers no Always allow."""
+    env = bus.env()
+    made = subprocess.run([sys.executable, "-c", INLINE_STORE, "inline"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert made.returncode == 0, made.stderr
+    prompting.set_pinentry_answers(["cancel"])
+    read = subprocess.run([sys.executable, "-c", READ_SCRIPT, "inline"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert read.returncode == 2 and "AccessDenied" in read.stderr, "the creator's interpreter was trusted"
+    description = arguments(prompting, "SETDESC")[-1]
+    assert "any program" in description.lower() and "code" in description.lower(), description
+    assert arguments(prompting, "SETNOTOK") == []
+
+
+def test_secret_tool_is_named_as_a_tool_any_program_can_run(programs, prompting, bus):
+    creator, _ = programs
+    run(creator, bus, "store", "k", "the secret")
+    prompting.set_pinentry_answers(["cancel"])
+    assert secret_tool(bus, "lookup", "key", "k", check=False).returncode != 0
+    description = arguments(prompting, "SETDESC")[-1]
+    assert "any program can run" in description.lower(), description
+    # Offered all the same (as macOS offers it for security(1)): docs/threat-model.md says why.
+    assert arguments(prompting, "SETNOTOK") == ["Always allow"]

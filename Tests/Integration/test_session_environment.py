@@ -111,15 +111,19 @@ def test_without_a_daemon_the_command_says_so(bus):
     assert result.stderr.startswith("latchkey: ")
 
 
+def writable_directory(path, mode):
+    """A directory anyone can write (mode 0777, or 01777 as /tmp)."""
+    path.mkdir()
+    os.chmod(path, mode)
+    return path
+
+
 def test_a_pinentry_a_user_process_could_have_written_is_refused(before_the_desktop, bus, desktop_pinentry, tmp_path):
     """PINENTRY runs outside any sandbox and reads the passwords typed into it: the session may name only a
     program that only root can change."""
     daemon = before_the_desktop
     daemon.set_pinentry_answers(["ok"])
-    writable = tmp_path / "shared"
-    writable.mkdir()
-    os.chmod(writable, 0o777)
-    planted = writable / "pinentry"
+    planted = writable_directory(tmp_path / "shared", 0o777) / "pinentry"
     planted.write_bytes(desktop_pinentry.read_bytes())
     planted.chmod(0o755)
     owned_by_nobody = tmp_path / "nobody-pinentry"
@@ -169,3 +173,32 @@ def test_a_flatpak_application_cannot_choose_where_prompts_show(before_the_deskt
     # Nothing changed: no prompt can show.
     denied = read_secret(before_the_desktop)
     assert denied.returncode == 1 and "no way to ask" in denied.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the link and the script must belong to another user (lchown)")
+def test_a_symlink_repointed_after_it_was_handed_over_runs_only_what_was_checked(
+        before_the_desktop, bus, desktop_pinentry, tmp_path):
+    """The session names a symlink its owner can repoint, in a directory anyone can write (as /tmp), pointing at
+    a program only root can change. The daemon resolves it once, when it is handed over, and runs what it was
+    checked to be: the link repointed later at a script of the link's owner changes nothing."""
+    daemon = before_the_desktop
+    daemon.set_pinentry_answers(["ok"])
+    shared = writable_directory(tmp_path / "shared-tmp", 0o1777)
+    link = shared / "pinentry"
+    link.symlink_to(desktop_pinentry)
+    os.lchown(link, 65534, 65534)
+    handed = latchkey(bus, "update-environment", "DISPLAY=:5", f"PINENTRY={link}")
+    assert handed.returncode == 0, handed.stderr
+
+    marker = tmp_path / "planted-pinentry-ran"
+    planted = shared / "planted"
+    planted.write_text(f"#!/bin/sh\ntouch {marker}\nexec {desktop_pinentry} \"$@\"\n")
+    planted.chmod(0o755)
+    os.chown(planted, 65534, 65534)
+    link.unlink()
+    link.symlink_to(planted)
+    os.lchown(link, 65534, 65534)
+
+    allowed = read_secret(daemon)
+    assert allowed.returncode == 0 and allowed.stdout == "the secret\n", allowed.stderr
+    assert not marker.exists(), "the repointed link's script ran as the pinentry"

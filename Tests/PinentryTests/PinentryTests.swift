@@ -318,20 +318,41 @@ private final class TypingTerminal: Sendable {
         #expect(sent == (answers.count == 2 ? first + second : first))
     }
 
-    @Test func aPinentryShowingTheThirdButtonIsAskedOnceEvenWithAFollowUp() throws {
-        let sandbox = try Sandbox(answers: ["notok"])
-        #expect(try sandbox.pinentry().choose(withFollowUp) == .notOK)
-        #expect(try sandbox.log().filter { $0.command == "CONFIRM" }.count == 1)
-        // Without a follow-up, a two-button pinentry is asked once and never answers the third button.
+    /// pinentry answers the third button with GPG_ERR_NOT_CONFIRMED, and so it answers whatever ended in neither
+    /// OK nor Cancel ("deny" here): either is the third button only once the follow-up question is answered OK.
+    @Test(arguments: [
+        (["notok", "ok"], PinentryChoice.notOK), (["notok", "cancel"], .cancelled), (["deny", "ok"], .notOK),
+        (["deny", "deny"], .cancelled), (["notok", "timeout"], .cancelled),
+    ])
+    func theThirdButtonCountsOnlyOnceTheFollowUpConfirmsIt(answers: [String], choice: PinentryChoice) throws {
+        let sandbox = try Sandbox(answers: answers)
+        #expect(try sandbox.pinentry().choose(withFollowUp) == choice)
+        let sent = try sandbox.log().map { "\($0.command) \($0.argument)" }
+            .filter {
+                ["SETNOTOK", "SETOK", "SETCANCEL", "SETDESC", "CONFIRM", "RESET"].contains($0.split(separator: " ")[0])
+            }
+        #expect(
+            sent == [
+                "SETDESC /usr/bin/tool wants a secret", "SETOK Allow once", "SETCANCEL Deny", "SETNOTOK Always allow",
+                "CONFIRM ", "RESET ", "SETDESC Every time?", "SETOK Always allow", "SETCANCEL Deny", "CONFIRM ",
+            ])
+    }
+
+    /// Without a follow-up there is no third button: nothing could confirm it.
+    @Test func withoutAFollowUpNoThirdButtonIsShown() throws {
+        let sandbox = try Sandbox(answers: ["deny"])
+        #expect(try sandbox.pinentry().choose(threeButtons) == .cancelled)
+        #expect(try !sandbox.log().contains { $0.command == "SETNOTOK" })
+        // A two-button pinentry is asked once and never answers the third button.
         let plain = try Sandbox(answers: ["ok"])
         #expect(try plain.pinentry(environment: ["SCRIPTED_PINENTRY_FLAVOR": "gnome3"]).choose(threeButtons) == .ok)
         #expect(try plain.log().filter { $0.command == "GETINFO" }.isEmpty)
     }
 
-    @Test(arguments: [("ok", PinentryChoice.ok), ("notok", .notOK), ("cancel", .cancelled)])
-    func chooseTellsTheThreeButtonsApart(answer: String, choice: PinentryChoice) throws {
-        let sandbox = try Sandbox(answers: [answer])
-        #expect(try sandbox.pinentry().choose(threeButtons) == choice)
+    @Test(arguments: [(["ok"], PinentryChoice.ok), (["notok", "ok"], .notOK), (["cancel"], .cancelled)])
+    func chooseTellsTheThreeButtonsApart(answers: [String], choice: PinentryChoice) throws {
+        let sandbox = try Sandbox(answers: answers)
+        #expect(try sandbox.pinentry().choose(withFollowUp) == choice)
         let log = try sandbox.log()
         #expect(log.first { $0.command == "SETNOTOK" }?.argument == "Always allow")
         #expect(log.map(\.command).suffix(2) == ["CONFIRM", "BYE"])

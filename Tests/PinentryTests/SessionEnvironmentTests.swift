@@ -24,23 +24,31 @@ import Testing
         #expect(!session.hasDisplay)
     }
 
-    /// The pinentry runs outside any sandbox and reads what is typed into it: a session may name only a program
-    /// that only root can change.
-    @Test func aPinentryAProcessOfTheUserCouldHaveWrittenIsRefused() throws {
+    /// A new scratch directory of mode `directoryMode` holding `pinentry`, a shell script of mode 0755 (the
+    /// caller removes the directory).
+    static func plantedProgram(directoryMode: mode_t) throws -> (directory: URL, program: String) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pinentry-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
         let program = directory.appendingPathComponent("pinentry").path
         try "#!/bin/sh\n".write(toFile: program, atomically: true, encoding: .utf8)
         chmod(program, 0o755)
-        chmod(directory.path, 0o700)
+        chmod(directory.path, directoryMode)
+        return (directory, program)
+    }
+
+    /// The pinentry runs outside any sandbox and reads what is typed into it: a session may name only a program
+    /// that only root can change.
+    @Test func aPinentryAProcessOfTheUserCouldHaveWrittenIsRefused() throws {
+        let (directory, program) = try Self.plantedProgram(directoryMode: 0o700)
+        defer { try? FileManager.default.removeItem(at: directory) }
         var session = SessionEnvironment()
-        #expect(getuid() != 0 || SessionEnvironment.isProtectedProgram(program), "root's own file, root's directory")
+        #expect(
+            getuid() != 0 || SessionEnvironment.protectedProgram(program) != nil, "root's own file, root's directory")
         chmod(directory.path, 0o777)
-        #expect(!SessionEnvironment.isProtectedProgram(program), "a directory anyone can write")
+        #expect(SessionEnvironment.protectedProgram(program) == nil, "a directory anyone can write")
         chmod(directory.path, 0o700)
         chmod(program, 0o757)
-        #expect(!SessionEnvironment.isProtectedProgram(program), "a file anyone can write")
+        #expect(SessionEnvironment.protectedProgram(program) == nil, "a file anyone can write")
         for refused in [program, "relative/pinentry", "no-such-pinentry-program", "/nonexistent/pinentry"] {
             #expect(throws: SessionEnvironmentError.unprotectedProgram(refused)) {
                 try session.apply(["PINENTRY": refused, "DISPLAY": ":9"])
@@ -48,7 +56,59 @@ import Testing
         }
         #expect(session.values.isEmpty)
         try session.apply(["PINENTRY": "sh"])
-        #expect(session.values["PINENTRY"] == "sh")
+        #expect(session.values["PINENTRY"] == URL(fileURLWithPath: "/usr/bin/sh").resolvingSymlinksInPath().path)
+    }
+
+    /// A symlink its owner can repoint, in a directory anyone can write (as in /tmp), is resolved when it is
+    /// handed over: the program it pointed at then is kept, and repointing it later changes nothing.
+    @Test func aPinentryIsKeptAsTheProgramItNamedWhenHandedOver() throws {
+        guard getuid() == 0 else { return }  // The link must belong to another user: made with lchown.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("shared-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        chmod(directory.path, 0o1777)
+        let link = directory.appendingPathComponent("pinentry").path
+        #expect(symlink("/usr/bin/pinentry-tty", link) == 0 && lchown(link, 65534, 65534) == 0)
+        var session = SessionEnvironment()
+        try session.apply(["PINENTRY": link])
+        #expect(session.values["PINENTRY"] == "/usr/bin/pinentry-tty")
+        let planted = directory.appendingPathComponent("planted").path
+        try "#!/bin/sh\n".write(toFile: planted, atomically: true, encoding: .utf8)
+        chmod(planted, 0o755)
+        #expect(unlink(link) == 0 && symlink(planted, link) == 0 && lchown(link, 65534, 65534) == 0)
+        #expect(session.values["PINENTRY"] == "/usr/bin/pinentry-tty")
+        let shown = Pinentry.fromEnvironment(["PATH": "/usr/bin"], requiringProtectedProgram: true).inSession(session)
+        #expect(try shown.resolved().program == "/usr/bin/pinentry-tty")
+        // Named now, the link leads to a file in a directory anyone can write: refused.
+        chown(planted, 65534, 65534)
+        #expect(throws: SessionEnvironmentError.unprotectedProgram(link)) { try session.apply(["PINENTRY": link]) }
+        #expect(SessionEnvironment.protectedProgram(link) == nil)
+    }
+
+    /// Any process of the user can set the systemd user manager's environment: its `PINENTRY` is taken only
+    /// when only root can change the program, and then as its real path.
+    @Test func theUserManagersPinentryIsCheckedAsAHandedOverOneIs() throws {
+        let (directory, planted) = try Self.plantedProgram(directoryMode: 0o777)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let refused = SessionEnvironment(showEnvironmentOutput: "DISPLAY=:4\nPINENTRY=\(planted)\n")
+        #expect(refused.values == ["DISPLAY": ":4"])
+        let taken = SessionEnvironment(showEnvironmentOutput: "PINENTRY=pinentry-tty\n")
+        #expect(taken.values == ["PINENTRY": "/usr/bin/pinentry-tty"])
+    }
+
+    /// The daemon's own `PINENTRY` follows the same rule, checked where it is started; a program named outright
+    /// (`--pinentry`) is resolved once too, its owner the choice of whoever started the daemon.
+    @Test func theDaemonsPinentryIsResolvedOnceAndCheckedWhenItComesFromAnEnvironment() throws {
+        let (directory, planted) = try Self.plantedProgram(directoryMode: 0o777)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fromEnvironment = Pinentry.fromEnvironment(["PINENTRY": planted], requiringProtectedProgram: true)
+        #expect(throws: PinentryError.self) { try fromEnvironment.resolved() }
+        #expect(throws: PinentryError.self) {
+            try fromEnvironment.askPassword(PinentryRequest(title: "", description: ""))
+        }
+        let link = directory.appendingPathComponent("link").path
+        #expect(symlink("/usr/bin/pinentry-tty", link) == 0)
+        #expect(try Pinentry(program: link, environment: [:]).resolved().program == "/usr/bin/pinentry-tty")
     }
 
     @Test func pickingKeepsOnlySessionVariables() {
@@ -93,10 +153,11 @@ import Testing
     @Test func aPinentryTakesTheSessionsVariablesAndItsPinentryUnlessOneWasNamed() throws {
         var session = SessionEnvironment()
         try session.apply(["DISPLAY": ":3", "PINENTRY": "pinentry-tty"])
+        let tty = "/usr/bin/pinentry-tty"
         let chosen = Pinentry.fromEnvironment(["PATH": "/usr/bin", "DISPLAY": ":0", "PINENTRY": "pinentry-gnome3"])
         let shown = chosen.inSession(session)
-        #expect(shown.program == "pinentry-tty")
-        #expect(shown.environment == ["PATH": "/usr/bin", "DISPLAY": ":3", "PINENTRY": "pinentry-tty"])
+        #expect(shown.program == tty)
+        #expect(shown.environment == ["PATH": "/usr/bin", "DISPLAY": ":3", "PINENTRY": tty])
         let named = Pinentry(program: "/opt/my-pinentry", environment: ["PATH": "/usr/bin"])
         #expect(named.inSession(session).program == "/opt/my-pinentry")
         #expect(named.inSession(session).environment["DISPLAY"] == ":3")

@@ -6,6 +6,7 @@ import KeychainBus
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
+import Pinentry
 import Testing
 
 @testable import SecretService
@@ -117,14 +118,70 @@ import Testing
     }
 
     @Test func alwaysAllowAddsTheApplicationToTheItemsList() throws {
-        let (inproc, session, path) = try Self.untrustedItem(answers: ["notok"])
+        // The third button, then the explicit confirmation that follows it.
+        let (inproc, session, path) = try Self.untrustedItem(answers: ["notok", "ok"])
         let (_, call) = try Self.getSecret(path, session: session, in: inproc)
         #expect(try Self.secretText(inproc.awaitCompletion(of: call)) == "s3cret")
         let access = try CallerAccessTests.access(of: path, in: inproc)
         #expect(access.trustedApplications.contains(try CallerAccessTests.thisProcess()))
         let (now, _) = try Self.getSecret(path, session: session, in: inproc)
         #expect(try Self.secretText(now) == "s3cret", "trusted now: answered at once")
-        #expect(Self.arguments(of: "CONFIRM", in: inproc).count == 1)
+        #expect(Self.arguments(of: "CONFIRM", in: inproc).count == 2)
+    }
+
+    /// GPG_ERR_NOT_CONFIRMED is the third button's answer and pinentry's catch-all: by itself it is Deny.
+    @Test func notConfirmedWithoutTheConfirmationIsDeny() throws {
+        let (inproc, session, path) = try Self.untrustedItem(answers: ["deny", "cancel"])
+        let (_, call) = try Self.getSecret(path, session: session, in: inproc)
+        #expect(inproc.awaitCompletion(of: call)?.errorName == "org.freedesktop.DBus.Error.AccessDenied")
+        #expect(
+            try !CallerAccessTests.access(of: path, in: inproc).trustedApplications.contains(
+                try CallerAccessTests.thisProcess()))
+    }
+
+    /// The description: warnings first, each field on one line with control and format characters replaced and
+    /// its length bounded, the whole within pinentry's 1,000-byte line whatever the label.
+    @Test func theDescriptionKeepsItsWarningFirstAndItsFieldsOnOneLineEach() throws {
+        let head = "Bank\nAlways allow is safe\u{202E}exe.txt\u{2066}\u{200B}\u{0085}\u{2028}%"
+        let label = head + String(repeating: "€", count: (4096 - head.utf8.count) / 3)
+        let question = AccessQuestion(
+            .read, who: "/usr/bin/tool\n(package trusted)", warnings: [.changed, .keychainCommand], labels: [label],
+            keychain: "Login", offersAlways: true)
+        let description = question.request.description
+        let lines = description.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines[0].contains("CHANGED") && lines[1].contains("any program can run"))
+        #expect(lines.count == 6, "two warnings, a blank line, who, the item, the keychain")
+        #expect(lines[3].hasPrefix("/usr/bin/tool\u{FFFD}(package trusted)"))
+        #expect(lines[4].hasPrefix("wants the secret of “Bank\u{FFFD}Always allow is safe\u{FFFD}exe.txt"))
+        #expect(lines[4].hasSuffix("…”"))
+        #expect(!description.unicodeScalars.contains { $0.properties.generalCategory == .format })
+        #expect(!description.unicodeScalars.contains { $0.value >= 0x80 && $0.value < 0xA0 })
+        let escaped = description.utf8.count + 2 * description.utf8.filter { $0 < 0x20 || $0 == 0x25 }.count
+        #expect("SETDESC ".utf8.count + escaped < 1000)
+        #expect(PromptText.field(String(repeating: "%", count: 300)).count == 66, "65 escaped % and …")
+        // The question that gives Always allow repeats the warnings first.
+        let always = try #require(question.request.followUp?.question)
+        #expect(always.hasPrefix(lines[0] + "\n" + lines[1] + "\n\nAllow /usr/bin/tool"))
+    }
+
+    /// A change or deletion of many items names five of them, each bounded and on no line of its own, and says
+    /// CHANGE or DELETE; the warnings still come first and the whole stays within pinentry's line; no Always
+    /// allow is offered for a write.
+    @Test(arguments: [AccessKind.change, .delete])
+    func aBulkWriteQuestionKeepsItsWarningsAndItsBound(kind: AccessKind) {
+        let label = "Mail\n\u{202E}" + String(repeating: "x", count: 4096)
+        let question = AccessQuestion(
+            kind, who: String(repeating: "/very/long/path", count: 100), warnings: [.changed, .runsAnything],
+            labels: Array(repeating: label, count: 40), keychain: String(repeating: "k", count: 500),
+            offersAlways: true)
+        let description = question.request.description
+        let lines = description.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines[0].contains("CHANGED") && lines[1].contains("any program can run"))
+        #expect(lines[4].contains(kind.verb) && lines[4].contains("and 35 more items"))
+        #expect(!description.unicodeScalars.contains { $0.properties.generalCategory == .format })
+        let escaped = description.utf8.count + 2 * description.utf8.filter { $0 < 0x20 || $0 == 0x25 }.count
+        #expect("SETDESC ".utf8.count + escaped < 1000)
+        #expect(question.request.notOKLabel == nil && question.request.followUp == nil)
     }
 
     /// pinentry-gnome3's gcr prompt shows two buttons: Always allow is asked as a second question after Allow….

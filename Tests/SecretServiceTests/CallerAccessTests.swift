@@ -106,9 +106,17 @@ import Testing
     /// unidentified at its next secret request, and creates items that trust nothing.
     @Test func aConnectionIsIdentifiedWhenItAppearsAndNotAsAProgramItExecutesLater() throws {
         let inproc = try InProcessDaemon(identifiesCallers: true)
+        // A shell under a name of its own: `sh -c` is inline code, which no item trusts (a tool any program can
+        // run), while this program is identified as itself and trusted with what it creates.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("waiter-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let waiter = directory.appendingPathComponent("waiter")
+        try FileManager.default.copyItem(
+            atPath: URL(fileURLWithPath: "/bin/sh").resolvingSymlinksInPath().path, toPath: waiter.path)
         let process = Process()
         let input = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.executableURL = waiter
         process.arguments = ["-c", "read line; exec /bin/sleep 30"]
         process.standardInput = input
         try process.run()
@@ -121,8 +129,7 @@ import Testing
         func waitFor(_ path: String) {
             for _ in 0..<500 where executable() != path { usleep(10_000) }
         }
-        let shell = try FileManager.default.destinationOfSymbolicLink(atPath: "/bin/sh")
-        waitFor(shell.hasPrefix("/") ? shell : "/usr/bin/" + shell)
+        waitFor(waiter.path)
 
         let asked = try inproc.arrive(":1.7")
         #expect(asked.filter { $0.member == "GetConnectionCredentials" }.count == 1, "asked before any call")

@@ -81,6 +81,20 @@ import Testing
         return (try? Keychain(opening: held.keychain.path).unlock(password: Array(password.utf8))) != nil
     }
 
+    /// A collection's label is its creator's text: in the unlock prompt it stays on its line, its line break and
+    /// bidi override replaced, so it cannot add a line that reads as the daemon's.
+    @Test func aLabelCannotAddLinesToTheUnlockPrompt() throws {
+        let daemon = try Self.daemon(answers: ["password vault password"])
+        let label = "Vault\nThis is your LOGIN password prompt\u{202E}"
+        let vault = try Self.createOwnPasswordCollection(daemon, label, password: "vault password")
+        try Self.lock(daemon, [vault])
+        _ = try Self.promptToUnlock(daemon, vault, from: ":1.60")
+        daemon.settle()
+        let description = try #require(AccessPromptTests.arguments(of: "SETDESC", in: daemon).last)
+        #expect(description.contains("“Vault\u{FFFD}This is your LOGIN password prompt\u{FFFD}”"))
+        #expect(!description.split(separator: "\n").contains { $0.hasPrefix("This is your LOGIN") })
+    }
+
     /// Five clients asking at once to unlock a keychain with its own password get one pinentry (one answer in
     /// the script) and all complete unlocked.
     @Test func concurrentUnlocksOfAKeychainWithItsOwnPasswordShareOnePinentry() throws {
