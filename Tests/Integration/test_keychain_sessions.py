@@ -83,6 +83,32 @@ def test_secrets_read_and_written_through_the_daemon_never_cross_the_bus_in_clea
     assert not leaked, f"crossed the bus in clear: {leaked}"
 
 
+def test_a_client_whose_daemon_restarts_opens_a_new_session_and_reads_sealed(tmp_path, bus, make_daemon):
+    """The Security module's session is with the daemon that opened it: after a restart its next read reaches
+    the new daemon under a new session (not sealed bytes read as plain, nor a reply in clear)."""
+    daemon = make_daemon().start()
+    assert secitem(bus, "add-generic", "restart.example", "bob", "RestartSecret-0b5e").returncode == 0
+    reader = subprocess.Popen([binary("secitem-client"), "find-generic-per-line", "restart.example"], env=bus.env(),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        reader.stdin.write("\n")
+        reader.stdin.flush()
+        assert reader.stdout.readline() == "RestartSecret-0b5e\n"
+        daemon.stop()
+        daemon.start()
+        monitor = Monitor(bus, tmp_path / "monitor.bin")
+        try:
+            reader.stdin.write("\n")
+            reader.stdin.flush()
+            assert reader.stdout.readline() == "RestartSecret-0b5e\n"
+        finally:
+            captured = monitor.stop()
+        assert b"OpenSession" in captured and b"RestartSecret-0b5e" not in captured
+    finally:
+        reader.stdin.close()
+        assert reader.wait(timeout=10) == 0
+
+
 def call(client, path, member, signature=None, body=(), destination="org.freedesktop.secrets"):
     address = DBusAddress(path, bus_name=destination, interface=KEYCHAIN1)
     return Reply(client.connection.send_and_get_reply(new_method_call(address, member, signature, body), timeout=10))
