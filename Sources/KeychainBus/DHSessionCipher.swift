@@ -174,6 +174,21 @@ package final class DHSessionCipher: @unchecked Sendable {
         return plaintext
     }
 
+    /// A secret as `org.latchkey.Keychain1` carries it in the session: the 16-byte IV followed by the
+    /// ciphertext, in one array.
+    package func seal(_ plaintext: UnsafeRawBufferPointer) throws(SessionCryptoError) -> [UInt8] {
+        let (parameters, value) = try encrypt(plaintext)
+        return parameters + value
+    }
+
+    /// Reads a secret the other side sealed as ``seal(_:)`` does, straight into secret memory.
+    package func unseal(_ sealed: [UInt8]) throws(SessionCryptoError) -> SecretBytes {
+        guard sealed.count >= Self.blockLength else {
+            throw .invalidSecret("a sealed secret is \(sealed.count) bytes long, shorter than its IV")
+        }
+        return try decrypt(parameters: Array(sealed[..<Self.blockLength]), value: Array(sealed[Self.blockLength...]))
+    }
+
     /// Runs AES-128-CBC with PKCS#7 padding over `input` in one pass into `out` (at least a block longer than
     /// `input`), and returns how many bytes it wrote; the rest of `out` is wiped.
     ///

@@ -66,8 +66,7 @@ struct SecretChannel: Sendable {
     private func seal(_ bytes: UnsafeRawBufferPointer) throws(KeychainError) -> [UInt8] {
         guard let cipher else { return [UInt8](bytes) }
         do {
-            let (parameters, value) = try cipher.encrypt(bytes)
-            return parameters + value
+            return try cipher.seal(bytes)
         } catch {
             throw KeychainError(.internalComponent, "cannot encrypt the secret for the session: \(error)")
         }
@@ -76,14 +75,9 @@ struct SecretChannel: Sendable {
     /// A secret the daemon sealed, decrypted into secret memory and copied out as the `Data` the API returns.
     func unseal(_ sealed: [UInt8]) throws(KeychainError) -> Data {
         guard let cipher else { return Data(sealed) }
-        guard sealed.count >= DHSessionCipher.blockLength else {
-            throw KeychainError(.decode, "a secret from the daemon is not sealed in the session")
-        }
         let secret: SecretBytes
         do {
-            secret = try cipher.decrypt(
-                parameters: Array(sealed[..<DHSessionCipher.blockLength]),
-                value: Array(sealed[DHSessionCipher.blockLength...]))
+            secret = try cipher.unseal(sealed)
         } catch .noSecretMemory(let failure) {
             throw KeychainError(.allocate, "no secret memory for a secret: \(failure)")
         } catch {

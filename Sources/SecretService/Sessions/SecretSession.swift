@@ -76,13 +76,22 @@ final class SecretSession {
                 try SharedSecret(copying: value)
             }
         case .diffieHellman(let cipher):
-            do {
-                return SharedSecret(try cipher.decrypt(parameters: parameters, value: value))
-            } catch .noSecretMemory(let failure) {
-                throw DBusError(.noMemory, "\(failure)")
-            } catch {
-                throw SecretServiceError.invalidArgs("the secret could not be decrypted with the session key")
+            return try Self.decrypting { () throws(SessionCryptoError) in
+                try cipher.decrypt(parameters: parameters, value: value)
             }
+        }
+    }
+
+    /// What `decrypt` decrypted into secret memory; `InvalidArgs` when it does not decrypt.
+    private static func decrypting(_ decrypt: () throws(SessionCryptoError) -> SecretBytes) throws(DBusError)
+        -> SharedSecret
+    {
+        do {
+            return SharedSecret(try decrypt())
+        } catch .noSecretMemory(let failure) {
+            throw DBusError(.noMemory, "\(failure)")
+        } catch {
+            throw SecretServiceError.invalidArgs("the secret could not be decrypted with the session key")
         }
     }
 }
@@ -133,8 +142,7 @@ extension SecretSession {
             return [UInt8](secret)
         case .diffieHellman(let cipher):
             do {
-                let (parameters, value) = try cipher.encrypt(secret)
-                return parameters + value
+                return try cipher.seal(secret)
             } catch {
                 throw DBusError(.failed, "cannot encrypt the secret for the session: \(error)")
             }
@@ -144,14 +152,8 @@ extension SecretSession {
     /// Reads a secret a client sealed as ``seal(_:)`` does, into secret memory (`InvalidArgs` when it does not
     /// decrypt under this session's key).
     func unseal(_ sealed: [UInt8]) throws(DBusError) -> SharedSecret {
-        guard case .diffieHellman = algorithm else { return try decode(parameters: [], value: sealed) }
-        guard sealed.count >= DHSessionCipher.blockLength else {
-            throw SecretServiceError.invalidArgs(
-                "a secret sealed in the session starts with its \(DHSessionCipher.blockLength)-byte IV")
-        }
-        return try decode(
-            parameters: Array(sealed[..<DHSessionCipher.blockLength]),
-            value: Array(sealed[DHSessionCipher.blockLength...]))
+        guard case .diffieHellman(let cipher) = algorithm else { return try decode(parameters: [], value: sealed) }
+        return try Self.decrypting { () throws(SessionCryptoError) in try cipher.unseal(sealed) }
     }
 }
 
