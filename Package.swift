@@ -73,7 +73,8 @@ let package = Package(
         .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL", "Posix"]),
         // Reads gnome-keyring's keyring files and writes them into a keychain.
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
-        .target(name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus"]),
+        .target(
+            name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus", "Posix"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient", "CallerIdentity"]),
         .target(name: "DBus", dependencies: ["CDBus"]),
         // The daemon's keychains with no bus in them: the Secret Service and the control socket are adapters over it.
@@ -82,7 +83,8 @@ let package = Package(
             dependencies: [
                 "KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix", "KeySlots", "TPMSealing",
             ]),
-        .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus"]),
+        // Keychain1's names and encoding, and the session key exchange and cipher (daemon and client).
+        .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus", "COpenSSL", "Posix"]),
         .target(name: "Pinentry", dependencies: ["Posix"]),
         // Seals a 32-byte key to the machine's TPM 2.0 (optional PIN and PCR policy) and unseals it.
         .target(name: "TPMSealing", dependencies: ["CTSS2", "COpenSSL", "Posix"]),
@@ -138,8 +140,8 @@ let package = Package(
         .testTarget(
             name: "SecretServiceTests",
             dependencies: [
-                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry", "Posix",
-                "CallerIdentity", "ProcessMemoryMaps",
+                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "KeychainBus", "DBus", "Pinentry",
+                "Posix", "CallerIdentity", "ProcessMemoryMaps",
             ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "ProcessMemoryMaps"]),
         .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),

@@ -16,6 +16,9 @@ package enum KeychainBus {
     package static let statusError = "org.latchkey.Keychain1.Error.Status"
     /// The error name of a password refused without being tried, after too many wrong ones.
     package static let tooManyAttemptsError = "org.latchkey.Keychain1.Error.TooManyAttempts"
+    /// The session algorithm clients open with `OpenSession` (also the Secret Service's): secrets in `Keychain1`
+    /// arguments and replies then travel as a 16-byte IV followed by AES-128-CBC ciphertext.
+    package static let sessionAlgorithm = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
     /// Object paths of keychains start with this; the collection id follows.
     package static let pathPrefix = "/org/latchkey/keychain/"
 
@@ -128,13 +131,15 @@ package enum KeychainBus {
         return .variantDictionary(pairs)
     }
 
-    /// Reads an item.
-    package static func decodeItem(_ value: DBusValue) throws(KeychainError) -> KeychainItem {
+    /// Reads an item, its secret as `unsealing` reads the bytes that carry it (as they are by default).
+    package static func decodeItem(
+        _ value: DBusValue, unsealing: ([UInt8]) throws(KeychainError) -> Data = { Data($0) }
+    ) throws(KeychainError) -> KeychainItem {
         guard let pairs = value.unwrapped.variantPairs, case .bytes(let bytes)? = pairs["reference"],
             let reference = ItemReference(persistentData: Data(bytes))
         else { throw KeychainError(.decode, "an item from the daemon has no reference") }
         var secret: Data?
-        if case .bytes(let secretBytes)? = pairs["secret"] { secret = Data(secretBytes) }
+        if case .bytes(let secretBytes)? = pairs["secret"] { secret = try unsealing(secretBytes) }
         return KeychainItem(
             reference: reference,
             attributes: try pairs["attributes"].map { (v) throws(KeychainError) in

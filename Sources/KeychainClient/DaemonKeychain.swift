@@ -11,13 +11,30 @@ import Synchronization
 /// A process has one connection to the daemon, shared by every `DaemonKeychain` and by ``list()``: the daemon
 /// identifies a caller once per connection, on its first call (docs/threat-model.md, "Who is asking"), so a
 /// process that later stops being identifiable (the latchkey command turns non-dumpable before it reads a
-/// secret) keeps the identity its connection was given.
+/// secret) keeps the identity its connection was given. Secrets cross that connection sealed under its
+/// `Keychain1` session, negotiated once, on the first call that carries one (``SecretChannel``).
 package final class DaemonKeychain: KeychainBackend {
     private let path: String
 
-    /// The process's connection to the session bus (nil until first used, or after it could not be made), and
-    /// whether the daemon has answered a call on it: from then on it knows who this process is.
-    private static let connection = Mutex<(bus: DBusConnection?, answered: Bool)>((nil, false))
+    /// The process's connection to the session bus (nil until first used, or after it could not be made),
+    /// whether the daemon has answered a call on it (from then on it knows who this process is), and the
+    /// connection's `Keychain1` session (nil until a secret first crosses).
+    private static let connection = Mutex<Link>(Link())
+
+    /// What the process holds of its one connection to the daemon.
+    private struct Link {
+        var bus: DBusConnection?
+        var answered = false
+        var session: SecretChannel?
+
+        /// The connection, made anew when there is none or it broke: a new connection is a new caller to the
+        /// daemon, not identified yet and without a session.
+        mutating func connected() throws(KeychainError) -> DBusConnection {
+            if bus?.isConnected != true { self = Link(bus: try? DBusConnection.session()) }
+            guard let bus else { throw KeychainError(.notAvailable, "the session bus cannot be reached") }
+            return bus
+        }
+    }
 
     private init(collection: String) {
         self.path = KeychainBus.path(collection: collection)
@@ -60,18 +77,53 @@ package final class DaemonKeychain: KeychainBackend {
         timeout: Int32, startsService: Bool = true
     ) throws(KeychainError) -> [DBusValue] {
         try connection.withLock { (current) throws(KeychainError) -> [DBusValue] in
-            if current.bus?.isConnected != true {
-                // A new connection is a new caller to the daemon, not identified yet.
-                current = (try? DBusConnection.session(), false)
-            }
-            guard let bus = current.bus else {
-                throw KeychainError(.notAvailable, "the session bus cannot be reached")
-            }
+            let bus = try current.connected()
             let reply = try call(
                 bus, path: path, interface: interface, member, arguments, timeout: timeout,
                 startsService: startsService)
             current.answered = true
             return reply
+        }
+    }
+
+    /// Calls `member` on `path` with arguments that carry secrets, sealed by `arguments` under the
+    /// connection's `Keychain1` session (opened on the first such call: docs/dbus-mapping.md), and gives the
+    /// reply with the session to unseal the secrets in it.
+    ///
+    /// The call goes to the daemon that opened the session, by its unique name: a daemon started since then
+    /// (which would read the sealed bytes as plain ones, or answer in clear) is not reached, and the session
+    /// is opened anew with it, once.
+    private static func callCarryingSecrets(
+        path: String, _ member: String, timeout: Int32 = 25_000,
+        _ arguments: (SecretChannel) throws(KeychainError) -> [DBusValue]
+    ) throws(KeychainError) -> (reply: [DBusValue], channel: SecretChannel) {
+        try connection.withLock { (current) throws(KeychainError) -> ([DBusValue], SecretChannel) in
+            var attempt = 0
+            while true {
+                attempt += 1
+                let bus = try current.connected()
+                let channel: SecretChannel
+                if let open = current.session {
+                    channel = open
+                } else {
+                    channel = try SecretChannel.open(on: bus)
+                    current.session = channel
+                }
+                let sealed = try arguments(channel)
+                do throws(DBusError) {
+                    let message = try DBusMessage.methodCall(
+                        destination: channel.daemon ?? KeychainBus.busName, path: path,
+                        interface: KeychainBus.interface, member: member, arguments: sealed)
+                    message.startsService = channel.daemon == nil
+                    let reply = try bus.call(message, timeoutMilliseconds: timeout).arguments()
+                    current.answered = true
+                    return (reply, channel)
+                } catch  where channel.daemon != nil && attempt == 1 && SecretChannel.isGone(error) {
+                    current.session = nil
+                } catch {
+                    throw KeychainBus.keychainError(error)
+                }
+            }
         }
     }
 
@@ -143,23 +195,38 @@ package final class DaemonKeychain: KeychainBackend {
     package func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?) throws(KeychainError)
         -> KeychainItem
     {
-        let reply = try call(
-            "Add",
+        let (reply, _) = try Self.callCarryingSecrets(path: path, "Add") { (channel) throws(KeychainError) in
             [
-                .string(itemClass.rawValue), KeychainBus.encode(attributes), .bytes([UInt8](secret ?? Data())),
+                .string(itemClass.rawValue), KeychainBus.encode(attributes), .bytes(try channel.seal(secret)),
                 .bool(secret != nil),
-            ])
+            ]
+        }
         guard let first = reply.first else { throw KeychainError(.decode, "the daemon returned no item") }
-        return try KeychainBus.decodeItem(first)
+        // The daemon does not send back a secret it was given in a session: the item holds the one sent.
+        let item = try KeychainBus.decodeItem(first)
+        return KeychainItem(reference: item.reference, attributes: item.attributes, secret: secret)
     }
 
     /// The items matching a query.
     package func items(matching query: ItemQuery) throws(KeychainError) -> [KeychainItem] {
-        let reply = try call("Search", [KeychainBus.encode(query)])
+        // Only a search for secrets needs the session.
+        guard query.returning.contains(.data) else {
+            return try Self.items(in: try call("Search", [KeychainBus.encode(query)]), channel: nil)
+        }
+        let (reply, channel) = try Self.callCarryingSecrets(path: path, "Search") { _ in [KeychainBus.encode(query)] }
+        return try Self.items(in: reply, channel: channel)
+    }
+
+    /// The items of a `Search` reply, their secrets unsealed with `channel`.
+    private static func items(in reply: [DBusValue], channel: SecretChannel?) throws(KeychainError) -> [KeychainItem] {
         guard case .array(_, let items)? = reply.first else {
             throw KeychainError(.decode, "the daemon returned no list")
         }
-        return try items.map { (item) throws(KeychainError) in try KeychainBus.decodeItem(item) }
+        return try items.map { (item) throws(KeychainError) in
+            try KeychainBus.decodeItem(item) { (sealed) throws(KeychainError) in
+                try channel?.unseal(sealed) ?? Data(sealed)
+            }
+        }
     }
 
     /// Changes every match; the number changed.
@@ -167,12 +234,12 @@ package final class DaemonKeychain: KeychainBackend {
         guard changes.removedAttributes.isEmpty else {
             throw KeychainError.param("removing attributes is not offered through the daemon")
         }
-        let reply = try call(
-            "Update",
+        let (reply, _) = try Self.callCarryingSecrets(path: path, "Update") { (channel) throws(KeychainError) in
             [
                 KeychainBus.encode(query), KeychainBus.encode(changes.attributes),
-                .bytes([UInt8](changes.secret ?? Data())), .bool(changes.secret != nil),
-            ])
+                .bytes(try channel.seal(changes.secret)), .bool(changes.secret != nil),
+            ]
+        }
         guard case .uint32(let count)? = reply.first else { throw KeychainError(.decode, "no count") }
         return Int(count)
     }
@@ -186,7 +253,9 @@ package final class DaemonKeychain: KeychainBackend {
 
     /// Unlocks with the keychain password.
     package func unlock(withPassword password: [UInt8]) throws(KeychainError) {
-        _ = try call("Unlock", [.bytes(password)])
+        _ = try Self.callCarryingSecrets(path: path, "Unlock") { (channel) throws(KeychainError) in
+            [.bytes(try channel.seal(password))]
+        }
     }
 
     /// Locks.
@@ -197,7 +266,9 @@ package final class DaemonKeychain: KeychainBackend {
     /// Re-wraps the keychain key under a new password (the login keychain only:
     /// the others open with its key).
     package func changePassword(from old: [UInt8], to new: [UInt8]) throws(KeychainError) {
-        _ = try call("ChangePassword", [.bytes(old), .bytes(new)])
+        _ = try Self.callCarryingSecrets(path: path, "ChangePassword") { (channel) throws(KeychainError) in
+            [.bytes(try channel.seal(old)), .bytes(try channel.seal(new))]
+        }
     }
 
     /// When the keychain locks by itself.

@@ -18,6 +18,15 @@ struct KeychainListObject: DBusObject {
             DBusInterface(
                 KeychainBus.interface,
                 methods: [
+                    // A session for this connection's secrets (docs/dbus-mapping.md, "Keychain1 sessions").
+                    DBusMethod(
+                        "OpenSession", DBusInput("algorithm", String.self), DBusInput("input", DBusVariant.self),
+                        returns: [.init("output", DBusVariant.self), .init("session", ObjectPath.self)]
+                    ) { (object, call, algorithm, input) throws(DBusError) in
+                        .reply(
+                            try object.daemon.openKeychainSession(algorithm, input.value.unwrapped, caller: call.sender)
+                        )
+                    },
                     DBusMethod("List", returns: [.init("keychains", "aa{sv}")]) { object, _ in
                         .reply([
                             .array(
@@ -71,11 +80,11 @@ struct NativeKeychainObject: DBusObject {
                         DBusInput("secret", [UInt8].self), DBusInput("hasSecret", Bool.self),
                         returns: [.init("item", "a{sv}")]
                     ) { (object, call, itemClass, attributes, secret, hasSecret) throws(DBusError) in
-                        try native { () throws(KeychainError) in
+                        let secret = try object.secret(secret, present: hasSecret, from: call.sender)
+                        return try native { () throws(KeychainError) in
                             guard let itemClass = ItemClass(rawValue: itemClass) else {
                                 throw KeychainError(.noSuchClass, "not a keychain item class")
                             }
-                            let secret = try object.secret(secret, present: hasSecret)
                             try object.checkBounds(attributes.attributes)
                             try Self.refuseBackendMarks(attributes.attributes)
                             var stored = attributes.attributes
@@ -89,6 +98,10 @@ struct NativeKeychainObject: DBusObject {
                                 try object.keychain.keychain.add(itemClass, attributes: stored, secret: secret)
                             }
                             object.changed()
+                            // A caller with a session has the secret it sent: it does not cross again.
+                            guard !object.daemon.keychainSession(of: call.sender).isSealing else {
+                                return [KeychainBus.encode(item, secretBytes: nil)]
+                            }
                             return [KeychainBus.encode(item)]
                         }
                     },
@@ -101,9 +114,8 @@ struct NativeKeychainObject: DBusObject {
                         DBusInput("secret", [UInt8].self), DBusInput("hasSecret", Bool.self),
                         returns: [.init("count", UInt32.self)]
                     ) { (object, call, query, attributes, bytes, hasSecret) throws(DBusError) in
-                        let secret: SharedSecret?
+                        let secret = try object.secret(bytes, present: hasSecret, from: call.sender)
                         do throws(KeychainError) {
-                            secret = try object.secret(bytes, present: hasSecret)
                             try object.checkBounds(attributes.attributes)
                         } catch {
                             throw KeychainBus.dbusError(error)
@@ -130,11 +142,8 @@ struct NativeKeychainObject: DBusObject {
                     },
                     DBusMethod("Unlock", DBusInput("password", [UInt8].self)) {
                         (object, call, password) throws(DBusError) in
-                        // Into secret memory, and the decoded array's own storage wiped (not a copy of it).
-                        defer { wipeSharedStorage(of: password) }
-                        let secret = try SecretServiceError.inSecretMemory { () throws(SecretMemoryError) in
-                            try SharedSecret(copying: password)
-                        }
+                        // Into secret memory (unsealed there, or copied and the decoded array's own storage wiped).
+                        let secret = try object.daemon.keychainSession(of: call.sender).unseal(password)
                         return try object.unlock(password: secret, call: call)
                     },
                     DBusMethod("Lock") { object, _ in
@@ -143,14 +152,13 @@ struct NativeKeychainObject: DBusObject {
                     },
                     DBusMethod("ChangePassword", DBusInput("old", [UInt8].self), DBusInput("new", [UInt8].self)) {
                         (object, call, old, new) throws(DBusError) in
+                        let session = object.daemon.keychainSession(of: call.sender)
                         defer {
                             wipeSharedStorage(of: old)
                             wipeSharedStorage(of: new)
                         }
-                        let (oldSecret, newSecret) = try SecretServiceError.inSecretMemory {
-                            () throws(SecretMemoryError) in
-                            (try SharedSecret(copying: old), try SharedSecret(copying: new))
-                        }
+                        let oldSecret = try session.unseal(old)
+                        let newSecret = try session.unseal(new)
                         return try object.changePassword(from: oldSecret, to: newSecret, call: call)
                     },
                     DBusMethod("SetAccessPolicy", DBusInput("policy", String.self)) {
@@ -167,15 +175,19 @@ struct NativeKeychainObject: DBusObject {
                 ])
         ]
 
-    /// The secret a client sent, copied into secret memory (nil when it sent none); the decoded array's own
-    /// storage is wiped either way.
-    private func secret(_ bytes: [UInt8], present: Bool) throws(KeychainError) -> SharedSecret? {
+    /// The secret `caller` sent, unsealed under its session into secret memory (nil when it sent none); the
+    /// decoded array's own storage is wiped either way.
+    private func secret(_ bytes: [UInt8], present: Bool, from caller: String) throws(DBusError) -> SharedSecret? {
         defer { wipeSharedStorage(of: bytes) }
         guard present else { return nil }
-        guard bytes.count <= daemon.limits.secretBytes else {
-            throw KeychainError(.dataTooLarge, "the secret is larger than \(daemon.limits.secretBytes) bytes")
-        }
-        return try KeychainError.allocating { () throws(SecretMemoryError) in try SharedSecret(copying: bytes) }
+        let session = daemon.keychainSession(of: caller)
+        let most = daemon.limits.secretBytes
+        let tooLarge = KeychainBus.dbusError(KeychainError(.dataTooLarge, "the secret is larger than \(most) bytes"))
+        // Sealed, it is at most an IV and a padding block longer: checked before it takes secret memory.
+        guard bytes.count <= most + (session.isSealing ? SecretSession.sealingOverhead : 0) else { throw tooLarge }
+        let secret = try session.unseal(bytes)
+        guard secret.count <= most else { throw tooLarge }
+        return secret
     }
 
     /// Lends `secret` to the store as `Data` without a copy (nil when there is none), for `body` only.
@@ -221,6 +233,8 @@ struct NativeKeychainObject: DBusObject {
                 throw KeychainBus.dbusError(error)
             }
         }
+        // Sealed under the caller's session as it is now, also for a reply that waits for a prompt.
+        let session = daemon.keychainSession(of: call.sender)
         let found: [(item: KeychainItem, secret: SharedSecret?)]
         var reading = query
         reading.returning.formUnion([.attributes, .reference])
@@ -237,35 +251,50 @@ struct NativeKeychainObject: DBusObject {
         }
         // Every item trusts the caller (the usual case): served from the one read, as asked.
         if targets.allSatisfy({ daemon.accessCheck($0, caller: call.sender) == nil }) {
-            let items = found.map { (item, secret) in
-                Self.encode(
+            let items = try found.map { (item, secret) throws(DBusError) in
+                try Self.encode(
                     KeychainItem(
                         reference: item.reference,
                         attributes: query.returning.contains(.attributes) ? item.attributes : nil, secret: nil),
-                    secret: secret)
+                    secret: secret, sealedFor: session)
             }
             return .reply([.array(elementSignature: "a{sv}", items)])
         }
         let held = keychain
         return try daemon.servingSecrets(of: targets, to: call) { _, denial in
-            guard let denial else { return Self.items(of: held, matching: query) }
+            guard let denial else { return Self.items(of: held, matching: query, sealedFor: session) }
             return .failure(denial.keychainError)
         }
     }
 
-    /// An item and its secret held in secret memory as `Search` replies them (the secret copied only into the
-    /// reply's array, which libdbus needs).
-    private static func encode(_ item: KeychainItem, secret: SharedSecret?) -> DBusValue {
-        KeychainBus.encode(item, secretBytes: secret?.withUnsafeBytes { [UInt8]($0) })
+    /// An item and its secret held in secret memory as `Search` replies them: the secret sealed under the
+    /// caller's session, straight from secret memory (a plain session copies it only into the reply's array,
+    /// which libdbus needs).
+    private static func encode(_ item: KeychainItem, secret: SharedSecret?, sealedFor session: SecretSession)
+        throws(DBusError) -> DBusValue
+    {
+        guard let secret else { return KeychainBus.encode(item, secretBytes: nil) }
+        let sealed = try secret.withUnsafeBytes { (bytes) throws(DBusError) in try session.seal(bytes) }
+        return KeychainBus.encode(item, secretBytes: sealed)
     }
 
     /// The items `query` finds, as `Search` replies them.
-    private static func items(of keychain: HeldKeychain, matching query: ItemQuery) -> Result<[DBusValue], DBusError> {
+    private static func items(of keychain: HeldKeychain, matching query: ItemQuery, sealedFor session: SecretSession)
+        -> Result<[DBusValue], DBusError>
+    {
+        let items: [(item: KeychainItem, secret: SharedSecret?)]
         do {
-            let items = try keychain.keychain.itemsWithSecrets(matching: query)
-            return .success([.array(elementSignature: "a{sv}", items.map { Self.encode($0.item, secret: $0.secret) })])
+            items = try keychain.keychain.itemsWithSecrets(matching: query)
         } catch {
             return .failure(KeychainBus.dbusError(error))
+        }
+        do throws(DBusError) {
+            let encoded = try items.map { (found) throws(DBusError) in
+                try Self.encode(found.item, secret: found.secret, sealedFor: session)
+            }
+            return .success([.array(elementSignature: "a{sv}", encoded)])
+        } catch {
+            return .failure(error)
         }
     }
 

@@ -72,8 +72,13 @@ struct SessionObject: DBusObject {
             DBusInterface(
                 "org.freedesktop.Secret.Session",
                 methods: [
-                    DBusMethod("Close") { object, _ in
-                        object.daemon.sessions[object.session.path] = nil
+                    // Only by the client that opened it: another closing it would turn that client's
+                    // Keychain1 secrets plain under its feet.
+                    DBusMethod("Close") { (object, call) throws(DBusError) in
+                        guard call.sender == object.session.owner else {
+                            throw DBusError(.accessDenied, "\(object.session.path) belongs to another client")
+                        }
+                        object.daemon.close(object.session)
                         return .reply([])
                     }
                 ])

@@ -43,6 +43,9 @@ package final class SecretServiceDaemon {
     let limits: InputLimits
     /// Open sessions by path.
     var sessions: [String: SecretSession] = [:]
+    /// The session each client opened with `Keychain1`'s `OpenSession`, by its unique name: its `Keychain1`
+    /// secrets are sealed under it (also in ``sessions``).
+    var keychainSessions: [String: SecretSession] = [:]
     /// Pending prompts by path.
     var prompts: [String: UnlockPrompt] = [:]
     /// Secret portal requests waiting for the unlock prompt, by handle.
@@ -228,6 +231,7 @@ package final class SecretServiceDaemon {
             callers?.forget(name)
             withdrawAccessPrompts(of: name)
             sessions = sessions.filter { $0.value.owner != name }
+            keychainSessions[name] = nil
             for prompt in prompts.values where prompt.owner == name { drop(prompt) }
             portalRequests = portalRequests.filter { $0.value.owner != name }
             for confirmation in policyConfirmations where confirmation.owner == name {

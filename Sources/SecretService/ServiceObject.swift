@@ -22,7 +22,9 @@ struct ServiceObject: DBusObject {
                         "OpenSession", DBusInput("algorithm", String.self), DBusInput("input", DBusVariant.self),
                         returns: [.init("output", DBusVariant.self), .init("result", ObjectPath.self)]
                     ) { (object, call, algorithm, input) throws(DBusError) in
-                        .reply(try object.openSession(algorithm, input.value.unwrapped, caller: call.sender))
+                        let opened = try object.daemon.openSession(
+                            algorithm, input.value.unwrapped, caller: call.sender)
+                        return .reply([.variant(opened.output), .objectPath(opened.session.path)])
                     },
                     DBusMethod(
                         "CreateCollection", DBusInput("properties", DBusPropertyList.self),
@@ -78,29 +80,6 @@ struct ServiceObject: DBusObject {
                 ]),
             gnomeKeyringInterface,
         ]
-
-    private func openSession(_ algorithm: String, _ input: DBusValue, caller: String) throws(DBusError) -> [DBusValue] {
-        let path = ObjectPaths.sessionPrefix + "s\(daemon.nextSerial())"
-        switch algorithm {
-        case SecretSession.plainName:
-            daemon.sessions[path] = SecretSession(path: path, owner: caller, algorithm: .plain)
-            return [.variant(.string("")), .objectPath(path)]
-        case SecretSession.diffieHellmanName:
-            guard case .bytes(let clientKey) = input else {
-                throw SecretServiceError.invalidArgs("\(algorithm) takes the client's package key as ay")
-            }
-            let cipher: DHSessionCipher
-            do {
-                cipher = try DHSessionCipher(clientPublicKey: clientKey)
-            } catch {
-                throw SecretServiceError.invalidArgs("the client package key is not valid: \(error)")
-            }
-            daemon.sessions[path] = SecretSession(path: path, owner: caller, algorithm: .diffieHellman(cipher))
-            return [.variant(.bytes(cipher.serverPublicKey)), .objectPath(path)]
-        default:
-            throw DBusError(.notSupported, "session algorithm '\(algorithm)' is not supported")
-        }
-    }
 
     private func createCollection(_ properties: [String: DBusValue], alias: String) throws(DBusError) -> [DBusValue] {
         let registry = daemon.registry

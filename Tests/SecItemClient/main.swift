@@ -2,6 +2,7 @@
 // answers), driven from the command line by the integration tests.
 //   secitem-client add-generic SERVICE ACCOUNT SECRET
 //   secitem-client find-generic SERVICE [ACCOUNT]      prints the secret
+//   secitem-client find-generic-per-line SERVICE       prints the secret once per line read from stdin
 //   secitem-client add-internet SERVER ACCOUNT SECRET PORT
 //   secitem-client find-internet SERVER                prints account, port, secret
 //   secitem-client delete-generic SERVICE
@@ -69,6 +70,17 @@ case ("find-generic", 2), ("find-generic", 3):
     let status = SecItemCopyMatching(query as CFDictionary, &result)
     if let data = result as? Data { print(String(decoding: data, as: UTF8.self)) }
     finish(status)
+case ("find-generic-per-line", 2):
+    // One read per line on standard input, over the process's one connection to the daemon.
+    while readLine() != nil {
+        var result: CFTypeRef?
+        let status = SecItemCopyMatching(
+            [kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecReturnData: true] as CFDictionary,
+            &result)
+        guard status == errSecSuccess, let data = result as? Data else { finish(status) }
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+    finish(errSecSuccess)
 case ("add-internet", 5):
     finish(
         SecItemAdd(

@@ -1,5 +1,6 @@
 import DBus
 import FoundationEssentials
+import KeychainBus
 import KeychainCore
 import Posix
 
@@ -14,7 +15,7 @@ final class SecretSession {
     }
 
     static let plainName = "plain"
-    static let diffieHellmanName = "dh-ietf1024-sha256-aes128-cbc-pkcs7"
+    static let diffieHellmanName = KeychainBus.sessionAlgorithm
 
     let path: String
     /// The unique bus name of the client that opened it.
@@ -75,13 +76,22 @@ final class SecretSession {
                 try SharedSecret(copying: value)
             }
         case .diffieHellman(let cipher):
-            do {
-                return SharedSecret(try cipher.decrypt(parameters: parameters, value: value))
-            } catch .noSecretMemory(let failure) {
-                throw DBusError(.noMemory, "\(failure)")
-            } catch {
-                throw SecretServiceError.invalidArgs("the secret could not be decrypted with the session key")
+            return try Self.decrypting { () throws(SessionCryptoError) in
+                try cipher.decrypt(parameters: parameters, value: value)
             }
+        }
+    }
+
+    /// What `decrypt` decrypted into secret memory; `InvalidArgs` when it does not decrypt.
+    private static func decrypting(_ decrypt: () throws(SessionCryptoError) -> SecretBytes) throws(DBusError)
+        -> SharedSecret
+    {
+        do {
+            return SharedSecret(try decrypt())
+        } catch .noSecretMemory(let failure) {
+            throw DBusError(.noMemory, "\(failure)")
+        } catch {
+            throw SecretServiceError.invalidArgs("the secret could not be decrypted with the session key")
         }
     }
 }
@@ -108,5 +118,98 @@ struct TransportSecret: DBusType {
 
     var dbusValue: DBusValue {
         .structure([.objectPath(session), .bytes(parameters), .bytes(value), .string(contentType)])
+    }
+}
+
+// MARK: org.latchkey.Keychain1
+
+extension SecretSession {
+    /// How many bytes longer a secret is sealed under Diffie-Hellman at most: its IV and a block of padding.
+    static let sealingOverhead = 2 * DHSessionCipher.blockLength
+
+    /// Whether secrets are encrypted in this session (not plain).
+    var isSealing: Bool {
+        if case .diffieHellman = algorithm { return true }
+        return false
+    }
+
+    /// A secret as `org.latchkey.Keychain1` carries it (`ay`) on a connection with this session: a plain
+    /// session's bytes as they are; under Diffie-Hellman the 16-byte IV followed by the ciphertext
+    /// (docs/dbus-mapping.md, "Keychain1 sessions").
+    func seal(_ secret: UnsafeRawBufferPointer) throws(DBusError) -> [UInt8] {
+        switch algorithm {
+        case .plain:
+            return [UInt8](secret)
+        case .diffieHellman(let cipher):
+            do {
+                return try cipher.seal(secret)
+            } catch {
+                throw DBusError(.failed, "cannot encrypt the secret for the session: \(error)")
+            }
+        }
+    }
+
+    /// Reads a secret a client sealed as ``seal(_:)`` does, into secret memory (`InvalidArgs` when it does not
+    /// decrypt under this session's key).
+    func unseal(_ sealed: [UInt8]) throws(DBusError) -> SharedSecret {
+        guard case .diffieHellman(let cipher) = algorithm else { return try decode(parameters: [], value: sealed) }
+        return try Self.decrypting { () throws(SessionCryptoError) in try cipher.unseal(sealed) }
+    }
+}
+
+extension SecretServiceDaemon {
+    /// Opens a session of `algorithm` for `caller` (the Secret Service's `OpenSession`, and `Keychain1`'s): the
+    /// reply's output (the server package key for Diffie-Hellman) and the session, which lasts until its owner
+    /// closes it or leaves the bus.
+    func openSession(_ algorithm: String, _ input: DBusValue, caller: String) throws(DBusError) -> (
+        output: DBusValue, session: SecretSession
+    ) {
+        let path = ObjectPaths.sessionPrefix + "s\(nextSerial())"
+        let session: SecretSession
+        let output: DBusValue
+        switch algorithm {
+        case SecretSession.plainName:
+            session = SecretSession(path: path, owner: caller, algorithm: .plain)
+            output = .string("")
+        case SecretSession.diffieHellmanName:
+            guard case .bytes(let clientKey) = input else {
+                throw SecretServiceError.invalidArgs("\(algorithm) takes the client's package key as ay")
+            }
+            let cipher: DHSessionCipher
+            do {
+                cipher = try DHSessionCipher(clientPublicKey: clientKey)
+            } catch {
+                throw SecretServiceError.invalidArgs("the client package key is not valid: \(error)")
+            }
+            session = SecretSession(path: path, owner: caller, algorithm: .diffieHellman(cipher))
+            output = .bytes(cipher.serverPublicKey)
+        default:
+            throw DBusError(.notSupported, "session algorithm '\(algorithm)' is not supported")
+        }
+        sessions[path] = session
+        return (output, session)
+    }
+
+    /// `Keychain1`'s `OpenSession`: a session under which every secret `caller`'s `Keychain1` calls carry is
+    /// sealed from now on, replacing the one it opened before (closed).
+    func openKeychainSession(_ algorithm: String, _ input: DBusValue, caller: String) throws(DBusError)
+        -> [DBusValue]
+    {
+        let opened = try openSession(algorithm, input, caller: caller)
+        if let previous = keychainSessions[caller] { close(previous) }
+        keychainSessions[caller] = opened.session
+        return [.variant(opened.output), .objectPath(opened.session.path)]
+    }
+
+    /// The session `caller` opened with `Keychain1`'s `OpenSession`, under which every secret its
+    /// `Keychain1` calls carry is sealed; a plain one when it opened none (an older client).
+    func keychainSession(of caller: String) -> SecretSession {
+        keychainSessions[caller] ?? SecretSession(path: ObjectPaths.none, owner: caller, algorithm: .plain)
+    }
+
+    /// Ends `session`: the Secret Service's `Close`, and for `Keychain1` its caller's secrets are plain again.
+    func close(_ session: SecretSession) {
+        sessions[session.path] = nil
+        if keychainSessions[session.owner] === session { keychainSessions[session.owner] = nil }
     }
 }

@@ -2,8 +2,8 @@ import COpenSSL
 import FoundationEssentials
 import Posix
 
-/// Errors of the transport encryption (the daemon maps them to D-Bus errors).
-enum SessionCryptoError: Error, Equatable {
+/// Errors of the transport encryption (the daemon maps them to D-Bus errors, the client to `KeychainError`s).
+package enum SessionCryptoError: Error, Equatable {
     /// The client's Diffie-Hellman package key is malformed or not an acceptable group element.
     case invalidPublicKey(String)
     /// A secret sent by the client is malformed or does not decrypt (wrong IV or ciphertext length, bad padding).
@@ -14,7 +14,9 @@ enum SessionCryptoError: Error, Equatable {
     case noSecretMemory(SecretMemoryError)
 }
 
-/// Server side of the dh-ietf1024-sha256-aes128-cbc-pkcs7 key exchange and the AES key it yields.
+/// The dh-ietf1024-sha256-aes128-cbc-pkcs7 key exchange and the AES key it yields: the daemon's side of a
+/// session (the Secret Service's and `org.latchkey.Keychain1`'s), and through ``DHClientKey`` the client's
+/// (``KeychainClient``'s `Keychain1` session).
 ///
 /// The exchange is Diffie-Hellman over the RFC 2409 Second Oakley Group (1024-bit MODP prime, generator 2).
 /// The shared secret, left-padded with zeros to 128 bytes, is the input key material of HKDF-SHA256 with an
@@ -24,28 +26,29 @@ enum SessionCryptoError: Error, Equatable {
 ///
 /// The key is immutable after initialisation and every operation uses its own OpenSSL context, so one
 /// instance may be used from several threads. The key is wiped when the instance is released.
-final class DHSessionCipher: @unchecked Sendable {
+package final class DHSessionCipher: @unchecked Sendable {
     /// Length in bytes of the group's prime, of the server package key and of the padded shared secret.
     static let primeLength = 128
     /// Length in bytes of the AES-128 key.
     static let keyLength = 16
     /// Length in bytes of an AES block, which is also the length of an IV.
-    static let blockLength = 16
+    package static let blockLength = 16
     /// Bits of a server private key. A 1024-bit MODP group gives about 80 bits of security, and NIST SP 800-56A
     /// (rev. 3, 5.6.1.1.4) asks a safe-prime group's private key for at least twice that; 256 bits is well
     /// above, and makes the two exponentiations of an OpenSession about three times cheaper than a full-size
     /// exponent (docs/benchmarks.md).
     static let privateKeyBits = 256
 
-    /// The server package key to send back: exactly 128 bytes.
-    let serverPublicKey: [UInt8]
+    /// The server package key: on the daemon's side its own, to send back (exactly 128 bytes); on the client's,
+    /// the one the daemon sent.
+    package let serverPublicKey: [UInt8]
     /// The AES key, owned by this object (kept out of Swift arrays so that no copy of it is left behind).
     private let key: UnsafeMutablePointer<UInt8>
     /// The fetched AES-128-CBC implementation.
     private let cipher: OpaquePointer
 
     /// Does the exchange for a client package key; fresh server key pair each time.
-    convenience init(clientPublicKey: [UInt8]) throws(SessionCryptoError) {
+    package convenience init(clientPublicKey: [UInt8]) throws(SessionCryptoError) {
         try self.init(clientPublicKey: clientPublicKey, chosenPrivateKey: nil)
     }
 
@@ -58,14 +61,39 @@ final class DHSessionCipher: @unchecked Sendable {
     }
 
     /// Does the exchange, with a random server private key unless `chosenPrivateKey` is given.
-    private init(clientPublicKey: [UInt8], chosenPrivateKey: [UInt8]?) throws(SessionCryptoError) {
+    private convenience init(clientPublicKey: [UInt8], chosenPrivateKey: [UInt8]?) throws(SessionCryptoError) {
+        let privateKey = try OwnedNumber.secure()
+        if let chosenPrivateKey {
+            guard (1...Self.primeLength).contains(chosenPrivateKey.count),
+                BN_bin2bn(chosenPrivateKey, Int32(chosenPrivateKey.count), privateKey.pointer) != nil
+            else { throw openSSLFailure("cannot read the chosen private key") }
+            let prime = try OwnedNumber(BN_get_rfc2409_prime_1024(nil))
+            guard try Self.isGroupElement(privateKey, prime: prime) else {
+                throw .openSSL("the chosen private key is not in [2, p-2]")
+            }
+        } else {
+            try Self.drawPrivateKey(into: privateKey)
+        }
+        let publicKey = try Self.publicKey(of: privateKey)
+        try self.init(peerPublicKey: clientPublicKey, privateKey: privateKey, serverPublicKey: publicKey)
+    }
+
+    /// The client's side: the exchange of `clientKey` with the daemon's package key `serverPublicKey`.
+    package convenience init(serverPublicKey: [UInt8], clientKey: borrowing DHClientKey) throws(SessionCryptoError) {
+        try self.init(
+            peerPublicKey: serverPublicKey, privateKey: clientKey.privateKey, serverPublicKey: serverPublicKey)
+    }
+
+    /// Checks the other side's package key, derives the AES key from it and `privateKey`, and keeps
+    /// `serverPublicKey`.
+    private init(peerPublicKey: [UInt8], privateKey: borrowing OwnedNumber, serverPublicKey publicKey: [UInt8])
+        throws(SessionCryptoError)
+    {
         let key = UnsafeMutablePointer<UInt8>.allocate(capacity: Self.keyLength)
         key.initialize(repeating: 0, count: Self.keyLength)
-        let publicKey: [UInt8]
         let cipher: OpaquePointer
         do throws(SessionCryptoError) {
-            publicKey = try Self.agree(
-                clientPublicKey: clientPublicKey, chosenPrivateKey: chosenPrivateKey, key: key)
+            try Self.agree(peerPublicKey: peerPublicKey, privateKey: privateKey, key: key)
             guard let fetched = EVP_CIPHER_fetch(nil, "AES-128-CBC", nil) else {
                 throw openSSLFailure("cannot fetch AES-128-CBC")
             }
@@ -87,13 +115,13 @@ final class DHSessionCipher: @unchecked Sendable {
         EVP_CIPHER_free(cipher)
     }
 
-    /// Encrypts a secret for the client: (parameters: 16-byte IV, value: ciphertext).
-    func encrypt(_ plaintext: [UInt8]) throws(SessionCryptoError) -> (parameters: [UInt8], value: [UInt8]) {
+    /// Encrypts a secret for the other side: (parameters: 16-byte IV, value: ciphertext).
+    package func encrypt(_ plaintext: [UInt8]) throws(SessionCryptoError) -> (parameters: [UInt8], value: [UInt8]) {
         try plaintext.withUnsafeBytes { bytes in Result { () throws(SessionCryptoError) in try encrypt(bytes) } }.get()
     }
 
-    /// Encrypts a secret lent from secret memory for the client: (parameters: 16-byte IV, value: ciphertext).
-    func encrypt(_ plaintext: UnsafeRawBufferPointer) throws(SessionCryptoError) -> (
+    /// Encrypts a secret lent from secret memory for the other side: (parameters: 16-byte IV, value: ciphertext).
+    package func encrypt(_ plaintext: UnsafeRawBufferPointer) throws(SessionCryptoError) -> (
         parameters: [UInt8], value: [UInt8]
     ) {
         guard plaintext.count <= Int(Int32.max) - Self.blockLength else {
@@ -117,8 +145,8 @@ final class DHSessionCipher: @unchecked Sendable {
         return (parameters: iv, value: value)
     }
 
-    /// Decrypts a secret the client sent, straight into secret memory.
-    func decrypt(parameters: [UInt8], value: [UInt8]) throws(SessionCryptoError) -> SecretBytes {
+    /// Decrypts a secret the other side sent, straight into secret memory.
+    package func decrypt(parameters: [UInt8], value: [UInt8]) throws(SessionCryptoError) -> SecretBytes {
         guard parameters.count == Self.blockLength else {
             throw .invalidSecret("the IV is \(parameters.count) bytes long, expected \(Self.blockLength)")
         }
@@ -144,6 +172,21 @@ final class DHSessionCipher: @unchecked Sendable {
         }.get()
         plaintext.truncate(to: count)
         return plaintext
+    }
+
+    /// A secret as `org.latchkey.Keychain1` carries it in the session: the 16-byte IV followed by the
+    /// ciphertext, in one array.
+    package func seal(_ plaintext: UnsafeRawBufferPointer) throws(SessionCryptoError) -> [UInt8] {
+        let (parameters, value) = try encrypt(plaintext)
+        return parameters + value
+    }
+
+    /// Reads a secret the other side sealed as ``seal(_:)`` does, straight into secret memory.
+    package func unseal(_ sealed: [UInt8]) throws(SessionCryptoError) -> SecretBytes {
+        guard sealed.count >= Self.blockLength else {
+            throw .invalidSecret("a sealed secret is \(sealed.count) bytes long, shorter than its IV")
+        }
+        return try decrypt(parameters: Array(sealed[..<Self.blockLength]), value: Array(sealed[Self.blockLength...]))
     }
 
     /// Runs AES-128-CBC with PKCS#7 padding over `input` in one pass into `out` (at least a block longer than
@@ -188,53 +231,29 @@ final class DHSessionCipher: @unchecked Sendable {
         return count
     }
 
-    /// Validates the client package key, picks the server private key, and derives the AES key into `key`.
-    ///
-    /// Returns the server package key, left-padded to 128 bytes.
+    /// Validates the other side's package key and derives the AES key into `key` from it and `privateKey`.
     private static func agree(
-        clientPublicKey: [UInt8], chosenPrivateKey: [UInt8]?, key: UnsafeMutablePointer<UInt8>
-    ) throws(SessionCryptoError) -> [UInt8] {
-        guard (1...primeLength).contains(clientPublicKey.count) else {
+        peerPublicKey: [UInt8], privateKey: borrowing OwnedNumber, key: UnsafeMutablePointer<UInt8>
+    ) throws(SessionCryptoError) {
+        guard (1...primeLength).contains(peerPublicKey.count) else {
             throw .invalidPublicKey(
-                "the client package key is \(clientPublicKey.count) bytes long, expected 1 to \(primeLength)")
+                "the package key is \(peerPublicKey.count) bytes long, expected 1 to \(primeLength)")
         }
         guard let context = BN_CTX_secure_new() else {
             throw openSSLFailure("cannot allocate a BIGNUM context")
         }
         defer { BN_CTX_free(context) }
         let prime = try OwnedNumber(BN_get_rfc2409_prime_1024(nil))
-        let peer = try OwnedNumber(BN_bin2bn(clientPublicKey, Int32(clientPublicKey.count), nil))
+        let peer = try OwnedNumber(BN_bin2bn(peerPublicKey, Int32(peerPublicKey.count), nil))
         guard try isGroupElement(peer, prime: prime) else {
-            throw .invalidPublicKey("the client package key is not in [2, p-2]")
+            throw .invalidPublicKey("the package key is not in [2, p-2]")
         }
-
-        let privateKey = try OwnedNumber.secure()
-        if let chosenPrivateKey {
-            guard (1...primeLength).contains(chosenPrivateKey.count),
-                BN_bin2bn(chosenPrivateKey, Int32(chosenPrivateKey.count), privateKey.pointer) != nil
-            else { throw openSSLFailure("cannot read the chosen private key") }
-            guard try isGroupElement(privateKey, prime: prime) else {
-                throw .openSSL("the chosen private key is not in [2, p-2]")
-            }
-        } else {
-            try drawPrivateKey(into: privateKey)
-        }
-        BN_set_flags(privateKey.pointer, BN_FLG_CONSTTIME)
-
-        let generator = try OwnedNumber(BN_new())
-        let publicKey = try OwnedNumber(BN_new())
         let shared = try OwnedNumber.secure()
-        guard BN_set_word(generator.pointer, 2) == 1,
-            BN_mod_exp(publicKey.pointer, generator.pointer, privateKey.pointer, prime.pointer, context) == 1,
-            BN_mod_exp(shared.pointer, peer.pointer, privateKey.pointer, prime.pointer, context) == 1
-        else { throw openSSLFailure("modular exponentiation failed") }
-        guard BN_is_one(shared.pointer) == 0 else {
-            throw .invalidPublicKey("the client package key yields a degenerate shared secret")
+        guard BN_mod_exp(shared.pointer, peer.pointer, privateKey.pointer, prime.pointer, context) == 1 else {
+            throw openSSLFailure("modular exponentiation failed")
         }
-
-        var publicBytes = [UInt8](repeating: 0, count: primeLength)
-        guard BN_bn2binpad(publicKey.pointer, &publicBytes, Int32(primeLength)) == Int32(primeLength) else {
-            throw openSSLFailure("cannot encode the server package key")
+        guard BN_is_one(shared.pointer) == 0 else {
+            throw .invalidPublicKey("the package key yields a degenerate shared secret")
         }
         let secret = UnsafeMutablePointer<UInt8>.allocate(capacity: primeLength)
         secret.initialize(repeating: 0, count: primeLength)
@@ -246,6 +265,26 @@ final class DHSessionCipher: @unchecked Sendable {
             throw openSSLFailure("cannot encode the shared secret")
         }
         try deriveKey(from: secret, count: primeLength, into: key)
+    }
+
+    /// The package key of `privateKey` (2 to its power modulo the prime), left-padded to 128 bytes; marks the
+    /// private key for constant-time use.
+    static func publicKey(of privateKey: borrowing OwnedNumber) throws(SessionCryptoError) -> [UInt8] {
+        BN_set_flags(privateKey.pointer, BN_FLG_CONSTTIME)
+        guard let context = BN_CTX_secure_new() else {
+            throw openSSLFailure("cannot allocate a BIGNUM context")
+        }
+        defer { BN_CTX_free(context) }
+        let prime = try OwnedNumber(BN_get_rfc2409_prime_1024(nil))
+        let generator = try OwnedNumber(BN_new())
+        let publicKey = try OwnedNumber(BN_new())
+        guard BN_set_word(generator.pointer, 2) == 1,
+            BN_mod_exp(publicKey.pointer, generator.pointer, privateKey.pointer, prime.pointer, context) == 1
+        else { throw openSSLFailure("modular exponentiation failed") }
+        var publicBytes = [UInt8](repeating: 0, count: primeLength)
+        guard BN_bn2binpad(publicKey.pointer, &publicBytes, Int32(primeLength)) == Int32(primeLength) else {
+            throw openSSLFailure("cannot encode the package key")
+        }
         return publicBytes
     }
 
@@ -293,6 +332,24 @@ final class DHSessionCipher: @unchecked Sendable {
         guard EVP_KDF_derive(context, key, keyLength, params) == 1 else {
             throw openSSLFailure("HKDF-SHA256 failed")
         }
+    }
+}
+
+/// The client's half of a dh-ietf1024-sha256-aes128-cbc-pkcs7 exchange: a fresh private key (drawn as the
+/// daemon draws its own) and its package key, to send in `OpenSession`; ``DHSessionCipher/init(serverPublicKey:clientKey:)``
+/// finishes the exchange with the daemon's answer. The private key is cleared and freed with this value.
+package struct DHClientKey: ~Copyable {
+    /// The package key to send: exactly 128 bytes.
+    package let publicKey: [UInt8]
+    /// The private key, in OpenSSL's secure heap.
+    let privateKey: OwnedNumber
+
+    /// A fresh key pair.
+    package init() throws(SessionCryptoError) {
+        let privateKey = try OwnedNumber.secure()
+        try DHSessionCipher.drawPrivateKey(into: privateKey)
+        publicKey = try DHSessionCipher.publicKey(of: privateKey)
+        self.privateKey = privateKey
     }
 }
 
