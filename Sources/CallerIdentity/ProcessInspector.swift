@@ -1,3 +1,4 @@
+import COpenSSL
 import Glibc
 
 /// A process that called the daemon, as the kernel describes it.
@@ -32,12 +33,14 @@ package struct ProgramImage: Hashable, Sendable {
     package let stackStart: UInt64
     /// What an interpreter's command line runs, nil for a compiled program.
     package let target: InterpreterCommandLine.Target?
-    /// The process's name (`/proc/PID/stat`, field 2: the executable's file name, set by `execve`) and its
-    /// command line: all that is left to compare once the process has made itself non-dumpable, which hides
-    /// the rest from other processes of its user.
+    /// The process's name (`/proc/PID/stat`, field 2: the executable's file name, set by `execve`) and the
+    /// SHA-256 of its command line: all that is left to compare once the process has made itself non-dumpable,
+    /// which hides the rest from other processes of its user. The command line is kept as a digest only: a
+    /// client's arguments may hold a secret (`latchkey add-generic-password -w`), and the daemon keeps this for
+    /// the connection's life (docs/threat-model.md, "In memory").
     package let command: String
     /// See ``command``.
-    package let arguments: [String]
+    package let commandLineDigest: [UInt8]
 }
 
 /// Reads `/proc` to tell which program a process runs: its executable (hashed), the script when the
@@ -68,7 +71,8 @@ package final class ProcessInspector {
             throw .otherUser(uid: processUID.effective == expectedUID ? processUID.real : processUID.effective)
         }
         let executable = try executableFile(directory)
-        let arguments = try commandLine(directory)
+        let rawCommandLine = try readBytes(directory + "/cmdline")
+        let arguments = Self.arguments(rawCommandLine)
         let (application, target) = try self.application(in: directory, arguments: arguments)
         // Ended (its pid perhaps reused), or executed another program while it was read: what was read may mix
         // two programs.
@@ -79,7 +83,7 @@ package final class ProcessInspector {
         else { throw .programChanged(pid) }
         let image = ProgramImage(
             device: executable.device, inode: executable.inode, stackStart: before.stackStart, target: target,
-            command: before.command, arguments: arguments)
+            command: before.command, commandLineDigest: Self.sha256(rawCommandLine))
         var caller = Caller(pid: pid, uid: uid, startTime: before.startTime, application: application, image: image)
         if case .executable(let path, _) = application {
             caller.runsSystemProgram = runsSystemProgram(directory, executable: path)
@@ -159,7 +163,7 @@ package final class ProcessInspector {
         } catch .unreadable(_, errno: EACCES) {
             guard let now = try? status(of: caller.pid) else { return false }
             return now.startTime == caller.startTime && now.stackStart == 0 && now.command == image.command
-                && (try? commandLine(directory)) == image.arguments
+                && (try? readBytes(directory + "/cmdline")).map(Self.sha256) == image.commandLineDigest
         } catch {
             return false
         }
@@ -297,10 +301,22 @@ package final class ProcessInspector {
     }
 
     private func commandLine(_ directory: String) throws(CallerIdentityError) -> [String] {
-        let bytes = try readBytes(directory + "/cmdline")
-        return bytes.split(separator: 0, omittingEmptySubsequences: false).dropLast(bytes.last == 0 ? 1 : 0).map {
+        Self.arguments(try readBytes(directory + "/cmdline"))
+    }
+
+    /// The arguments of a command line as `/proc/PID/cmdline` holds it (each ended by a NUL).
+    private static func arguments(_ bytes: [UInt8]) -> [String] {
+        bytes.split(separator: 0, omittingEmptySubsequences: false).dropLast(bytes.last == 0 ? 1 : 0).map {
             String(decoding: $0, as: UTF8.self)
         }
+    }
+
+    /// The SHA-256 of `bytes` (empty in the unlikely case that OpenSSL fails).
+    private static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        guard EVP_Digest(bytes, bytes.count, &output, &length, EVP_sha256(), nil) == 1 else { return [] }
+        return Array(output.prefix(Int(length)))
     }
 
     /// `/a/./b/../c` → `/a/c`, without touching the file system.

@@ -10,9 +10,21 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 
 import pytest
+
+
+def pytest_configure(config):
+    """Says so when the runner is `python3 -m pytest`: the test process is a client of the daemons it starts,
+    and an item made by `python3 -m MODULE` trusts no application (docs/threat-model.md, "Generic tools"), so
+    tests that read back what they made in a new collection are asked about, and fail. scripts/test runs
+    pytest-3."""
+    if pathlib.Path(sys.argv[0]).name == "__main__.py":
+        sys.stderr.write("conftest: run the integration tests with pytest-3 (as scripts/test does), not python3 -m"
+                         " pytest: latchkeyd trusts no item to an interpreter running a module\n")
+
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPTED_PINENTRY = ROOT / "Tests" / "Support" / "scripted-pinentry"
