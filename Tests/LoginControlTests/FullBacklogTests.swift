@@ -18,22 +18,12 @@ import Testing
         #expect(mkdir(runtime, 0o700) == 0)
         let path = ControlSocketPath.socket(inRuntimeDirectory: directory)
         let listening = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-        }
-        let size = socklen_t(MemoryLayout<sockaddr_un>.size)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listening, $0, size) }
-        }
-        #expect(bound == 0 && listen(listening, 0) == 0)
+        var address = UnixSocketAddress(path)
+        #expect(address.apply(listening, bind) == 0 && listen(listening, 0) == 0)
         var filling: [Int32] = []
         while filling.count < 64 {
             let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, size) }
-            }
+            let connected = address.apply(fd, connect)
             if connected != 0 {
                 #expect(errno == EAGAIN)
                 close(fd)
@@ -45,19 +35,19 @@ import Testing
         return (listening, filling, path, directory)
     }
 
-    private static func remove(_ directory: String, _ path: String) {
-        unlink(path)
-        rmdir(ControlSocketPath.directory(inRuntimeDirectory: directory))
-        rmdir(directory)
+    /// Closes what `fullListener` opened and removes its directory.
+    private static func release(_ made: (listening: Int32, filling: [Int32], path: String, directory: String)) {
+        for fd in made.filling { close(fd) }
+        close(made.listening)
+        unlink(made.path)
+        rmdir(ControlSocketPath.directory(inRuntimeDirectory: made.directory))
+        rmdir(made.directory)
     }
 
     @Test func aConnectToAFullBacklogWaitsUntilTheDaemonAccepts() {
-        let (listening, filling, path, directory) = Self.fullListener("accepted")
-        defer {
-            for fd in filling { close(fd) }
-            close(listening)
-            Self.remove(directory, path)
-        }
+        let made = Self.fullListener("accepted")
+        defer { Self.release(made) }
+        let (listening, path) = (made.listening, made.path)
         // The "daemon" accepts 300 ms later, on a thread of its own: the connections that filled the backlog
         // send nothing and are closed; the client's request is answered.
         let daemon = AcceptingDaemon()
@@ -88,12 +78,9 @@ import Testing
     }
 
     @Test func aBacklogThatStaysFullTimesOutAtTheDeadline() {
-        let (listening, filling, path, directory) = Self.fullListener("full")
-        defer {
-            for fd in filling { close(fd) }
-            close(listening)
-            Self.remove(directory, path)
-        }
+        let made = Self.fullListener("full")
+        defer { Self.release(made) }
+        let path = made.path
         let started = MonotonicClock.nanoseconds()
         let result = ControlClient.exchange(
             .status, socketPath: path, owner: getuid(), deadline: Deadline(millisecondsFromNow: 300))
