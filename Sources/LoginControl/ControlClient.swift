@@ -36,18 +36,12 @@ package enum ControlClient {
         if let problem = unsafeReason(socketPath: path, owner: uid) {
             return problem == "missing" ? .failure(.noDaemon) : .failure(.unsafe(problem))
         }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return .failure(.failed("socket: \(errorText())")) }
-        defer { close(fd) }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        switch connectUnix(fd, path) {
-        case 0:
-            break
-        case ENOENT, ECONNREFUSED:
-            return .failure(.noDaemon)
-        case let code:
-            return .failure(.failed("connect: \(String(cString: strerror(code)))"))
+        let fd: Int32
+        switch connectRetrying(to: path, deadline: deadline) {
+        case .success(let connected): fd = connected
+        case .failure(let error): return .failure(error)
         }
+        defer { close(fd) }
         // Nothing is sent before the peer is known to run as the user: fail closed when it cannot be told.
         guard let peer = peerCredentials(fd) else {
             return .failure(.unsafe("cannot tell which user the process on \(path) runs as"))
@@ -58,6 +52,32 @@ package enum ControlClient {
         if let error = ControlFrames.send(request, on: fd, deadline: deadline) { return .failure(error) }
         if let error = awaitReply(on: fd, from: peer.pid, deadline: deadline) { return .failure(error) }
         return ControlFrames.receiveReply(on: fd, deadline: deadline)
+    }
+
+    /// A non-blocking socket connected to `path`. A full listen backlog (`EAGAIN`: the daemon has not
+    /// accepted what waits yet, or a process of the user filled it) is tried again, after 5 ms and then
+    /// every 20 ms, until `deadline`: a login waits for a busy daemon within its bound instead of failing.
+    static func connectRetrying(to path: String, deadline: Deadline) -> Result<Int32, ControlClientError> {
+        var pause: UInt32 = 5_000
+        while true {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { return .failure(.failed("socket: \(errorText())")) }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            let code = connectUnix(fd, path)
+            if code == 0 { return .success(fd) }
+            close(fd)
+            switch code {
+            case ENOENT, ECONNREFUSED:
+                return .failure(.noDaemon)
+            case EAGAIN where !deadline.hasPassed:
+                usleep(min(pause, UInt32(max(deadline.remainingMilliseconds, 1)) * 1_000))
+                pause = 20_000
+            case EAGAIN:
+                return .failure(.timedOut)
+            default:
+                return .failure(.failed("connect: \(String(cString: strerror(code)))"))
+            }
+        }
     }
 
     /// How long the process that listens may be seen stopped before the client gives up on it.

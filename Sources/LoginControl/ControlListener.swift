@@ -22,6 +22,11 @@ package enum ControlListenerError: Error, Sendable {
 /// directory, guarded by a lock file so that one daemon per user serves it,
 /// and the connections in progress, each read without blocking and closed
 /// after one request or two seconds.
+///
+/// Root's connections (pam_latchkey's) never wait behind the user's: every waiting connection is accepted at
+/// each turn (so the listen backlog stays empty and a connect does not fail with `EAGAIN`), root's and the
+/// user's are held in slots of their own (``maximumConnections`` each), a connection beyond its kind's slots
+/// is refused at once, and root's requests are answered first.
 package final class ControlListener {
     private let listening: Int32
     private let lockFile: Int32
@@ -29,8 +34,14 @@ package final class ControlListener {
     private var connections: [Connection] = []
     private let ownUID = getuid()
 
-    /// Most connections read at once; more wait in the listen backlog.
+    /// Most connections read at once from root, and apart from those, from the user's processes; a
+    /// connection beyond them is refused.
     static let maximumConnections = 16
+    /// Most connections accepted in one turn of the serving loop, so that a flood of them does not keep the
+    /// loop from D-Bus; the rest are accepted at the next turn, which comes at once.
+    static let acceptsPerTurn = 256
+    /// The listen backlog asked for (the kernel caps it at `net.core.somaxconn`).
+    static let listenBacklog = SOMAXCONN
     /// How long a client has to send its request.
     static let requestTimeoutMilliseconds = 2_000
 
@@ -79,7 +90,7 @@ package final class ControlListener {
             }
         }
         umask(oldMask)
-        guard bound == 0, listen(fd, 32) == 0 else {
+        guard bound == 0, listen(fd, Self.listenBacklog) == 0 else {
             let reason = errorText()
             close(fd)
             close(lockFile)
@@ -117,15 +128,12 @@ package final class ControlListener {
         if lockFile >= 0 { close(lockFile) }
     }
 
-    /// What to `poll`: the listening socket (while there is room) and each open connection.
+    /// What to `poll`: the listening socket (always: a connection is accepted, or refused, at once) and each
+    /// open connection still being read.
     package var pollDescriptors: [pollfd] {
-        var fds = connections.filter { $0.responder == nil }.map {
+        connections.filter { $0.responder == nil }.map {
             pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0)
-        }
-        if connections.count < Self.maximumConnections {
-            fds.append(pollfd(fd: listening, events: Int16(POLLIN), revents: 0))
-        }
-        return fds
+        } + [pollfd(fd: listening, events: Int16(POLLIN), revents: 0)]
     }
 
     /// Milliseconds until the nearest connection deadline, or nil with none open.
@@ -162,8 +170,8 @@ package final class ControlListener {
             }
         }
         // Each request's passwords are wiped when the last holder (this loop, or the work the answer started)
-        // lets go of them.
-        for (request, uid, responder) in requests {
+        // lets go of them. Root's (logins') first.
+        for (request, uid, responder) in requests.filter({ $0.1 == 0 }) + requests.filter({ $0.1 != 0 }) {
             answer(request, uid, responder)
         }
     }
@@ -181,11 +189,21 @@ package final class ControlListener {
         connections.remove(at: index)
     }
 
+    /// Accepts what waits in the backlog (up to ``acceptsPerTurn``): root's connections and the user's each
+    /// into their own ``maximumConnections`` slots; beyond them, and from any other uid, refused at once.
     private func acceptWaiting() {
-        while connections.count < Self.maximumConnections {
+        for _ in 0..<Self.acceptsPerTurn {
             guard let fd = try? Posix.accept(listening) else { return }
             guard let uid = peerUID(fd), uid == ownUID || uid == 0 else {
                 send(fd, ControlReply(.badRequest, "not allowed").encoded())
+                close(fd)
+                continue
+            }
+            guard connections.count(where: { ($0.uid == 0) == (uid == 0) }) < Self.maximumConnections else {
+                send(
+                    fd,
+                    ControlReply(.failed, "busy: \(Self.maximumConnections) requests of this uid in progress").encoded()
+                )
                 close(fd)
                 continue
             }

@@ -45,9 +45,12 @@ extension SecretServiceDaemon {
                         ? (creating ? "creating the login keychain" : "unlocking the login keychain")
                         : "login keychain \(loginState)"))
         case .openSession(let password):
-            registry.openLoginSessions += 1
+            // Only a login counts a session: a process of the user that did would keep the last logout from
+            // locking the login keychain.
+            if case .login = origin { registry.openLoginSessions += 1 }
             guard let password else {
-                return reply(ControlReply(.ok, "session counted; no password given: \(loginState)"))
+                let counted = origin == .login ? "session counted" : "not counted as a session (only a login is)"
+                return reply(ControlReply(.ok, "\(counted); no password given: \(loginState)"))
             }
             registry.unlockLogin(password: password, from: origin == .login ? .root : .userProcess) { outcome in
                 switch outcome {
@@ -67,6 +70,9 @@ extension SecretServiceDaemon {
                 }
             }
         case .closeSession(let lockIfLast):
+            guard case .login = origin else {
+                return reply(ControlReply(.badRequest, "only a login (pam_latchkey as root) closes a session"))
+            }
             registry.openLoginSessions = max(0, registry.openLoginSessions - 1)
             guard lockIfLast, registry.openLoginSessions == 0 else {
                 return reply(ControlReply(.ok, "session closed; \(registry.openLoginSessions) left"))

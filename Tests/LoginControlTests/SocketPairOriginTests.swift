@@ -32,21 +32,11 @@ import Testing
         defer { unlink(path) }
         let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(listener) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-        }
-        let size = socklen_t(MemoryLayout<sockaddr_un>.size)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, size) }
-        }
-        #expect(bound == 0 && listen(listener, 1) == 0)
+        var address = UnixSocketAddress(path)
+        #expect(address.apply(listener, bind) == 0 && listen(listener, 1) == 0)
         let client = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(client) }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, size) }
-        }
+        let connected = address.apply(client, connect)
         #expect(connected == 0)
         // The peer's credentials are this process's (root, in CI), but the peer has an address.
         #expect(!isSocketPairMadeByRoot(client))

@@ -377,6 +377,25 @@ private struct DeclaredInterface {
         #expect(replies.last == ControlReply(.ok, "unlocked; 2 sessions"))
     }
 
+    /// Only a login counts sessions: a process of the user that opened one would keep the last logout from
+    /// locking, and one that closed one would lock under a login still open (issue 31, item 6).
+    @Test func aUserProcessNeitherOpensNorClosesASession() throws {
+        let daemon = try InProcessDaemon()
+        var replies: [ControlReply] = []
+        daemon.daemon.answer(.handOver(password: nil), from: .login) { replies.append($0) }
+        daemon.daemon.answer(.openSession(password: nil), from: .userProcess) { replies.append($0) }
+        #expect(
+            replies.last == ControlReply(.ok, "not counted as a session (only a login is); no password given: unlocked")
+        )
+        daemon.daemon.answer(.closeSession(lockIfLast: true), from: .userProcess) { replies.append($0) }
+        #expect(replies.last?.status == .badRequest)
+        daemon.daemon.answer(.status, from: .login) { replies.append($0) }
+        #expect(replies.last == ControlReply(.ok, "unlocked; 1 sessions"))
+        daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
+        #expect(replies.last == ControlReply(.ok, "last session closed; login keychain locked"))
+        #expect(daemon.daemon.registry.login?.isLocked == true)
+    }
+
     /// A hand-over is answered at once; the unlock goes on in the background and the bus clients that come
     /// meanwhile are answered after it, finding the keychain unlocked.
     @Test func aLoginsHandOverIsAnsweredAtOnceAndHoldsClientsUntilUnlocked() throws {
