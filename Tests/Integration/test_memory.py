@@ -30,8 +30,8 @@ pytestmark = [
 CLIENT = r"""
 import json, sys
 from dbus_client import Client, DHClient, SERVICE
-values = json.loads(sys.argv[1])
-client = Client(sys.argv[2])
+values = json.loads(sys.stdin.read())
+client = Client(sys.argv[1])
 ITEM = "org.freedesktop.Secret.Item"
 login = "/org/freedesktop/secrets/collection/login"
 plain = client.open_plain()
@@ -116,8 +116,10 @@ def use_the_daemon(user, values):
     """Stores and reads the items as the user (DH and plain sessions), then locks; what the client read."""
     (user.home / "dbus_client.py").write_bytes((ROOT / "Tests" / "Integration" / "dbus_client.py").read_bytes())
     (user.home / "memory_client.py").write_text(CLIENT)
+    # The values go on standard input: a command line is no place for a secret (any process of the user reads it
+    # in /proc), and the daemon reads its clients' command lines to tell who they are (docs/threat-model.md).
     out = user.run(["env", f"PYTHONPATH={user.home}", "python3", str(user.home / "memory_client.py"),
-                    json.dumps(values), user.bus_address], timeout=60)
+                    user.bus_address], input=json.dumps(values), timeout=60)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
