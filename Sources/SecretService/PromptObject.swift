@@ -72,7 +72,11 @@ struct SessionObject: DBusObject {
             DBusInterface(
                 "org.freedesktop.Secret.Session",
                 methods: [
-                    DBusMethod("Close") { object, _ in
+                    // Only by the client that opened it: another would end a session that is not its own.
+                    DBusMethod("Close") { (object, call) throws(DBusError) in
+                        guard call.sender == object.session.owner else {
+                            throw DBusError(.accessDenied, "\(object.session.path) belongs to another client")
+                        }
                         object.daemon.sessions[object.session.path] = nil
                         return .reply([])
                     }
