@@ -166,3 +166,48 @@ def test_code_run_besides_a_trusted_script_or_another_interpreter_is_asked_about
 def pathlib_bytes(path):
     with open(os.path.realpath(path), "rb") as file:
         return file.read()
+
+
+# Review of issue 24's fixes: `python3 -X pycache_prefix=DIR` makes python load the bytecode of every module it
+# imports from DIR (checked only against the source's size and time, which anyone can read). A module the
+# trusted script imports (secretstorage) is planted there, compiled from its own source with code of the
+# attacker's after it; the command line still names the trusted script.
+PLANT = textwrap.dedent("""
+    import importlib.util, importlib._bootstrap_external as external, os, sys
+    source = importlib.util.find_spec("secretstorage").origin
+    status = os.stat(source)
+    payload = '''
+    try:
+        _connection = dbus_init()
+        _item = next(get_default_collection(_connection).search_items({"key": "k"}))
+        print("INJECTED", _item.get_secret().decode(), flush=True)
+    except Exception as _error:
+        print("REFUSED", type(_error).__name__, _error, flush=True)
+    '''
+    code = compile(open(source).read() + "\\n" + payload, source, "exec")
+    cache = importlib.util.cache_from_source(source)
+    os.makedirs(os.path.dirname(cache), exist_ok=True)
+    with open(cache, "wb") as file:
+        file.write(external._code_to_timestamp_pyc(code, int(status.st_mtime), status.st_size))
+""")
+
+
+def test_bytecode_from_a_pycache_prefix_is_code_besides_the_script(prompting, bus, tmp_path, trusted_script):
+    assert python(bus, str(trusted_script), "store").returncode == 0
+    assert python(bus, str(trusted_script), "lookup").stdout == "the secret\n"
+    assert arguments(prompting, "CONFIRM") == []
+
+    cache = tmp_path / "pycache"
+    plant = tmp_path / "plant.py"
+    plant.write_text(PLANT)
+    assert python(bus, "-X", f"pycache_prefix={cache}", str(plant)).returncode == 0
+    prompting.set_pinentry_answers(["cancel", "cancel"])
+    for attempt in ([f"-Xpycache_prefix={cache}"], ["-X", f"pycache_prefix={cache}"]):
+        result = subprocess.run([sys.executable, *attempt, str(trusted_script), "wait"], env=bus.env(),
+                                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert "INJECTED" not in result.stdout, (attempt, result.stdout, result.stderr)
+        assert "REFUSED" in result.stdout and "AccessDenied" in result.stdout, (attempt, result.stdout, result.stderr)
+    assert len(arguments(prompting, "CONFIRM")) == 2
+    # Other -X options bring in no code: the script is still itself.
+    assert python(bus, "-X", "importtime", str(trusted_script), "lookup").stdout == "the secret\n"
+    assert len(arguments(prompting, "CONFIRM")) == 2
