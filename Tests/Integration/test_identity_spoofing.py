@@ -168,6 +168,89 @@ def pathlib_bytes(path):
         return file.read()
 
 
+# Review of issue 24's fixes: the attacker widens "the moment between Hello and the first look" itself. The
+# daemon identifies callers one at a time on its quick worker, and hashes an executable it has not seen (up to
+# 512 MiB, about a second each). So the attacker first starts two processes running copies of python3
+# padded to 500 MiB (sparse: no disk is used) that connect to the bus and wait; while the daemon hashes them,
+# it connects, forks (the child keeps the connection) and executes the trusted program in the connecting pid,
+# a tenth of a second later. The daemon got to the connecting pid only once the hashes were done, saw the
+# trusted program there, and handed the child its secret with no prompt, every time. Now it takes a first look
+# at the process as soon as the bus gives its pid, and the identification must find what it saw then.
+STALLER = textwrap.dedent("""
+    import sys, time
+    from jeepney.io.blocking import open_dbus_connection
+    connection = open_dbus_connection(bus="SESSION")
+    print("connected", flush=True)
+    time.sleep(60)
+""")
+
+RACING_ATTACK = textwrap.dedent("""
+    import os, signal, subprocess, sys, time
+    import secretstorage
+    stallers, trusted = sys.argv[1].split(":"), sys.argv[2:]
+    started = []
+    for staller in stallers:
+        process = subprocess.Popen([staller, "-c", open(os.environ["STALLER"]).read()], stdout=subprocess.PIPE)
+        started.append(process)
+        assert process.stdout.readline() == b"connected\\n"
+    # The daemon is now hashing the first staller's executable, the others queued behind it.
+    connection = secretstorage.dbus_init()
+    # Not even in a hurry: a tenth of a second after connecting.
+    time.sleep(0.1)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read_end)
+        parent = os.getppid()
+        wanted = "\\0".join(trusted) + "\\0"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with open(f"/proc/{parent}/cmdline") as file:
+                if file.read() == wanted:
+                    break
+            time.sleep(0.001)
+        try:
+            collection = secretstorage.get_default_collection(connection)
+            item = next(collection.search_items({"key": "k"}))
+            print("GOT", item.get_secret().decode(), flush=True)
+        except Exception as error:
+            print("REFUSED", type(error).__name__, error, flush=True)
+        for process in started:
+            os.kill(process.pid, signal.SIGKILL)
+        os.kill(parent, signal.SIGKILL)
+        os._exit(0)
+    os.close(write_end)
+    os.dup2(read_end, 0)
+    os.execv(trusted[0], trusted)
+""")
+
+
+def test_a_process_that_delays_its_identification_cannot_execute_a_trusted_program_in_time(prompting, bus, tmp_path):
+    secret_tool(bus, "store", "--label=k", "key", "k", input=b"the secret")
+    assert secret_tool(bus, "lookup", "key", "k").stdout == b"the secret"
+    assert arguments(prompting, "CONFIRM") == []
+
+    # Copies of the interpreter, each a file of its own, padded past their end (ELF ignores trailing bytes).
+    stallers = []
+    for number in range(2):
+        copy = tmp_path / f"staller-{number}" / "python3"
+        copy.parent.mkdir()
+        copy.write_bytes(pathlib_bytes(sys.executable) + str(number).encode())
+        os.truncate(copy, 500 << 20)
+        copy.chmod(0o755)
+        stallers.append(str(copy))
+    staller = tmp_path / "staller.py"
+    staller.write_text(STALLER)
+    attacker = tmp_path / "racing-attacker.py"
+    attacker.write_text(RACING_ATTACK)
+    prompting.set_pinentry_answers(["cancel"])
+    result = subprocess.run(
+        [sys.executable, str(attacker), ":".join(stallers), shutil.which("secret-tool"), "store", "--label=other",
+         "key", "other"], env=bus.env(STALLER=str(staller)), capture_output=True, text=True, timeout=90)
+    assert "GOT" not in result.stdout, result.stdout + result.stderr
+    assert "REFUSED" in result.stdout, result.stdout + result.stderr
+
+
 # Review of issue 24's fixes: `python3 -X pycache_prefix=DIR` makes python load the bytecode of every module it
 # imports from DIR (checked only against the source's size and time, which anyone can read). A module the
 # trusted script imports (secretstorage) is planted there, compiled from its own source with code of the
