@@ -38,10 +38,11 @@ package struct InterpreterCommandLine: Sendable {
         let python = Family(
             valueLetters: ["W", "X"], codeLetters: ["c", "i"], codeValues: ["X": ["pycache_prefix"]], moduleLetter: "m",
             valueOptions: ["--check-hash-based-pycs"])
-        // perl: -e/-E code, -M/-m modules, -I library directories, -d debugger (-d:Module loads one). Its other
-        // options take only attached values (-0777, -l, -i.bak, -F:), read as letters: a code letter among
-        // them makes the line inline, which only ever asks more.
-        let perl = Family(codeLetters: ["e", "E", "M", "m", "I", "d"])
+        // perl: -e/-E code, -M/-m modules, -I library directories, -d debugger (-d:Module loads one), -S a
+        // script looked up in PATH (only there, never in the working directory, where the daemon would look).
+        // Its other options take only attached values (-0777, -l, -i.bak, -F:), read as letters: a code letter
+        // among them makes the line inline, which only ever asks more.
+        let perl = Family(codeLetters: ["e", "E", "M", "m", "I", "d", "S"])
         // node: -e/-p code, -r/--require, --import, --loader preload modules, -i a prompt, --inspect a debugger
         // any local process can drive, --env-file a file that may set NODE_OPTIONS.
         let node = Family(

@@ -341,6 +341,8 @@ import Testing
         #expect(target(["perl", "-I", "lib", "/t.pl"], perl) == .inline)
         #expect(target(["perl", "-d:Trace", "/t.pl"], perl) == .inline)
         #expect(target(["perl", "-lne", "code", "/t.pl"], perl) == .inline)
+        #expect(target(["perl", "-S", "t.pl"], perl) == .inline, "-S runs the t.pl PATH finds, not ./t.pl")
+        #expect(target(["perl", "-wS", "t.pl"], perl) == .inline)
         #expect(target(["perl", "-w", "-T", "/t.pl"], perl) == .file("/t.pl"))
         #expect(target(["perl", "-l0777", "-na", "/t.pl"], perl) == .file("/t.pl"))
         let node = "/usr/bin/node"

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from conftest import secret_tool
+from conftest import binary, secret_tool
 from test_access_prompts import arguments, creator_program, prompting  # noqa: F401 (fixtures)
 
 # The attacker: connects (untrusted: python3 running this script), waits for the daemon to have seen it, forks;
@@ -294,3 +294,69 @@ def test_bytecode_from_a_pycache_prefix_is_code_besides_the_script(prompting, bu
     # Other -X options bring in no code: the script is still itself.
     assert python(bus, "-X", "importtime", str(trusted_script), "lookup").stdout == "the secret\n"
     assert len(arguments(prompting, "CONFIRM")) == 2
+
+
+# Review of issue 24's fixes: `perl -S t.pl` runs the first t.pl on PATH (never the one in the working directory:
+# perl says "'.' not in PATH"), while the daemon took the script to be t.pl in the process's working directory.
+# Run from the trusted script's directory with a directory of the caller's first on PATH, a t.pl of the
+# caller's was identified as the trusted script. This t.pl speaks D-Bus itself (the messages prepared with
+# jeepney): it authenticates, says Hello and asks org.latchkey.Keychain1 for the login keychain's generic
+# passwords with their secrets, and prints what came back in hex.
+PERL_CLIENT = r"""#!/usr/bin/perl
+use strict;
+use Socket;
+socket(my $socket, AF_UNIX, SOCK_STREAM, 0) or die "socket: $!";
+connect($socket, pack_sockaddr_un($ENV{LK_SOCKET})) or die "connect: $!";
+syswrite($socket, "\0AUTH EXTERNAL $ENV{LK_UID}\r\n");
+my $line = "";
+while ($line !~ /\r\n/) { sysread($socket, my $byte, 1) or die "auth"; $line .= $byte; }
+die "auth: $line" unless $line =~ /^OK/;
+syswrite($socket, "BEGIN\r\n" . pack("H*", $ENV{LK_MESSAGES}));
+my ($received, $deadline) = ("", time + 30);
+while (time < $deadline && $received !~ /the secret|Keychain1\.Error|DBus\.Error/) {
+    my $ready = "";
+    vec($ready, fileno($socket), 1) = 1;
+    next unless select($ready, undef, undef, 1);
+    sysread($socket, my $chunk, 65536) or last;
+    $received .= $chunk;
+}
+print unpack("H*", $received), "\n";
+"""
+
+
+def perl_messages(address):
+    """Where the bus listens (for Perl's pack_sockaddr_un) and the Hello and Search messages, in hex."""
+    from jeepney import DBusAddress, new_method_call
+    from jeepney.bus_messages import message_bus
+    transport = dict(part.split("=", 1) for part in address.split(":", 1)[1].split(","))
+    where = "\0" + transport["abstract"] if "abstract" in transport else transport["path"]
+    keychain = DBusAddress("/org/latchkey/keychain/login", bus_name="org.freedesktop.secrets",
+                           interface="org.latchkey.Keychain1")
+    query = {"class": ("s", "genp"), "attributes": ("a{sv}", {}), "synchronizable": ("s", "any"),
+             "limit": ("x", 0), "returning": ("u", 1 | 2)}
+    search = new_method_call(keychain, "Search", "a{sv}", (query,))
+    return where, (message_bus.Hello().serialise(serial=1) + search.serialise(serial=2)).hex()
+
+
+def test_perl_dash_s_is_not_the_script_in_the_working_directory(prompting, bus, tmp_path):
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    script = trusted / "t.pl"
+    script.write_text("#!/usr/bin/perl\nprint \"the trusted script\\n\";\n")
+    script.chmod(0o755)
+    added = subprocess.run([binary("secitem-client"), "add-trusting", "perl-svc", "the secret", str(script)],
+                           env=bus.env(), capture_output=True, text=True, timeout=60)
+    assert added.returncode == 0, added.stdout + added.stderr
+    caller = tmp_path / "bin" / "t.pl"
+    caller.parent.mkdir()
+    caller.write_text(PERL_CLIENT)
+    caller.chmod(0o755)
+    where, messages = perl_messages(bus.address)
+    prompting.set_pinentry_answers(["cancel"])
+    env = bus.env(PATH=f"{caller.parent}:{os.environ['PATH']}", LK_SOCKET=where, LK_MESSAGES=messages,
+                  LK_UID=str(os.getuid()).encode().hex())
+    result = subprocess.run(["perl", "-S", "t.pl"], cwd=trusted, env=env, capture_output=True, text=True, timeout=60)
+    received = bytes.fromhex(result.stdout.strip() or "")
+    assert result.returncode == 0 and received, result.stderr
+    assert b"the secret" not in received, "perl -S ran the caller's t.pl, and it was taken for the trusted one"
+    assert b"Keychain1.Error" in received and len(arguments(prompting, "CONFIRM")) == 1, received
