@@ -19,16 +19,22 @@ import pytest
 from conftest import binary, secret_tool
 from test_access_prompts import arguments, creator_program, prompting  # noqa: F401 (fixtures)
 
-# The attacker: connects (untrusted: python3 running this script), waits for the daemon to have seen it, forks;
-# the child keeps the connection and, once the parent runs the trusted program (argv[1:]), reads the item
-# key=k over the connection the parent made. The parent's standard input is a pipe the child holds open, so
-# that a trusted program reading it (secret-tool store) keeps running meanwhile.
+# The attacker: connects (untrusted: python3 running this script), waits for the daemon to have seen it (or
+# $EXEC_AFTER seconds), forks; the child keeps the connection and, once the parent runs the trusted program
+# (argv[1:]), reads the item key=k over the connection the parent made. The parent's standard input is a pipe
+# the child holds open, so that a trusted program reading it (secret-tool store) keeps running meanwhile.
+# $STALLERS: interpreters (':'-separated) to run $STALLER with first, each until it says it connected.
 ATTACK = textwrap.dedent("""
-    import os, signal, sys, time
+    import os, signal, subprocess, sys, time
     import secretstorage
     trusted = sys.argv[1:]
+    started = []
+    for staller in filter(None, os.environ.get("STALLERS", "").split(":")):
+        process = subprocess.Popen([staller, "-c", open(os.environ["STALLER"]).read()], stdout=subprocess.PIPE)
+        started.append(process)
+        assert process.stdout.readline() == b"connected\\n"
     connection = secretstorage.dbus_init()
-    time.sleep(1)
+    time.sleep(float(os.environ.get("EXEC_AFTER", "1")))
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:
@@ -51,6 +57,8 @@ ATTACK = textwrap.dedent("""
             print("GOT", item.get_secret().decode(), flush=True)
         except Exception as error:
             print("REFUSED", type(error).__name__, error, flush=True)
+        for process in started:
+            os.kill(process.pid, signal.SIGKILL)
         os.kill(parent, signal.SIGKILL)
         os._exit(0)
     os.close(write_end)
@@ -89,11 +97,11 @@ def trusted_script(tmp_path):
     return script
 
 
-def attack(bus, tmp_path, *trusted):
+def attack(bus, tmp_path, *trusted, **env):
     attacker = tmp_path / "attacker.py"
     attacker.write_text(ATTACK)
-    return subprocess.run([sys.executable, str(attacker), *trusted], env=bus.env(), capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([sys.executable, str(attacker), *trusted], env=bus.env(**env), capture_output=True,
+                          text=True, timeout=90)
 
 
 def test_a_process_that_executes_secret_tool_after_connecting_is_not_secret_tool(prompting, bus, tmp_path):
@@ -184,46 +192,6 @@ STALLER = textwrap.dedent("""
     time.sleep(60)
 """)
 
-RACING_ATTACK = textwrap.dedent("""
-    import os, signal, subprocess, sys, time
-    import secretstorage
-    stallers, trusted = sys.argv[1].split(":"), sys.argv[2:]
-    started = []
-    for staller in stallers:
-        process = subprocess.Popen([staller, "-c", open(os.environ["STALLER"]).read()], stdout=subprocess.PIPE)
-        started.append(process)
-        assert process.stdout.readline() == b"connected\\n"
-    # The daemon is now hashing the first staller's executable, the others queued behind it.
-    connection = secretstorage.dbus_init()
-    # Not even in a hurry: a tenth of a second after connecting.
-    time.sleep(0.1)
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:
-        os.close(read_end)
-        parent = os.getppid()
-        wanted = "\\0".join(trusted) + "\\0"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with open(f"/proc/{parent}/cmdline") as file:
-                if file.read() == wanted:
-                    break
-            time.sleep(0.001)
-        try:
-            collection = secretstorage.get_default_collection(connection)
-            item = next(collection.search_items({"key": "k"}))
-            print("GOT", item.get_secret().decode(), flush=True)
-        except Exception as error:
-            print("REFUSED", type(error).__name__, error, flush=True)
-        for process in started:
-            os.kill(process.pid, signal.SIGKILL)
-        os.kill(parent, signal.SIGKILL)
-        os._exit(0)
-    os.close(write_end)
-    os.dup2(read_end, 0)
-    os.execv(trusted[0], trusted)
-""")
-
 
 def test_a_process_that_delays_its_identification_cannot_execute_a_trusted_program_in_time(prompting, bus, tmp_path):
     secret_tool(bus, "store", "--label=k", "key", "k", input=b"the secret")
@@ -241,12 +209,10 @@ def test_a_process_that_delays_its_identification_cannot_execute_a_trusted_progr
         stallers.append(str(copy))
     staller = tmp_path / "staller.py"
     staller.write_text(STALLER)
-    attacker = tmp_path / "racing-attacker.py"
-    attacker.write_text(RACING_ATTACK)
     prompting.set_pinentry_answers(["cancel"])
-    result = subprocess.run(
-        [sys.executable, str(attacker), ":".join(stallers), shutil.which("secret-tool"), "store", "--label=other",
-         "key", "other"], env=bus.env(STALLER=str(staller)), capture_output=True, text=True, timeout=90)
+    # Not even in a hurry: a tenth of a second after connecting.
+    result = attack(bus, tmp_path, shutil.which("secret-tool"), "store", "--label=other", "key", "other",
+                    STALLERS=":".join(stallers), STALLER=str(staller), EXEC_AFTER="0.1")
     assert "GOT" not in result.stdout, result.stdout + result.stderr
     assert "REFUSED" in result.stdout, result.stdout + result.stderr
 
