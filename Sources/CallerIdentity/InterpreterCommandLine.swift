@@ -50,6 +50,9 @@ package struct InterpreterCommandLine: Sendable {
             valueOptions: ["--input-type", "--conditions", "--title", "--stack-size", "--icu-data-dir"],
             codeOptions: [
                 "--eval", "--print", "--require", "--import", "--loader", "--experimental-loader", "--interactive",
+                // A startup snapshot runs its own main function instead of the script; an OpenSSL configuration
+                // may load engines and providers (shared libraries).
+                "--snapshot-blob", "--build-snapshot", "--openssl-config",
             ],
             // --env-file (and --env-file-if-exists) may set NODE_OPTIONS, which node applies: a --require.
             codePrefixes: ["--inspect", "--debug", "--env-file"])

@@ -356,6 +356,9 @@ import Testing
         #expect(target(["node", "--input-type", "module", "/t.js"], node) == .file("/t.js"))
         #expect(target(["node", "--env-file=.env", "/t.js"], node) == .inline, "NODE_OPTIONS=--require in it")
         #expect(target(["node", "--env-file-if-exists", ".env", "/t.js"], node) == .inline)
+        #expect(target(["node", "--snapshot-blob=/tmp/evil.blob", "/t.js"], node) == .inline)
+        #expect(target(["node", "--snapshot-blob", "/tmp/evil.blob", "/t.js"], node) == .inline)
+        #expect(target(["node", "--openssl-config=/tmp/evil.cnf", "/t.js"], node) == .inline)
         #expect(target(["node", "--no-warnings", "/t.js"], node) == .file("/t.js"))
         let ruby = "/usr/bin/ruby3.1"
         #expect(target(["ruby", "-r", "evil", "/t.rb"], ruby) == .inline)

@@ -326,3 +326,53 @@ def test_perl_dash_s_is_not_the_script_in_the_working_directory(prompting, bus, 
     assert result.returncode == 0 and received, result.stderr
     assert b"the secret" not in received, "perl -S ran the caller's t.pl, and it was taken for the trusted one"
     assert b"Keychain1.Error" in received and len(arguments(prompting, "CONFIRM")) == 1, received
+
+
+# Review of issue 24's fixes: `node --snapshot-blob=BLOB t.js` deserialises a startup snapshot and runs the
+# snapshot's own main function, t.js being only an argument; the daemon read `--snapshot-blob=…` as a harmless
+# option and t.js as the script. This snapshot's main function speaks D-Bus itself, as PERL_CLIENT does.
+NODE_SNAPSHOT_ENTRY = r"""
+const v8 = require("v8");
+v8.startupSnapshot.setDeserializeMainFunction(() => {
+    const net = require("net");
+    const socket = net.createConnection(process.env.LK_SOCKET);
+    let received = Buffer.alloc(0), authenticated = false;
+    const finish = () => { console.log(received.toString("hex")); process.exit(0); };
+    setTimeout(finish, 30000);
+    socket.on("connect", () => socket.write("\0AUTH EXTERNAL " + process.env.LK_UID + "\r\n"));
+    socket.on("data", (chunk) => {
+        if (!authenticated) {
+            authenticated = true;
+            socket.write(Buffer.concat([Buffer.from("BEGIN\r\n"), Buffer.from(process.env.LK_MESSAGES, "hex")]));
+            return;
+        }
+        received = Buffer.concat([received, chunk]);
+        if (/the secret|Keychain1\.Error|DBus\.Error/.test(received.toString("latin1"))) finish();
+    });
+});
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_a_node_startup_snapshot_is_not_the_script_it_names(prompting, bus, tmp_path):
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    script = trusted / "t.js"
+    script.write_text("#!" + os.path.realpath(shutil.which("node")) + "\nconsole.log('the trusted script');\n")
+    added = subprocess.run([binary("secitem-client"), "add-trusting", "node-svc", "the secret", str(script)],
+                           env=bus.env(), capture_output=True, text=True, timeout=60)
+    assert added.returncode == 0, added.stdout + added.stderr
+    entry = tmp_path / "entry.js"
+    entry.write_text(NODE_SNAPSHOT_ENTRY)
+    blob = tmp_path / "evil.blob"
+    subprocess.run(["node", "--snapshot-blob", str(blob), "--build-snapshot", str(entry)], check=True,
+                   capture_output=True, timeout=60)
+    where, messages = perl_messages(bus.address)
+    prompting.set_pinentry_answers(["cancel"])
+    env = bus.env(LK_SOCKET=where, LK_MESSAGES=messages, LK_UID=str(os.getuid()).encode().hex())
+    result = subprocess.run([os.path.realpath(shutil.which("node")), f"--snapshot-blob={blob}", str(script)],
+                            env=env, capture_output=True, text=True, timeout=60)
+    received = bytes.fromhex(result.stdout.strip() or "")
+    assert result.returncode == 0 and received, result.stderr
+    assert b"the secret" not in received, "the snapshot's code was taken for the trusted script"
+    assert b"Keychain1.Error" in received and len(arguments(prompting, "CONFIRM")) == 1, received
