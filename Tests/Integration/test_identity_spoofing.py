@@ -376,3 +376,36 @@ def test_a_node_startup_snapshot_is_not_the_script_it_names(prompting, bus, tmp_
     assert result.returncode == 0 and received, result.stderr
     assert b"the secret" not in received, "the snapshot's code was taken for the trusted script"
     assert b"Keychain1.Error" in received and len(arguments(prompting, "CONFIRM")) == 1, received
+
+
+# Review of issue 24's fixes: a script named by a relative path is looked for in the process's working
+# directory as it is when the daemon looks, which the script sets. A script of the caller's, run as
+# `python3 trusted.py` from a directory of its own, changes to the trusted script's directory before it
+# connects; the daemon resolves `trusted.py` there and hashes the trusted script.
+CHDIR_ATTACK = textwrap.dedent("""
+    import os, sys
+    os.chdir(sys.argv[2])
+    import secretstorage
+    connection = secretstorage.dbus_init()
+    try:
+        item = next(secretstorage.get_default_collection(connection).search_items({"key": "k"}))
+        print("GOT", item.get_secret().decode(), flush=True)
+    except Exception as error:
+        print("REFUSED", type(error).__name__, error, flush=True)
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="review24: a relative script path is resolved against the working directory"
+                   " the daemon reads, which the script chose (os.chdir) before connecting; like a rewritten"
+                   " command line (docs/threat-model.md, 'What it is not'), no fix here")
+def test_a_script_that_changes_directory_is_not_the_script_its_relative_path_names_there(prompting, bus, tmp_path,
+                                                                                         trusted_script):
+    assert python(bus, str(trusted_script), "store").returncode == 0
+    assert python(bus, str(trusted_script), "lookup").stdout == "the secret\n"
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "trusted.py").write_text(CHDIR_ATTACK)
+    prompting.set_pinentry_answers(["cancel"])
+    result = python(bus, "trusted.py", "lookup", str(trusted_script.parent), cwd=own)
+    assert "GOT" not in result.stdout, result.stdout + result.stderr
+    assert "REFUSED" in result.stdout, result.stdout + result.stderr
