@@ -17,6 +17,10 @@ package struct InterpreterCommandLine: Sendable {
         /// Short options that run code of their own: inline code (`-c`, `-e`), a module or library loaded
         /// first (`-M`, `-r`), a directory code is loaded from (`-I`), a debugger, an interactive prompt.
         var codeLetters: Set<Character> = []
+        /// Values of a short option in ``valueLetters`` (by their start) that bring in code of their own:
+        /// `python3 -X pycache_prefix=DIR` loads every imported module's bytecode from DIR, checked only against
+        /// the source's size and time.
+        var codeValues: [Character: [String]] = [:]
         /// The short option after which the next argument (or the attached rest) names a module (`python3 -m`).
         var moduleLetter: Character? = nil
         /// Long options that take the next argument as their value (or one attached with `=`).
@@ -29,23 +33,29 @@ package struct InterpreterCommandLine: Sendable {
 
     /// Interpreter families by the executable's name with its version stripped (`python3.11` → `python`).
     static let families: [String: Family] = {
-        // python: -c code, -m module, -i interactive after the script; -W, -X take values.
+        // python: -c code, -m module, -i interactive after the script, -X pycache_prefix= bytecode from a
+        // directory of the caller's; -W, -X take values.
         let python = Family(
-            valueLetters: ["W", "X"], codeLetters: ["c", "i"], moduleLetter: "m",
+            valueLetters: ["W", "X"], codeLetters: ["c", "i"], codeValues: ["X": ["pycache_prefix"]], moduleLetter: "m",
             valueOptions: ["--check-hash-based-pycs"])
-        // perl: -e/-E code, -M/-m modules, -I library directories, -d debugger (-d:Module loads one). Its other
-        // options take only attached values (-0777, -l, -i.bak, -F:), read as letters: a code letter among
-        // them makes the line inline, which only ever asks more.
-        let perl = Family(codeLetters: ["e", "E", "M", "m", "I", "d"])
+        // perl: -e/-E code, -M/-m modules, -I library directories, -d debugger (-d:Module loads one), -S a
+        // script looked up in PATH (only there, never in the working directory, where the daemon would look).
+        // Its other options take only attached values (-0777, -l, -i.bak, -F:), read as letters: a code letter
+        // among them makes the line inline, which only ever asks more.
+        let perl = Family(codeLetters: ["e", "E", "M", "m", "I", "d", "S"])
         // node: -e/-p code, -r/--require, --import, --loader preload modules, -i a prompt, --inspect a debugger
-        // any local process can drive.
+        // any local process can drive, --env-file a file that may set NODE_OPTIONS.
         let node = Family(
             valueLetters: ["C"], codeLetters: ["e", "p", "r", "i"],
-            valueOptions: ["--input-type", "--conditions", "--title", "--env-file", "--stack-size", "--icu-data-dir"],
+            valueOptions: ["--input-type", "--conditions", "--title", "--stack-size", "--icu-data-dir"],
             codeOptions: [
                 "--eval", "--print", "--require", "--import", "--loader", "--experimental-loader", "--interactive",
+                // A startup snapshot runs its own main function instead of the script; an OpenSSL configuration
+                // may load engines and providers (shared libraries).
+                "--snapshot-blob", "--build-snapshot", "--openssl-config",
             ],
-            codePrefixes: ["--inspect", "--debug"])
+            // --env-file (and --env-file-if-exists) may set NODE_OPTIONS, which node applies: a --require.
+            codePrefixes: ["--inspect", "--debug", "--env-file"])
         // shells: -c code, -s and -i read standard input, fish's -C runs a command first; -o/+o, -O/+O take values.
         let shell = Family(
             valueLetters: ["o", "O"], codeLetters: ["c", "s", "i", "C"], valueOptions: ["--rcfile", "--init-file"])
@@ -111,6 +121,8 @@ package struct InterpreterCommandLine: Sendable {
                     return index < arguments.count ? .module(arguments[index]) : .inline
                 }
                 if family.valueLetters.contains(letter) {
+                    let value = letters.isEmpty ? (index < arguments.count ? arguments[index] : "") : String(letters)
+                    if family.codeValues[letter]?.contains(where: value.hasPrefix) == true { return .inline }
                     if letters.isEmpty { index += 1 }
                     break
                 }

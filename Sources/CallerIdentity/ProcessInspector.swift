@@ -43,6 +43,37 @@ package struct ProgramImage: Hashable, Sendable {
     package let commandLineDigest: [UInt8]
 }
 
+/// What a process runs at one moment, as ``ProcessInspector/firstLook(at:)`` reads it: enough to tell that it
+/// executed another program (or ended) since.
+package struct ProcessLook: Hashable, Sendable {
+    /// Its start time (`/proc/PID/stat`, field 22).
+    package let startTime: UInt64
+    /// The device and inode of the file it runs.
+    package let device: UInt64
+    /// See ``device``.
+    package let inode: UInt64
+    /// Where its stack starts (`/proc/PID/stat`, field 28): set at random by each `execve`.
+    package let stackStart: UInt64
+    /// The SHA-256 of its command line (as ``ProgramImage/commandLineDigest``: a command line is not kept).
+    package let commandLineDigest: [UInt8]
+}
+
+extension Caller {
+    /// Whether `look` saw the process and the program identified: the same process, running the same file
+    /// from the same `execve` (the start of its stack), and for an interpreter the same command line (what it
+    /// runs; the stack alone does not tell one `execve` from another where the process turned address-space
+    /// randomisation off for itself). As ``ProcessInspector/runsSameProgram(_:sameProcess:)``, a compiled
+    /// program's command line is not compared: it may rewrite it. A Flatpak app: the same process.
+    package func matches(_ look: ProcessLook?) -> Bool {
+        guard let look else { return false }
+        // A Flatpak app is its sandbox whatever program runs in it.
+        if case .flatpak = application { return look.startTime == startTime }
+        return look.startTime == startTime && look.device == image.device && look.inode == image.inode
+            && look.stackStart == image.stackStart
+            && (image.target == nil || look.commandLineDigest == image.commandLineDigest)
+    }
+}
+
 /// Reads `/proc` to tell which program a process runs: its executable (hashed), the script when the
 /// executable is an interpreter, or its Flatpak app id. Never trusts what the process says about itself
 /// beyond its command line, which only picks which file of its own to hash.
@@ -133,6 +164,21 @@ package final class ProcessInspector {
     /// Owned by root, and writable by neither its group nor others.
     private static func isRootOnly(_ info: stat) -> Bool {
         info.st_uid == 0 && info.st_mode & (S_IWGRP | S_IWOTH) == 0
+    }
+
+    /// What process `pid` runs now, for as little as a `stat` and two small reads (`/proc/PID/stat`,
+    /// `/proc/PID/cmdline`): taken the moment the bus gives a new connection's pid, before the identification
+    /// (which may wait behind other callers' hashes), and compared with what the identification read
+    /// (``Caller/matches(_:)``), so that a process that executed another program in between is not taken for it.
+    /// Nil when it cannot be read (gone, or non-dumpable: such a process is not identified either).
+    package func firstLook(at pid: pid_t) -> ProcessLook? {
+        let directory = "\(procRoot)/\(pid)"
+        guard let status = try? status(of: pid), let file = try? executableFile(directory),
+            let commandLine = try? readBytes(directory + "/cmdline")
+        else { return nil }
+        return ProcessLook(
+            startTime: status.startTime, device: file.device, inode: file.inode, stackStart: status.stackStart,
+            commandLineDigest: Self.sha256(commandLine))
     }
 
     /// Whether `caller` is still running as the same process (its pid not reused since).

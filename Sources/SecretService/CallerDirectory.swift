@@ -40,6 +40,11 @@ final class CallerDirectory {
     /// Senders whose credentials were asked for, by the serial of the request.
     private var asked: [UInt32: String] = [:]
     private var nextSerial: UInt32 = CallerDirectory.firstSerial
+    /// Takes a first look at a new connection's process on the serving thread, as soon as the bus gives its
+    /// pid (``ProcessInspector/firstLook(at:)``): the identification may wait on the quick worker behind other
+    /// callers' (a large executable hashed for the first time takes a second), and a process that executes a
+    /// trusted program meanwhile must not be identified as that program.
+    func firstLook(at pid: pid_t) -> ProcessLook? { liveness.firstLook(at: pid) }
     /// Looks at identified callers again on the serving thread (a `stat` of the executable, an interpreter's
     /// command line, `/proc/PID/stat` without a pidfd; without the shared inspector's lock, which a hash of a
     /// large file may hold).
@@ -176,9 +181,15 @@ final class SharedInspector: Sendable {
     }
 
     /// Identifies the process, then takes a pidfd on it, kept only if the process it refers to has the start
-    /// time identified (so that it cannot be a later process given the same pid).
-    func identifyHolding(pid: pid_t, uid: uid_t, expectedUID: uid_t) -> Identification {
-        let outcome = identify(pid: pid, uid: uid, expectedUID: expectedUID)
+    /// time identified (so that it cannot be a later process given the same pid). `firstLook`: what the
+    /// process ran when the bus gave its pid (``ProcessInspector/firstLook(at:)``); a process that ran
+    /// something else then, or could not be looked at, executed another program since it connected (or hid
+    /// itself) and is not identified as what it runs now.
+    func identifyHolding(pid: pid_t, uid: uid_t, expectedUID: uid_t, firstLook: ProcessLook?) -> Identification {
+        var outcome = identify(pid: pid, uid: uid, expectedUID: expectedUID)
+        if case .success(let caller) = outcome, !caller.matches(firstLook) {
+            outcome = .failure(.programChanged(pid))
+        }
         guard case .success(let caller) = outcome, let handle = ProcessHandle(pid: pid) else {
             return Identification(outcome: outcome, handle: nil)
         }

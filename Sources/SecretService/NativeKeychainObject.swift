@@ -222,7 +222,8 @@ struct NativeKeychainObject: DBusObject {
     }
 
     /// `Search`: the items now, or, when the query asks for secrets the caller is not trusted with, once the
-    /// person allowed it each of them (AccessChecks.swift); a denial fails the whole search.
+    /// person allowed it each of them (AccessChecks.swift), and then only the items asked about; a denial fails
+    /// the whole search.
     private func search(_ query: ItemQuery, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
         guard query.returning.contains(.data) else {
             do {
@@ -261,8 +262,11 @@ struct NativeKeychainObject: DBusObject {
             return .reply([.array(elementSignature: "a{sv}", items)])
         }
         let held = keychain
+        // Once allowed, only the items asked about: an item that matches by then (made meanwhile) was not.
+        var asked = query
+        asked.references = targets.map(\.reference)
         return try daemon.servingSecrets(of: targets, to: call) { _, denial in
-            guard let denial else { return Self.items(of: held, matching: query, sealedFor: session) }
+            guard let denial else { return Self.items(of: held, matching: asked, sealedFor: session) }
             return .failure(denial.keychainError)
         }
     }

@@ -139,9 +139,14 @@ package final class SecretServiceDaemon {
         }
         let inspector = callers.inspector
         let uid = callers.uid
+        // Now, on the serving thread: the identification may wait behind other callers' on the quick worker.
+        let firstLook = callers.firstLook(at: credentials.pid)
         registry.offLoop(
             quick: true,
-            { inspector.identifyHolding(pid: credentials.pid, uid: credentials.uid, expectedUID: uid) },
+            {
+                inspector.identifyHolding(
+                    pid: credentials.pid, uid: credentials.uid, expectedUID: uid, firstLook: firstLook)
+            },
             then: { [self] identified in
                 for call in callers.settle(sender, identified.outcome, handle: identified.handle) {
                     outbox += handle(call)

@@ -327,6 +327,11 @@ import Testing
         #expect(target(["python3", "-i", "/t.py"], python) == .inline)
         #expect(target(["python3", "-mpdb", "/t.py"], python) == .module("pdb"))
         #expect(target(["python3", "-W", "-c", "/t.py"], python) == .file("/t.py"), "-W's value, not an option")
+        #expect(target(["python3", "-X", "pycache_prefix=/tmp/evil", "/t.py"], python) == .inline)
+        #expect(target(["python3", "-Xpycache_prefix=/tmp/evil", "/t.py"], python) == .inline)
+        #expect(target(["python3", "-BXpycache_prefix=/tmp/evil", "/t.py"], python) == .inline)
+        #expect(target(["python3", "-X", "importtime", "/t.py"], python) == .file("/t.py"))
+        #expect(target(["python3", "-Ximporttime", "/t.py"], python) == .file("/t.py"))
         let perl = "/usr/bin/perl5.36.0"
         #expect(target(["perl", "-e", "code", "/t.pl"], perl) == .inline)
         #expect(target(["perl", "-Mstrict", "/t.pl"], perl) == .inline)
@@ -336,6 +341,8 @@ import Testing
         #expect(target(["perl", "-I", "lib", "/t.pl"], perl) == .inline)
         #expect(target(["perl", "-d:Trace", "/t.pl"], perl) == .inline)
         #expect(target(["perl", "-lne", "code", "/t.pl"], perl) == .inline)
+        #expect(target(["perl", "-S", "t.pl"], perl) == .inline, "-S runs the t.pl PATH finds, not ./t.pl")
+        #expect(target(["perl", "-wS", "t.pl"], perl) == .inline)
         #expect(target(["perl", "-w", "-T", "/t.pl"], perl) == .file("/t.pl"))
         #expect(target(["perl", "-l0777", "-na", "/t.pl"], perl) == .file("/t.pl"))
         let node = "/usr/bin/node"
@@ -347,6 +354,11 @@ import Testing
         #expect(target(["node", "--inspect=9229", "/t.js"], node) == .inline)
         #expect(target(["node", "-e", "code", "/t.js"], node) == .inline)
         #expect(target(["node", "--input-type", "module", "/t.js"], node) == .file("/t.js"))
+        #expect(target(["node", "--env-file=.env", "/t.js"], node) == .inline, "NODE_OPTIONS=--require in it")
+        #expect(target(["node", "--env-file-if-exists", ".env", "/t.js"], node) == .inline)
+        #expect(target(["node", "--snapshot-blob=/tmp/evil.blob", "/t.js"], node) == .inline)
+        #expect(target(["node", "--snapshot-blob", "/tmp/evil.blob", "/t.js"], node) == .inline)
+        #expect(target(["node", "--openssl-config=/tmp/evil.cnf", "/t.js"], node) == .inline)
         #expect(target(["node", "--no-warnings", "/t.js"], node) == .file("/t.js"))
         let ruby = "/usr/bin/ruby3.1"
         #expect(target(["ruby", "-r", "evil", "/t.rb"], ruby) == .inline)

@@ -382,3 +382,45 @@ def test_secret_tool_is_named_as_a_tool_any_program_can_run(programs, prompting,
     assert "any program can run" in description.lower(), description
     # Offered all the same (as macOS offers it for security(1)): docs/threat-model.md says why.
     assert arguments(prompting, "SETNOTOK") == ["Always allow"]
+
+
+# A program of the user reading through org.latchkey.Keychain1: Search for every generic password of the login
+# keychain with their secrets; prints each secret found, or the error.
+SEARCH_ALL_SCRIPT = """
+import sys
+from jeepney import DBusAddress, new_method_call
+from jeepney.io.blocking import open_dbus_connection
+connection = open_dbus_connection(bus="SESSION")
+address = DBusAddress("/org/latchkey/keychain/login", bus_name="org.freedesktop.secrets",
+                      interface="org.latchkey.Keychain1")
+query = {"class": ("s", "genp"), "attributes": ("a{sv}", {}), "synchronizable": ("s", "any"),
+         "limit": ("x", 0), "returning": ("u", 1 | 2)}
+reply = connection.send_and_get_reply(new_method_call(address, "Search", "a{sv}", (query,)), timeout=60)
+if reply.header.message_type.name == "error":
+    print("ERROR", reply.header.fields, file=sys.stderr)
+    sys.exit(2)
+for item in reply.body[0]:
+    print(bytes(item["secret"][1]).decode())
+"""
+
+
+def test_a_search_allowed_for_the_items_asked_about_hands_over_only_those(prompting, bus, tmp_path):
+    """Review of issue 24: a Keychain1 Search with data is asked about for the items it matched; once allowed,
+    it used to run the query again and hand over whatever matched by then, an item made meanwhile too (never
+    asked about)."""
+    secret_tool(bus, "store", "--label=guest wifi", "service", "wifi", input=b"wifi secret")
+    script = tmp_path / "search-all.py"
+    script.write_text(SEARCH_ALL_SCRIPT)
+    # The person takes a moment before allowing the search of “guest wifi”; meanwhile another item is made.
+    prompting.set_pinentry_answers(["wait 4 ok"])
+    search = subprocess.Popen([sys.executable, str(script)], env=bus.env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not arguments(prompting, "CONFIRM") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "“guest wifi”" in arguments(prompting, "SETDESC")[-1]
+    secret_tool(bus, "store", "--label=bank", "service", "bank", input=b"bank secret")
+    out, err = search.communicate(timeout=60)
+    assert search.returncode == 0 and "wifi secret" in out, err
+    assert "bank secret" not in out, "handed over an item nobody was asked about"
+    assert len(arguments(prompting, "CONFIRM")) == 1

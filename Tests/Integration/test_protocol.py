@@ -88,6 +88,10 @@ def test_foreign_and_closed_sessions_are_no_session(client, other):
     assert reply.error_name == "org.freedesktop.Secret.Error.NoSession"
     reply = client.call(SERVICE, "org.freedesktop.Secret.Service", "GetSecrets", "aoo", ([item], theirs))
     assert reply.error_name == "org.freedesktop.Secret.Error.NoSession"
+    # Another client cannot close it (review of issue 24: any client could end every other client's session).
+    reply = other.call(mine, "org.freedesktop.Secret.Session", "Close")
+    assert reply.error_name == "org.freedesktop.DBus.Error.AccessDenied", reply.error_name
+    assert client.ok(item, ITEM, "GetSecret", "o", (mine,))[0][2] == b"v"
     client.ok(mine, "org.freedesktop.Secret.Session", "Close", None, ())
     assert client.call(item, ITEM, "GetSecret", "o", (mine,)).error_name == "org.freedesktop.Secret.Error.NoSession"
     assert client.call(item, ITEM, "GetSecret", "o", ("/not/a/session",)).error_name == \

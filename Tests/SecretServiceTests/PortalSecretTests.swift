@@ -182,14 +182,10 @@ struct PortalSecretTests {
         #expect(try Self.retrieve(daemon, "org.example.Old") == (0, Array("made by gnome-keyring".utf8)))
         #expect(try Self.search(daemon, ["app_id": "org.example.Old"]).first?.objectPathList?.count == 1)
 
-        let path = ObjectPaths.item(item.reference, in: login.id)
-        try daemon.ok(
-            path, "org.freedesktop.DBus.Properties", "Set",
-            [
-                .string("org.freedesktop.Secret.Item"), .string("Attributes"),
-                .variant(
-                    .stringDictionary(["app_id": "org.example.Victim", "xdg:schema": "org.freedesktop.portal.Secret"])),
-            ])
+        // Its app_id changed (through the store: through the Secret Service the change is a write to an item
+        // that trusts no application, asked about first; WriteAccessTests).
+        try login.update(
+            item.reference, attributes: ["app_id": "org.example.Victim", "xdg:schema": "org.freedesktop.portal.Secret"])
         let (response, victim) = try Self.retrieve(daemon, "org.example.Victim")
         #expect(response == 0)
         #expect(victim.count == 64)
