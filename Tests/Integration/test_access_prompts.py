@@ -382,3 +382,94 @@ def test_secret_tool_is_named_as_a_tool_any_program_can_run(programs, prompting,
     assert "any program can run" in description.lower(), description
     # Offered all the same (as macOS offers it for security(1)): docs/threat-model.md says why.
     assert arguments(prompting, "SETNOTOK") == ["Always allow"]
+
+
+def another_application(creator, tmp_path, name):
+    """A copy of the client with other bytes at another path: another application to the daemon."""
+    path = tmp_path / name
+    path.write_bytes(creator.read_bytes() + b"\0" + name.encode())
+    path.chmod(0o755)
+    return path
+
+
+def flood(program, bus, keys):
+    """One lookup per key, all at once, each its own process (and connection) of the same application."""
+    return [subprocess.Popen([str(program), "lookup", key], env=bus.env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for key in keys]
+
+
+def wait_for_confirms(daemon, count, timeout=30):
+    deadline = time.monotonic() + timeout
+    while len(arguments(daemon, "CONFIRM")) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(arguments(daemon, "CONFIRM")) >= count
+
+
+def test_a_flooding_application_cannot_bury_another_applications_prompt(programs, prompting, bus, tmp_path):
+    """Clients take turns at the prompt: with 30 questions of one application waiting, another application's
+    question is the next one shown, long before its D-Bus call's 25-second timeout (docs/robustness.md, "Fair
+    prompts"). First come first shown, it was the 31st."""
+    creator, flooder = programs
+    real = another_application(creator, tmp_path, "real-app")
+    keys = ["k%d" % n for n in range(30)]
+    for key in keys + ["real"]:
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    # The first question waits long enough for the other 29 to queue behind it; each later one is allowed at once.
+    prompting.set_pinentry_answers(["wait 8 ok"] + ["wait 0.3 ok"] * 40)
+    flooding = flood(flooder, bus, keys)
+    wait_for_confirms(prompting, 1)
+    time.sleep(5)
+    started = time.monotonic()
+    read = lookup(real, bus, key="real")
+    waited = time.monotonic() - started
+    assert read.returncode == 0 and read.stdout == "secret of real\n", read.stderr
+    descriptions = arguments(prompting, "SETDESC")
+    shown = next(n for n, text in enumerate(descriptions) if str(real) in text)
+    print("the real application's prompt came %d of %d, its answer after %.1f s" % (shown + 1, len(descriptions),
+                                                                                     waited))
+    assert shown <= 1, "the real application's prompt came %d after the flood's" % (shown + 1)
+    assert waited < 15
+    # The flood's own requests are served in their turns (those behind too many others time out on their side).
+    for process in flooding:
+        process.communicate(timeout=120)
+
+
+def test_deny_offers_to_deny_all_of_the_applications_waiting_questions(programs, prompting, bus, tmp_path):
+    """After Deny, when the same application has more questions waiting, the person is asked whether to deny
+    them all: OK denies every one of them at once (each request gets AccessDenied); another application's
+    question still comes in its turn."""
+    creator, flooder = programs
+    real = another_application(creator, tmp_path, "real-app")
+    keys = ["k%d" % n for n in range(10)]
+    for key in keys + ["real"]:
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    prompting.set_pinentry_answers(["wait 8 cancel", "ok", "ok"])
+    flooding = flood(flooder, bus, keys)
+    wait_for_confirms(prompting, 1)
+    time.sleep(5)
+    reading = flood(real, bus, ["real"])
+    for process in flooding:
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 2 and out == "" and "AccessDenied" in err, (out, err)
+    out, err = reading[0].communicate(timeout=60)
+    assert reading[0].returncode == 0 and out == "secret of real\n", err
+    descriptions = arguments(prompting, "SETDESC")
+    assert len(arguments(prompting, "CONFIRM")) == 3, descriptions
+    assert str(flooder) in descriptions[0]
+    assert str(flooder) in descriptions[1] and "9 more questions" in descriptions[1], descriptions[1]
+    assert arguments(prompting, "SETOK")[1] == "Deny all 9"
+    assert arguments(prompting, "SETCANCEL")[1] == "Ask each"
+    assert str(real) in descriptions[2]
+
+
+def test_ask_each_after_deny_asks_the_applications_other_questions_in_turn(programs, prompting, bus):
+    creator, flooder = programs
+    for key in ("a", "b"):
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    prompting.set_pinentry_answers(["wait 5 cancel", "cancel", "ok"])
+    flooding = flood(flooder, bus, ["a", "b"])
+    outcomes = sorted((p.communicate(timeout=60)[0], p.returncode) for p in flooding)
+    assert sorted(code for _, code in outcomes) == [0, 2], outcomes
+    assert len(arguments(prompting, "CONFIRM")) == 3
+    assert "1 more question" in arguments(prompting, "SETDESC")[1]
+    assert arguments(prompting, "SETOK")[1] == "Deny it too"
