@@ -473,3 +473,35 @@ def test_ask_each_after_deny_asks_the_applications_other_questions_in_turn(progr
     assert len(arguments(prompting, "CONFIRM")) == 3
     assert "1 more question" in arguments(prompting, "SETDESC")[1]
     assert arguments(prompting, "SETOK")[1] == "Deny it too"
+
+
+def test_an_unlock_prompt_is_not_buried_by_one_applications_questions(programs, prompting, bus):
+    """The daemon's own prompts (unlocks, confirmations) take their turn as one client: an Unlock asked while one
+    application has 10 questions waiting is the next prompt shown."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "Benchmarks"))
+    import robustness
+    from dbus_client import Client
+    creator, flooder = programs
+    keys = ["k%d" % n for n in range(10)]
+    for key in keys:
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    client = Client(bus.address)
+    collection = robustness.create_own_password_collection(client, "own", "own password")
+    client.service("Lock", "ao", ([collection],))
+    prompting.set_pinentry_answers(["wait 6 ok", "password own password"] + ["ok"] * 20)
+    flooding = flood(flooder, bus, keys)
+    wait_for_confirms(prompting, 1)
+    time.sleep(3)
+    prompt = robustness.own_password_prompt(client, collection, change=False)
+    client.ok(prompt, "org.freedesktop.Secret.Prompt", "Prompt", "s", ("",))
+    deadline = time.monotonic() + 20
+    locked = True
+    while locked and time.monotonic() < deadline:
+        locked = client.ok(collection, "org.freedesktop.DBus.Properties", "Get", "ss",
+                           ("org.freedesktop.Secret.Collection", "Locked"))[0][1]
+        time.sleep(0.1)
+    asked = [e["command"] for e in pinentry_entries(prompting) if e["command"] in ("CONFIRM", "GETPIN")]
+    assert not locked and asked[:2] == ["CONFIRM", "GETPIN"], asked
+    client.close()
+    for process in flooding:
+        process.communicate(timeout=120)
