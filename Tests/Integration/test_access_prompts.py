@@ -505,3 +505,25 @@ def test_an_unlock_prompt_is_not_buried_by_one_applications_questions(programs, 
     client.close()
     for process in flooding:
         process.communicate(timeout=120)
+
+
+def test_the_deny_all_question_ends_when_the_applications_requests_leave(programs, prompting, bus):
+    """The question whether to deny all of an application's waiting questions belongs to them: once every one of
+    its requests left the bus, its pinentry is ended (not left to its 20-second timeout)."""
+    creator, flooder = programs
+    for key in ("a", "b", "c"):
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    prompting.set_pinentry_answers(["wait 3 cancel", "hang"])
+    flooding = flood(flooder, bus, ["a", "b", "c"])
+    wait_for_confirms(prompting, 2)
+    hanging = [e["pid"] for e in pinentry_entries(prompting) if e["command"] == "CONFIRM"][1:]
+    assert "2 more questions" in arguments(prompting, "SETDESC")[-1]
+    time.sleep(0.5)
+    for process in flooding:
+        process.kill()
+        process.wait()
+    left = time.monotonic()
+    while os.path.exists("/proc/%d" % hanging[0]) and time.monotonic() - left < 10:
+        time.sleep(0.05)
+    assert not os.path.exists("/proc/%d" % hanging[0]), "the deny-all question outlived the requests it was about"
+    assert time.monotonic() - left < 3
