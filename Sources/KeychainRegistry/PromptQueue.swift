@@ -172,10 +172,10 @@ extension KeychainRegistry {
         if !queued.isShowing { promptQueue.remove(at: index) }
         // The question whether to deny all of a client's questions goes with the last of them.
         if let client = queued.dialog.client, waitingQuestions(of: client).isEmpty {
-            for followUp in promptQueue where followUp.dialog.client == client && followUp.waiters.isEmpty {
+            for followUp in promptQueue where followUp.dialog.client?.key == client.key && followUp.waiters.isEmpty {
                 followUp.cancellation.cancel()
             }
-            promptQueue.removeAll { $0.dialog.client == client && $0.waiters.isEmpty && !$0.isShowing }
+            promptQueue.removeAll { $0.dialog.client?.key == client.key && $0.waiters.isEmpty && !$0.isShowing }
         }
     }
 
@@ -301,7 +301,7 @@ extension KeychainRegistry {
 
     /// The prompts of `client` waiting for their turn (not the one showing, nor one to be shown next).
     private func waitingQuestions(of client: PromptClient) -> [QueuedPrompt] {
-        promptQueue.filter { $0.dialog.client == client && !$0.isShowing && !$0.isNext }
+        promptQueue.filter { $0.dialog.client?.key == client.key && !$0.isShowing && !$0.isNext }
     }
 
     /// Denies every question of `client` waiting, as their Deny would.
