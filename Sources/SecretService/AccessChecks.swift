@@ -224,13 +224,20 @@ extension SecretServiceDaemon {
     /// name, however many connections it opens (a Flatpak app by its app id), and every caller that could not be
     /// identified as one client, so that neither many connections nor hiding its identity gives a caller more
     /// turns.
-    private static func promptClient(_ asker: Asker) -> PromptClient {
+    static func promptClient(_ asker: Asker) -> PromptClient {
         switch asker {
         case .application(let application):
             PromptClient(key: "application\t" + application.name, name: application.description)
         case .unidentified:
             PromptClient(key: "unidentified", name: "Programs Latchkey could not identify")
         }
+    }
+
+    /// Whom a confirmation of `sender`'s request takes its turn for (``promptClient(_:)``): its application, or
+    /// the unidentified callers' one turn (also when callers are not identified at all).
+    func promptClient(of sender: String) -> PromptClient {
+        guard let application = application(of: sender) else { return Self.promptClient(.unidentified("")) }
+        return Self.promptClient(.application(application))
     }
 
     /// The words of the prompt asking to `kind` the items of `checks` (one item for a read; all of one caller,

@@ -475,23 +475,21 @@ def test_ask_each_after_deny_asks_the_applications_other_questions_in_turn(progr
     assert arguments(prompting, "SETOK")[1] == "Deny it too"
 
 
-def test_an_unlock_prompt_is_not_buried_by_one_applications_questions(programs, prompting, bus):
-    """The daemon's own prompts (unlocks, confirmations) take their turn as one client: an Unlock asked while one
-    application has 10 questions waiting is the next prompt shown."""
+def locked_own_password_collection(bus):
+    """A client, and a collection with a password of its own ("own password"), locked."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "Benchmarks"))
     import robustness
     from dbus_client import Client
-    creator, flooder = programs
-    keys = ["k%d" % n for n in range(10)]
-    for key in keys:
-        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
     client = Client(bus.address)
     collection = robustness.create_own_password_collection(client, "own", "own password")
     client.service("Lock", "ao", ([collection],))
-    prompting.set_pinentry_answers(["wait 6 ok", "password own password"] + ["ok"] * 20)
-    flooding = flood(flooder, bus, keys)
-    wait_for_confirms(prompting, 1)
-    time.sleep(3)
+    return client, collection
+
+
+def unlock_and_check_it_came_second(daemon, client, collection):
+    """Asks to unlock `collection`, answered with its password by the second pinentry: whether it unlocked, and the
+    pinentry commands that asked, in order."""
+    import robustness
     prompt = robustness.own_password_prompt(client, collection, change=False)
     client.ok(prompt, "org.freedesktop.Secret.Prompt", "Prompt", "s", ("",))
     deadline = time.monotonic() + 20
@@ -500,11 +498,49 @@ def test_an_unlock_prompt_is_not_buried_by_one_applications_questions(programs, 
         locked = client.ok(collection, "org.freedesktop.DBus.Properties", "Get", "ss",
                            ("org.freedesktop.Secret.Collection", "Locked"))[0][1]
         time.sleep(0.1)
-    asked = [e["command"] for e in pinentry_entries(prompting) if e["command"] in ("CONFIRM", "GETPIN")]
+    asked = [e["command"] for e in pinentry_entries(daemon) if e["command"] in ("CONFIRM", "GETPIN")]
     assert not locked and asked[:2] == ["CONFIRM", "GETPIN"], asked
+
+
+def test_an_unlock_prompt_is_not_buried_by_one_applications_questions(programs, prompting, bus):
+    """The daemon's own prompts (unlocks, confirmations) take their turn as one client: an Unlock asked while one
+    application has 10 questions waiting is the next prompt shown."""
+    creator, flooder = programs
+    keys = ["k%d" % n for n in range(10)]
+    for key in keys:
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    client, collection = locked_own_password_collection(bus)
+    prompting.set_pinentry_answers(["wait 6 ok", "password own password"] + ["ok"] * 20)
+    flooding = flood(flooder, bus, keys)
+    wait_for_confirms(prompting, 1)
+    time.sleep(3)
+    unlock_and_check_it_came_second(prompting, client, collection)
     client.close()
     for process in flooding:
         process.communicate(timeout=120)
+
+
+def test_an_unlock_prompt_is_not_buried_by_one_applications_confirmations(prompting, bus):
+    """A confirmation a client's request needs (here Keychain1.SetAccessPolicy allow-all, asked 10 times at once)
+    waits in that client's turn, not in the daemon's own: an Unlock asked meanwhile is the next prompt shown."""
+    import threading
+    from dbus_client import Client
+    client, collection = locked_own_password_collection(bus)
+    prompting.set_pinentry_answers(["wait 6 cancel", "password own password"] + ["cancel"] * 20)
+    asking = [Client(bus.address) for _ in range(10)]
+    threads = [threading.Thread(target=lambda c=c: c.call("/org/latchkey/keychain/login", "org.latchkey.Keychain1",
+                                                            "SetAccessPolicy", "s", ("allow-all",), timeout=120))
+               for c in asking]
+    for thread in threads:
+        thread.start()
+    wait_for_confirms(prompting, 1)
+    time.sleep(3)
+    unlock_and_check_it_came_second(prompting, client, collection)
+    for thread in threads:
+        thread.join(timeout=120)
+    for c in asking:
+        c.close()
+    client.close()
 
 
 def test_the_deny_all_question_ends_when_the_applications_requests_leave(programs, prompting, bus):
