@@ -18,6 +18,10 @@ Scenarios (each on its own private dbus-daemon and throwaway keychain directory)
               prompts half Unlock, half gnome-keyring's ChangeWithPrompt (current password, new one twice):
               how many completed dismissed, peak RSS, pinentries at once; then C x P such prompts whose
               callers leave right after Prompt: pinentries still alive one second after the last left.
+  prompt-flood
+              one application (N processes, each its own connection) asks for the secrets of N items it is not
+              trusted with, again whenever a call ends, the person taking a second over each prompt; then another application asks for one:
+              where its prompt came, how long it waited, whether its call timed out (25 s, D-Bus's default).
   full-disk   the keychain directory on a small tmpfs (root only): the disk filled, a write refused with an
               error, reads still served, writes resumed once space is freed, nothing lost after a restart.
 
@@ -839,6 +843,84 @@ def scenario_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeout=3
     return outcome
 
 
+# MARK: one application's prompts against another's
+
+READER = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from dbus_client import Client
+client = Client(sys.argv[2])
+session = client.open_plain()
+while True:  # Once, or (a flooding application) again each time the call ends, until it is ended.
+    started = time.monotonic()
+    try:
+        reply = client.call(sys.argv[3], "org.freedesktop.Secret.Item", "GetSecret", "o", (session,), timeout=25)
+        outcome = reply.error_name if reply.is_error else "secret"
+    except Exception as error:
+        outcome = "no reply (%s)" % type(error).__name__
+    print(json.dumps({"outcome": outcome, "seconds": round(time.monotonic() - started, 1)}), flush=True)
+    if len(sys.argv) < 5:
+        break
+"""
+
+
+def read_as(program, server, path, again=False):
+    """A reader process: the application `program` (a script of its own) asking for the secret at `path`, once,
+    or `again` each time its call ends, until it is ended."""
+    return subprocess.Popen([sys.executable, str(program), str(ROOT / "Tests" / "Integration"), server.bus.address,
+                             path] + (["again"] if again else []), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def scenario_prompt_flood(binary, flood=30, answer_seconds=1.0, timeout=180):
+    """One application asks for the secrets of `flood` items it is not trusted with (one process and connection
+    each, all at once, each asking again whenever its call ends); once its first prompt shows and the rest had time to queue, another application asks for
+    one item. Every prompt is answered Allow once after `answer_seconds` (a person clicking through). Where the
+    second application's prompt came among those shown, how long its GetSecret waited, and how it ended."""
+    scratch = tempfile.mkdtemp(prefix="stress-prompt-flood-")
+    server = Latchkeyd(scratch, binary, answers=[f"wait {answer_seconds} ok"] * (flood + 10))
+    try:
+        server.start()
+        flooder, real = pathlib.Path(scratch) / "flooding-app.py", pathlib.Path(scratch) / "real-app.py"
+        flooder.write_text(READER)
+        real.write_text(READER)
+        client = server.client()
+        session = client.open_plain()
+        # Made by this process: they trust it, and neither reader.
+        paths = [client.create_item(session, {"key": f"k{n}"}, b"flooded", label=f"k{n}")
+                 for n in range(flood + 1)]
+        client.close()
+        started = time.monotonic()
+        flooding = [read_as(flooder, server, path, again=True) for path in paths[:flood]]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not server.log.exists():
+            time.sleep(0.05)
+        time.sleep(2 * answer_seconds + 1)  # The rest of the flood queues meanwhile.
+        asked = time.monotonic()
+        shown_already = server.log.read_text().count('"command": "SETDESC"')
+        reading = read_as(real, server, paths[flood])
+        result = json.loads(reading.communicate(timeout=timeout)[0])
+        for process in flooding:
+            process.terminate()
+        results = [json.loads(line) for process in flooding for line in process.communicate(timeout=timeout)[0]
+                   .splitlines()]
+        entries = [json.loads(line) for line in server.log.read_text().splitlines()]
+        descriptions = [e["argument"] for e in entries if e["command"] == "SETDESC"]
+        shown = [n for n, text in enumerate(descriptions) if str(real) in text]
+        shown_before = sum(1 for e in entries if e["command"] == "SETDESC" and str(flooder) in e["argument"])
+        return {"flood": flood, "answer_seconds": answer_seconds,
+                # Prompts shown after the one showing when it asked, before its own (None: never shown).
+                "shown_before_real": shown[0] - shown_already if shown else None,
+                "real_outcome": result["outcome"], "real_waited_s": result["seconds"],
+                "asked_after_flood_s": round(asked - started, 1),
+                "flood_prompts_shown": shown_before,
+                "flood_outcomes": {o: sum(1 for r in results if r["outcome"] == o)
+                                   for o in sorted({r["outcome"] for r in results})}}
+    finally:
+        server.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 # MARK: own-password prompts
 
 def create_own_password_collection(client, label, password):
@@ -1008,7 +1090,8 @@ def main():
     signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latchkeyd", required=True, help="the latchkeyd binary")
-    parser.add_argument("--only", action="append", choices=["kill", "load", "sessions", "prompts", "own-prompts", "full-disk"],
+    parser.add_argument("--only", action="append", choices=["kill", "load", "sessions", "prompts", "own-prompts", "prompt-flood",
+                                                         "full-disk"],
                         help="run only these scenarios (repeatable)")
     parser.add_argument("--no-gnome-keyring", action="store_true", help="leave out gnome-keyring-daemon")
     parser.add_argument("--kills", type=int, default=50)
@@ -1018,7 +1101,7 @@ def main():
     parser.add_argument("--disconnects", type=int, default=500)
     parser.add_argument("--json", help="also write the figures to this file")
     arguments = parser.parse_args()
-    chosen = arguments.only or ["kill", "load", "sessions", "prompts", "own-prompts", "full-disk"]
+    chosen = arguments.only or ["kill", "load", "sessions", "prompts", "own-prompts", "prompt-flood", "full-disk"]
     kinds = ["latchkeyd"] + ([] if arguments.no_gnome_keyring or not shutil.which("gnome-keyring-daemon")
                              else ["gnome-keyring"])
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -1044,6 +1127,8 @@ def main():
         record("prompts", "latchkeyd", scenario_prompts(arguments.latchkeyd))
     if "own-prompts" in chosen:
         record("own-prompts", "latchkeyd", scenario_own_prompts(arguments.latchkeyd))
+    if "prompt-flood" in chosen:
+        record("prompt-flood", "latchkeyd", scenario_prompt_flood(arguments.latchkeyd))
     if "full-disk" in chosen:
         if os.geteuid() == 0:
             record("full-disk", "latchkeyd", scenario_full_disk(arguments.latchkeyd))

@@ -9,7 +9,7 @@ extension KeychainRegistry {
     ///
     /// Any process of the user can call the daemon, so a switch to the weaker ``KeychainAccessPolicy/allowAll``
     /// is first confirmed by the user: a pinentry `CONFIRM` through the prompt queue, naming the keychain and,
-    /// when known, the program asking (`requester`). Cancel gives `errSecUserCanceled`; a pinentry that cannot
+    /// when known, the program asking (`requester`), in the turn of `client` (the requester's). Cancel gives `errSecUserCanceled`; a pinentry that cannot
     /// be run (no display, no terminal) gives `errSecInteractionNotAllowed`. A switch to
     /// ``KeychainAccessPolicy/prompt``, or to the policy the keychain already has, asks nothing.
     ///
@@ -17,7 +17,7 @@ extension KeychainRegistry {
     ///   leaves: the prompt ends and nothing changes), else nil (`completion` has run).
     @discardableResult
     package func setAccessPolicy(
-        _ policy: KeychainAccessPolicy, of held: HeldKeychain, requester: String?,
+        _ policy: KeychainAccessPolicy, of held: HeldKeychain, requester: String?, client: PromptClient? = nil,
         completion: @escaping (KeychainError?) -> Void
     ) -> PromptTicket? {
         func store() -> KeychainError? {
@@ -39,7 +39,7 @@ extension KeychainRegistry {
         return confirm(
             Self.allowAllRequest(for: held, requester: requester), bounded: nil,
             declined: "the user did not confirm allowing every application",
-            unasked: "allow-all needs the user's confirmation, and no prompt could be shown"
+            unasked: "allow-all needs the user's confirmation, and no prompt could be shown", client: client
         ) { error in
             completion(error ?? store())
         }

@@ -165,18 +165,21 @@ extension KeychainRegistry {
     /// Always allow; `isAllowed` says whether the application meanwhile became trusted (then nothing is
     /// asked). `completion` runs on the serving thread: true to hand the secret over, false when denied,
     /// dismissed, timed out or when pinentry could not ask (`failure` then says why). Withdraw the ticket
-    /// when the client leaves.
+    /// when the client leaves. `client` is whom the prompt takes its turn for (``PromptClient``; nil: the
+    /// daemon's own turn); a Deny then offers to deny all of its questions waiting.
     package func promptForAccess(
-        sharingKey: String?, question: @escaping @Sendable () -> AccessQuestion, failure: AccessPromptFailure,
-        trust: @escaping () -> Void, isAllowed: @escaping () -> Bool, completion: @escaping (Bool) -> Void
+        sharingKey: String?, client: PromptClient? = nil, question: @escaping @Sendable () -> AccessQuestion,
+        failure: AccessPromptFailure, trust: @escaping () -> Void, isAllowed: @escaping () -> Bool,
+        completion: @escaping (Bool) -> Void
     ) -> PromptTicket {
-        let dialog = PromptDialog(
+        var dialog = PromptDialog(
             sharingKey: sharingKey.map { "access:" + $0 },
             question: { pinentry, cancellation in
                 let asked = question()
                 let bounded = pinentry.bounded(to: Self.accessPromptTimeout)
                 do throws(PinentryError) {
                     let choice = try bounded.choose(asked.request, cancellation: cancellation)
+                    if choice == .cancelled, !cancellation.isCancelled { return PromptDeclined() }
                     return AccessQuestion.answer(to: choice, offersAlways: asked.request.notOKLabel != nil)
                 } catch {
                     failure.record(error.description)
@@ -188,6 +191,7 @@ extension KeychainRegistry {
                 if case .allowAlways? = answer as? AccessAnswer { trust() }
             },
             isSatisfied: isAllowed)
+        dialog.client = client
         return enqueuePrompt(dialog, completion: completion)
     }
 

@@ -21,13 +21,15 @@ extension KeychainRegistry {
     /// Asks the person to confirm `request` (a pinentry `CONFIRM`, through the prompt queue, never shared),
     /// within `bounded` when given, then runs `completion` on the serving thread: nil when confirmed,
     /// `errSecUserCanceled` with `declined` when the person said no (or closed it), `errSecInteractionNotAllowed`
-    /// with `unasked` when no pinentry could ask. The ticket: withdraw it when the requester leaves.
+    /// with `unasked` when no pinentry could ask. `client`: the client whose request it confirms, in whose turn
+    /// it waits (docs/robustness.md, "Fair prompts"; nil: the daemon's own turn). The ticket: withdraw it when
+    /// the requester leaves.
     func confirm(
         _ request: PinentryRequest, bounded: Duration?, declined: String, unasked: String,
-        completion: @escaping (KeychainError?) -> Void
+        client: PromptClient? = nil, completion: @escaping (KeychainError?) -> Void
     ) -> PromptTicket {
         let outcome = ConfirmationOutcome()
-        let dialog = PromptDialog(
+        var dialog = PromptDialog(
             sharingKey: nil, tries: 1, retryMessage: "",
             ask: { pinentry, _, cancellation in
                 do throws(PinentryError) {
@@ -41,6 +43,7 @@ extension KeychainRegistry {
                 }
             },
             attempt: { _ in .success(true) }, apply: { _ in }, isSatisfied: { false })
+        dialog.client = client
         return enqueuePrompt(dialog) { accepted in
             guard accepted else {
                 switch outcome.state.withLock({ $0 }) {
@@ -60,14 +63,15 @@ extension KeychainRegistry {
     /// (`errSecInteractionNotAllowed`: whoever asks must first get it unlocked), before anything is asked.
     /// Any process of the user can call the daemon, so every deletion is confirmed, whoever asks: a pinentry
     /// `CONFIRM` naming the keychain, its file and, when known, the program asking (`requester`), within the
-    /// access prompts' time bound. Cancel gives `errSecUserCanceled`, no way to ask
+    /// access prompts' time bound, in the turn of `client` (the requester's). Cancel gives `errSecUserCanceled`, no way to ask
     /// `errSecInteractionNotAllowed`; nothing is deleted then. `completion` runs on the serving thread.
     ///
     /// - Returns: the prompt's ticket while the confirmation is under way (withdraw it when the requester
     ///   leaves: the prompt ends and nothing is deleted), else nil (`completion` has run).
     @discardableResult
     package func deleteKeychain(
-        _ held: HeldKeychain, requester: String?, completion: @escaping (KeychainError?) -> Void
+        _ held: HeldKeychain, requester: String?, client: PromptClient? = nil,
+        completion: @escaping (KeychainError?) -> Void
     ) -> PromptTicket? {
         guard held.id != Self.loginID, held.id != Self.sessionID else {
             completion(KeychainError.param("the \(held.id) collection cannot be deleted"))
@@ -85,7 +89,7 @@ extension KeychainRegistry {
             title: "Delete Keychain", description: description, prompt: "", okLabel: "Delete", cancelLabel: "Keep")
         return confirm(
             request, bounded: Self.accessPromptTimeout, declined: "the user did not confirm deleting the keychain",
-            unasked: "deleting a keychain needs the user's confirmation, and no prompt could be shown"
+            unasked: "deleting a keychain needs the user's confirmation, and no prompt could be shown", client: client
         ) { [self] error in
             if let error { return completion(error) }
             guard keychains.contains(where: { $0 === held }) else {

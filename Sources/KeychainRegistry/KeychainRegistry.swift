@@ -83,6 +83,10 @@ package final class KeychainRegistry {
     /// Prompts waiting or showing, the one showing first (see `enqueuePrompt`).
     var promptQueue: [QueuedPrompt] = []
     var promptTicketNumber: UInt64 = 0
+    /// Each client's last turn at the prompt (see `enqueuePrompt`), by ``PromptClient/key`` ("" for the
+    /// daemon's own prompts), and the turn count.
+    var promptTurns: [String: UInt64] = [:]
+    var promptTurnNumber: UInt64 = 0
     /// How many times the login keychain was locked: an unlock whose key was derived across a lock is dropped.
     var locksOfLogin = 0
     /// Unlocks handed over by a login that are still deriving their key.

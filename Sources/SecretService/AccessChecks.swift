@@ -68,7 +68,8 @@ extension SecretServiceDaemon {
         for (index, check) in checks {
             let failure = AccessPromptFailure()
             let ticket = registry.promptForAccess(
-                sharingKey: Self.sharingKey(check, sender: sender), question: Self.question(.read, for: [check]),
+                sharingKey: Self.sharingKey(check, sender: sender), client: Self.promptClient(check.asker),
+                question: Self.question(.read, for: [check]),
                 failure: failure,
                 trust: { [self] in trust(check) },
                 // Read afresh: the list may have changed since (another request's Always allow).
@@ -121,7 +122,8 @@ extension SecretServiceDaemon {
         var ticket: PromptTicket?
         var finished = false
         ticket = registry.promptForAccess(
-            sharingKey: nil, question: Self.question(kind, for: checks), failure: failure, trust: {},
+            sharingKey: nil, client: Self.promptClient(checks[0].asker), question: Self.question(kind, for: checks),
+            failure: failure, trust: {},
             // Read afresh: the caller may have been trusted meanwhile (another request's Always allow).
             isAllowed: { [self] in
                 checks.allSatisfy {
@@ -216,6 +218,26 @@ extension SecretServiceDaemon {
         case .unidentified: who = "unidentified\t" + sender
         }
         return check.target.held.id + "\t" + check.target.reference.description + "\t" + who
+    }
+
+    /// Whom a prompt takes its turn for (docs/robustness.md, "Fair prompts"): an identified application by its
+    /// name, however many connections it opens (a Flatpak app by its app id), and every caller that could not be
+    /// identified as one client, so that neither many connections nor hiding its identity gives a caller more
+    /// turns.
+    static func promptClient(_ asker: Asker) -> PromptClient {
+        switch asker {
+        case .application(let application):
+            PromptClient(key: "application\t" + application.name, name: application.description)
+        case .unidentified:
+            PromptClient(key: "unidentified", name: "Programs Latchkey could not identify")
+        }
+    }
+
+    /// Whom a confirmation of `sender`'s request takes its turn for (``promptClient(_:)``): its application, or
+    /// the unidentified callers' one turn (also when callers are not identified at all).
+    func promptClient(of sender: String) -> PromptClient {
+        guard let application = application(of: sender) else { return Self.promptClient(.unidentified("")) }
+        return Self.promptClient(.application(application))
     }
 
     /// The words of the prompt asking to `kind` the items of `checks` (one item for a read; all of one caller,

@@ -78,7 +78,8 @@ struct CollectionObject: DBusObject {
         var finished = false
         let collection = collection
         let ticket = daemon.registry.deleteKeychain(
-            collection, requester: daemon.application(of: call.sender)?.description
+            collection, requester: daemon.application(of: call.sender)?.description,
+            client: daemon.promptClient(of: call.sender)
         ) { [daemon] error in
             finished = true
             daemon.policyConfirmations.removeAll { $0.call.message === call.message }

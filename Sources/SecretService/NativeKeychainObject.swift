@@ -412,7 +412,8 @@ struct NativeKeychainObject: DBusObject {
         }
         var finished = false
         let ticket = daemon.registry.setAccessPolicy(
-            policy, of: keychain, requester: daemon.application(of: call.sender)?.description
+            policy, of: keychain, requester: daemon.application(of: call.sender)?.description,
+            client: daemon.promptClient(of: call.sender)
         ) { [daemon] error in
             finished = true
             daemon.policyConfirmations.removeAll { $0.call.message === call.message }

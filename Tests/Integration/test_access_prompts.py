@@ -424,3 +424,184 @@ def test_a_search_allowed_for_the_items_asked_about_hands_over_only_those(prompt
     assert search.returncode == 0 and "wifi secret" in out, err
     assert "bank secret" not in out, "handed over an item nobody was asked about"
     assert len(arguments(prompting, "CONFIRM")) == 1
+
+
+def another_application(creator, tmp_path, name):
+    """A copy of the client with other bytes at another path: another application to the daemon."""
+    path = tmp_path / name
+    path.write_bytes(creator.read_bytes() + b"\0" + name.encode())
+    path.chmod(0o755)
+    return path
+
+
+def flood(program, bus, keys):
+    """One lookup per key, all at once, each its own process (and connection) of the same application."""
+    return [subprocess.Popen([str(program), "lookup", key], env=bus.env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for key in keys]
+
+
+def wait_for_confirms(daemon, count, timeout=30):
+    deadline = time.monotonic() + timeout
+    while len(arguments(daemon, "CONFIRM")) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(arguments(daemon, "CONFIRM")) >= count
+
+
+def test_a_flooding_application_cannot_bury_another_applications_prompt(programs, prompting, bus, tmp_path):
+    """Clients take turns at the prompt: with 30 questions of one application waiting, another application's
+    question is the next one shown, long before its D-Bus call's 25-second timeout (docs/robustness.md, "Fair
+    prompts"). First come first shown, it was the 31st."""
+    creator, flooder = programs
+    real = another_application(creator, tmp_path, "real-app")
+    keys = ["k%d" % n for n in range(30)]
+    for key in keys + ["real"]:
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    # The first question waits long enough for the other 29 to queue behind it; each later one is allowed at once.
+    prompting.set_pinentry_answers(["wait 8 ok"] + ["wait 0.3 ok"] * 40)
+    flooding = flood(flooder, bus, keys)
+    wait_for_confirms(prompting, 1)
+    time.sleep(5)
+    started = time.monotonic()
+    read = lookup(real, bus, key="real")
+    waited = time.monotonic() - started
+    assert read.returncode == 0 and read.stdout == "secret of real\n", read.stderr
+    descriptions = arguments(prompting, "SETDESC")
+    shown = next(n for n, text in enumerate(descriptions) if str(real) in text)
+    print("the real application's prompt came %d of %d, its answer after %.1f s" % (shown + 1, len(descriptions),
+                                                                                     waited))
+    assert shown <= 1, "the real application's prompt came %d after the flood's" % (shown + 1)
+    assert waited < 15
+    # The flood's own requests are served in their turns (those behind too many others time out on their side).
+    for process in flooding:
+        process.communicate(timeout=120)
+
+
+def test_deny_offers_to_deny_all_of_the_applications_waiting_questions(programs, prompting, bus, tmp_path):
+    """After Deny, when the same application has more questions waiting, the person is asked whether to deny
+    them all: OK denies every one of them at once (each request gets AccessDenied); another application's
+    question still comes in its turn."""
+    creator, flooder = programs
+    real = another_application(creator, tmp_path, "real-app")
+    keys = ["k%d" % n for n in range(10)]
+    for key in keys + ["real"]:
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    prompting.set_pinentry_answers(["wait 8 cancel", "ok", "ok"])
+    flooding = flood(flooder, bus, keys)
+    wait_for_confirms(prompting, 1)
+    time.sleep(5)
+    reading = flood(real, bus, ["real"])
+    for process in flooding:
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 2 and out == "" and "AccessDenied" in err, (out, err)
+    out, err = reading[0].communicate(timeout=60)
+    assert reading[0].returncode == 0 and out == "secret of real\n", err
+    descriptions = arguments(prompting, "SETDESC")
+    assert len(arguments(prompting, "CONFIRM")) == 3, descriptions
+    assert str(flooder) in descriptions[0]
+    assert str(flooder) in descriptions[1] and "9 more questions" in descriptions[1], descriptions[1]
+    assert arguments(prompting, "SETOK")[1] == "Deny all 9"
+    assert arguments(prompting, "SETCANCEL")[1] == "Ask each"
+    assert str(real) in descriptions[2]
+
+
+def test_ask_each_after_deny_asks_the_applications_other_questions_in_turn(programs, prompting, bus):
+    creator, flooder = programs
+    for key in ("a", "b"):
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    prompting.set_pinentry_answers(["wait 5 cancel", "cancel", "ok"])
+    flooding = flood(flooder, bus, ["a", "b"])
+    outcomes = sorted((p.communicate(timeout=60)[0], p.returncode) for p in flooding)
+    assert sorted(code for _, code in outcomes) == [0, 2], outcomes
+    assert len(arguments(prompting, "CONFIRM")) == 3
+    assert "1 more question" in arguments(prompting, "SETDESC")[1]
+    assert arguments(prompting, "SETOK")[1] == "Deny it too"
+
+
+def locked_own_password_collection(bus):
+    """A client, and a collection with a password of its own ("own password"), locked."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "Benchmarks"))
+    import robustness
+    from dbus_client import Client
+    client = Client(bus.address)
+    collection = robustness.create_own_password_collection(client, "own", "own password")
+    client.service("Lock", "ao", ([collection],))
+    return client, collection
+
+
+def unlock_and_check_it_came_second(daemon, client, collection):
+    """Asks to unlock `collection`, answered with its password by the second pinentry: whether it unlocked, and the
+    pinentry commands that asked, in order."""
+    import robustness
+    prompt = robustness.own_password_prompt(client, collection, change=False)
+    client.ok(prompt, "org.freedesktop.Secret.Prompt", "Prompt", "s", ("",))
+    deadline = time.monotonic() + 20
+    locked = True
+    while locked and time.monotonic() < deadline:
+        locked = client.ok(collection, "org.freedesktop.DBus.Properties", "Get", "ss",
+                           ("org.freedesktop.Secret.Collection", "Locked"))[0][1]
+        time.sleep(0.1)
+    asked = [e["command"] for e in pinentry_entries(daemon) if e["command"] in ("CONFIRM", "GETPIN")]
+    assert not locked and asked[:2] == ["CONFIRM", "GETPIN"], asked
+
+
+def test_an_unlock_prompt_is_not_buried_by_one_applications_questions(programs, prompting, bus):
+    """The daemon's own prompts (unlocks, confirmations) take their turn as one client: an Unlock asked while one
+    application has 10 questions waiting is the next prompt shown."""
+    creator, flooder = programs
+    keys = ["k%d" % n for n in range(10)]
+    for key in keys:
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    client, collection = locked_own_password_collection(bus)
+    prompting.set_pinentry_answers(["wait 6 ok", "password own password"] + ["ok"] * 20)
+    flooding = flood(flooder, bus, keys)
+    wait_for_confirms(prompting, 1)
+    time.sleep(3)
+    unlock_and_check_it_came_second(prompting, client, collection)
+    client.close()
+    for process in flooding:
+        process.communicate(timeout=120)
+
+
+def test_an_unlock_prompt_is_not_buried_by_one_applications_confirmations(prompting, bus):
+    """A confirmation a client's request needs (here Keychain1.SetAccessPolicy allow-all, asked 10 times at once)
+    waits in that client's turn, not in the daemon's own: an Unlock asked meanwhile is the next prompt shown."""
+    import threading
+    from dbus_client import Client
+    client, collection = locked_own_password_collection(bus)
+    prompting.set_pinentry_answers(["wait 6 cancel", "password own password"] + ["cancel"] * 20)
+    asking = [Client(bus.address) for _ in range(10)]
+    threads = [threading.Thread(target=lambda c=c: c.call("/org/latchkey/keychain/login", "org.latchkey.Keychain1",
+                                                            "SetAccessPolicy", "s", ("allow-all",), timeout=120))
+               for c in asking]
+    for thread in threads:
+        thread.start()
+    wait_for_confirms(prompting, 1)
+    time.sleep(3)
+    unlock_and_check_it_came_second(prompting, client, collection)
+    for thread in threads:
+        thread.join(timeout=120)
+    for c in asking:
+        c.close()
+    client.close()
+
+
+def test_the_deny_all_question_ends_when_the_applications_requests_leave(programs, prompting, bus):
+    """The question whether to deny all of an application's waiting questions belongs to them: once every one of
+    its requests left the bus, its pinentry is ended (not left to its 20-second timeout)."""
+    creator, flooder = programs
+    for key in ("a", "b", "c"):
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    prompting.set_pinentry_answers(["wait 3 cancel", "hang"])
+    flooding = flood(flooder, bus, ["a", "b", "c"])
+    wait_for_confirms(prompting, 2)
+    hanging = [e["pid"] for e in pinentry_entries(prompting) if e["command"] == "CONFIRM"][1:]
+    assert "2 more questions" in arguments(prompting, "SETDESC")[-1]
+    time.sleep(0.5)
+    for process in flooding:
+        process.kill()
+        process.wait()
+    left = time.monotonic()
+    while os.path.exists("/proc/%d" % hanging[0]) and time.monotonic() - left < 10:
+        time.sleep(0.05)
+    assert not os.path.exists("/proc/%d" % hanging[0]), "the deny-all question outlived the requests it was about"
+    assert time.monotonic() - left < 3

@@ -65,6 +65,15 @@ def test_prompt_storm_with_the_right_password_never_completes_dismissed(latchkey
         assert figures["after"][name] <= figures["before"][name], figures
 
 
+def test_a_prompt_flood_of_one_application_does_not_keep_another_waiting(latchkeyd):
+    """Docs/robustness.md, "Fair prompts": with 10 questions of one application waiting (asked again whenever
+    they end), another application's question is shown next, not after the flood."""
+    figures = robustness.scenario_prompt_flood(latchkeyd, flood=10, answer_seconds=0.5)
+    assert figures["real_outcome"] == "secret", figures
+    assert figures["shown_before_real"] is not None and figures["shown_before_real"] <= 1, figures
+    assert figures["real_waited_s"] < 10, figures
+
+
 def test_own_password_prompt_storm_takes_turns_never_completes_dismissed_and_leaves_no_pinentry(latchkeyd):
     figures = robustness.scenario_own_prompts(latchkeyd, clients=4, per_client=3, lock_every=0.05)
     assert figures["errors"] == 0 and figures["completed"] == figures["prompts"], figures
