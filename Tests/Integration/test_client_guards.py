@@ -106,19 +106,25 @@ def test_a_client_hammering_unlock_does_not_keep_the_person_from_unlocking(make_
     print(f"\nthe person's unlock took {seconds:.2f} s while a client sent {sent} wrong passwords")
 
 
-# A "sandboxed" caller: connects to the bus, chroots into a root holding a .flatpak-info (what latchkeyd reads
-# through /proc/PID/root), then makes the calls given as JSON [path, interface, member, signature, args]; prints
-# one line per call: the error name or "ok". A plain session is opened first for the calls that send a secret
-# (its path replaces "SESSION" in their arguments).
+# A "sandboxed" caller: opens a socket to the bus, chroots into a root holding a .flatpak-info (what latchkeyd
+# reads through /proc/PID/root), and only then says Hello on it (so that the daemon, which identifies a
+# connection when it appears on the bus, sees the chroot); then makes the calls given as JSON [path, interface,
+# member, signature, args] and prints one line per call: the error name or "ok". A plain session is opened first
+# for the calls that send a secret (its path replaces "SESSION" in their arguments).
 SANDBOXED_CALLER = textwrap.dedent("""
-    import json, os, sys
+    import json, os, socket, sys
     import gi
     gi.require_version("Gio", "2.0")
     from gi.repository import Gio, GLib
-    flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
-    bus = Gio.DBusConnection.new_for_address_sync(sys.argv[1], flags, None, None)
+    transport, _, rest = sys.argv[1].partition(":")
+    entries = dict(entry.split("=", 1) for entry in rest.split(","))
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(entries["path"] if "path" in entries else "\\0" + entries["abstract"])
     os.chroot(sys.argv[2])
     os.chdir("/")
+    stream = Gio.Socket.new_from_fd(raw.detach()).connection_factory_create_connection()
+    flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
+    bus = Gio.DBusConnection.new_sync(stream, None, flags, None, None)
     def call(path, interface, member, signature, args):
         return bus.call_sync("org.freedesktop.secrets", path, interface, member,
                              GLib.Variant(signature, tuple(args)) if signature else None, None,
