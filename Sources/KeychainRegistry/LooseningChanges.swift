@@ -23,12 +23,7 @@ extension KeychainRegistry {
         completion: @escaping (KeychainError?) -> Void
     ) -> PromptTicket? {
         func store() -> KeychainError? {
-            do throws(KeychainError) {
-                try setSettings(settings, of: held)
-                return nil
-            } catch {
-                return error
-            }
+            Self.failure { () throws(KeychainError) in try setSettings(settings, of: held) }
         }
         let current = held.appliedSettings
         guard !held.isLocked, settings.loosens(current) else {
@@ -36,16 +31,15 @@ extension KeychainRegistry {
             return nil
         }
         let place = held.keychain.path.isEmpty ? "" : " (\(PromptText.field(held.keychain.path)))"
-        var description =
+        let description =
             "A program asks to make the keychain “\(PromptText.field(held.label, bytes: 100))”\(place) lock"
             + " less often:\n\(Self.describe(current)) → \(Self.describe(settings))"
-        if let requester { description += "\nAsked by: \(PromptText.field(requester))" }
-        description += "\nAllow this only if you asked for it (latchkey set-keychain-settings)."
         let request = PinentryRequest(
             title: "Keychain Lock Settings", description: description, prompt: "", okLabel: "Lock Less",
             cancelLabel: "Keep Settings")
-        return confirm(
-            request, bounded: nil, declined: "the user did not confirm locking the keychain less",
+        return confirmProgramChange(
+            request, requester: requester, command: "latchkey set-keychain-settings",
+            declined: "the user did not confirm locking the keychain less",
             unasked: "locking a keychain less needs the user's confirmation, and no prompt could be shown"
         ) { [self] error in
             if let error { return completion(error) }
@@ -98,13 +92,12 @@ extension KeychainRegistry {
         if name == "default" {
             description += "\nApplications store new secrets in the default collection."
         }
-        if let requester { description += "\nAsked by: \(PromptText.field(requester))" }
-        description += "\nAllow this only if you asked for it."
         let request = PinentryRequest(
             title: "Keychain Alias", description: description, prompt: "", okLabel: "Change",
             cancelLabel: "Keep As Is")
-        return confirm(
-            request, bounded: nil, declined: "the user did not confirm changing the \(name) alias",
+        return confirmProgramChange(
+            request, requester: requester, command: nil,
+            declined: "the user did not confirm changing the \(name) alias",
             unasked: "changing an alias needs the user's confirmation, and no prompt could be shown"
         ) { [self] error in
             if let error { return completion(error) }
