@@ -17,6 +17,16 @@ public struct KeychainSettings: Hashable, Sendable {
         self.lockOnScreenLock = lockOnScreenLock
     }
 
+    /// Whether these settings lock less than `current` in any way: a lock on sleep or on screen lock turned
+    /// off, a lock timeout removed or made longer (even when something else is made stricter at once).
+    package func loosens(_ current: KeychainSettings) -> Bool {
+        if current.lockOnSleep, !lockOnSleep { return true }
+        if current.lockOnScreenLock, !lockOnScreenLock { return true }
+        guard let before = current.lockTimeout else { return false }
+        guard let after = lockTimeout else { return true }
+        return after > before
+    }
+
     /// The interval Apple's `set-keychain-settings -u` uses when no `-t` is given: five minutes.
     public static let defaultTimeout: UInt32 = 300
 }

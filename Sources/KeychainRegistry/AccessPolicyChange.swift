@@ -21,12 +21,7 @@ extension KeychainRegistry {
         completion: @escaping (KeychainError?) -> Void
     ) -> PromptTicket? {
         func store() -> KeychainError? {
-            do throws(KeychainError) {
-                try held.keychain.setAccessPolicy(policy)
-                return nil
-            } catch {
-                return error
-            }
+            Self.failure { () throws(KeychainError) in try held.keychain.setAccessPolicy(policy) }
         }
         guard !held.isLocked else {
             completion(KeychainError(.interactionNotAllowed, "the keychain is locked: unlock it to change its policy"))
@@ -36,8 +31,14 @@ extension KeychainRegistry {
             completion(store())
             return nil
         }
-        return confirm(
-            Self.allowAllRequest(for: held, requester: requester), bounded: nil,
+        let place = held.keychain.path.isEmpty ? "" : " (\(PromptText.field(held.keychain.path)))"
+        return confirmProgramChange(
+            PinentryRequest(
+                title: "Keychain Access Policy",
+                description: "A program asks to let every application of yours read the secrets of the keychain"
+                    + " “\(PromptText.field(held.label, bytes: 100))”\(place) without asking you first.",
+                prompt: "", okLabel: "Allow All", cancelLabel: "Keep Asking"),
+            requester: requester, command: "latchkey set-access-policy allow-all",
             declined: "the user did not confirm allowing every application",
             unasked: "allow-all needs the user's confirmation, and no prompt could be shown", client: client
         ) { error in
@@ -45,16 +46,27 @@ extension KeychainRegistry {
         }
     }
 
-    /// What the confirmation shows.
-    private static func allowAllRequest(for held: HeldKeychain, requester: String?) -> PinentryRequest {
-        let place = held.keychain.path.isEmpty ? "" : " (\(PromptText.field(held.keychain.path)))"
-        var description =
-            "A program asks to let every application of yours read the secrets of the keychain"
-            + " “\(PromptText.field(held.label, bytes: 100))”\(place) without asking you first."
-        if let requester { description += "\nAsked by: \(PromptText.field(requester))" }
-        description += "\nAllow this only if you asked for it (latchkey set-access-policy allow-all)."
-        return PinentryRequest(
-            title: "Keychain Access Policy", description: description, prompt: "", okLabel: "Allow All",
-            cancelLabel: "Keep Asking")
+    /// Asks the person to confirm a change a program asked for, as ``confirm(_:bounded:declined:unasked:completion:)``
+    /// does (no time bound, in `client`'s turn): `request`'s description gets who asks (`requester`, when known) and "Allow this
+    /// only if you asked for it" with the `command` that asks for it, when there is one.
+    func confirmProgramChange(
+        _ request: PinentryRequest, requester: String?, command: String?, declined: String, unasked: String,
+        client: PromptClient? = nil, completion: @escaping (KeychainError?) -> Void
+    ) -> PromptTicket {
+        var request = request
+        if let requester { request.description += "\nAsked by: \(PromptText.field(requester))" }
+        request.description += "\nAllow this only if you asked for it" + (command.map { " (\($0))." } ?? ".")
+        return confirm(
+            request, bounded: nil, declined: declined, unasked: unasked, client: client, completion: completion)
+    }
+
+    /// The error `body` throws, nil when it ran through.
+    static func failure(_ body: () throws(KeychainError) -> Void) -> KeychainError? {
+        do throws(KeychainError) {
+            try body()
+            return nil
+        } catch {
+            return error
+        }
     }
 }

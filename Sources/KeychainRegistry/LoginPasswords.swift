@@ -324,7 +324,7 @@ extension KeychainRegistry {
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error ?? request.error, cancellation)
             },
             attempt: Self.attempt { (password) throws(KeychainError) in
-                try Self.unwrapKey(keychain, typed: password)
+                try Self.unwrapKey(keychain, typed: password, inPrompt: true)
             },
             apply: applyingLoginKey(to: keychain),
             isSatisfied: { [self] in login?.isLocked == false })
@@ -388,9 +388,9 @@ extension KeychainRegistry {
             retryMessage: "That password does not unlock the keychain either. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
             attempt: Self.attempt { (old) throws(KeychainError) in
-                let key = try login.unwrapKey(password: old)
+                let key = try login.unwrapKey(password: old, limited: false, counted: false)
                 let change = try loginPassword.withUnsafeBytes { (new) throws(KeychainError) in
-                    try login.rewrap(from: old, to: new)
+                    try login.rewrap(from: old, to: new, limited: false, counted: false)
                 }
                 return RekeyAnswer(change: change, key: key)
             },

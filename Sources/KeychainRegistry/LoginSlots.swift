@@ -144,16 +144,17 @@ extension KeychainRegistry {
 
     /// A keychain's key from what was typed where its password is asked (the login keychain's, or one with a
     /// password of its own): its recovery key, when the text is one (the check group matches) and opens a
-    /// recovery slot, else the password.
-    static func unwrapKey(_ keychain: Keychain, typed: UnsafeRawBufferPointer, limited: Bool = true)
-        throws(KeychainError) -> UnwrappedKeychainKey
-    {
+    /// recovery slot, else the password. `inPrompt`: typed by the person into the daemon's own prompt, so
+    /// outside the programs' wrong-password count (neither refused for it nor counted: `PasswordAttempts`).
+    static func unwrapKey(
+        _ keychain: Keychain, typed: UnsafeRawBufferPointer, limited: Bool = true, inPrompt: Bool = false
+    ) throws(KeychainError) -> UnwrappedKeychainKey {
         var text = [UInt8](typed)
         defer { wipeBytes(&text) }
         if var parsed = try? RecoveryKey(parsing: text) {
             parsed.wipe()
             if let key = try? RecoverySlot.unwrapKey(keychain, recoveryText: text) { return key }
         }
-        return try keychain.unwrapKey(password: typed, limited: limited)
+        return try keychain.unwrapKey(password: typed, limited: limited && !inPrompt, counted: !inPrompt)
     }
 }

@@ -198,8 +198,12 @@ extension KeychainRegistry {
             sharingKey: nil, tries: 3, retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
             attempt: Self.attempt { (password) throws(KeychainError) in
-                guard underLogin, let login else { return try keychain.unwrapKey(password: password) }
-                return try keychain.unwrapKey(using: try login.unwrapKey(password: password))
+                // Typed into the daemon's own prompt: outside the programs' wrong-password count.
+                guard underLogin, let login else {
+                    return try keychain.unwrapKey(password: password, limited: false, counted: false)
+                }
+                return try keychain.unwrapKey(
+                    using: try login.unwrapKey(password: password, limited: false, counted: false))
             },
             apply: { key in change.key = key as? UnwrappedKeychainKey },
             isSatisfied: { false })
@@ -318,7 +322,9 @@ extension KeychainRegistry {
             sharingKey: "unlock-own:\(ObjectIdentifier(held).hashValue)", tries: 3,
             retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
-            attempt: Self.attempt { (password) throws(KeychainError) in try Self.unwrapKey(keychain, typed: password) },
+            attempt: Self.attempt { (password) throws(KeychainError) in
+                try Self.unwrapKey(keychain, typed: password, inPrompt: true)
+            },
             // Installed even when locked while the person typed: the answer was right and is delivered now.
             apply: { [self] key in
                 guard let key = key as? UnwrappedKeychainKey else { return }

@@ -202,12 +202,16 @@ public final class Keychain: Sendable {
     /// Derives the keychain key from `password` without unlocking: the slow half of an unlock (scrypt),
     /// which a daemon runs off its serving thread before applying the result with ``unlock(with:)``.
     ///
+    /// `limited` false: not refused for earlier wrong passwords (a password a login verified); `counted` false:
+    /// neither refused for the count nor counted in it, nor clearing it (what the person types into the daemon's
+    /// own prompt: the count is the programs' one, see `PasswordAttempts`).
+    ///
     /// - Throws: `errSecAuthFailed` if the password is wrong.
-    public func unwrapKey(password: some Collection<UInt8>, limited: Bool = true) throws(KeychainError)
-        -> UnwrappedKeychainKey
+    public func unwrapKey(password: some Collection<UInt8>, limited: Bool = true, counted: Bool = true)
+        throws(KeychainError) -> UnwrappedKeychainKey
     {
         let header = try currentHeader()
-        let key = try countingAttempt(limited: limited) { () throws(KeychainError) in
+        let key = try countingAttempt(limited: limited, counted: counted) { () throws(KeychainError) in
             try header.unwrap(password: password)
         }
         return UnwrappedKeychainKey(key: key, keychain: identifier)
@@ -234,10 +238,12 @@ public final class Keychain: Sendable {
 
     /// Tries a password with `attempt` under the wrong-password count kept in the file (see
     /// `PasswordAttempts`): refused without trying while too many wrong ones came lately (unless
-    /// `limited` is false: a password a login verified), counted when wrong, resetting the count when right.
-    private func countingAttempt<Result>(limited: Bool, _ attempt: () throws(KeychainError) -> Result)
-        throws(KeychainError) -> Result
-    {
+    /// `limited` is false: a password a login verified), counted when wrong, resetting the count when right;
+    /// outside the count altogether when `counted` is false (the person, in the daemon's own prompt).
+    private func countingAttempt<Result>(
+        limited: Bool, counted: Bool = true, _ attempt: () throws(KeychainError) -> Result
+    ) throws(KeychainError) -> Result {
+        guard counted else { return try attempt() }
         let attempts = (try? storedAttempts()) ?? PasswordAttempts()
         let wait = attempts.secondsToWait()
         if limited, wait > 0 { throw .tooManyAttempts(waitSeconds: wait) }
@@ -347,16 +353,17 @@ public final class Keychain: Sendable {
     }
 
     /// Wraps the keychain key under `newPassword` without saving it: the slow half of a password change
-    /// (two scrypt runs), which a daemon runs off its serving thread before ``commit(_:)``.
+    /// (two scrypt runs), which a daemon runs off its serving thread before ``commit(_:)``. `limited` and
+    /// `counted` as for ``unwrapKey(password:limited:counted:)``.
     ///
     /// - Throws: `errSecAuthFailed` if `oldPassword` is wrong.
     public func rewrap(
         from oldPassword: some Collection<UInt8>, to newPassword: some Collection<UInt8>, kdf: KDFParameters? = nil,
-        limited: Bool = true
+        limited: Bool = true, counted: Bool = true
     ) throws(KeychainError) -> PasswordChange {
         let current = try currentHeader()
         var header = current
-        let key = try countingAttempt(limited: limited) { () throws(KeychainError) in
+        let key = try countingAttempt(limited: limited, counted: counted) { () throws(KeychainError) in
             try header.unwrap(password: oldPassword)
         }
         try header.wrap(key, password: newPassword, kdf: kdf ?? header.kdf?.raisedToProduction ?? .production)
@@ -375,7 +382,7 @@ public final class Keychain: Sendable {
         return UnwrappedKeychainKey(key: try header.unwrap(with: parentKey.key), keychain: identifier)
     }
 
-    /// Wraps this keychain's key (derived by ``unwrapKey(password:limited:)`` or ``unwrapKey(using:)``) under
+    /// Wraps this keychain's key (derived by ``unwrapKey(password:limited:counted:)`` or ``unwrapKey(using:)``) under
     /// `newPassword`, without saving it: a keychain wrapped by a parent's key gets a password of its own, one
     /// with a password gets a new one. Slow (scrypt); save it with ``commit(_:)``.
     ///

@@ -5,11 +5,18 @@ import KeychainCore
     import Glibc
 #endif
 
-/// The count of wrong passwords, kept in the keychain file itself (row `attempts` of `meta`), so that a
-/// restart does not reset it and every path that tries the keychain's password counts against it: the
-/// daemon's interfaces, its prompts, the `latchkey` command on the file. Three wrong passwords are free;
-/// after that a password is not tried until 2 s after the last wrong one, doubling up to a minute. A right
-/// password resets the count.
+/// The count of wrong passwords that programs sent, kept in the keychain file itself (row `attempts` of
+/// `meta`), so that a restart does not reset it and every program that tries the keychain's password counts
+/// against it: the daemon's interfaces (`Keychain1.Unlock`, `ChangePassword`, gnome-keyring's
+/// `*WithMasterPassword`, the control socket), the `latchkey` command on the file. Three wrong passwords are
+/// free; after that a password is not tried until 2 s after the last wrong one, doubling up to a minute. A
+/// right password resets the count.
+///
+/// What the person types into the daemon's own prompt is outside this count (`counted: false`): never refused
+/// because programs sent wrong passwords, never counted, never clearing it. A program cannot answer that
+/// prompt (the pinentry is a program only root can change), so guessing through it needs the person at each
+/// try; and with the prompt outside the count, a program that keeps sending wrong passwords cannot keep the
+/// person from unlocking (docs/threat-model.md, "Whose wrong passwords wait").
 ///
 /// The count is not authenticated: every key available while the keychain is locked is in the file, so a
 /// process that can write the file can reset it. What bounds guessing with a copy of the file is scrypt's

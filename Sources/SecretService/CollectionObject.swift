@@ -75,27 +75,22 @@ struct CollectionObject: DBusObject {
     /// once for the login and session collections (`NotSupported`) and while locked (`IsLocked`). A refusal
     /// or no way to ask is `AccessDenied`. The reply waits for the answer; no prompt object is involved.
     private func delete(call: DBusMethodCall) -> DBusMethodResult {
-        var finished = false
         let collection = collection
-        let ticket = daemon.registry.deleteKeychain(
-            collection, requester: daemon.application(of: call.sender)?.description,
-            client: daemon.promptClient(of: call.sender)
-        ) { [daemon] error in
-            finished = true
-            daemon.policyConfirmations.removeAll { $0.call.message === call.message }
-            guard let error else { return daemon.reply(to: call, .success([.objectPath(ObjectPaths.none)])) }
-            let failure: DBusError
+        let failure = { (error: KeychainError) -> DBusError in
             switch error.status {
-            case .param: failure = DBusError(.notSupported, error.reason)
+            case .param: DBusError(.notSupported, error.reason)
             case .interactionNotAllowed where collection.isLocked:
-                failure = SecretServiceError.isLocked("\(collection.path) is locked: unlock it to delete it")
-            case .itemNotFound: failure = SecretServiceError.noSuchObject(collection.path)
-            default: failure = DBusError(.accessDenied, error.reason)
+                SecretServiceError.isLocked("\(collection.path) is locked: unlock it to delete it")
+            case .itemNotFound: SecretServiceError.noSuchObject(collection.path)
+            default: DBusError(.accessDenied, error.reason)
             }
-            daemon.reply(to: call, .failure(failure))
         }
-        if let ticket, !finished { daemon.policyConfirmations.append((call.sender, call, ticket)) }
-        return .deferred
+        return daemon.answerAfterConfirmation(call, reply: [.objectPath(ObjectPaths.none)], failure: failure) {
+            [daemon] completion in
+            daemon.registry.deleteKeychain(
+                collection, requester: daemon.application(of: call.sender)?.description,
+                client: daemon.promptClient(of: call.sender), completion: completion)
+        }
     }
 
     /// `CreateItem`: a new item at once; with `replace` over an existing item, the change is the caller's to

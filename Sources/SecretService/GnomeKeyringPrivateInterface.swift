@@ -84,6 +84,7 @@ extension SecretServiceDaemon {
     func changeWithMasterPassword(
         _ path: String, _ original: TransportSecret, _ master: TransportSecret, call: DBusMethodCall
     ) throws(DBusError) -> DBusMethodResult {
+        try refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
         let old = try password(original, from: call.sender)
         let new = try password(master, from: call.sender)
         let held = try passwordCollection(path)
@@ -98,6 +99,7 @@ extension SecretServiceDaemon {
     func unlockWithMasterPassword(_ path: String, _ master: TransportSecret, call: DBusMethodCall)
         throws(DBusError) -> DBusMethodResult
     {
+        try refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
         let secret = try password(master, from: call.sender)
         let held = try passwordCollection(path)
         guard held.isLocked else { return .reply([]) }
@@ -119,6 +121,7 @@ extension SecretServiceDaemon {
             label = text
         }
         try limits.check(label: label)
+        try refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
         let secret = try password(master, from: call.sender)
         registry.createKeychain(label: label, password: secret, pathElement: DBusNames.pathElement) { [self] result in
             switch result {

@@ -41,18 +41,7 @@ struct KeychainListObject: DBusObject {
                         // Where every later prompt shows is the desktop session's to say: not a sandboxed
                         // application's (it could send the prompts to a display of its own and answer them),
                         // nor a caller the daemon could not identify.
-                        if object.daemon.callers != nil {
-                            switch object.daemon.application(of: call.sender) {
-                            case .executable?, .script?: break
-                            case .flatpak(let appID)?:
-                                throw DBusError(
-                                    .accessDenied, "a Flatpak application (\(appID)) cannot choose where prompts show")
-                            case nil:
-                                throw DBusError(
-                                    .accessDenied,
-                                    "the caller could not be identified: it cannot choose where prompts show")
-                            }
-                        }
+                        try object.daemon.refuseSandboxedOrUnidentified(call.sender, "choose where prompts show")
                         do throws(SessionEnvironmentError) {
                             try object.daemon.registry.updateSessionEnvironment(variables)
                         } catch {
@@ -142,6 +131,9 @@ struct NativeKeychainObject: DBusObject {
                     },
                     DBusMethod("Unlock", DBusInput("password", [UInt8].self)) {
                         (object, call, password) throws(DBusError) in
+                        defer { wipeSharedStorage(of: password) }
+                        // Password guesses from a sandboxed or unknown caller: refused, not counted.
+                        try object.daemon.refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
                         // Into secret memory (unsealed there, or copied and the decoded array's own storage wiped).
                         let secret = try object.daemon.keychainSession(of: call.sender).unseal(password)
                         return try object.unlock(password: secret, call: call)
@@ -157,6 +149,7 @@ struct NativeKeychainObject: DBusObject {
                             wipeSharedStorage(of: old)
                             wipeSharedStorage(of: new)
                         }
+                        try object.daemon.refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
                         let oldSecret = try session.unseal(old)
                         let newSecret = try session.unseal(new)
                         return try object.changePassword(from: oldSecret, to: newSecret, call: call)
@@ -166,11 +159,8 @@ struct NativeKeychainObject: DBusObject {
                         try object.setAccessPolicy(policy, call: call)
                     },
                     DBusMethod("SetSettings", DBusInput("settings", NativeSettings.self)) {
-                        (object, _, settings) throws(DBusError) in
-                        try native { () throws(KeychainError) in
-                            try object.daemon.registry.setSettings(settings.settings, of: object.keychain)
-                            return []
-                        }
+                        (object, call, settings) throws(DBusError) in
+                        try object.setSettings(settings.settings, call: call)
                     },
                 ])
         ]
@@ -410,19 +400,25 @@ struct NativeKeychainObject: DBusObject {
         guard let policy = KeychainAccessPolicy(rawValue: name) else {
             throw KeychainBus.dbusError(KeychainError.param("the access policy is 'prompt' or 'allow-all'"))
         }
-        var finished = false
-        let ticket = daemon.registry.setAccessPolicy(
-            policy, of: keychain, requester: daemon.application(of: call.sender)?.description,
-            client: daemon.promptClient(of: call.sender)
-        ) { [daemon] error in
-            finished = true
-            daemon.policyConfirmations.removeAll { $0.call.message === call.message }
-            daemon.reply(to: call, error.map { .failure(KeychainBus.dbusError($0)) } ?? .success([]))
+        return daemon.answerAfterConfirmation(call, failure: KeychainBus.dbusError) { [self] completion in
+            daemon.registry.setAccessPolicy(
+                policy, of: keychain, requester: daemon.application(of: call.sender)?.description,
+                client: daemon.promptClient(of: call.sender), completion: completion)
         }
-        if let ticket, !finished {
-            daemon.policyConfirmations.append((call.sender, call, ticket))
+    }
+
+    /// Sets the lock settings: tighter ones at once, looser ones (a lock turned off, a longer timeout or none)
+    /// once the user confirmed them in a prompt, as `allow-all` is (KeychainRegistry's `setSettings`). A
+    /// Flatpak application or a caller not identified cannot change them at all.
+    private func setSettings(_ settings: KeychainSettings, call: DBusMethodCall) throws(DBusError)
+        -> DBusMethodResult
+    {
+        try daemon.refuseSandboxedOrUnidentified(call.sender, "change when a keychain locks")
+        return daemon.answerAfterConfirmation(call, failure: KeychainBus.dbusError) { [self] completion in
+            daemon.registry.setSettings(
+                settings, of: keychain, requester: daemon.application(of: call.sender)?.description,
+                client: daemon.promptClient(of: call.sender), completion: completion)
         }
-        return .deferred
     }
 
     private func changePassword(from old: SharedSecret, to new: SharedSecret, call: DBusMethodCall) throws(DBusError)

@@ -61,8 +61,8 @@ package final class SecretServiceDaemon {
     private var screenSaver = ScreenSaverWatch()
     /// Who may call the Secret portal's backend: the owner of `org.freedesktop.portal.Desktop`, as followed.
     private(set) var portalGate: PortalGate
-    /// Switches to `allow-all` and collection deletions waiting for the user's confirmation, by caller: withdrawn
-    /// when it leaves.
+    /// Switches to `allow-all`, looser lock settings, moved aliases and collection deletions waiting for the
+    /// user's confirmation, by caller: withdrawn when it leaves.
     var policyConfirmations: [(owner: String, call: DBusMethodCall, ticket: PromptTicket)] = []
     /// Who each client is, when callers are identified.
     let callers: CallerDirectory?
@@ -129,6 +129,39 @@ package final class SecretServiceDaemon {
 
     /// The program behind `sender` (a bus unique name), nil when it is not identified.
     func application(of sender: String?) -> Application? { callers?.application(of: sender) }
+
+    /// Refuses (`AccessDenied`) a sender that may not do `action` ("choose where prompts show"): a Flatpak
+    /// application, or a caller the daemon could not identify. Only where callers are identified (not in an
+    /// embedding, which trusts its callers). For what is the person's to decide (where prompts show, the lock
+    /// settings, the aliases) or what guesses a password (docs/threat-model.md, "What one client can do to
+    /// the others").
+    func refuseSandboxedOrUnidentified(_ sender: String?, _ action: String) throws(DBusError) {
+        guard callers != nil else { return }
+        switch application(of: sender) {
+        case .executable?, .script?: return
+        case .flatpak(let appID)?:
+            throw DBusError(.accessDenied, "a Flatpak application (\(appID)) cannot \(action)")
+        case nil:
+            throw DBusError(.accessDenied, "the caller could not be identified: it cannot \(action)")
+        }
+    }
+
+    /// Runs `start`, a change the person may be asked to confirm first (it gives the prompt's ticket while it
+    /// asks, nil when it has finished), and answers `call` when it ends: `reply`, or `failure` of the error.
+    /// The ticket is withdrawn when the caller leaves (the prompt ends, nothing changes).
+    func answerAfterConfirmation(
+        _ call: DBusMethodCall, reply values: [DBusValue] = [], failure: @escaping (KeychainError) -> DBusError,
+        _ start: (_ completion: @escaping (KeychainError?) -> Void) -> PromptTicket?
+    ) -> DBusMethodResult {
+        var finished = false
+        let ticket = start { [self] error in
+            finished = true
+            policyConfirmations.removeAll { $0.call.message === call.message }
+            reply(to: call, error.map { .failure(failure($0)) } ?? .success(values))
+        }
+        if let ticket, !finished { policyConfirmations.append((call.sender, call, ticket)) }
+        return .deferred
+    }
 
     /// Identifies `sender` from the credentials the bus gave, on the registry's quick worker (it reads `/proc`
     /// and may hash a large file; the main worker may be busy deriving a key), then serves the calls it held.

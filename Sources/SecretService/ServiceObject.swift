@@ -63,9 +63,8 @@ struct ServiceObject: DBusObject {
                         .reply([.objectPath(object.daemon.registry.keychain(alias: name)?.path ?? ObjectPaths.none)])
                     },
                     DBusMethod("SetAlias", DBusInput("name", String.self), DBusInput("collection", ObjectPath.self)) {
-                        (object, _, name, collection) throws(DBusError) in
-                        try object.setAlias(name, to: collection.text)
-                        return .reply([])
+                        (object, call, name, collection) throws(DBusError) in
+                        try object.setAlias(name, to: collection.text, call: call)
                     },
                 ],
                 properties: [
@@ -180,10 +179,22 @@ struct ServiceObject: DBusObject {
         }
     }
 
-    private func setAlias(_ name: String, to target: String) throws(DBusError) {
+    /// `SetAlias`: a new alias at once; one that points at a collection now (`default`) moved or removed once
+    /// the person confirmed it (KeychainRegistry's `setAlias`; refused: `AccessDenied`). A Flatpak application
+    /// or a caller not identified cannot set aliases.
+    private func setAlias(_ name: String, to target: String, call: DBusMethodCall) throws(DBusError)
+        -> DBusMethodResult
+    {
         guard !name.isEmpty, DBusNames.pathElement(name) == name else {
             throw SecretServiceError.invalidArgs("an alias is made of ASCII letters and digits")
         }
-        daemon.registry.setAlias(name, to: target == ObjectPaths.none ? nil : try daemon.collection(at: target))
+        try daemon.refuseSandboxedOrUnidentified(call.sender, "set a collection alias")
+        let collection = target == ObjectPaths.none ? nil : try daemon.collection(at: target)
+        let refused = { (error: KeychainError) in DBusError(.accessDenied, error.reason) }
+        return daemon.answerAfterConfirmation(call, failure: refused) { [daemon] completion in
+            daemon.registry.setAlias(
+                name, to: collection, requester: daemon.application(of: call.sender)?.description,
+                client: daemon.promptClient(of: call.sender), completion: completion)
+        }
     }
 }

@@ -71,7 +71,7 @@ def cli(request, tmp_path, bus, make_daemon):
     """A latchkey command whose default (login) keychain is held by latchkeyd, or is a file with no daemon."""
     if request.param == "daemon":
         c = Cli(tmp_path, bus)
-        make_daemon(keychains=c.keychains).start()
+        c.daemon = make_daemon(keychains=c.keychains).start()
     else:
         c = Cli(tmp_path)
         c.ok("create-keychain", "--stdin", "login", input=FILE_PASSWORD + "\n")
@@ -275,11 +275,18 @@ def test_show_and_set_keychain_settings(cli):
     assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" no-timeout {policy}'
     cli.ok("set-keychain-settings", "-l", "-t", "600")
     assert cli.ok("show-keychain-info").stdout.strip() == f'Keychain "{login}" lock-on-sleep timeout=600s {policy}'
+    # Through the daemon, settings that lock less (lock-on-sleep off here, then no timeout) are confirmed by
+    # the person in the daemon's prompt; locking more asked nothing.
+    if cli.mode == "daemon":
+        assert "CONFIRM" not in cli.daemon.pinentry_log()
+        cli.daemon.set_pinentry_answers(["confirm", "confirm"])
     cli.ok("set-keychain-settings", "-u")
     info = cli.json("show-keychain-info")
     assert (info["lockTimeout"], info["lockOnSleep"], info["heldByDaemon"]) == (300, False, cli.mode == "daemon")
     cli.ok("set-keychain-settings")
     assert cli.json("show-keychain-info")["lockTimeout"] is None
+    if cli.mode == "daemon":
+        assert cli.daemon.pinentry_log().count('"CONFIRM"') == 2
 
 
 def test_keychain_files_with_no_daemon(tmp_path):
@@ -335,7 +342,7 @@ def wait_until(predicate, timeout=15):
 
 def test_daemon_keychain_verbs(tmp_path, bus, make_daemon):
     cli = Cli(tmp_path, bus)
-    make_daemon(keychains=cli.keychains).start()
+    daemon = make_daemon(keychains=cli.keychains).start()
     login = f"{cli.keychains}/login.keychain-db"
     [held] = cli.json("list-keychains")
     assert held["path"] == login and held["daemon"]["collection"] == "login" and not held["daemon"]["locked"]
@@ -366,10 +373,15 @@ def test_daemon_keychain_verbs(tmp_path, bus, make_daemon):
     cli.ok("set-keychain-settings", "-t", "1")
     assert wait_until(lambda: cli.json("show-keychain-info")["locked"])
     # Settings are authenticated under the keychain key: changing them on a locked keychain unlocks it first.
+    # (Locking on sleep too locks more: nothing is asked. Locking less is confirmed by the person in the
+    # daemon's prompt, test_show_and_set_keychain_settings; here the 1 s timeout could lock the keychain again
+    # while the prompt shows, and the change would then fail for want of the key.)
     cli.set_answers([f"password {LOGIN_PASSWORD}"])
-    cli.ok("set-keychain-settings")
+    cli.ok("set-keychain-settings", "-l", "-t", "1")
     assert cli.pinentry_asks() == 2
-    assert cli.json("show-keychain-info")["locked"] is False
+    info = cli.json("show-keychain-info")
+    assert (info["lockOnSleep"], info["lockTimeout"]) == (True, 1), info
+    assert "CONFIRM" not in daemon.pinentry_log()
 
     cli.ok("set-keychain-password", "--stdin", input=f"{LOGIN_PASSWORD}\nnew login\n")
     cli.ok("lock-keychain")

@@ -66,13 +66,13 @@ def home(tmp_path, made):
 def start_daemon(make_daemon, home, bus):
     """latchkeyd holding the login keychain under `home`, once it has made and unlocked it (the
     keychain is created on the daemon's worker after the bus name is claimed)."""
-    make_daemon(keychains=home / "latchkey" / "keychains").start()
+    daemon = make_daemon(keychains=home / "latchkey" / "keychains").start()
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         connection = open_dbus_connection(bus=bus.address)
         try:
             if not secretstorage.get_default_collection(connection).is_locked():
-                return
+                return daemon
         except secretstorage.exceptions.SecretStorageException:
             pass
         finally:
@@ -161,7 +161,9 @@ def file_bytes(directory):
 
 
 def test_import_keeps_every_field_and_a_second_import_adds_nothing(bus, make_daemon, tmp_path, home, made):
-    start_daemon(make_daemon, home, bus)
+    daemon = start_daemon(make_daemon, home, bus)
+    # Making "second" the default moves the alias away from the login collection: the person confirms it.
+    daemon.set_pinentry_answers(["confirm"])
     before = file_bytes(home / "keyrings")
     result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin",
                       input=passwords(LOGIN_PASSWORD, gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD))
@@ -310,7 +312,8 @@ def test_a_logins_hand_over_imports_the_keyrings_gnome_keyring_unlocked(bus, mak
 def test_import_unlocks_a_locked_daemon_to_make_the_collections(bus, make_daemon, tmp_path, home, made):
     """The daemon holds the login keychain locked: the command opens it with the keychain password it
     was given, so that CreateCollection can protect the new collections with its key."""
-    start_daemon(make_daemon, home, bus)
+    daemon = start_daemon(make_daemon, home, bus)
+    daemon.set_pinentry_answers(["confirm"])  # "second" made the default: the alias moves (confirmed)
     connection = open_dbus_connection(bus=bus.address)
     try:
         secretstorage.Collection(connection, LOGIN_PATH).lock()

@@ -173,7 +173,7 @@ def test_limits_on_input_and_nothing_is_lost(client, daemon):
     assert client.ok(keep, ITEM, "GetSecret", "o", (session,))[0][2] == b"precious"
 
 
-def test_alias_path_works_like_the_collection(client):
+def test_alias_path_works_like_the_collection(client, daemon):
     assert client.service("ReadAlias", "s", ("default",)) == ("/org/freedesktop/secrets/collection/login",)
     assert client.service("ReadAlias", "s", ("nothing",)) == ("/",)
     via_alias = client.ok(DEFAULT, PROPS, "GetAll", "s", (COLLECTION,))[0]
@@ -181,6 +181,8 @@ def test_alias_path_works_like_the_collection(client):
     assert via_alias == direct
     client.service("SetAlias", "so", ("mine", "/org/freedesktop/secrets/collection/session"))
     assert client.service("ReadAlias", "s", ("mine",)) == ("/org/freedesktop/secrets/collection/session",)
+    # Removing an alias that points at a collection is confirmed by the person (test_client_guards.py).
+    daemon.set_pinentry_answers(["confirm"])
     client.service("SetAlias", "so", ("mine", "/"))
     assert client.service("ReadAlias", "s", ("mine",)) == ("/",)
 

@@ -9,12 +9,11 @@ fails with no terminal)."""
 import json
 import os
 import subprocess
-import sys
-import textwrap
 
 import pytest
 
 from conftest import SCRIPTED_PINENTRY, binary, secret_tool
+from flatpak_caller import as_flatpak, needs_root
 
 NO_DESKTOP = {"DISPLAY": None, "WAYLAND_DISPLAY": None, "XAUTHORITY": None, "PINENTRY": None}
 
@@ -141,35 +140,11 @@ def test_a_pinentry_a_user_process_could_have_written_is_refused(before_the_desk
     assert read_secret(daemon).stdout == "the secret\n"
 
 
-# A "sandboxed" caller: connects to the bus, chroots into a root holding a .flatpak-info (what latchkeyd reads
-# through /proc/PID/root), then asks to set the prompts' display; prints the error name or "ok".
-SANDBOXED_CALLER = textwrap.dedent("""
-    import os, sys
-    import gi
-    gi.require_version("Gio", "2.0")
-    from gi.repository import Gio, GLib
-    flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
-    bus = Gio.DBusConnection.new_for_address_sync(sys.argv[1], flags, None, None)
-    os.chroot(sys.argv[2])
-    os.chdir("/")
-    try:
-        bus.call_sync("org.freedesktop.secrets", "/org/latchkey/keychain", "org.latchkey.Keychain1",
-                      "UpdateEnvironment", GLib.Variant("(a{ss})", ({"DISPLAY": ":66"},)), None,
-                      Gio.DBusCallFlags.NONE, 10000, None)
-        print("ok")
-    except GLib.Error as error:
-        print(Gio.DBusError.get_remote_error(error))
-""")
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="making a caller look like a Flatpak application needs chroot (root)")
+@needs_root
 def test_a_flatpak_application_cannot_choose_where_prompts_show(before_the_desktop, bus, tmp_path):
-    root = tmp_path / "app-root"
-    root.mkdir()
-    (root / ".flatpak-info").write_text("[Application]\nname=org.example.Sneaky\nruntime=runtime/x/x86_64/1\n")
-    result = subprocess.run([sys.executable, "-c", SANDBOXED_CALLER, bus.address, str(root)], capture_output=True,
-                            text=True, timeout=60)
-    assert result.stdout.strip() == "org.freedesktop.DBus.Error.AccessDenied", result.stdout + result.stderr
+    calls = [["/org/latchkey/keychain", "org.latchkey.Keychain1", "UpdateEnvironment", "(a{ss})",
+              [{"DISPLAY": ":66"}]]]
+    assert as_flatpak(bus, tmp_path, calls) == ["org.freedesktop.DBus.Error.AccessDenied"]
     # Nothing changed: no prompt can show.
     denied = read_secret(before_the_desktop)
     assert denied.returncode == 1 and "no way to ask" in denied.stderr

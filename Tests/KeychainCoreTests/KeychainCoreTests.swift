@@ -3,6 +3,21 @@ import KeychainCore
 import Testing
 
 @Suite struct KeychainCoreTests {
+    /// What the daemon asks the person to confirm (issue 31): any lock turned off or a timeout lengthened or
+    /// removed loosens, even with something else made stricter; the reverse, or no change, does not.
+    @Test func settingsLoosenWhenAnyLockIsWeakened() {
+        let strict = KeychainSettings(lockTimeout: 300, lockOnSleep: true, lockOnScreenLock: true)
+        #expect(!strict.loosens(strict))
+        #expect(!strict.loosens(KeychainSettings()))
+        #expect(!KeychainSettings(lockTimeout: 60, lockOnSleep: true, lockOnScreenLock: true).loosens(strict))
+        #expect(KeychainSettings(lockTimeout: 600, lockOnSleep: true, lockOnScreenLock: true).loosens(strict))
+        #expect(KeychainSettings(lockTimeout: nil, lockOnSleep: true, lockOnScreenLock: true).loosens(strict))
+        #expect(KeychainSettings(lockTimeout: 60, lockOnSleep: false, lockOnScreenLock: true).loosens(strict))
+        #expect(KeychainSettings(lockTimeout: 60, lockOnSleep: true, lockOnScreenLock: false).loosens(strict))
+        #expect(KeychainSettings().loosens(strict))
+        #expect(!KeychainSettings(lockTimeout: 1).loosens(KeychainSettings()))
+    }
+
     @Test func persistentReferenceRoundTripsAndRejectsGarbage() throws {
         let identifier = Data((0..<16).map { UInt8($0) })
         let reference = ItemReference(itemClass: .internetPassword, identifier: identifier)

@@ -209,6 +209,29 @@ import Testing
         #expect(try Keychain(opening: path).passwordRetryWait() == 0, "a right password resets the count")
     }
 
+    /// What the person types into the daemon's own prompt is outside the programs' count (issue 31): tried
+    /// while the programs' wait runs, a wrong one not counted, a right one not clearing the programs' wait.
+    @Test func aPasswordTypedInThePromptIsOutsideTheProgramsCount() throws {
+        // In memory, with its cheap key derivation: the whole test runs well within the first 2 s wait.
+        let keychain = try Keychain.createInMemory(password: Array("right".utf8))
+        keychain.lock()
+        for _ in 0..<3 {
+            #expect(statusOf { try keychain.unlock(password: Array("wrong".utf8)) } == .authFailed)
+        }
+        let wait = keychain.passwordRetryWait()
+        #expect(wait > 0)
+        do {
+            _ = try keychain.unwrapKey(password: Array("typo".utf8), limited: false, counted: false)
+            Issue.record("a wrong password was accepted")
+        } catch {
+            #expect(error.status == .authFailed && error.retryAfterSeconds == nil, "tried, not refused")
+        }
+        #expect(keychain.passwordRetryWait() <= wait, "the typo was not counted: the wait did not grow")
+        keychain.unlock(with: try keychain.unwrapKey(password: Array("right".utf8), limited: false, counted: false))
+        #expect(!keychain.isLocked)
+        #expect(keychain.passwordRetryWait() > 0, "the programs' wait still runs")
+    }
+
     /// pam_latchkey re-keys the file itself when no daemon runs: a keychain already open sees the change
     /// (the old password no longer opens it) and its own next change starts from the new one.
     @Test func aPasswordChangeMadeByAnotherProcessIsSeen() throws {
