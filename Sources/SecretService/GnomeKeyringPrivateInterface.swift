@@ -119,6 +119,7 @@ extension SecretServiceDaemon {
             label = text
         }
         try limits.check(label: label)
+        try limits.check(collectionsHeld: registry.madeKeychainCount)
         let secret = try password(master, from: call.sender)
         registry.createKeychain(label: label, password: secret, pathElement: DBusNames.pathElement) { [self] result in
             switch result {

@@ -71,7 +71,9 @@ struct NativeKeychainObject: DBusObject {
                         DBusInput("secret", [UInt8].self), DBusInput("hasSecret", Bool.self),
                         returns: [.init("item", "a{sv}")]
                     ) { (object, call, itemClass, attributes, secret, hasSecret) throws(DBusError) in
-                        try native { () throws(KeychainError) in
+                        // The same quotas as the Secret Service's CreateItem (InputLimits).
+                        try object.keychain.checkQuota(object.daemon.limits, secretBytes: secret.count, isNew: true)
+                        return try native { () throws(KeychainError) in
                             guard let itemClass = ItemClass(rawValue: itemClass) else {
                                 throw KeychainError(.noSuchClass, "not a keychain item class")
                             }
