@@ -128,7 +128,14 @@ struct ServiceObject: DBusObject {
         guard let requester = daemon.creationNeedingConfirmation(by: call.sender) else {
             return .reply(try create(label: label, alias: alias))
         }
-        guard !daemon.policyConfirmations.contains(where: { $0.owner == call.sender }) else {
+        // One waiting confirmation per connection, and per Flatpak app over all its connections.
+        let application = daemon.application(of: call.sender)
+        var asking = false
+        for waiting in daemon.policyConfirmations {
+            if waiting.owner == call.sender { asking = true }
+            if let application, daemon.application(of: waiting.owner) == application { asking = true }
+        }
+        guard !asking else {
             throw DBusError(.limitsExceeded, "a confirmation this client asked for is still waiting for the user")
         }
         let daemon = daemon

@@ -104,17 +104,19 @@ from jeepney.low_level import HeaderFields, MessageType
 # Connected (the socket is outside the sandbox) but not yet on the bus: the daemon identifies the name when it
 # appears, which is after the chroot into a root with /.flatpak-info, as a Flatpak app's is.
 socket = prep_socket(get_bus(sys.argv[1]), False, timeout=1)
+other_socket = prep_socket(get_bus(sys.argv[1]), False, timeout=1)
 os.chroot(sys.argv[2])
 os.chdir("/")
-with DBusRouter(DBusConnection(socket)) as router:
+with DBusRouter(DBusConnection(socket)) as router, DBusRouter(DBusConnection(other_socket)) as other:
     Proxy(message_bus, router, timeout=10).Hello()
+    Proxy(message_bus, other, timeout=10).Hello()
     service = DBusAddress("/org/freedesktop/secrets", bus_name="org.freedesktop.secrets",
                           interface="org.freedesktop.Secret.Service")
 
-    def create(label):
+    def create(label, connection=router):
         call = new_method_call(service, "CreateCollection", "a{sv}s",
                                ({"org.freedesktop.Secret.Collection.Label": ("s", label)}, ""))
-        reply = router.send_and_get_reply(call, timeout=30)
+        reply = connection.send_and_get_reply(call, timeout=30)
         if reply.header.message_type == MessageType.error:
             return reply.header.fields[HeaderFields.error_name]
         return reply.body[0]
@@ -124,6 +126,7 @@ with DBusRouter(DBusConnection(socket)) as router:
     first.start()
     time.sleep(1.0)
     results["second"] = create("Second")
+    results["other_connection"] = create("Other", other)
     first.join()
     results["third"] = create("Third")
     print(json.dumps(results))
@@ -141,9 +144,12 @@ def test_a_flatpak_app_creates_a_collection_only_once_confirmed_and_one_confirma
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     results = json.loads(result.stdout)
-    # Before: each CreateCollection from the sandbox made a collection at once, none asked about.
+    # Before: each CreateCollection from the sandbox made a collection at once, none asked about. The first
+    # waits for the confirmation; one per connection and per app waits at a time.
     assert results["first"] == "/org/freedesktop/secrets/collection/first", results
     assert results["second"] == LIMITS_EXCEEDED, results
+    # Nor from another connection of the same app.
+    assert results["other_connection"] == LIMITS_EXCEEDED, results
     assert results["third"] == "org.freedesktop.DBus.Error.AccessDenied", results
     asked = [json.loads(line)["argument"] for line in daemon.pinentry_log().splitlines()
              if json.loads(line)["command"] == "SETDESC"]
