@@ -24,6 +24,11 @@ Scenarios (each on its own private dbus-daemon and throwaway keychain directory)
               where its prompt came, how long it waited, whether its call timed out (25 s, D-Bus's default).
   full-disk   the keychain directory on a small tmpfs (root only): the disk filled, a write refused with an
               error, reads still served, writes resumed once space is freed, nothing lost after a restart.
+  flood       one client, with the daemon started under systemd's default soft limit of 1,024 descriptors:
+              N CreateCollection attempts, then N CreateItem attempts of a large secret into the in-memory
+              session collection; what was made and refused (and with which error), the daemon's descriptors,
+              soft limit and RSS after each, how long a Lock and an Unlock of the full session collection took,
+              and whether the next unlock prompt still shows and completes.
 
 `scripts/stress` runs them with the full counts against a release build, gnome-keyring-daemon beside
 latchkeyd where the comparison means something; Tests/Integration/test_robustness.py runs them with small
@@ -195,9 +200,12 @@ class Server:
 class Latchkeyd(Server):
     kind = "latchkeyd"
 
-    def __init__(self, scratch, binary, answers=(), keychains=None):
+    def __init__(self, scratch, binary, answers=(), keychains=None, extra_args=(), descriptor_limit=None):
         super().__init__(scratch)
         self.binary = binary
+        self.extra_args = list(extra_args)
+        # A soft RLIMIT_NOFILE to start with (the hard one is left as it is), as systemd's 1,024 for services.
+        self.descriptor_limit = descriptor_limit
         self.keychains = pathlib.Path(keychains) if keychains else self.scratch / "keychains"
         self.answers = self.scratch / "pinentry-answers"
         self.log = self.scratch / "pinentry-log"
@@ -213,11 +221,19 @@ class Latchkeyd(Server):
         env = self.bus.env(SCRIPTED_PINENTRY_ANSWERS=str(self.answers), SCRIPTED_PINENTRY_LOG=str(self.log),
                            XDG_RUNTIME_DIR=str(runtime),
                            DBUS_SYSTEM_BUS_ADDRESS=f"unix:path={self.scratch}/no-system-bus")
+        limit = self.descriptor_limit
+
+        def lower_descriptor_limit():
+            if limit is not None:
+                import resource
+                hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+                resource.setrlimit(resource.RLIMIT_NOFILE, (min(limit, hard), hard))
+
         self.process = subprocess.Popen(
             [self.binary, "--foreground", "--unlock", "--keychain-directory", str(self.keychains),
-             "--pinentry", str(SCRIPTED_PINENTRY)],
+             "--pinentry", str(SCRIPTED_PINENTRY), *self.extra_args],
             env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-            stderr=open(self.scratch / "daemon.stderr", "ab"))
+            stderr=open(self.scratch / "daemon.stderr", "ab"), preexec_fn=lower_descriptor_limit)
         self.process.stdin.write(PASSWORD.encode())
         self.process.stdin.close()
         self.wait_for_name()
@@ -1082,6 +1098,93 @@ def scenario_full_disk(binary, size_mib=8, items_before=20):
     return figures
 
 
+# MARK: flood
+
+SESSION_COLLECTION = "/org/freedesktop/secrets/collection/session"
+
+
+def descriptor_limits(pid):
+    """The soft and hard RLIMIT_NOFILE of a process."""
+    for line in pathlib.Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    return None
+
+
+def unlock_with_prompt(client, path, timeout=30):
+    """Unlock of `path` through its prompt: "unlocked", "dismissed", or "no prompt" (unlocked at once)."""
+    from jeepney import MatchRule, message_bus
+    from jeepney.io.blocking import Proxy
+    _, prompt = client.service("Unlock", "ao", ([path],))
+    if prompt == "/":
+        return "no prompt"
+    rule = MatchRule(type="signal", interface=PROMPT, member="Completed", path=prompt)
+    Proxy(message_bus, client.connection).AddMatch(rule)
+    with client.connection.filter(rule) as queue:
+        client.ok(prompt, PROMPT, "Prompt", "s", ("",))
+        completed = client.connection.recv_until_filtered(queue, timeout=timeout)
+    return "dismissed" if completed.body[0] else "unlocked"
+
+
+def tally(outcomes, error):
+    outcomes[error or "ok"] = outcomes.get(error or "ok", 0) + 1
+
+
+def scenario_flood(binary, collections=10_000, items=10_000, item_bytes=512 * 1024, descriptor_limit=1024,
+                   extra_args=()):
+    """One client makes collections and items until refused; what the daemon holds after, and whether the
+    next unlock prompt still shows."""
+    scratch = tempfile.mkdtemp(prefix="latchkey-flood-")
+    server = Latchkeyd(scratch, binary, answers=[f"password {PASSWORD}"], extra_args=extra_args,
+                       descriptor_limit=descriptor_limit)
+    figures = {"collection_attempts": collections, "item_attempts": items, "item_bytes": item_bytes}
+    try:
+        server.start()
+        client = server.client()
+        figures["before"] = probe(server.pid)
+        figures["descriptor_limits"] = descriptor_limits(server.pid)
+        outcomes = {}
+        started = time.monotonic()
+        for number in range(collections):
+            reply = client.call(SERVICE, SECRET_SERVICE, "CreateCollection", "a{sv}s",
+                                ({"org.freedesktop.Secret.Collection.Label": ("s", f"flood {number}")}, ""))
+            tally(outcomes, reply.error_name if reply.is_error else None)
+        figures["collections"] = {"outcomes": outcomes, "seconds": round(time.monotonic() - started, 1)}
+        figures["after_collections"] = probe(server.pid)
+
+        session = client.open_plain()
+        secret = os.urandom(item_bytes)
+        outcomes = {}
+        started = time.monotonic()
+        for number in range(items):
+            properties = {"org.freedesktop.Secret.Item.Label": ("s", f"flood {number}"),
+                          "org.freedesktop.Secret.Item.Attributes": ("a{ss}", {"flood": str(number)})}
+            reply = client.call(SESSION_COLLECTION, COLLECTION, "CreateItem", "a{sv}(oayays)b",
+                                (properties, (session, b"", secret, "text/plain"), False), timeout=60)
+            tally(outcomes, reply.error_name if reply.is_error else None)
+        figures["items"] = {"outcomes": outcomes, "seconds": round(time.monotonic() - started, 1)}
+        figures["after_items"] = probe(server.pid)
+        started = time.monotonic()
+        client.service("Lock", "ao", ([SESSION_COLLECTION],))
+        figures["session_lock_ms"] = round((time.monotonic() - started) * 1000)
+        started = time.monotonic()
+        figures["session_unlock"] = unlock_with_prompt(client, SESSION_COLLECTION)
+        figures["session_unlock_ms"] = round((time.monotonic() - started) * 1000)
+        figures["peak_rss_mib"] = round(proc_status(server.pid)["VmHWM"] / 1024, 1)
+
+        lock_login(client)
+        figures["login_unlock_after_flood"] = unlock_with_prompt(client, LOGIN)
+        figures["pinentries_shown"] = sum(1 for line in server.log.read_text().splitlines()
+                                          if json.loads(line)["command"] == "GETPIN") if server.log.exists() else 0
+        figures["alive"] = server.process.poll() is None
+        client.close()
+        return figures
+    finally:
+        server.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 # MARK: command line
 
 def main():
@@ -1091,7 +1194,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latchkeyd", required=True, help="the latchkeyd binary")
     parser.add_argument("--only", action="append", choices=["kill", "load", "sessions", "prompts", "own-prompts", "prompt-flood",
-                                                         "full-disk"],
+                                                         "full-disk", "flood"],
                         help="run only these scenarios (repeatable)")
     parser.add_argument("--no-gnome-keyring", action="store_true", help="leave out gnome-keyring-daemon")
     parser.add_argument("--kills", type=int, default=50)
@@ -1101,7 +1204,7 @@ def main():
     parser.add_argument("--disconnects", type=int, default=500)
     parser.add_argument("--json", help="also write the figures to this file")
     arguments = parser.parse_args()
-    chosen = arguments.only or ["kill", "load", "sessions", "prompts", "own-prompts", "prompt-flood", "full-disk"]
+    chosen = arguments.only or ["kill", "load", "sessions", "prompts", "own-prompts", "prompt-flood", "full-disk", "flood"]
     kinds = ["latchkeyd"] + ([] if arguments.no_gnome_keyring or not shutil.which("gnome-keyring-daemon")
                              else ["gnome-keyring"])
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -1134,6 +1237,8 @@ def main():
             record("full-disk", "latchkeyd", scenario_full_disk(arguments.latchkeyd))
         else:
             print("full-disk: skipped (needs root to mount a tmpfs)")
+    if "flood" in chosen:
+        record("flood", "latchkeyd", scenario_flood(arguments.latchkeyd))
     report["load_at_end"] = load_context()
     if arguments.json:
         pathlib.Path(arguments.json).write_text(json.dumps(report, indent=1) + "\n")

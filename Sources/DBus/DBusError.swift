@@ -51,6 +51,8 @@ package struct DBusError: Error, Hashable, Sendable, CustomStringConvertible {
         package static let accessDenied = Name(rawValue: "org.freedesktop.DBus.Error.AccessDenied")
         /// No reply came in time.
         package static let noReply = Name(rawValue: "org.freedesktop.DBus.Error.NoReply")
+        /// A bound on what one may hold or make was reached (too many collections, items or bytes).
+        package static let limitsExceeded = Name(rawValue: "org.freedesktop.DBus.Error.LimitsExceeded")
         /// The connection is closed.
         package static let disconnected = Name(rawValue: "org.freedesktop.DBus.Error.Disconnected")
     }

@@ -58,6 +58,26 @@ extension KeychainRegistry {
         }
     }
 
+    /// Asks the person to confirm that `requester` (a Flatpak application, or a program the daemon could not
+    /// identify) may create a keychain labelled `label`: a pinentry `CONFIRM`, within the access prompts' time
+    /// bound. `completion` runs on the serving thread: nil when confirmed, `errSecUserCanceled` when refused,
+    /// `errSecInteractionNotAllowed` when no prompt could be shown. The ticket: withdraw it when the requester
+    /// leaves.
+    package func confirmKeychainCreation(
+        label: String, requester: String, completion: @escaping (KeychainError?) -> Void
+    ) -> PromptTicket {
+        let shown = label.isEmpty ? "" : " “\(label)”"
+        let request = PinentryRequest(
+            title: "New Keychain",
+            description: "A program asks to create a new keychain\(shown).\nAsked by: \(requester)", prompt: "",
+            okLabel: "Create", cancelLabel: "Don't Create")
+        return confirm(
+            request, bounded: Self.accessPromptTimeout, declined: "the user did not allow creating a keychain",
+            unasked:
+                "creating a keychain from this program needs the user's confirmation, and no prompt could be shown",
+            completion: completion)
+    }
+
     /// Deletes a keychain created by a client (`Collection.Delete`), once the person confirmed it: the login
     /// and session keychains are refused (`errSecParam`), a locked keychain too
     /// (`errSecInteractionNotAllowed`: whoever asks must first get it unlocked), before anything is asked.

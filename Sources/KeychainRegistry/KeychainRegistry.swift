@@ -279,6 +279,12 @@ package final class KeychainRegistry {
         return created
     }
 
+    /// How many keychains besides the login and session ones are held or being made (those clients made, and
+    /// keyrings imported at login): what ``InputLimits``' collection bound counts.
+    package var madeKeychainCount: Int {
+        keychains.count { $0.id != Self.loginID && $0.id != Self.sessionID } + reservedKeychainIDs.count
+    }
+
     /// An id for a new keychain labelled `label`, made from the label, that no keychain held or file has.
     func newKeychainID(label: String, pathElement: (String) -> String) -> String {
         KeychainLocation.newKeychainID(

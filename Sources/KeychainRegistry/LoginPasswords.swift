@@ -348,16 +348,23 @@ extension KeychainRegistry {
         }
     }
 
-    /// One password through pinentry (with `error` shown, if any), nil when not given.
+    /// One password through pinentry (with `error` shown, if any), nil when not given. A pinentry that could
+    /// not be started or failed says why in the log (the prompt then ends as dismissed, which is all the
+    /// Secret Service's `Completed` can say).
     static func askOne(
         _ pinentry: Pinentry, _ request: PinentryRequest, _ error: String?, _ cancellation: PinentryCancellation
     ) -> [SharedSecret]? {
         var request = request
         request.error = error
-        guard case .password(let password)? = try? pinentry.askPassword(request, cancellation: cancellation) else {
+        do throws(PinentryError) {
+            guard case .password(let password) = try pinentry.askPassword(request, cancellation: cancellation) else {
+                return nil
+            }
+            return [password]
+        } catch {
+            if !cancellation.isCancelled { log("no password prompt could be shown (“\(request.title)”): \(error)") }
             return nil
         }
-        return [password]
     }
 
     /// A prompt's attempt (on the worker) that hands the answer's first password to `use`: what it returns, or

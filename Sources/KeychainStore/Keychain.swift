@@ -36,6 +36,9 @@ public final class Keychain: Sendable {
         var defersCheckpoints = false
         /// Whether a delete happened since the holder last asked (``Keychain/takeCheckpointRequest()``).
         var checkpointWanted = false
+        /// What ``Keychain/usage()`` last counted, with the file's `data_version` then (another connection's
+        /// commit changes it); kept up by adds, forgotten by changes and deletes.
+        var usage: (items: Int, bytes: Int, dataVersion: Int64)?
     }
 
     private init(path: String, db: sending SQLiteDatabase, header: KeychainHeader, key: SecretKey?)
@@ -509,6 +512,10 @@ public final class Keychain: Sendable {
                     }
                 }
             }
+            if let usage = state.usage {
+                let bytes = sealed.reduce(0) { $0 + $1.attributes.count + ($1.secret?.count ?? 0) }
+                state.usage = (usage.items + prepared.count, usage.bytes + bytes, usage.dataVersion)
+            }
         }
         return prepared.map { KeychainItem(reference: $0.reference, attributes: $0.attributes, secret: $0.secret) }
     }
@@ -569,6 +576,7 @@ public final class Keychain: Sendable {
         try ItemSchema.of(query.itemClass).validate(newAttributes)
         return try state.withLock { (state) throws(KeychainError) in
             let key = try state.unlockedKey()
+            state.usage = nil
             // The secret is opened too (into secret memory): it is sealed again under the item's next version.
             let matches = try state.find(
                 query, in: self, limit: nil, returning: [.attributes, .data], secretInSecretMemory: true)
@@ -639,6 +647,7 @@ public final class Keychain: Sendable {
         try query.validate()
         let (count, deferred) = try state.withLock { (state) throws(KeychainError) -> (Int, Bool) in
             _ = try state.unlockedKey()
+            state.usage = nil
             let matches = try state.find(query, in: self, limit: nil, returning: [])
             guard !matches.isEmpty else {
                 throw KeychainError(.itemNotFound, "no item matches the delete query")
@@ -752,6 +761,26 @@ public final class Keychain: Sendable {
             try state.db.withStatement("SELECT count(*) FROM items") { (statement) throws(KeychainError) in
                 try statement.step() ? Int(statement.int64(0)) : 0
             }
+        }
+    }
+
+    /// How many items of every class it holds and the bytes they take in the file (sealed attributes and
+    /// secrets), read from the rows' headers without reading the values; also while locked.
+    /// Counted once, then kept up as items are added (a change or delete through this keychain, or a commit
+    /// by another connection to the file, has it counted again).
+    public func usage() throws(KeychainError) -> (items: Int, bytes: Int) {
+        try state.withLock { (state) throws(KeychainError) in
+            let dataVersion = try state.db.withStatement("PRAGMA data_version") { (statement) throws(KeychainError) in
+                try statement.step() ? statement.int64(0) : 0
+            }
+            if let usage = state.usage, usage.dataVersion == dataVersion { return (usage.items, usage.bytes) }
+            let counted = try state.db.withStatement(
+                "SELECT count(*), coalesce(sum(length(attributes)), 0) + coalesce(sum(length(secret)), 0) FROM items"
+            ) { (statement) throws(KeychainError) in
+                try statement.step() ? (Int(statement.int64(0)), Int(statement.int64(1))) : (0, 0)
+            }
+            state.usage = (counted.0, counted.1, dataVersion)
+            return counted
         }
     }
 

@@ -16,6 +16,24 @@ package enum ProcessHardening {
         return nil
     }
 
+    /// Raises the soft limit on open descriptors (`RLIMIT_NOFILE`) to the hard one, at most `ceiling` (programs
+    /// the process starts inherit it, and some close every descriptor up to it): systemd gives user services
+    /// 1,024 soft, 524,288 hard. The limit now, and the reason when it could not be raised.
+    package static func raiseDescriptorLimit(upTo ceiling: UInt = 65_536) -> (limit: UInt, problem: String?) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
+            return (0, "getrlimit(RLIMIT_NOFILE): \(String(cString: strerror(errno)))")
+        }
+        let wanted = min(limit.rlim_max, rlim_t(ceiling))
+        guard limit.rlim_cur < wanted else { return (UInt(limit.rlim_cur), nil) }
+        let before = limit.rlim_cur
+        limit.rlim_cur = wanted
+        guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
+            return (UInt(before), "setrlimit(RLIMIT_NOFILE): \(String(cString: strerror(errno)))")
+        }
+        return (UInt(wanted), nil)
+    }
+
     /// Sets the core file limit to 0 and nothing else: the process stays dumpable, so that latchkeyd can read
     /// its `/proc/PID/exe` and identify it. For the `latchkey` command, which calls ``forbidDumping()``
     /// once the daemon has identified it and before any secret enters its memory (docs/threat-model.md).

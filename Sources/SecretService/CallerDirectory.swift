@@ -51,6 +51,8 @@ final class CallerDirectory {
     private let liveness = ProcessInspector()
     /// A pidfd on each identified sender's process: whether it still runs, for the cost of a `poll`.
     private var handles: [String: ProcessHandle] = [:]
+    /// The most pidfds held at once, one per identified connection (docs/robustness.md, "Bounds and quotas").
+    static let heldHandles = 4_096
     /// Far above the serials libdbus gives the connection's own messages (counted from 1).
     static let firstSerial: UInt32 = 0x6000_0000
 
@@ -143,7 +145,9 @@ final class CallerDirectory {
         switch outcome {
         case .success(let caller):
             entries[sender] = .identified(caller)
-            handles[sender] = handle
+            // A client keeping many connections open must not use up the daemon's descriptors: past the bound
+            // a caller is followed through `/proc/PID/stat` (its start time) instead.
+            handles[sender] = handles.count < Self.heldHandles ? handle : nil
         case .failure(let error): entries[sender] = .unidentified(error.description)
         }
         return calls

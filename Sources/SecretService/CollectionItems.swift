@@ -16,12 +16,17 @@ extension HeldKeychain {
 
     /// Every item, oldest first.
     func itemReferences() throws(KeychainError) -> [ItemReference] {
-        var references: [ItemReference] = []
+        try allItems(returning: []).map(\.reference)
+    }
+
+    /// Every item, oldest first, with what `returning` asks (one query per class).
+    func allItems(returning: ReturnOptions) throws(KeychainError) -> [KeychainItem] {
+        var items: [KeychainItem] = []
         for itemClass in Self.shownClasses {
-            let query = ItemQuery(itemClass, synchronizable: .any, limit: .all)
-            references += try keychain.items(matching: query).map(\.reference)
+            items += try keychain.items(
+                matching: ItemQuery(itemClass, synchronizable: .any, limit: .all, returning: returning))
         }
-        return references
+        return items
     }
 
     /// The paths of the items whose Secret Service attributes include all of `attributes`.
@@ -94,6 +99,24 @@ extension HeldKeychain {
         let item = try keychain.add(.genericPassword, attributes: stored, secret: secret)
         touch()
         return (item.reference, false)
+    }
+
+    /// Refuses an item (new, or a change of one: `isNew` false) of `secretBytes` with `label` and `attributes`
+    /// that would take this collection past its quotas (``InputLimits/itemsPerCollection``,
+    /// ``InputLimits/bytesPerCollection``): `LimitsExceeded`. The bytes counted are what the file holds now
+    /// and, for the item, its secret and text, an estimate of what it adds (a change is counted as if nothing
+    /// it replaces were freed).
+    func checkQuota(
+        _ limits: InputLimits, secretBytes: Int, label: String = "", attributes: [String: String] = [:], isNew: Bool
+    ) throws(DBusError) {
+        let usage: (items: Int, bytes: Int)
+        do {
+            usage = try keychain.usage()
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+        let text = attributes.reduce(label.utf8.count) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+        try limits.check(usage: usage, adding: secretBytes + text, isNew: isNew, in: path)
     }
 
     /// Changes an item's label, Secret Service attributes, secret or content type (nil: unchanged).

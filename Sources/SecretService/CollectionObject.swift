@@ -145,6 +145,8 @@ struct CollectionObject: DBusObject {
         replacing existing: ItemReference?, caller: String
     ) throws(DBusError) -> [DBusValue] {
         guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        try collection.checkQuota(
+            daemon.limits, secretBytes: secret.count, label: label, attributes: attributes, isNew: existing == nil)
         let result: (reference: ItemReference, replaced: Bool)
         do {
             result = try secret.withUnownedData { (data) throws(KeychainError) in
@@ -204,6 +206,7 @@ struct ItemObject: DBusObject {
                         (object, call, transport) throws(DBusError) in
                         let secret = try object.daemon.receive(transport, from: call.sender)
                         let contentType = transport.contentType
+                        try object.collection.checkQuota(object.daemon.limits, secretBytes: secret.count, isNew: false)
                         return try object.change(.change, call: call) { () throws(KeychainError) in
                             try secret.withUnownedData { (data) throws(KeychainError) in
                                 try object.collection.update(object.reference, secret: data, contentType: contentType)

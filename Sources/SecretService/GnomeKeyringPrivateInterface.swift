@@ -122,6 +122,7 @@ extension SecretServiceDaemon {
         }
         try limits.check(label: label)
         try refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
+        try limits.check(collectionsHeld: registry.madeKeychainCount)
         let secret = try password(master, from: call.sender)
         registry.createKeychain(label: label, password: secret, pathElement: DBusNames.pathElement) { [self] result in
             switch result {

@@ -1,7 +1,9 @@
 import DBus
 
 /// Bounds on what a client may send, so that no request can make the daemon
-/// hold or index unbounded data. Going past one gives `InvalidArgs`.
+/// hold or index unbounded data. Going past one gives `InvalidArgs`; going past one of the quotas
+/// (``collectionCount``, ``itemsPerCollection``, ``bytesPerCollection``: what all calls together may make)
+/// gives `org.freedesktop.DBus.Error.LimitsExceeded` (docs/robustness.md, "Bounds and quotas").
 package struct InputLimits: Sendable {
     /// Attributes in one item or search.
     package var attributeCount = 512
@@ -15,6 +17,14 @@ package struct InputLimits: Sendable {
     package var secretBytes = 1024 * 1024
     /// Objects named in one Lock, Unlock or GetSecrets call.
     package var objectCount = 100_000
+    /// Collections clients may make (`CreateCollection`, `CreateWithMasterPassword`), besides the login and
+    /// session ones: each held collection keeps three files open (the database, its log and shared memory).
+    package var collectionCount = 64
+    /// Items in one collection (the in-memory session one included).
+    package var itemsPerCollection = 10_000
+    /// Bytes one collection's items take, sealed attributes and secrets together (the session collection's
+    /// are in the daemon's memory).
+    package var bytesPerCollection = 64 << 20
 
     /// The defaults above.
     package init() {}
@@ -48,6 +58,30 @@ package struct InputLimits: Sendable {
     func check(objects: [String]) throws(DBusError) {
         guard objects.count <= objectCount else {
             throw SecretServiceError.invalidArgs("more than \(objectCount) objects in one call")
+        }
+    }
+
+    /// Refuses a new collection when `held` client-made collections are already at ``collectionCount``.
+    func check(collectionsHeld held: Int) throws(DBusError) {
+        guard held < collectionCount else {
+            throw DBusError(
+                .limitsExceeded,
+                "there are already \(held) collections, the most clients may make (\(collectionCount)): delete one first"
+            )
+        }
+    }
+
+    /// Refuses an item of `adding` sealed bytes, new (`isNew`) or changed, in a collection whose items take
+    /// `usage` now, when the collection would go past ``itemsPerCollection`` or ``bytesPerCollection``.
+    func check(usage: (items: Int, bytes: Int), adding: Int, isNew: Bool, in collection: String) throws(DBusError) {
+        if isNew, usage.items >= itemsPerCollection {
+            throw DBusError(
+                .limitsExceeded, "\(collection) already holds \(usage.items) items, its most (\(itemsPerCollection))")
+        }
+        guard usage.bytes + adding <= bytesPerCollection else {
+            throw DBusError(
+                .limitsExceeded,
+                "\(collection) would hold more than \(bytesPerCollection) bytes of items (it holds \(usage.bytes))")
         }
     }
 }

@@ -70,6 +70,9 @@ struct NativeKeychainObject: DBusObject {
                         returns: [.init("item", "a{sv}")]
                     ) { (object, call, itemClass, attributes, secret, hasSecret) throws(DBusError) in
                         let secret = try object.secret(secret, present: hasSecret, from: call.sender)
+                        // The same quotas as the Secret Service's CreateItem (InputLimits).
+                        try object.keychain.checkQuota(
+                            object.daemon.limits, secretBytes: secret?.count ?? 0, isNew: true)
                         return try native { () throws(KeychainError) in
                             guard let itemClass = ItemClass(rawValue: itemClass) else {
                                 throw KeychainError(.noSuchClass, "not a keychain item class")

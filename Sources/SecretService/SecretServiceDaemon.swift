@@ -163,6 +163,18 @@ package final class SecretServiceDaemon {
         return .deferred
     }
 
+    /// How the confirmation of a new collection names `sender` when it needs one (callers are identified, and
+    /// it is a Flatpak application or could not be identified: a sandboxed app holds only what the portal
+    /// gives it, and an unknown program is not to fill the collection list); nil when none is needed.
+    func creationNeedingConfirmation(by sender: String) -> String? {
+        guard callers != nil else { return nil }
+        switch application(of: sender) {
+        case .flatpak(let appID)?: return "\(appID) (Flatpak)"
+        case nil: return "a program Latchkey could not identify (\(sender))"
+        default: return nil
+        }
+    }
+
     /// Identifies `sender` from the credentials the bus gave, on the registry's quick worker (it reads `/proc`
     /// and may hash a large file; the main worker may be busy deriving a key), then serves the calls it held.
     private func identify(_ sender: String, _ credentials: (pid: pid_t, uid: uid_t)?, _ callers: CallerDirectory) {
@@ -416,26 +428,30 @@ package final class SecretServiceDaemon {
         }
     }
 
-    /// Announces a collection's new lock state, on it and on each of its items. On unlock, each item's
-    /// label and attributes (read as empty while locked) come with it, and `ItemChanged`, so that clients
-    /// that cache item properties (libsecret) show them again.
+    /// Announces a collection's new lock state, on it and on each of its items: `Locked` alone when it
+    /// locked; on unlock, each item's label and attributes (read as empty while locked) with it, and
+    /// `ItemChanged`, so that clients that cache item properties (libsecret) show them again. What changed
+    /// only: the items are read in one pass per class, their attributes without their secrets.
     private func announceLockChange(_ held: HeldKeychain) {
         held.markUsed()
         let locked = DBusValue.bool(held.isLocked)
         emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Locked": locked])
         emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
-        for reference in (try? held.itemReferences()) ?? [] {
-            let path = ObjectPaths.item(reference, in: held.id)
+        let items = (try? held.allItems(returning: held.isLocked ? [] : .attributes)) ?? []
+        for item in items {
+            let path = ObjectPaths.item(item.reference, in: held.id)
             var changed: [String: DBusValue] = ["Locked": locked]
-            if !held.isLocked, let attributes = (try? held.item(reference, returning: .attributes))??.attributes {
+            if let attributes = item.attributes {
                 var label = ""
                 if case .string(let text) = attributes[.label] { label = text }
                 changed["Label"] = .string(label)
                 changed["Attributes"] = .stringDictionary(
-                    AttributeMapping.secretServiceAttributes(attributes, of: reference.itemClass))
+                    AttributeMapping.secretServiceAttributes(attributes, of: item.reference.itemClass))
             }
             emitPropertiesChanged(path, ItemObject.interfaceName, changed)
-            if !held.isLocked { emit(held.path, CollectionObject.interfaceName, "ItemChanged", [.objectPath(path)]) }
+            if item.attributes != nil {
+                emit(held.path, CollectionObject.interfaceName, "ItemChanged", [.objectPath(path)])
+            }
         }
     }
 

@@ -30,8 +30,8 @@ struct ServiceObject: DBusObject {
                         "CreateCollection", DBusInput("properties", DBusPropertyList.self),
                         DBusInput("alias", String.self),
                         returns: [.init("collection", ObjectPath.self), .init("prompt", ObjectPath.self)]
-                    ) { (object, _, properties, alias) throws(DBusError) in
-                        .reply(try object.createCollection(properties.values, alias: alias))
+                    ) { (object, call, properties, alias) throws(DBusError) in
+                        try object.createCollection(properties.values, alias: alias, call: call)
                     },
                     DBusMethod(
                         "SearchItems", DBusInput("attributes", [String: String].self),
@@ -80,10 +80,16 @@ struct ServiceObject: DBusObject {
             gnomeKeyringInterface,
         ]
 
-    private func createCollection(_ properties: [String: DBusValue], alias: String) throws(DBusError) -> [DBusValue] {
+    /// `CreateCollection`: a collection under the login key, at once; from a Flatpak application or a program
+    /// the daemon could not identify, once the person confirmed it (one such confirmation per caller at a time:
+    /// another is `LimitsExceeded`; a refusal or no way to ask is `AccessDenied`). Past the bound on collections,
+    /// `LimitsExceeded`.
+    private func createCollection(_ properties: [String: DBusValue], alias: String, call: DBusMethodCall)
+        throws(DBusError) -> DBusMethodResult
+    {
         let registry = daemon.registry
         if !alias.isEmpty, let existing = registry.keychain(alias: alias) {
-            return [.objectPath(existing.path), .objectPath(ObjectPaths.none)]
+            return .reply([.objectPath(existing.path), .objectPath(ObjectPaths.none)])
         }
         guard alias.isEmpty || DBusNames.pathElement(alias) == alias else {
             throw SecretServiceError.invalidArgs("an alias is made of ASCII letters and digits")
@@ -96,6 +102,40 @@ struct ServiceObject: DBusObject {
             label = text
         }
         try daemon.limits.check(label: label)
+        try daemon.limits.check(collectionsHeld: registry.madeKeychainCount)
+        guard let requester = daemon.creationNeedingConfirmation(by: call.sender) else {
+            return .reply(try create(label: label, alias: alias))
+        }
+        // One waiting confirmation per connection, and per Flatpak app over all its connections.
+        let application = daemon.application(of: call.sender)
+        var asking = false
+        for waiting in daemon.policyConfirmations {
+            if waiting.owner == call.sender { asking = true }
+            if let application, daemon.application(of: waiting.owner) == application { asking = true }
+        }
+        guard !asking else {
+            throw DBusError(.limitsExceeded, "a confirmation this client asked for is still waiting for the user")
+        }
+        let daemon = daemon
+        var finished = false
+        let ticket = registry.confirmKeychainCreation(label: label, requester: requester) { error in
+            finished = true
+            daemon.policyConfirmations.removeAll { $0.call.message === call.message }
+            if let error { return daemon.reply(to: call, .failure(DBusError(.accessDenied, error.reason))) }
+            do throws(DBusError) {
+                daemon.reply(to: call, .success(try ServiceObject(daemon: daemon).create(label: label, alias: alias)))
+            } catch {
+                daemon.reply(to: call, .failure(error))
+            }
+        }
+        if !finished { daemon.policyConfirmations.append((call.sender, call, ticket)) }
+        return .deferred
+    }
+
+    /// Makes a collection under the login key (within the bound on collections), with `alias` when given.
+    private func create(label: String, alias: String) throws(DBusError) -> [DBusValue] {
+        let registry = daemon.registry
+        try daemon.limits.check(collectionsHeld: registry.madeKeychainCount)
         let created: HeldKeychain
         do {
             created = try registry.createKeychain(label: label, pathElement: DBusNames.pathElement)

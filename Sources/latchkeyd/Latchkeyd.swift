@@ -72,6 +72,15 @@ struct Latchkeyd: ParsableCommand {
             discussion: "pam_latchkey passes it and starts the daemon as the user already.", valueName: "uid"))
     var user: UInt32?
 
+    @Option(help: "The most collections clients may make, besides the login and session ones.")
+    var maxCollections = InputLimits().collectionCount
+
+    @Option(help: "The most items in one collection (the in-memory session collection too).")
+    var maxItemsPerCollection = InputLimits().itemsPerCollection
+
+    @Option(help: "The most bytes the items of one collection take (sealed secrets and attributes).")
+    var maxCollectionBytes = InputLimits().bytesPerCollection
+
     mutating func run() throws {
         // Before anything is read: freed heap memory is overwritten and never cached unwiped.
         let restartProblem = ProcessHardening.restartWithMallocTunables()
@@ -85,6 +94,11 @@ struct Latchkeyd: ParsableCommand {
         ProcessHardening.overwriteFreedMemory()
         SecretBytes.reportLockFailures { printError("latchkeyd: \($0)") }
         if let restartProblem { printError("latchkeyd: freed memory may keep secrets: \(restartProblem)") }
+        // Each held collection keeps three files open and each client a pidfd: the soft limit systemd gives
+        // (1,024) is raised to the hard one (docs/robustness.md, "Bounds and quotas").
+        if let problem = ProcessHardening.raiseDescriptorLimit().problem {
+            printError("latchkeyd: the limit on open files stays as it is: \(problem)")
+        }
         // A reader of our standard output that went away must not end the daemon.
         signal(SIGPIPE, SIG_IGN)
         // tpm2-tss's own log lines (a wrong PIN at the login keychain's prompt) stay out of the journal.
@@ -136,7 +150,7 @@ struct Latchkeyd: ParsableCommand {
                             environment: ProcessInfo.processInfo.environment),
                         flatpakAppDirectory: KeyringFile.flatpakAppDirectory(
                             environment: ProcessInfo.processInfo.environment)),
-                    identifiesCallers: true),
+                    limits: limits, identifiesCallers: true),
                 loginPassword: password)
         } catch {
             throw fail("cannot open the login keychain: \(error.reason)")
@@ -162,6 +176,15 @@ struct Latchkeyd: ParsableCommand {
         case .busRefused(let reason): throw fail(reason)
         default: break
         }
+    }
+
+    /// The bounds on clients' input, with the quotas given on the command line.
+    private var limits: InputLimits {
+        var limits = InputLimits()
+        limits.collectionCount = max(0, maxCollections)
+        limits.itemsPerCollection = max(0, maxItemsPerCollection)
+        limits.bytesPerCollection = max(0, maxCollectionBytes)
+        return limits
     }
 
     /// Listens on the control socket (or the one systemd passed). Without a

@@ -16,6 +16,28 @@ import Testing
         try Keychain.create(at: path, password: password)
     }
 
+    /// What the quotas count: items and their sealed bytes, kept up across adds, changes, deletes, a
+    /// reopening and another connection's writes.
+    @Test func usageCountsItemsAndSealedBytesThroughEveryChange() throws {
+        let keychain = try makeKeychain()
+        #expect(try keychain.usage() == (0, 0))
+        try keychain.add(.genericPassword, attributes: [.account: .string("a")], secret: Data(count: 1000))
+        let one = try keychain.usage()
+        #expect(one.items == 1 && one.bytes > 1000)
+        try keychain.add(.genericPassword, attributes: [.account: .string("b")], secret: Data(count: 5000))
+        let two = try keychain.usage()
+        #expect(two.items == 2 && two.bytes > one.bytes + 5000)
+        try keychain.update(matching: genericQuery("b"), with: ItemChanges(secret: Data(count: 10)))
+        let changed = try keychain.usage()
+        #expect(changed.items == 2 && changed.bytes < two.bytes - 4900)
+        let other = try Keychain(opening: path)
+        try other.unlock(password: "pw")
+        #expect(try other.usage() == changed)
+        try other.delete(matching: genericQuery("a"))
+        #expect(try keychain.usage().items == 1)
+        #expect(try keychain.usage() == other.usage())
+    }
+
     @Test func fileIs0600InA0700Directory() throws {
         _ = try makeKeychain()
         let fileMode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
