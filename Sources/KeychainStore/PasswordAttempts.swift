@@ -34,8 +34,14 @@ struct PasswordAttempts: Equatable {
     func secondsToWait(now: Int64 = Int64(time(nil))) -> Int64 {
         guard failures >= Self.freeAttempts else { return 0 }
         let delay = min(Int64(1) << min(Int64(failures - Self.freeAttempts) + 1, 6), 60)
+        // The row is not authenticated: a time planted near either end of Int64 must not trap. A wait that
+        // overflows is the longest one; a last failure so far back that the difference overflows is no wait.
+        let (until, past) = lastFailure.addingReportingOverflow(delay)
+        if past { return 60 }
+        let (left, overflowed) = until.subtractingReportingOverflow(now)
+        if overflowed { return until < now ? 0 : 60 }
         // A clock set back must not make the wait longer than the longest one.
-        return min(max(0, lastFailure + delay - now), 60)
+        return min(max(0, left), 60)
     }
 
     var encoded: Data {

@@ -54,3 +54,25 @@ import Testing
         try Keychain(opening: path).unlock(password: "pw")
     }
 }
+
+/// The wrong-password count is read from a row anyone who can write the file may edit: any time in it gives a
+/// wait between none and the longest, never a trap (found by `fuzz-keychain-file`: a last failure near
+/// `Int64.max` overflowed the sum).
+@Suite struct PasswordAttemptsTests {
+    private func attempts(failures: UInt32, lastFailure: Int64) -> PasswordAttempts {
+        let bytes =
+            withUnsafeBytes(of: failures.bigEndian) { Data($0) }
+            + withUnsafeBytes(of: lastFailure.bigEndian) { Data($0) }
+        return PasswordAttempts(stored: bytes)
+    }
+
+    @Test(arguments: [Int64.max, Int64.max - 30, Int64.min, Int64.min + 1, -1, 0])
+    func anyStoredTimeGivesABoundedWait(lastFailure: Int64) {
+        for failures: UInt32 in [3, 4, 9, UInt32.max] {
+            let wait = attempts(failures: failures, lastFailure: lastFailure).secondsToWait(now: 1_800_000_000)
+            #expect((0...60).contains(wait))
+        }
+        #expect(attempts(failures: 9, lastFailure: Int64.max).secondsToWait(now: 1_800_000_000) == 60)
+        #expect(attempts(failures: 9, lastFailure: Int64.min).secondsToWait(now: 1_800_000_000) == 0)
+    }
+}
