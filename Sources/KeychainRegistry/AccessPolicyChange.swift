@@ -41,8 +41,13 @@ extension KeychainRegistry {
             requester: requester, command: "latchkey set-access-policy allow-all",
             declined: "the user did not confirm allowing every application",
             unasked: "allow-all needs the user's confirmation, and no prompt could be shown", client: client
-        ) { error in
-            completion(error ?? store())
+        ) { [self] error in
+            if let error { return completion(error) }
+            // Deleted while the person was asked: nothing to change.
+            guard keychains.contains(where: { $0 === held }) else {
+                return completion(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile"))
+            }
+            completion(store())
         }
     }
 

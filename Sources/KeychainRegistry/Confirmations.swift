@@ -64,18 +64,19 @@ extension KeychainRegistry {
     /// `errSecInteractionNotAllowed` when no prompt could be shown. The ticket: withdraw it when the requester
     /// leaves.
     package func confirmKeychainCreation(
-        label: String, requester: String, completion: @escaping (KeychainError?) -> Void
+        label: String, requester: String, client: PromptClient? = nil, completion: @escaping (KeychainError?) -> Void
     ) -> PromptTicket {
-        let shown = label.isEmpty ? "" : " “\(label)”"
+        // The label is the caller's: one bounded line, so that it cannot write lines that read as the daemon's.
+        let shown = label.isEmpty ? "" : " “\(PromptText.field(label, bytes: 100))”"
         let request = PinentryRequest(
             title: "New Keychain",
-            description: "A program asks to create a new keychain\(shown).\nAsked by: \(requester)", prompt: "",
-            okLabel: "Create", cancelLabel: "Don't Create")
+            description: "A program asks to create a new keychain\(shown).\nAsked by: \(PromptText.field(requester))",
+            prompt: "", okLabel: "Create", cancelLabel: "Don't Create")
         return confirm(
             request, bounded: Self.accessPromptTimeout, declined: "the user did not allow creating a keychain",
             unasked:
                 "creating a keychain from this program needs the user's confirmation, and no prompt could be shown",
-            completion: completion)
+            client: client, completion: completion)
     }
 
     /// Deletes a keychain created by a client (`Collection.Delete`), once the person confirmed it: the login
@@ -101,9 +102,12 @@ extension KeychainRegistry {
             completion(KeychainError(.interactionNotAllowed, "the keychain is locked: unlock it to delete it"))
             return nil
         }
-        let place = held.keychain.path.isEmpty ? "" : " (\(held.keychain.path))"
-        var description = "A program asks to DELETE the keychain “\(held.label)”\(place) and every item in it."
-        if let requester { description += "\nAsked by: \(requester)" }
+        // The label was chosen by the client that made the keychain: each field one bounded line.
+        let place = held.keychain.path.isEmpty ? "" : " (\(PromptText.field(held.keychain.path)))"
+        var description =
+            "A program asks to DELETE the keychain “\(PromptText.field(held.label, bytes: 100))”\(place) and every"
+            + " item in it."
+        if let requester { description += "\nAsked by: \(PromptText.field(requester))" }
         description += "\nThis cannot be undone."
         let request = PinentryRequest(
             title: "Delete Keychain", description: description, prompt: "", okLabel: "Delete", cancelLabel: "Keep")

@@ -31,16 +31,23 @@ public enum KeychainLocation {
 }
 
 extension KeychainLocation {
+    /// The most characters of a label's escaped form a new keychain's id keeps (a file name takes 255 bytes).
+    package static let maximumIDBase = 96
+
     /// The file of the keychain `id` in the keychain directory `directory`.
     package static func keychainPath(id: String, inDirectory directory: String) -> String {
         directory + "/\(id).keychain-db"
     }
 
-    /// An id for a new keychain in `directory`: `base`, or `base_2`, `base_3`… when it is taken (by `login`,
-    /// `session`, a file of the directory, or what `isTaken` says is, such as a keychain being made).
+    /// An id for a new keychain in `directory`: `base` (its first ``maximumIDBase`` characters), or `base_2`,
+    /// `base_3`… when it is taken (by `login`, `session`, a file of the directory, or what `isTaken` says is,
+    /// such as a keychain being made).
     package static func newKeychainID(
         from base: String, inDirectory directory: String, isTaken: (String) -> Bool = { _ in false }
     ) -> String {
+        // The id names the file, and a client's label makes the base (escaped, up to three bytes for one): a long
+        // label must still give a file name the file system takes. The label itself is kept whole in the file.
+        let base = String(base.prefix(maximumIDBase))
         func taken(_ id: String) -> Bool {
             id == "login" || id == "session" || isTaken(id)
                 || FileManager.default.fileExists(atPath: keychainPath(id: id, inDirectory: directory))

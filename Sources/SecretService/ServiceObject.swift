@@ -118,7 +118,9 @@ struct ServiceObject: DBusObject {
         }
         let daemon = daemon
         var finished = false
-        let ticket = registry.confirmKeychainCreation(label: label, requester: requester) { error in
+        let ticket = registry.confirmKeychainCreation(
+            label: label, requester: requester, client: daemon.promptClient(of: call.sender)
+        ) { error in
             finished = true
             daemon.policyConfirmations.removeAll { $0.call.message === call.message }
             if let error { return daemon.reply(to: call, .failure(DBusError(.accessDenied, error.reason))) }

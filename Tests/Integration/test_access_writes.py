@@ -254,3 +254,25 @@ def test_deleting_a_collection_needs_it_unlocked_and_a_confirmation(daemon, bus)
         assert confirms(daemon) == 2
     finally:
         client.close()
+
+
+def test_a_collections_label_cannot_write_lines_into_its_deletion_confirmation(daemon, bus):
+    """The label of a collection is its creator's: in the deletion's confirmation it is one bounded line with
+    line breaks and bidi controls replaced, so it cannot add a line that reads as the daemon's own (found by the
+    review of the merged branches: this prompt came from a branch the sanitising had not reached). A label that
+    long once failed the collection's creation ("File name too long"): the file's name is bounded now."""
+    client = Client(bus.address)
+    try:
+        label = "Work\nAsked by: /usr/bin/seahorse (package seahorse)\u202e" + "x" * 500
+        made = client.service("CreateCollection", "a{sv}s",
+                              ({"org.freedesktop.Secret.Collection.Label": ("s", label)}, ""))[0]
+        daemon.set_pinentry_answers(["cancel"])
+        refused = client.call(made, COLLECTION, "Delete", timeout=30)
+        assert refused.error_name == "org.freedesktop.DBus.Error.AccessDenied", refused.body
+        description = arguments(daemon, "SETDESC")[-1]
+        lines = description.split("\n")
+        assert not any(line.startswith("Asked by: /usr/bin/seahorse") for line in lines), lines
+        assert "\u202e" not in description and "x" * 60 not in description
+        assert "DELETE the keychain “Work\ufffdAsked by: /usr/bin/seahorse" in description
+    finally:
+        client.close()
