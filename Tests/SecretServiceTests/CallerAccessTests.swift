@@ -126,10 +126,12 @@ import Testing
         }
         let pid = process.processIdentifier
         func executable() -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") }
-        func waitFor(_ path: String) {
-            for _ in 0..<500 where executable() != path { usleep(10_000) }
+        // Up to 60 s (a loaded machine starts a process slowly); the test goes on only once the process runs it.
+        func waitFor(_ path: String) throws {
+            for _ in 0..<6_000 where executable() != path { usleep(10_000) }
+            try #require(executable() == path, "the process runs \(path)")
         }
-        waitFor(waiter.path)
+        try waitFor(waiter.path)
 
         let asked = try inproc.arrive(":1.7")
         #expect(asked.filter { $0.member == "GetConnectionCredentials" }.count == 1, "asked before any call")
@@ -153,7 +155,7 @@ import Testing
 
         // The process executes another program (its pid and start time unchanged).
         input.fileHandleForWriting.write(Data("go\n".utf8))
-        waitFor("/usr/bin/sleep")
+        try waitFor("/usr/bin/sleep")
         let check = try #require(inproc.daemon.accessCheck(target, caller: ":1.7"))
         guard case .unidentified(let reason) = check.asker else {
             Issue.record("still identified: \(check.asker)")
