@@ -153,11 +153,26 @@ package final class SecretServiceDaemon {
         _ call: DBusMethodCall, reply values: [DBusValue] = [], failure: @escaping (KeychainError) -> DBusError,
         _ start: (_ completion: @escaping (KeychainError?) -> Void) -> PromptTicket?
     ) -> DBusMethodResult {
+        answerAfterConfirmation(call, failure: failure, then: { values }, start)
+    }
+
+    /// ``answerAfterConfirmation(_:reply:failure:_:)`` whose reply is made once the change is allowed: what
+    /// `succeed` gives, or the error it throws (`CreateCollection` makes the collection then).
+    func answerAfterConfirmation(
+        _ call: DBusMethodCall, failure: @escaping (KeychainError) -> DBusError,
+        then succeed: @escaping () throws(DBusError) -> [DBusValue],
+        _ start: (_ completion: @escaping (KeychainError?) -> Void) -> PromptTicket?
+    ) -> DBusMethodResult {
         var finished = false
         let ticket = start { [self] error in
             finished = true
             policyConfirmations.removeAll { $0.call.message === call.message }
-            reply(to: call, error.map { .failure(failure($0)) } ?? .success(values))
+            if let error { return reply(to: call, .failure(failure(error))) }
+            do throws(DBusError) {
+                reply(to: call, .success(try succeed()))
+            } catch {
+                reply(to: call, .failure(error))
+            }
         }
         if let ticket, !finished { policyConfirmations.append((call.sender, call, ticket)) }
         return .deferred

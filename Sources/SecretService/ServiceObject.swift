@@ -117,21 +117,15 @@ struct ServiceObject: DBusObject {
             throw DBusError(.limitsExceeded, "a confirmation this client asked for is still waiting for the user")
         }
         let daemon = daemon
-        var finished = false
-        let ticket = registry.confirmKeychainCreation(
-            label: label, requester: requester, client: daemon.promptClient(of: call.sender)
-        ) { error in
-            finished = true
-            daemon.policyConfirmations.removeAll { $0.call.message === call.message }
-            if let error { return daemon.reply(to: call, .failure(DBusError(.accessDenied, error.reason))) }
-            do throws(DBusError) {
-                daemon.reply(to: call, .success(try ServiceObject(daemon: daemon).create(label: label, alias: alias)))
-            } catch {
-                daemon.reply(to: call, .failure(error))
-            }
+        let confirm = { (completion: @escaping (KeychainError?) -> Void) -> PromptTicket? in
+            registry.confirmKeychainCreation(
+                label: label, requester: requester, client: daemon.promptClient(of: call.sender),
+                completion: completion)
         }
-        if !finished { daemon.policyConfirmations.append((call.sender, call, ticket)) }
-        return .deferred
+        return daemon.answerAfterConfirmation(
+            call, failure: { DBusError(.accessDenied, $0.reason) },
+            then: { () throws(DBusError) in try ServiceObject(daemon: daemon).create(label: label, alias: alias) },
+            confirm)
     }
 
     /// Makes a collection under the login key (within the bound on collections), with `alias` when given.
