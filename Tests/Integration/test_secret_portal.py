@@ -297,12 +297,13 @@ LIBSECRET_APP = textwrap.dedent("""
     gi.require_version("Secret", "1")
     from gi.repository import Gio, Secret
 
-    # Everything loaded from the host's files first: the bus connection, libsecret (gi loads it lazily).
-    Gio.bus_get_sync(Gio.BusType.SESSION, None)
+    # libsecret loaded from the host's files first (gi loads it lazily); the bus connection made only inside the
+    # sandbox, as a real sandboxed app makes it: latchkeyd identifies a connection when it appears on the bus.
     schema = Secret.Schema.new("org.example.Password", Secret.SchemaFlags.NONE,
                                {"user": Secret.SchemaAttributeType.STRING})
     os.chroot(sys.argv[1])
     os.chdir("/")
+    Gio.bus_get_sync(Gio.BusType.SESSION, None)
     if sys.argv[2] == "store":
         Secret.password_store_sync(schema, {"user": "alice"}, Secret.COLLECTION_DEFAULT, "In the sandbox",
                                    "pw kept in the sandbox", None)
