@@ -74,7 +74,7 @@ let package = Package(
         // Reads gnome-keyring's keyring files and writes them into a keychain.
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         .target(
-            name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "KeychainBus", "DBus", "Posix"]),
+            name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "Keychain1", "DBus", "Posix"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient", "CallerIdentity"]),
         .target(name: "DBus", dependencies: ["CDBus"]),
         // The daemon's keychains with no bus in them: the Secret Service and the control socket are adapters over it.
@@ -84,7 +84,7 @@ let package = Package(
                 "KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix", "KeySlots", "TPMSealing",
             ]),
         // Keychain1's names and encoding, and the session key exchange and cipher (daemon and client).
-        .target(name: "KeychainBus", dependencies: ["KeychainCore", "DBus", "COpenSSL", "Posix"]),
+        .target(name: "Keychain1", dependencies: ["KeychainCore", "DBus", "COpenSSL", "Posix"]),
         .target(name: "Pinentry", dependencies: ["Posix"]),
         // Seals a 32-byte key to the machine's TPM 2.0 (optional PIN and PCR policy) and unseals it.
         .target(name: "TPMSealing", dependencies: ["CTSS2", "COpenSSL", "Posix"]),
@@ -95,7 +95,7 @@ let package = Package(
         .target(
             name: "SecretService",
             dependencies: [
-                "KeychainCore", "KeychainStore", "KeychainRegistry", "KeychainBus", "DBus", "LoginControl", "Posix",
+                "KeychainCore", "KeychainStore", "KeychainRegistry", "Keychain1", "DBus", "LoginControl", "Posix",
                 "COpenSSL", "CallerIdentity",
             ]),
         .executableTarget(
@@ -108,7 +108,7 @@ let package = Package(
         .executableTarget(
             name: "latchkey",
             dependencies: [
-                "KeychainClient", "KeychainBus", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
+                "KeychainClient", "Keychain1", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
                 "GnomeKeyringImport", "CallerIdentity", "KeySlots", "TPMSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
@@ -140,7 +140,7 @@ let package = Package(
         .testTarget(
             name: "SecretServiceTests",
             dependencies: [
-                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "KeychainBus", "DBus", "Pinentry",
+                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "Keychain1", "DBus", "Pinentry",
                 "Posix", "CallerIdentity", "ProcessMemoryMaps",
             ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "ProcessMemoryMaps"]),

@@ -1,6 +1,6 @@
 import DBus
 import FoundationEssentials
-import KeychainBus
+import Keychain1
 import KeychainCore
 import Synchronization
 
@@ -37,7 +37,7 @@ package final class DaemonKeychain: KeychainBackend {
     }
 
     private init(collection: String) {
-        self.path = KeychainBus.path(collection: collection)
+        self.path = Keychain1Interface.path(collection: collection)
     }
 
     /// The daemon's keychain `collection` (the login keychain by default), or
@@ -50,17 +50,18 @@ package final class DaemonKeychain: KeychainBackend {
 
     /// The keychains the daemon holds, or nil when no Latchkey daemon answers on the session bus.
     package static func list() -> [KeychainDescription]? {
-        guard let reply = try? call(path: KeychainBus.rootPath, "List", [], timeout: 5_000),
+        guard let reply = try? call(path: Keychain1Interface.rootPath, "List", [], timeout: 5_000),
             case .array(_, let entries)? = reply.first
         else { return nil }
-        return entries.compactMap { try? KeychainBus.decodeDescription($0) }
+        return entries.compactMap { try? Keychain1Interface.decodeDescription($0) }
     }
 
     /// Hands the daemon the desktop session's variables its prompts show with (`UpdateEnvironment`): a value
     /// sets one, an empty value removes it. `errSecParam` when the daemon refuses a name or value (nothing is
     /// then changed), `errSecNotAvailable` when no daemon answers.
     package static func updateEnvironment(_ variables: [String: String]) throws(KeychainError) {
-        _ = try call(path: KeychainBus.rootPath, "UpdateEnvironment", [.stringDictionary(variables)], timeout: 5_000)
+        _ = try call(
+            path: Keychain1Interface.rootPath, "UpdateEnvironment", [.stringDictionary(variables)], timeout: 5_000)
     }
 
     /// Makes sure the daemon, if one runs, has identified this process: asks it for its keychains unless it
@@ -68,12 +69,12 @@ package final class DaemonKeychain: KeychainBackend {
     /// file may name another one). Call it before the process turns non-dumpable.
     package static func introduceProcess() {
         guard !connection.withLock({ $0.answered }) else { return }
-        _ = try? call(path: KeychainBus.rootPath, "List", [], timeout: 5_000, startsService: false)
+        _ = try? call(path: Keychain1Interface.rootPath, "List", [], timeout: 5_000, startsService: false)
     }
 
     /// Calls `member` on `path`, over the process's connection (reopened once when it broke).
     private static func call(
-        path: String, interface: String = KeychainBus.interface, _ member: String, _ arguments: [DBusValue],
+        path: String, interface: String = Keychain1Interface.interface, _ member: String, _ arguments: [DBusValue],
         timeout: Int32, startsService: Bool = true
     ) throws(KeychainError) -> [DBusValue] {
         try connection.withLock { (current) throws(KeychainError) -> [DBusValue] in
@@ -112,8 +113,8 @@ package final class DaemonKeychain: KeychainBackend {
                 let sealed = try arguments(channel)
                 do throws(DBusError) {
                     let message = try DBusMessage.methodCall(
-                        destination: channel.daemon ?? KeychainBus.busName, path: path,
-                        interface: KeychainBus.interface, member: member, arguments: sealed)
+                        destination: channel.daemon ?? Keychain1Interface.busName, path: path,
+                        interface: Keychain1Interface.interface, member: member, arguments: sealed)
                     message.startsService = channel.daemon == nil
                     let reply = try bus.call(message, timeoutMilliseconds: timeout).arguments()
                     current.answered = true
@@ -121,30 +122,31 @@ package final class DaemonKeychain: KeychainBackend {
                 } catch  where channel.daemon != nil && attempt == 1 && SecretChannel.isGone(error) {
                     current.session = nil
                 } catch {
-                    throw KeychainBus.keychainError(error)
+                    throw Keychain1Interface.keychainError(error)
                 }
             }
         }
     }
 
     private static func call(
-        _ bus: DBusConnection, path: String, interface: String = KeychainBus.interface, _ member: String,
+        _ bus: DBusConnection, path: String, interface: String = Keychain1Interface.interface, _ member: String,
         _ arguments: [DBusValue], timeout: Int32, startsService: Bool
     ) throws(KeychainError) -> [DBusValue] {
         do throws(DBusError) {
             let message = try DBusMessage.methodCall(
-                destination: KeychainBus.busName, path: path, interface: interface,
+                destination: Keychain1Interface.busName, path: path, interface: interface,
                 member: member, arguments: arguments)
             message.startsService = startsService
             return try bus.call(message, timeoutMilliseconds: timeout).arguments()
         } catch {
-            throw KeychainBus.keychainError(error)
+            throw Keychain1Interface.keychainError(error)
         }
     }
 
     /// Calls `member` on this keychain's object (or on `path` with `interface`).
     private func call(
-        _ member: String, _ arguments: [DBusValue], path: String? = nil, interface: String = KeychainBus.interface,
+        _ member: String, _ arguments: [DBusValue], path: String? = nil,
+        interface: String = Keychain1Interface.interface,
         timeout: Int32 = 25_000
     ) throws(KeychainError) -> [DBusValue] {
         try Self.call(path: path ?? self.path, interface: interface, member, arguments, timeout: timeout)
@@ -185,7 +187,7 @@ package final class DaemonKeychain: KeychainBackend {
     /// How the daemon holds this keychain.
     package func describe() throws(KeychainError) -> KeychainDescription {
         guard let first = try call("Status", []).first else { throw KeychainError(.decode, "no status") }
-        return try KeychainBus.decodeDescription(first)
+        return try Keychain1Interface.decodeDescription(first)
     }
 
     /// Whether attributes and secrets are out of reach until an unlock (true when the daemon is gone).
@@ -197,13 +199,13 @@ package final class DaemonKeychain: KeychainBackend {
     {
         let (reply, _) = try Self.callCarryingSecrets(path: path, "Add") { (channel) throws(KeychainError) in
             [
-                .string(itemClass.rawValue), KeychainBus.encode(attributes), .bytes(try channel.seal(secret)),
+                .string(itemClass.rawValue), Keychain1Interface.encode(attributes), .bytes(try channel.seal(secret)),
                 .bool(secret != nil),
             ]
         }
         guard let first = reply.first else { throw KeychainError(.decode, "the daemon returned no item") }
         // The daemon does not send back a secret it was given in a session: the item holds the one sent.
-        let item = try KeychainBus.decodeItem(first)
+        let item = try Keychain1Interface.decodeItem(first)
         return KeychainItem(reference: item.reference, attributes: item.attributes, secret: secret)
     }
 
@@ -211,9 +213,11 @@ package final class DaemonKeychain: KeychainBackend {
     package func items(matching query: ItemQuery) throws(KeychainError) -> [KeychainItem] {
         // Only a search for secrets needs the session.
         guard query.returning.contains(.data) else {
-            return try Self.items(in: try call("Search", [KeychainBus.encode(query)]), channel: nil)
+            return try Self.items(in: try call("Search", [Keychain1Interface.encode(query)]), channel: nil)
         }
-        let (reply, channel) = try Self.callCarryingSecrets(path: path, "Search") { _ in [KeychainBus.encode(query)] }
+        let (reply, channel) = try Self.callCarryingSecrets(path: path, "Search") { _ in
+            [Keychain1Interface.encode(query)]
+        }
         return try Self.items(in: reply, channel: channel)
     }
 
@@ -223,7 +227,7 @@ package final class DaemonKeychain: KeychainBackend {
             throw KeychainError(.decode, "the daemon returned no list")
         }
         return try items.map { (item) throws(KeychainError) in
-            try KeychainBus.decodeItem(item) { (sealed) throws(KeychainError) in
+            try Keychain1Interface.decodeItem(item) { (sealed) throws(KeychainError) in
                 try channel?.unseal(sealed) ?? Data(sealed)
             }
         }
@@ -236,7 +240,7 @@ package final class DaemonKeychain: KeychainBackend {
         }
         let (reply, _) = try Self.callCarryingSecrets(path: path, "Update") { (channel) throws(KeychainError) in
             [
-                KeychainBus.encode(query), KeychainBus.encode(changes.attributes),
+                Keychain1Interface.encode(query), Keychain1Interface.encode(changes.attributes),
                 .bytes(try channel.seal(changes.secret)), .bool(changes.secret != nil),
             ]
         }
@@ -246,7 +250,7 @@ package final class DaemonKeychain: KeychainBackend {
 
     /// Deletes every match; the number deleted.
     package func delete(matching query: ItemQuery) throws(KeychainError) -> Int {
-        let reply = try call("Delete", [KeychainBus.encode(query)])
+        let reply = try call("Delete", [Keychain1Interface.encode(query)])
         guard case .uint32(let count)? = reply.first else { throw KeychainError(.decode, "no count") }
         return Int(count)
     }
@@ -276,13 +280,13 @@ package final class DaemonKeychain: KeychainBackend {
 
     /// Changes when the keychain locks by itself; the daemon applies it at once.
     package func setSettings(_ settings: KeychainSettings) throws(KeychainError) {
-        _ = try call("SetSettings", [KeychainBus.encode(settings)])
+        _ = try call("SetSettings", [Keychain1Interface.encode(settings)])
     }
 
     /// The access policy as the daemon reads it (checked while the keychain is unlocked).
     package func storedAccessPolicy() throws(KeychainError) -> (policy: KeychainAccessPolicy, checked: Bool) {
         let description = try describe()
-        guard let policy = description.accessPolicy else { throw KeychainBus.alteredPolicyError }
+        guard let policy = description.accessPolicy else { throw Keychain1Interface.alteredPolicyError }
         return (policy, description.accessPolicyChecked)
     }
 

@@ -1,6 +1,6 @@
 import DBus
 import FoundationEssentials
-import KeychainBus
+import Keychain1
 import KeychainCore
 import Posix
 
@@ -25,15 +25,16 @@ struct SecretChannel: Sendable {
         let reply: DBusMessage
         do throws(DBusError) {
             let message = try DBusMessage.methodCall(
-                destination: KeychainBus.busName, path: KeychainBus.rootPath, interface: KeychainBus.interface,
+                destination: Keychain1Interface.busName, path: Keychain1Interface.rootPath,
+                interface: Keychain1Interface.interface,
                 member: "OpenSession",
-                arguments: [.string(KeychainBus.sessionAlgorithm), .variant(.bytes(key.publicKey))])
+                arguments: [.string(Keychain1Interface.sessionAlgorithm), .variant(.bytes(key.publicKey))])
             reply = try bus.call(message, timeoutMilliseconds: 25_000)
         } catch  where error.name == DBusError.Name.unknownMethod.rawValue {
             // A daemon older than Keychain1 sessions: it reads and answers secrets plain, as it always did.
             return SecretChannel(daemon: nil, cipher: nil)
         } catch {
-            throw KeychainBus.keychainError(error)
+            throw Keychain1Interface.keychainError(error)
         }
         guard let daemon = reply.sender, let values = try? reply.arguments(), values.count == 2,
             case .bytes(let serverKey) = values[0].unwrapped

@@ -1,6 +1,6 @@
 import CallerIdentity
 import DBus
-import KeychainBus
+import Keychain1
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
@@ -309,7 +309,7 @@ struct AccessDenial {
     /// `org.latchkey.Keychain1`'s: `errSecInteractionNotAllowed` when nobody could be asked, else
     /// `errSecUserCanceled`, as macOS answers a Deny.
     var keychainError: DBusError {
-        KeychainBus.dbusError(KeychainError(failure == nil ? .userCanceled : .interactionNotAllowed, message))
+        Keychain1Interface.dbusError(KeychainError(failure == nil ? .userCanceled : .interactionNotAllowed, message))
     }
 }
 

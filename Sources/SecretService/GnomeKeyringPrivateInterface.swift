@@ -1,6 +1,6 @@
 import DBus
 import FoundationEssentials
-import KeychainBus
+import Keychain1
 import KeychainCore
 import KeychainRegistry
 import Posix
@@ -54,7 +54,7 @@ enum GnomeKeyringError {
         case .accepted: DBusError(.failed, "")
         case .notTried(let wait):
             DBusError(
-                name: KeychainBus.tooManyAttemptsError,
+                name: Keychain1Interface.tooManyAttemptsError,
                 message: "too many wrong passwords lately; not tried (wait \(wait) s)")
         case .failed(let error) where error.status == .authFailed:
             DBusError(name: deniedName, message: "The password was invalid")

@@ -2,7 +2,7 @@ import CallerIdentity
 import DBus
 import FoundationEssentials
 import Glibc
-import KeychainBus
+import Keychain1
 import KeychainCore
 import KeychainRegistry
 import Posix
@@ -312,15 +312,15 @@ package final class SecretServiceDaemon {
     private func route(_ call: DBusMethodCall) -> DBusMessage? {
         let path = call.path
         if let children = nodeChildren(path) { return DBusNode(children: children).serve(call) }
-        if path == KeychainBus.rootPath { return KeychainListObject(daemon: self).serve(call) }
+        if path == Keychain1Interface.rootPath { return Keychain1ListObject(daemon: self).serve(call) }
         if path == PortalSecretObject.path { return PortalSecretObject(daemon: self).serve(call) }
         if let request = portalRequests[path] { return PortalRequestObject(daemon: self, request: request).serve(call) }
-        if path.hasPrefix(KeychainBus.pathPrefix) {
-            guard let held = registry.keychain(id: String(path.dropFirst(KeychainBus.pathPrefix.count))) else {
+        if path.hasPrefix(Keychain1Interface.pathPrefix) {
+            guard let held = registry.keychain(id: String(path.dropFirst(Keychain1Interface.pathPrefix.count))) else {
                 return noSuchObject(call)
             }
             held.markUsed()
-            return NativeKeychainObject(daemon: self, keychain: held).serve(call)
+            return Keychain1Object(daemon: self, keychain: held).serve(call)
         }
         switch resolve(path) {
         case .service: return ServiceObject(daemon: self).serve(call)

@@ -1,6 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
-import KeychainBus
+import Keychain1
 import KeychainClient
 import KeychainCore
 import KeychainStore

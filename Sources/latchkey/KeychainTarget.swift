@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
 import KeySlots
-import KeychainBus
+import Keychain1
 import KeychainClient
 import KeychainCore
 import KeychainStore

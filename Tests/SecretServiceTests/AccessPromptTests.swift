@@ -2,7 +2,7 @@ import CallerIdentity
 import DBus
 import Foundation
 import Glibc
-import KeychainBus
+import Keychain1
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
@@ -305,23 +305,24 @@ import Testing
 
     @Test func keychain1SearchForDataIsAskedAboutAndADenyIsUserCanceled() throws {
         let (inproc, _, _) = try Self.untrustedItem(answers: ["cancel", "ok"])
-        let query = KeychainBus.encode(
+        let query = Keychain1Interface.encode(
             ItemQuery(.genericPassword, attributes: [.service: .string("mail password")], returning: [.data]))
         let search: () throws -> (DBusMessage?, DBusMessage) = {
-            try inproc.send(KeychainBus.path(collection: "login"), KeychainBus.interface, "Search", [query])
+            try inproc.send(
+                Keychain1Interface.path(collection: "login"), Keychain1Interface.interface, "Search", [query])
         }
         let (now, call) = try search()
         #expect(now == nil)
         let denied = try #require(inproc.awaitCompletion(of: call))
-        #expect(denied.errorName == KeychainBus.statusError)
+        #expect(denied.errorName == Keychain1Interface.statusError)
         #expect(try denied.arguments().first?.text?.hasPrefix("-128 ") == true, "errSecUserCanceled")
         let (_, again) = try search()
         #expect(inproc.awaitCompletion(of: again)?.kind == .methodReturn)
         // Without the data, nothing is asked.
-        let attributesOnly = KeychainBus.encode(
+        let attributesOnly = Keychain1Interface.encode(
             ItemQuery(.genericPassword, attributes: [.service: .string("mail password")], returning: [.attributes]))
         let (listing, _) = try inproc.send(
-            KeychainBus.path(collection: "login"), KeychainBus.interface, "Search", [attributesOnly])
+            Keychain1Interface.path(collection: "login"), Keychain1Interface.interface, "Search", [attributesOnly])
         #expect(listing?.kind == .methodReturn)
         #expect(Self.arguments(of: "CONFIRM", in: inproc).count == 2)
     }

@@ -2,7 +2,7 @@ import CallerIdentity
 import DBus
 import Foundation
 import Glibc
-import KeychainBus
+import Keychain1
 import KeychainCore
 import Testing
 
@@ -222,21 +222,23 @@ import Testing
     @Test func keychain1AddTrustsItsCallerAndUpdatesMayOnlyNarrowTheList() throws {
         let inproc = try InProcessDaemon(identifiesCallers: true)
         _ = try Self.introduce(":1.7", to: inproc)
-        let native = KeychainBus.path(collection: "login")
+        let native = Keychain1Interface.path(collection: "login")
         try inproc.ok(
-            native, KeychainBus.interface, "Add",
+            native, Keychain1Interface.interface, "Add",
             [
                 .string(ItemClass.genericPassword.rawValue),
-                KeychainBus.encode([.service: .string("native"), .account: .string("me")]), .bytes([1]), .bool(true),
+                Keychain1Interface.encode([.service: .string("native"), .account: .string("me")]), .bytes([1]),
+                .bool(true),
             ])
         let query = ItemQuery(.genericPassword, attributes: [.service: .string("native")], returning: .attributes)
         func stored() throws -> ItemAccess {
-            let found = try inproc.ok(native, KeychainBus.interface, "Search", [KeychainBus.encode(query)])
+            let found = try inproc.ok(
+                native, Keychain1Interface.interface, "Search", [Keychain1Interface.encode(query)])
             guard case .array(_, let items)? = found.first, let item = items.first else {
                 Issue.record("no item: \(found)")
                 return ItemAccess()
             }
-            return ItemAccess(attributes: try KeychainBus.decodeItem(item).attributes ?? [:])
+            return ItemAccess(attributes: try Keychain1Interface.decodeItem(item).attributes ?? [:])
         }
         let me = try Self.thisProcess()
         #expect(try stored().trustedApplications == [me])
@@ -246,16 +248,22 @@ import Testing
         wider.trust(TrustedApplication(name: "/usr/bin/other", digest: nil))
         for widened in [wider, ItemAccess(anyApplication: true, trustedApplications: [me])] {
             let refused = try inproc.errorName(
-                native, KeychainBus.interface, "Update",
-                [KeychainBus.encode(query), KeychainBus.encode(widened.attributes), .bytes([]), .bool(false)])
-            #expect(refused == KeychainBus.statusError)
+                native, Keychain1Interface.interface, "Update",
+                [
+                    Keychain1Interface.encode(query), Keychain1Interface.encode(widened.attributes), .bytes([]),
+                    .bool(false),
+                ])
+            #expect(refused == Keychain1Interface.statusError)
             #expect(try stored().trustedApplications == [me])
             #expect(try !stored().anyApplication)
         }
         // Removing is allowed (remove-access).
         try inproc.ok(
-            native, KeychainBus.interface, "Update",
-            [KeychainBus.encode(query), KeychainBus.encode(ItemAccess().attributes), .bytes([]), .bool(false)])
+            native, Keychain1Interface.interface, "Update",
+            [
+                Keychain1Interface.encode(query), Keychain1Interface.encode(ItemAccess().attributes), .bytes([]),
+                .bool(false),
+            ])
         #expect(try stored().isEmpty)
     }
 }

@@ -3,7 +3,7 @@ import Posix
 import ProcessMemoryMaps
 import Testing
 
-@testable import KeychainBus
+@testable import Keychain1
 @testable import SecretService
 
 /// Checks `DHSessionCipher` against an independent client: python's `cryptography` package, the one

@@ -1,6 +1,6 @@
 import DBus
 import Foundation
-import KeychainBus
+import Keychain1
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
@@ -37,8 +37,8 @@ private struct DeclaredInterface {
             ("/org/freedesktop/secrets/aliases/default", CollectionObject.interfaces.map(DeclaredInterface.init)),
             (item, ItemObject.interfaces.map(DeclaredInterface.init)),
             (session, SessionObject.interfaces.map(DeclaredInterface.init)),
-            (KeychainBus.rootPath, KeychainListObject.interfaces.map(DeclaredInterface.init)),
-            (KeychainBus.path(collection: "login"), NativeKeychainObject.interfaces.map(DeclaredInterface.init)),
+            (Keychain1Interface.rootPath, Keychain1ListObject.interfaces.map(DeclaredInterface.init)),
+            (Keychain1Interface.path(collection: "login"), Keychain1Object.interfaces.map(DeclaredInterface.init)),
             (PortalSecretObject.path, PortalSecretObject.interfaces.map(DeclaredInterface.init)),
         ]
     }
@@ -79,7 +79,7 @@ private struct DeclaredInterface {
             try daemon.errorName("/elsewhere", "org.freedesktop.DBus.Properties", "GetAll", [.string("")])
                 == "org.freedesktop.Secret.Error.NoSuchObject")
         #expect(
-            try daemon.errorName(KeychainBus.path(collection: "none"), KeychainBus.interface, "Status")
+            try daemon.errorName(Keychain1Interface.path(collection: "none"), Keychain1Interface.interface, "Status")
                 == "org.freedesktop.Secret.Error.NoSuchObject")
         // Without an interface, the member is looked up in every interface of the object.
         let reply = try daemon.ok(service, nil, "SearchItems", [.stringDictionary([:])])
@@ -282,69 +282,73 @@ private struct DeclaredInterface {
     /// are answered meanwhile, and the reply comes with the completion.
     @Test func aPasswordUnlockIsAnsweredWhenTheKeyIsDerivedAndOthersAreServedMeanwhile() throws {
         let daemon = try InProcessDaemon()
-        let native = KeychainBus.path(collection: "login")
-        try daemon.ok(native, KeychainBus.interface, "Lock")
+        let native = Keychain1Interface.path(collection: "login")
+        try daemon.ok(native, Keychain1Interface.interface, "Lock")
         let (immediate, call) = try daemon.send(
-            native, KeychainBus.interface, "Unlock", [.bytes(InProcessDaemon.password)])
+            native, Keychain1Interface.interface, "Unlock", [.bytes(InProcessDaemon.password)])
         #expect(immediate == nil)
         try daemon.ok("/org/freedesktop/secrets", "org.freedesktop.DBus.Properties", "GetAll", [.string("")])
         let reply = try #require(daemon.awaitCompletion(of: call))
         #expect(reply.kind == .methodReturn)
         #expect(daemon.daemon.registry.login?.isLocked == false)
 
-        try daemon.ok(native, KeychainBus.interface, "Lock")
-        let (_, wrong) = try daemon.send(native, KeychainBus.interface, "Unlock", [.bytes(Array("nope".utf8))])
+        try daemon.ok(native, Keychain1Interface.interface, "Lock")
+        let (_, wrong) = try daemon.send(native, Keychain1Interface.interface, "Unlock", [.bytes(Array("nope".utf8))])
         let refusal = try #require(daemon.awaitCompletion(of: wrong))
-        #expect(refusal.errorName == KeychainBus.statusError)
+        #expect(refusal.errorName == Keychain1Interface.statusError)
         #expect(daemon.daemon.registry.login?.isLocked == true)
     }
 
     @Test func aPasswordRefusedForTooManyWrongOnesHasItsOwnErrorName() throws {
         let daemon = try InProcessDaemon()
-        let native = KeychainBus.path(collection: "login")
-        try daemon.ok(native, KeychainBus.interface, "Lock")
+        let native = Keychain1Interface.path(collection: "login")
+        try daemon.ok(native, Keychain1Interface.interface, "Lock")
         for _ in 0..<3 {
-            let (_, call) = try daemon.send(native, KeychainBus.interface, "Unlock", [.bytes(Array("nope".utf8))])
-            #expect(daemon.awaitCompletion(of: call)?.errorName == KeychainBus.statusError)
+            let (_, call) = try daemon.send(
+                native, Keychain1Interface.interface, "Unlock", [.bytes(Array("nope".utf8))])
+            #expect(daemon.awaitCompletion(of: call)?.errorName == Keychain1Interface.statusError)
         }
-        let refused = try daemon.errorName(native, KeychainBus.interface, "Unlock", [.bytes(InProcessDaemon.password)])
-        #expect(refused == KeychainBus.tooManyAttemptsError)
-        let error = KeychainBus.keychainError(
+        let refused = try daemon.errorName(
+            native, Keychain1Interface.interface, "Unlock", [.bytes(InProcessDaemon.password)])
+        #expect(refused == Keychain1Interface.tooManyAttemptsError)
+        let error = Keychain1Interface.keychainError(
             DBusError(
-                name: KeychainBus.tooManyAttemptsError, message: "2 too many wrong passwords; not tried (wait 2 s)"))
+                name: Keychain1Interface.tooManyAttemptsError,
+                message: "2 too many wrong passwords; not tried (wait 2 s)"))
         #expect(error.status == .authFailed && error.retryAfterSeconds == 2)
     }
 
     /// Keychain1 takes no more than the Secret Service face does: a huge attribute is refused, not stored.
     @Test func keychain1BoundsAttributesAsTheSecretServiceDoes() throws {
         let daemon = try InProcessDaemon()
-        let native = KeychainBus.path(collection: "login")
+        let native = Keychain1Interface.path(collection: "login")
         let huge = String(repeating: "a", count: 64 * 1024)
         let reply = try #require(
             try daemon.send(
-                native, KeychainBus.interface, "Add",
+                native, Keychain1Interface.interface, "Add",
                 [
                     .string(ItemClass.genericPassword.rawValue),
-                    KeychainBus.encode([.account: .string(huge), .service: .string("s")]), .bytes([1]), .bool(true),
+                    Keychain1Interface.encode([.account: .string(huge), .service: .string("s")]), .bytes([1]),
+                    .bool(true),
                 ]
             ).reply)
-        #expect(reply.errorName == KeychainBus.statusError)
+        #expect(reply.errorName == Keychain1Interface.statusError)
         #expect(
-            KeychainBus.keychainError(
+            Keychain1Interface.keychainError(
                 DBusError(name: reply.errorName ?? "", message: (try? reply.arguments().first?.text) ?? "")
             ).status == .dataTooLarge)
         let search = try daemon.ok(
-            native, KeychainBus.interface, "Search",
-            [KeychainBus.encode(ItemQuery(.genericPassword, limit: .all, returning: .attributes))])
+            native, Keychain1Interface.interface, "Search",
+            [Keychain1Interface.encode(ItemQuery(.genericPassword, limit: .all, returning: .attributes))])
         #expect(search == [.array(elementSignature: "a{sv}", [])])
     }
 
     @Test func aPasswordChangeThroughKeychain1IsSavedAndTheLogEmptied() throws {
         let daemon = try InProcessDaemon()
-        let native = KeychainBus.path(collection: "login")
+        let native = Keychain1Interface.path(collection: "login")
         let new = Array("changed".utf8)
         let (_, call) = try daemon.send(
-            native, KeychainBus.interface, "ChangePassword", [.bytes(InProcessDaemon.password), .bytes(new)])
+            native, Keychain1Interface.interface, "ChangePassword", [.bytes(InProcessDaemon.password), .bytes(new)])
         #expect(try #require(daemon.awaitCompletion(of: call)).kind == .methodReturn)
         daemon.settle()
         #expect(!daemon.daemon.registry.hasPendingCheckpoints)

@@ -1,6 +1,6 @@
 import DBus
 import Foundation
-import KeychainBus
+import Keychain1
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
@@ -179,7 +179,8 @@ import Testing
         // Now the login keychain no longer opens it; its new password does.
         try lock(daemon, [Self.login, work])
         let (_, unlockLogin) = try daemon.send(
-            KeychainBus.path(collection: "login"), KeychainBus.interface, "Unlock", [.bytes(InProcessDaemon.password)])
+            Keychain1Interface.path(collection: "login"), Keychain1Interface.interface, "Unlock",
+            [.bytes(InProcessDaemon.password)])
         #expect(daemon.awaitCompletion(of: unlockLogin)?.kind == .methodReturn)
         #expect(try !isLocked(daemon, Self.login))
         #expect(try isLocked(daemon, work))

@@ -4,7 +4,7 @@ import KeychainCore
 import Posix
 import Testing
 
-@testable import KeychainBus
+@testable import Keychain1
 @testable import SecretService
 
 /// `org.latchkey.Keychain1`'s sessions in-process, with the client's half of the exchange (``DHClientKey``)
@@ -17,8 +17,8 @@ import Testing
     func open(_ daemon: InProcessDaemon, sender: String) throws -> (cipher: DHSessionCipher, path: String) {
         let key = try DHClientKey()
         let reply = try daemon.ok(
-            KeychainBus.rootPath, KeychainBus.interface, "OpenSession",
-            [.string(KeychainBus.sessionAlgorithm), .variant(.bytes(key.publicKey))], sender: sender)
+            Keychain1Interface.rootPath, Keychain1Interface.interface, "OpenSession",
+            [.string(Keychain1Interface.sessionAlgorithm), .variant(.bytes(key.publicKey))], sender: sender)
         guard case .bytes(let serverKey) = try #require(reply.first).unwrapped, case .objectPath(let path)? = reply.last
         else { throw KeychainError(.decode, "OpenSession gave \(reply)") }
         return (try DHSessionCipher(serverPublicKey: serverKey, clientKey: key), path)
@@ -26,9 +26,10 @@ import Testing
 
     func add(_ daemon: InProcessDaemon, service: String, secret: [UInt8], sender: String) throws {
         try daemon.ok(
-            login, KeychainBus.interface, "Add",
+            login, Keychain1Interface.interface, "Add",
             [
-                .string("genp"), KeychainBus.encode([.service: .string(service)] as ItemAttributes), .bytes(secret),
+                .string("genp"), Keychain1Interface.encode([.service: .string(service)] as ItemAttributes),
+                .bytes(secret),
                 .bool(true),
             ], sender: sender)
     }
@@ -38,7 +39,8 @@ import Testing
         var query = ItemQuery(.genericPassword)
         query.attributes = [.service: .string(service)]
         query.returning = [.data]
-        let reply = try daemon.ok(login, KeychainBus.interface, "Search", [KeychainBus.encode(query)], sender: sender)
+        let reply = try daemon.ok(
+            login, Keychain1Interface.interface, "Search", [Keychain1Interface.encode(query)], sender: sender)
         guard case .array(_, let items)? = reply.first, let item = items.first,
             case .bytes(let bytes)? = item.unwrapped.variantPairs?["secret"]
         else { throw KeychainError(.decode, "Search gave \(reply)") }
@@ -64,7 +66,7 @@ import Testing
         // What does not decrypt under the owner's key: InvalidArgs.
         #expect(
             try daemon.errorName(
-                login, KeychainBus.interface, "Unlock", [.bytes(Array("not sealed, 16+".utf8))], sender: ":1.40")
+                login, Keychain1Interface.interface, "Unlock", [.bytes(Array("not sealed, 16+".utf8))], sender: ":1.40")
                 == "org.freedesktop.DBus.Error.InvalidArgs")
     }
 

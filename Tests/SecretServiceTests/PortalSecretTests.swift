@@ -2,7 +2,7 @@ import CallerIdentity
 import DBus
 import Foundation
 import Glibc
-import KeychainBus
+import Keychain1
 import KeychainCore
 import Testing
 
@@ -196,29 +196,32 @@ struct PortalSecretTests {
     /// can make an item of its own pass for an application's key.
     @Test func noClientCanSetTheMark() throws {
         let daemon = try PortalStandIn.daemon()
-        let native = KeychainBus.path(collection: "login")
+        let native = Keychain1Interface.path(collection: "login")
         let marked: ItemAttributes = [.service: .string("planted"), .portalKey: .string("org.example.A")]
         let add = try #require(
             try daemon.send(
-                native, KeychainBus.interface, "Add",
-                [.string(ItemClass.genericPassword.rawValue), KeychainBus.encode(marked), .bytes([1]), .bool(true)]
+                native, Keychain1Interface.interface, "Add",
+                [
+                    .string(ItemClass.genericPassword.rawValue), Keychain1Interface.encode(marked), .bytes([1]),
+                    .bool(true),
+                ]
             ).reply)
-        #expect(add.errorName == KeychainBus.statusError)
+        #expect(add.errorName == Keychain1Interface.statusError)
         try daemon.ok(
-            native, KeychainBus.interface, "Add",
+            native, Keychain1Interface.interface, "Add",
             [
-                .string(ItemClass.genericPassword.rawValue), KeychainBus.encode([.service: .string("planted")]),
+                .string(ItemClass.genericPassword.rawValue), Keychain1Interface.encode([.service: .string("planted")]),
                 .bytes([1]), .bool(true),
             ])
         let update = try #require(
             try daemon.send(
-                native, KeychainBus.interface, "Update",
+                native, Keychain1Interface.interface, "Update",
                 [
-                    KeychainBus.encode(ItemQuery(.genericPassword, attributes: [.service: .string("planted")])),
-                    KeychainBus.encode([.portalKey: .string("org.example.A")]), .bytes([]), .bool(false),
+                    Keychain1Interface.encode(ItemQuery(.genericPassword, attributes: [.service: .string("planted")])),
+                    Keychain1Interface.encode([.portalKey: .string("org.example.A")]), .bytes([]), .bool(false),
                 ]
             ).reply)
-        #expect(update.errorName == KeychainBus.statusError)
+        #expect(update.errorName == Keychain1Interface.statusError)
         let (response, key) = try Self.retrieve(daemon, "org.example.A")
         #expect(response == 0)
         #expect(key != [1])

@@ -22,7 +22,7 @@ import KeychainCore
 import KeychainStore
 
 @testable import DBus
-@testable import KeychainBus
+@testable import Keychain1
 @testable import KeychainRegistry
 @testable import Pinentry
 @testable import Posix
@@ -51,8 +51,8 @@ let declaredMethods: [DeclaredMethod] = {
     var seen = Set<DeclaredMethod>()
     return
         (methods(ServiceObject.interfaces) + methods(CollectionObject.interfaces) + methods(ItemObject.interfaces)
-        + methods(SessionObject.interfaces) + methods(PromptObject.interfaces) + methods(KeychainListObject.interfaces)
-        + methods(NativeKeychainObject.interfaces)).filter { seen.insert($0).inserted }
+        + methods(SessionObject.interfaces) + methods(PromptObject.interfaces) + methods(Keychain1ListObject.interfaces)
+        + methods(Keychain1Object.interfaces)).filter { seen.insert($0).inserted }
 }()
 
 /// A daemon over a fresh keychain directory, and the object paths replies named.
@@ -84,7 +84,7 @@ final class Fixture {
             latest["session"] ?? "/org/freedesktop/secrets/session/s1",
             latest["prompt"] ?? "/org/freedesktop/secrets/prompt/p1",
             latest["collection"] ?? "/org/freedesktop/secrets/collection/c", "/org/latchkey/keychain",
-            KeychainBus.path(collection: "login"), "/", "/org/freedesktop/secrets/collection",
+            Keychain1Interface.path(collection: "login"), "/", "/org/freedesktop/secrets/collection",
         ]
     }
 
@@ -270,7 +270,7 @@ func seeds() throws -> [(name: String, bytes: [UInt8])] {
     let collection = "org.freedesktop.Secret.Collection"
     let item = "org.freedesktop.Secret.Item"
     let properties = "org.freedesktop.DBus.Properties"
-    let native = KeychainBus.interface
+    let native = Keychain1Interface.interface
     let openPlain = (0, service, "OpenSession", UInt8(0), [DBusValue.string("plain"), .variant(.string(""))])
     let clientKey = try DHSessionCipher(
         clientPublicKey: [2], serverPrivateKey: [0x42, 0x17] + [UInt8](repeating: 3, count: 30))
@@ -293,10 +293,10 @@ func seeds() throws -> [(name: String, bytes: [UInt8])] {
             ]), secret("pw"), .bool(true),
         ]
     )
-    let query = KeychainBus.encode(
+    let query = Keychain1Interface.encode(
         ItemQuery(
             .genericPassword, attributes: [.service: .string("svc")], limit: .all, returning: [.attributes, .data]))
-    let attributes = KeychainBus.encode([.service: .string("svc"), .account: .string("bob")] as ItemAttributes)
+    let attributes = Keychain1Interface.encode([.service: .string("svc"), .account: .string("bob")] as ItemAttributes)
     let calls: [(String, [(path: Int, interface: String, member: String, flags: UInt8, arguments: [DBusValue])])] = [
         ("open-plain", [openPlain]),
         ("open-dh", [openDH]),
@@ -400,7 +400,7 @@ func seeds() throws -> [(name: String, bytes: [UInt8])] {
         ("native-status", [(8, native, "Status", 0, [])]),
         ("native-lock-unlock", [(8, native, "Lock", 0, []), (8, native, "Unlock", 0, [.bytes(loginPassword)])]),
         ("native-change-password", [(8, native, "ChangePassword", 0, [.bytes(loginPassword), .bytes(loginPassword)])]),
-        ("native-settings", [(8, native, "SetSettings", 0, [KeychainBus.encode(KeychainSettings())])]),
+        ("native-settings", [(8, native, "SetSettings", 0, [Keychain1Interface.encode(KeychainSettings())])]),
         (
             "native-access-policy",
             [

@@ -7,7 +7,7 @@
 //   2: a plaintext (the rest), encrypted by the client's half and decrypted by the server's: it must come back.
 import FuzzSupport
 
-@testable import KeychainBus
+@testable import Keychain1
 @testable import Posix
 @testable import SecretService
 

@@ -1,6 +1,6 @@
 import DBus
 import FoundationEssentials
-import KeychainBus
+import Keychain1
 import KeychainCore
 import Posix
 
@@ -15,7 +15,7 @@ final class SecretSession {
     }
 
     static let plainName = "plain"
-    static let diffieHellmanName = KeychainBus.sessionAlgorithm
+    static let diffieHellmanName = Keychain1Interface.sessionAlgorithm
 
     let path: String
     /// The unique bus name of the client that opened it.

@@ -46,7 +46,7 @@ package struct KeychainDescription: Hashable, Sendable {
     }
 }
 
-extension KeychainBus {
+extension Keychain1Interface {
     /// The path of the object that lists the keychains (`List`).
     package static let rootPath = "/org/latchkey/keychain"
 

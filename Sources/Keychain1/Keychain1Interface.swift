@@ -7,7 +7,7 @@ import KeychainCore
 /// Secret Service (text attributes only) it carries every `SecItem` attribute
 /// with its type. This enum holds its names and how ``KeychainCore`` values
 /// travel as D-Bus values. See docs/dbus-mapping.md.
-package enum KeychainBus {
+package enum Keychain1Interface {
     /// The bus name (the daemon's).
     package static let busName = "org.freedesktop.secrets"
     /// The interface name.

@@ -1,71 +1,25 @@
 import DBus
 import FoundationEssentials
-import KeychainBus
+import Keychain1
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
 import Pinentry
 import Posix
 
-/// `/org/latchkey/keychain`: `org.latchkey.Keychain1`'s list of keychains.
-struct KeychainListObject: DBusObject {
-    let daemon: SecretServiceDaemon
-
-    var childNodes: [String] { daemon.registry.keychains.map(\.id) }
-
-    static let interfaces: [DBusInterface<KeychainListObject>] =
-        standardInterfaces() + [
-            DBusInterface(
-                KeychainBus.interface,
-                methods: [
-                    // A session for this connection's secrets (docs/dbus-mapping.md, "Keychain1 sessions").
-                    DBusMethod(
-                        "OpenSession", DBusInput("algorithm", String.self), DBusInput("input", DBusVariant.self),
-                        returns: [.init("output", DBusVariant.self), .init("session", ObjectPath.self)]
-                    ) { (object, call, algorithm, input) throws(DBusError) in
-                        .reply(
-                            try object.daemon.openKeychainSession(algorithm, input.value.unwrapped, caller: call.sender)
-                        )
-                    },
-                    DBusMethod("List", returns: [.init("keychains", "aa{sv}")]) { object, _ in
-                        .reply([
-                            .array(
-                                elementSignature: "a{sv}",
-                                object.daemon.registry.keychains.map { KeychainBus.encode($0.description) })
-                        ])
-                    },
-                    // The desktop session's display, language and pinentry, for the prompts shown from now on
-                    // (`latchkey update-environment`; docs/dbus-mapping.md).
-                    DBusMethod("UpdateEnvironment", DBusInput("variables", [String: String].self)) {
-                        (object, call, variables) throws(DBusError) in
-                        // Where every later prompt shows is the desktop session's to say: not a sandboxed
-                        // application's (it could send the prompts to a display of its own and answer them),
-                        // nor a caller the daemon could not identify.
-                        try object.daemon.refuseSandboxedOrUnidentified(call.sender, "choose where prompts show")
-                        do throws(SessionEnvironmentError) {
-                            try object.daemon.registry.updateSessionEnvironment(variables)
-                        } catch {
-                            throw DBusError(.invalidArgs, error.description)
-                        }
-                        return .reply([])
-                    },
-                ])
-        ]
-}
-
 /// `/org/latchkey/keychain/<id>`: `org.latchkey.Keychain1`, the typed `SecItem` operations the `Security`
-/// module sends. Store errors travel as their `OSStatus` (``KeychainBus/statusError``).
-struct NativeKeychainObject: DBusObject {
+/// module sends. Store errors travel as their `OSStatus` (``Keychain1Interface/statusError``).
+struct Keychain1Object: DBusObject {
     let daemon: SecretServiceDaemon
     let keychain: HeldKeychain
 
-    static let interfaces: [DBusInterface<NativeKeychainObject>] =
+    static let interfaces: [DBusInterface<Keychain1Object>] =
         standardInterfaces() + [
             DBusInterface(
-                KeychainBus.interface,
+                Keychain1Interface.interface,
                 methods: [
                     DBusMethod(
-                        "Add", DBusInput("class", String.self), DBusInput("attributes", NativeAttributes.self),
+                        "Add", DBusInput("class", String.self), DBusInput("attributes", Keychain1Attributes.self),
                         DBusInput("secret", [UInt8].self), DBusInput("hasSecret", Bool.self),
                         returns: [.init("item", "a{sv}")]
                     ) { (object, call, itemClass, attributes, secret, hasSecret) throws(DBusError) in
@@ -92,17 +46,18 @@ struct NativeKeychainObject: DBusObject {
                             object.changed()
                             // A caller with a session has the secret it sent: it does not cross again.
                             guard !object.daemon.keychainSession(of: call.sender).isSealing else {
-                                return [KeychainBus.encode(item, secretBytes: nil)]
+                                return [Keychain1Interface.encode(item, secretBytes: nil)]
                             }
-                            return [KeychainBus.encode(item)]
+                            return [Keychain1Interface.encode(item)]
                         }
                     },
-                    DBusMethod("Search", DBusInput("query", NativeQuery.self), returns: [.init("items", "aa{sv}")]) {
+                    DBusMethod("Search", DBusInput("query", Keychain1Query.self), returns: [.init("items", "aa{sv}")]) {
                         (object, call, query) throws(DBusError) in
                         try object.search(query.query, call: call)
                     },
                     DBusMethod(
-                        "Update", DBusInput("query", NativeQuery.self), DBusInput("attributes", NativeAttributes.self),
+                        "Update", DBusInput("query", Keychain1Query.self),
+                        DBusInput("attributes", Keychain1Attributes.self),
                         DBusInput("secret", [UInt8].self), DBusInput("hasSecret", Bool.self),
                         returns: [.init("count", UInt32.self)]
                     ) { (object, call, query, attributes, bytes, hasSecret) throws(DBusError) in
@@ -110,7 +65,7 @@ struct NativeKeychainObject: DBusObject {
                         do throws(KeychainError) {
                             try object.checkBounds(attributes.attributes)
                         } catch {
-                            throw KeychainBus.dbusError(error)
+                            throw Keychain1Interface.dbusError(error)
                         }
                         return try object.changing(.change, matching: query.query, call: call) {
                             (matching) throws(KeychainError) in
@@ -122,7 +77,9 @@ struct NativeKeychainObject: DBusObject {
                             }
                         }
                     },
-                    DBusMethod("Delete", DBusInput("query", NativeQuery.self), returns: [.init("count", UInt32.self)]) {
+                    DBusMethod(
+                        "Delete", DBusInput("query", Keychain1Query.self), returns: [.init("count", UInt32.self)]
+                    ) {
                         (object, call, query) throws(DBusError) in
                         try object.changing(.delete, matching: query.query, call: call) {
                             (matching) throws(KeychainError) in
@@ -130,7 +87,7 @@ struct NativeKeychainObject: DBusObject {
                         }
                     },
                     DBusMethod("Status", returns: [.init("status", "a{sv}")]) { object, _ in
-                        .reply([KeychainBus.encode(object.keychain.description)])
+                        .reply([Keychain1Interface.encode(object.keychain.description)])
                     },
                     DBusMethod("Unlock", DBusInput("password", [UInt8].self)) {
                         (object, call, password) throws(DBusError) in
@@ -161,7 +118,7 @@ struct NativeKeychainObject: DBusObject {
                         (object, call, policy) throws(DBusError) in
                         try object.setAccessPolicy(policy, call: call)
                     },
-                    DBusMethod("SetSettings", DBusInput("settings", NativeSettings.self)) {
+                    DBusMethod("SetSettings", DBusInput("settings", Keychain1Settings.self)) {
                         (object, call, settings) throws(DBusError) in
                         try object.setSettings(settings.settings, call: call)
                     },
@@ -175,7 +132,8 @@ struct NativeKeychainObject: DBusObject {
         guard present else { return nil }
         let session = daemon.keychainSession(of: caller)
         let most = daemon.limits.secretBytes
-        let tooLarge = KeychainBus.dbusError(KeychainError(.dataTooLarge, "the secret is larger than \(most) bytes"))
+        let tooLarge = Keychain1Interface.dbusError(
+            KeychainError(.dataTooLarge, "the secret is larger than \(most) bytes"))
         // Sealed, it is at most an IV and a padding block longer: checked before it takes secret memory.
         guard bytes.count <= most + (session.isSealing ? SecretSession.sealingOverhead : 0) else { throw tooLarge }
         let secret = try session.unseal(bytes)
@@ -222,9 +180,9 @@ struct NativeKeychainObject: DBusObject {
             do {
                 try checkBounds(query.attributes)
                 let found = try keychain.keychain.items(matching: query)
-                return .reply([.array(elementSignature: "a{sv}", found.map(KeychainBus.encode))])
+                return .reply([.array(elementSignature: "a{sv}", found.map(Keychain1Interface.encode))])
             } catch {
-                throw KeychainBus.dbusError(error)
+                throw Keychain1Interface.dbusError(error)
             }
         }
         // Sealed under the caller's session as it is now, also for a reply that waits for a prompt.
@@ -237,7 +195,7 @@ struct NativeKeychainObject: DBusObject {
             // Secrets decrypted into secret memory, copied only into the reply.
             found = try keychain.keychain.itemsWithSecrets(matching: reading)
         } catch {
-            throw KeychainBus.dbusError(error)
+            throw Keychain1Interface.dbusError(error)
         }
         let targets = found.map {
             SecretServiceDaemon.SecretTarget(
@@ -270,9 +228,9 @@ struct NativeKeychainObject: DBusObject {
     private static func encode(_ item: KeychainItem, secret: SharedSecret?, sealedFor session: SecretSession)
         throws(DBusError) -> DBusValue
     {
-        guard let secret else { return KeychainBus.encode(item, secretBytes: nil) }
+        guard let secret else { return Keychain1Interface.encode(item, secretBytes: nil) }
         let sealed = try secret.withUnsafeBytes { (bytes) throws(DBusError) in try session.seal(bytes) }
-        return KeychainBus.encode(item, secretBytes: sealed)
+        return Keychain1Interface.encode(item, secretBytes: sealed)
     }
 
     /// The items `query` finds, as `Search` replies them.
@@ -283,7 +241,7 @@ struct NativeKeychainObject: DBusObject {
         do {
             items = try keychain.keychain.itemsWithSecrets(matching: query)
         } catch {
-            return .failure(KeychainBus.dbusError(error))
+            return .failure(Keychain1Interface.dbusError(error))
         }
         do throws(DBusError) {
             let encoded = try items.map { (found) throws(DBusError) in
@@ -310,7 +268,7 @@ struct NativeKeychainObject: DBusObject {
                 changed()
                 return .success([.uint32(UInt32(clamping: count))])
             } catch {
-                return .failure(KeychainBus.dbusError(error))
+                return .failure(Keychain1Interface.dbusError(error))
             }
         }
         let targets: [SecretServiceDaemon.SecretTarget]
@@ -326,7 +284,7 @@ struct NativeKeychainObject: DBusObject {
                     held: keychain, reference: $0.reference, attributes: $0.attributes ?? [:])
             }
         } catch {
-            throw KeychainBus.dbusError(error)
+            throw Keychain1Interface.dbusError(error)
         }
         // What was matched (and asked about); nothing matched: the store's own answer (errSecItemNotFound).
         var matched = query
@@ -377,21 +335,23 @@ struct NativeKeychainObject: DBusObject {
             daemon.registry.unlock(keychain, password: password) { [daemon] outcome in
                 switch outcome {
                 case .accepted: daemon.reply(to: call, .success([]))
-                default: daemon.reply(to: call, .failure(KeychainBus.dbusError(outcome.keychainError)))
+                default: daemon.reply(to: call, .failure(Keychain1Interface.dbusError(outcome.keychainError)))
                 }
             }
             return .deferred
         }
         guard case .loginPassword = keychain.unlocking else {
             guard daemon.registry.unlockWithoutPassword(keychain) else {
-                throw KeychainBus.dbusError(KeychainError(.interactionNotAllowed, "unlock the login keychain first"))
+                throw Keychain1Interface.dbusError(
+                    KeychainError(.interactionNotAllowed, "unlock the login keychain first"))
             }
             return .reply([])
         }
         daemon.registry.unlockLogin(password: password, from: .userProcess) { [daemon] outcome in
             switch outcome {
             case .created, .unlocked, .alreadyUnlocked: daemon.reply(to: call, .success([]))
-            case .notUnlocked(let why): daemon.reply(to: call, .failure(KeychainBus.dbusError(why.keychainError)))
+            case .notUnlocked(let why):
+                daemon.reply(to: call, .failure(Keychain1Interface.dbusError(why.keychainError)))
             }
         }
         return .deferred
@@ -401,9 +361,9 @@ struct NativeKeychainObject: DBusObject {
     /// the prompt ends if the caller leaves first), `prompt` at once.
     private func setAccessPolicy(_ name: String, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
         guard let policy = KeychainAccessPolicy(rawValue: name) else {
-            throw KeychainBus.dbusError(KeychainError.param("the access policy is 'prompt' or 'allow-all'"))
+            throw Keychain1Interface.dbusError(KeychainError.param("the access policy is 'prompt' or 'allow-all'"))
         }
-        return daemon.answerAfterConfirmation(call, failure: KeychainBus.dbusError) { [self] completion in
+        return daemon.answerAfterConfirmation(call, failure: Keychain1Interface.dbusError) { [self] completion in
             daemon.registry.setAccessPolicy(
                 policy, of: keychain, requester: daemon.application(of: call.sender)?.description,
                 client: daemon.promptClient(of: call.sender), completion: completion)
@@ -417,7 +377,7 @@ struct NativeKeychainObject: DBusObject {
         -> DBusMethodResult
     {
         try daemon.refuseSandboxedOrUnidentified(call.sender, "change when a keychain locks")
-        return daemon.answerAfterConfirmation(call, failure: KeychainBus.dbusError) { [self] completion in
+        return daemon.answerAfterConfirmation(call, failure: Keychain1Interface.dbusError) { [self] completion in
             daemon.registry.setSettings(
                 settings, of: keychain, requester: daemon.application(of: call.sender)?.description,
                 client: daemon.promptClient(of: call.sender), completion: completion)
@@ -430,13 +390,13 @@ struct NativeKeychainObject: DBusObject {
         switch keychain.unlocking {
         case .loginPassword, .ownPassword: break
         case .loginKey, .heldPassword:
-            throw KeychainBus.dbusError(
+            throw Keychain1Interface.dbusError(
                 KeychainError.param("'\(keychain.id)' has no password of its own: it opens with the login keychain"))
         }
         daemon.registry.changePassword(of: keychain, from: old, to: new) { [daemon] outcome in
             switch outcome {
             case .accepted: daemon.reply(to: call, .success([]))
-            default: daemon.reply(to: call, .failure(KeychainBus.dbusError(outcome.keychainError)))
+            default: daemon.reply(to: call, .failure(Keychain1Interface.dbusError(outcome.keychainError)))
             }
         }
         return .deferred
@@ -448,7 +408,7 @@ private func native(_ body: () throws(KeychainError) -> [DBusValue]) throws(DBus
     do {
         return .reply(try body())
     } catch {
-        throw KeychainBus.dbusError(error)
+        throw Keychain1Interface.dbusError(error)
     }
 }
 
@@ -481,43 +441,43 @@ extension HeldKeychain {
 }
 
 /// `SecItem` attributes as `Keychain1` carries them (`a{sv}`).
-struct NativeAttributes: DBusType {
+struct Keychain1Attributes: DBusType {
     let attributes: ItemAttributes
     static var dbusSignature: String { "a{sv}" }
     init(dbusValue value: DBusValue) throws(DBusError) {
         do {
-            attributes = try KeychainBus.decodeAttributes(value)
+            attributes = try Keychain1Interface.decodeAttributes(value)
         } catch {
-            throw KeychainBus.dbusError(error)
+            throw Keychain1Interface.dbusError(error)
         }
     }
-    var dbusValue: DBusValue { KeychainBus.encode(attributes) }
+    var dbusValue: DBusValue { Keychain1Interface.encode(attributes) }
 }
 
 /// A `SecItem` query as `Keychain1` carries it (`a{sv}`).
-struct NativeQuery: DBusType {
+struct Keychain1Query: DBusType {
     let query: ItemQuery
     static var dbusSignature: String { "a{sv}" }
     init(dbusValue value: DBusValue) throws(DBusError) {
         do {
-            query = try KeychainBus.decodeQuery(value)
+            query = try Keychain1Interface.decodeQuery(value)
         } catch {
-            throw KeychainBus.dbusError(error)
+            throw Keychain1Interface.dbusError(error)
         }
     }
-    var dbusValue: DBusValue { KeychainBus.encode(query) }
+    var dbusValue: DBusValue { Keychain1Interface.encode(query) }
 }
 
 /// Keychain lock settings as `Keychain1` carries them (`a{sv}`).
-struct NativeSettings: DBusType {
+struct Keychain1Settings: DBusType {
     let settings: KeychainSettings
     static var dbusSignature: String { "a{sv}" }
     init(dbusValue value: DBusValue) throws(DBusError) {
         do {
-            settings = try KeychainBus.decodeSettings(value)
+            settings = try Keychain1Interface.decodeSettings(value)
         } catch {
-            throw KeychainBus.dbusError(error)
+            throw Keychain1Interface.dbusError(error)
         }
     }
-    var dbusValue: DBusValue { KeychainBus.encode(settings) }
+    var dbusValue: DBusValue { Keychain1Interface.encode(settings) }
 }

@@ -1,0 +1,181 @@
+import CallerIdentity
+import DBus
+import FoundationEssentials
+import KeychainCore
+import KeychainRegistry
+import KeychainStore
+import Posix
+
+/// `/org/freedesktop/secrets/collection/…/…`: `org.freedesktop.Secret.Item`.
+struct ItemObject: DBusObject {
+    let daemon: SecretServiceDaemon
+    let collection: HeldKeychain
+    let reference: ItemReference
+    /// The item's attributes, read once per call (`GetAll` asks for four properties made from them).
+    private let read = ReadAttributes()
+
+    /// What one call has read of the item.
+    private final class ReadAttributes {
+        var attributes: ItemAttributes?
+    }
+
+    static let interfaceName = "org.freedesktop.Secret.Item"
+
+    static let interfaces: [DBusInterface<ItemObject>] =
+        standardInterfaces() + [
+            DBusInterface(
+                interfaceName,
+                methods: [
+                    DBusMethod("Delete", returns: [.init("Prompt", ObjectPath.self)]) {
+                        (object, call) throws(DBusError) in
+                        try object.change(.delete, call: call, reply: [.objectPath(ObjectPaths.none)]) {
+                            () throws(KeychainError) in
+                            try object.collection.delete(object.reference)
+                        } then: {
+                            object.daemon.announceItems(object.collection, "ItemDeleted", object.reference)
+                        }
+                    },
+                    DBusMethod(
+                        "GetSecret", DBusInput("session", ObjectPath.self),
+                        returns: [.init("secret", TransportSecret.self)]
+                    ) { (object, call, session) throws(DBusError) in
+                        try object.secretReply(in: session.text, call: call)
+                    },
+                    DBusMethod("SetSecret", DBusInput("secret", TransportSecret.self)) {
+                        (object, call, transport) throws(DBusError) in
+                        let secret = try object.daemon.receive(transport, from: call.sender)
+                        let contentType = transport.contentType
+                        try object.collection.checkQuota(object.daemon.limits, secretBytes: secret.count, isNew: false)
+                        return try object.change(.change, call: call) { () throws(KeychainError) in
+                            try secret.withUnownedData { (data) throws(KeychainError) in
+                                try object.collection.update(object.reference, secret: data, contentType: contentType)
+                            }
+                        } then: {
+                            object.daemon.announceItems(object.collection, "ItemChanged", object.reference)
+                        }
+                    },
+                ],
+                properties: [
+                    DBusProperty("Locked", Bool.self) { $0.collection.isLocked },
+                    DBusProperty(
+                        "Attributes", [String: String].self,
+                        get: { (object) throws(DBusError) in
+                            AttributeMapping.secretServiceAttributes(
+                                try object.attributes(), of: object.reference.itemClass)
+                        },
+                        set: { (object, call, attributes) throws(DBusError) in
+                            try object.daemon.limits.check(attributes: attributes)
+                            try HeldKeychain.refuseLatchkeyNames(attributes)
+                            return try object.change(.change, call: call) { () throws(KeychainError) in
+                                try object.collection.update(object.reference, attributes: attributes)
+                            } then: {
+                                object.changed("Attributes", .stringDictionary(attributes))
+                            }
+                        }),
+                    DBusProperty(
+                        "Label", String.self,
+                        get: { (object) throws(DBusError) in
+                            if case .string(let label) = try object.attributes()[.label] { return label }
+                            return ""
+                        },
+                        set: { (object, call, label) throws(DBusError) in
+                            try object.daemon.limits.check(label: label)
+                            return try object.change(.change, call: call) { () throws(KeychainError) in
+                                try object.collection.update(object.reference, label: label)
+                            } then: {
+                                object.changed("Label", .string(label))
+                            }
+                        }),
+                    DBusProperty("Created", UInt64.self) { (object) throws(DBusError) in
+                        Self.unixSeconds(try object.attributes()[.creationDate])
+                    },
+                    DBusProperty("Modified", UInt64.self) { (object) throws(DBusError) in
+                        Self.unixSeconds(try object.attributes()[.modificationDate])
+                    },
+                ])
+        ]
+
+    /// The item's attributes; a locked item's label, attributes and dates are sealed: they read as empty.
+    private func attributes() throws(DBusError) -> ItemAttributes {
+        guard !collection.isLocked else { return [:] }
+        if let attributes = read.attributes { return attributes }
+        do {
+            let attributes = try collection.item(reference, returning: .attributes)?.attributes ?? [:]
+            read.attributes = attributes
+            return attributes
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+    }
+
+    private static func unixSeconds(_ value: AttributeValue?) -> UInt64 {
+        guard case .date(let date) = value else { return 0 }
+        return UInt64(max(0, date.timeIntervalSince1970))
+    }
+
+    /// Changes or deletes the item (`kind`) once the caller may (AccessChecks.swift: the item trusts it, the
+    /// keychain's policy is `allow-all`, or the person allowed it; else `AccessDenied` and nothing changes):
+    /// `IsLocked` while the collection is locked (checked again when the answer comes), store errors mapped.
+    /// `done` tells clients; the reply is `values`.
+    private func change(
+        _ kind: AccessKind, call: DBusMethodCall, reply values: [DBusValue] = [],
+        _ body: @escaping () throws(KeychainError) -> Void, then done: @escaping () -> Void
+    ) throws(DBusError) -> DBusMethodResult {
+        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        let target = SecretServiceDaemon.SecretTarget(held: collection, reference: reference)
+        return try daemon.servingChange(kind, of: [target], to: call) { [collection] denial in
+            if let denial { return .failure(denial.secretServiceError) }
+            guard !collection.isLocked else {
+                return .failure(SecretServiceError.isLocked("\(collection.path) is locked"))
+            }
+            do throws(KeychainError) {
+                try body()
+            } catch {
+                return .failure(SecretServiceError.from(error))
+            }
+            done()
+            return .success(values)
+        }
+    }
+
+    private func changed(_ name: String, _ value: DBusValue) {
+        daemon.emitPropertiesChanged(ObjectPaths.item(reference, in: collection.id), Self.interfaceName, [name: value])
+        daemon.announceItems(collection, "ItemChanged", reference)
+    }
+
+    /// `GetSecret`: the secret now, or once the person allowed the caller (AccessChecks.swift).
+    private func secretReply(in sessionPath: String, call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
+        let (session, found) = try read(in: sessionPath, caller: call.sender)
+        let target = SecretServiceDaemon.SecretTarget(
+            held: collection, reference: reference, attributes: found.item.attributes ?? [:])
+        // Trusted (the usual case): served from the one read.
+        if daemon.accessCheck(target, caller: call.sender) == nil {
+            return .reply([try session.encode(found.item, secret: found.secret)])
+        }
+        return try daemon.servingSecrets(of: [target], to: call) { [self] _, denial in
+            if let denial { return .failure(denial.secretServiceError) }
+            do throws(DBusError) {
+                let (session, found) = try read(in: sessionPath, caller: call.sender)
+                return .success([try session.encode(found.item, secret: found.secret)])
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// The caller's session and the item with its secret in secret memory, read now.
+    private func read(in sessionPath: String, caller: String) throws(DBusError) -> (
+        SecretSession, (item: KeychainItem, secret: SharedSecret?)
+    ) {
+        let session = try daemon.session(sessionPath, of: caller)
+        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        let found: (item: KeychainItem, secret: SharedSecret?)?
+        do {
+            found = try collection.itemWithSecret(reference)
+        } catch {
+            throw SecretServiceError.from(error)
+        }
+        guard let found else { throw SecretServiceError.noSuchObject(ObjectPaths.item(reference, in: collection.id)) }
+        return (session, found)
+    }
+}
