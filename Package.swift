@@ -82,6 +82,7 @@ let package = Package(
             name: "KeychainRegistry",
             dependencies: [
                 "KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix", "KeySlots", "TPMSealing",
+                "LoginControl",
             ]),
         // Keychain1's names and encoding, and the session key exchange and cipher (daemon and client).
         .target(name: "Keychain1", dependencies: ["KeychainCore", "DBus", "COpenSSL", "Posix"]),

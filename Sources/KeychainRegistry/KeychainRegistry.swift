@@ -69,8 +69,8 @@ package final class KeychainRegistry {
     package internal(set) var keychains: [HeldKeychain] = []
     /// Alias name → keychain id.
     package private(set) var aliases: [String: String] = [:]
-    /// Login sessions pam_latchkey reported open.
-    package var openLoginSessions = 0
+    /// The user's login: its sessions, hand-over, re-key, tpm2 slots and import (see ``UserLogin``).
+    package private(set) lazy var userLogin = UserLogin(registry: self)
     /// Where results of work done elsewhere arrive; poll its descriptor.
     package let inbox: LoopInbox
     let worker: Worker
@@ -87,18 +87,8 @@ package final class KeychainRegistry {
     /// daemon's own prompts), and the turn count.
     var promptTurns: [String: UInt64] = [:]
     var promptTurnNumber: UInt64 = 0
-    /// How many times the login keychain was locked: an unlock whose key was derived across a lock is dropped.
-    var locksOfLogin = 0
-    /// Unlocks handed over by a login that are still deriving their key.
-    var unlocksAtLogin = 0
     /// Ids of keychains with a password of their own whose files are being made on the worker.
     var reservedKeychainIDs: Set<String> = []
-    /// Whether a login's import of gnome-keyring's keyrings is under way (a later login's waits for none).
-    var isImportingGnomeKeyrings = false
-
-    /// Whether a login's unlock is under way: clients' requests wait for it rather than find the login
-    /// keychain locked only because they came early.
-    package var isUnlockingAtLogin: Bool { unlocksAtLogin > 0 }
     private var continuations: [UInt64: (any Sendable) -> Void] = [:]
     private var continuationNumber: UInt64 = 0
     private var events: [RegistryEvent] = []
@@ -138,30 +128,9 @@ package final class KeychainRegistry {
     /// The keychain an alias names.
     package func keychain(alias: String) -> HeldKeychain? { aliases[alias].flatMap { keychain(id: $0) } }
 
-    var loginKeychainPath: String { KeychainLocation.loginKeychainPath(inDirectory: configuration.keychainDirectory) }
-
     private func openKeychains(loginPassword: borrowing SecretBytes?) throws(KeychainError) {
         let directory = configuration.keychainDirectory
-        if FileManager.default.fileExists(atPath: loginKeychainPath) {
-            let keychain = try Keychain(opening: loginKeychainPath)
-            switch loginPassword {
-            case .some(let password):
-                try password.withUnsafeBytes { (bytes) throws(KeychainError) in try keychain.unlock(password: bytes) }
-            case .none: break
-            }
-            try addLogin(keychain)
-        } else {
-            switch loginPassword {
-            case .some(let password):
-                let path = loginKeychainPath
-                let kdf = configuration.kdf
-                try addLogin(
-                    try password.withUnsafeBytes { (bytes) throws(KeychainError) in
-                        try Self.createLoginKeychain(at: path, password: bytes, kdf)
-                    })
-            case .none: break
-            }
-        }
+        try userLogin.open(password: loginPassword)
         let login = login?.keychain
         var random = try KeychainError.allocating { () throws(SecretMemoryError) in try SecretBytes(zeros: 32) }
         try random.withUnsafeMutableBytes { (raw) throws(KeychainError) in try SecureRandom.fill(raw) }
@@ -194,15 +163,6 @@ package final class KeychainRegistry {
             keychains.append(HeldKeychain(id: id, keychain: keychain, unlocking: unlocking, label: label))
         }
         loadAliases()
-    }
-
-    /// Creates the login keychain file with `password` (scrypt: slow).
-    static func createLoginKeychain(at path: String, password: some Collection<UInt8>, _ kdf: KDFParameters)
-        throws(KeychainError) -> Keychain
-    {
-        let keychain = try Keychain.create(at: path, password: password, kdf: kdf)
-        try keychain.recordCreation(label: nil)
-        return keychain
     }
 
     /// Serves `keychain` as `login`, aliases `default` and `login`.
@@ -326,7 +286,7 @@ package final class KeychainRegistry {
 
     /// Locks a keychain (its key is wiped) and announces it, if it was unlocked.
     package func lock(_ held: HeldKeychain) {
-        if held.id == Self.loginID { locksOfLogin += 1 }
+        if held.id == Self.loginID { userLogin.locksOfLogin += 1 }
         held.locks += 1
         guard !held.isLocked else { return }
         held.keychain.lock()

@@ -55,7 +55,7 @@ extension KeychainRegistry {
         case .heldPassword:
             completion(unlockWithoutPassword(held) ? .accepted : .failed(KeychainError(.authFailed, "")))
         case .loginPassword, .loginKey:
-            unlockLogin(password: secret, from: .userProcess) { [self] outcome in
+            userLogin.unlock(password: secret, from: .userProcess) { [self] outcome in
                 switch outcome {
                 case .created, .unlocked, .alreadyUnlocked:
                     guard unlockWithoutPassword(held) else {
@@ -159,7 +159,7 @@ extension KeychainRegistry {
     private func applyUnlock(_ held: HeldKeychain, _ key: UnwrappedKeychainKey) {
         guard held.isLocked, keychains.contains(where: { $0 === held }) else { return }
         held.keychain.unlock(with: key)
-        if held.id == Self.loginID { announceLoginUnlocked() } else { announce(.lockChanged(held)) }
+        if held.id == Self.loginID { userLogin.announceUnlocked() } else { announce(.lockChanged(held)) }
     }
 
     // MARK: Prompts
@@ -274,7 +274,7 @@ extension KeychainRegistry {
     }
 
     /// Unlocks `waiting` through the prompt queue: the login password first when any of them opens with the
-    /// login keychain (see ``promptForLoginPassword(unlocking:ticket:completion:)``), then each keychain with
+    /// login keychain (see ``UserLogin/promptForPassword(unlocking:ticket:completion:)``), then each keychain with
     /// a password of its own in turn (three tries each; a cancel stops the asking). Concurrent requests for
     /// the same keychain share its prompt; each answer is tried on the worker and its key installed on the
     /// serving thread. `completion` gets whether every prompt was answered (or found its keychain unlocked
@@ -301,7 +301,7 @@ extension KeychainRegistry {
             askOwn(ownPassword[...], showingNext: false)
             return ticket
         }
-        _ = promptForLoginPassword(unlocking: underLogin, ticket: ticket) { unlocked in
+        _ = userLogin.promptForPassword(unlocking: underLogin, ticket: ticket) { unlocked in
             guard unlocked else { return completion(false) }
             askOwn(ownPassword[...], showingNext: true)
         }

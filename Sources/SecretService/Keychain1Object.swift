@@ -347,7 +347,7 @@ struct Keychain1Object: DBusObject {
             }
             return .reply([])
         }
-        daemon.registry.unlockLogin(password: password, from: .userProcess) { [daemon] outcome in
+        daemon.registry.userLogin.unlock(password: password, from: .userProcess) { [daemon] outcome in
             switch outcome {
             case .created, .unlocked, .alreadyUnlocked: daemon.reply(to: call, .success([]))
             case .notUnlocked(let why):

@@ -89,7 +89,7 @@ struct PortalSecretObject: DBusObject {
         let request = PortalRequest(path: handle, owner: call.sender, call: call)
         daemon.portalRequests[handle] = request
         let daemon = daemon
-        daemon.registry.promptForLoginPassword(unlocking: []) { unlocked in
+        daemon.registry.userLogin.promptForPassword(unlocking: []) { unlocked in
             // Closed meanwhile: already answered, and nothing is written.
             guard daemon.portalRequests[handle] === request else { return }
             daemon.portalRequests[handle] = nil

@@ -103,7 +103,7 @@ package final class SecretServiceDaemon {
     /// are dropped. What to send, in order.
     package func handle(_ message: DBusMessage) -> [DBusMessage] {
         switch message.kind {
-        case .methodCall where registry.isUnlockingAtLogin:
+        case .methodCall where registry.userLogin.isUnlockingAtLogin:
             heldCalls.append(message)
         case .methodCall where callers?.hold(message, asking: &outbox) == true:
             break
@@ -218,7 +218,7 @@ package final class SecretServiceDaemon {
     package func deliverCompletions() -> [DBusMessage] {
         registry.deliverCompletions()
         var sent = takeOutgoing()
-        while !heldCalls.isEmpty, !registry.isUnlockingAtLogin {
+        while !heldCalls.isEmpty, !registry.userLogin.isUnlockingAtLogin {
             sent += handle(heldCalls.removeFirst())
         }
         return sent

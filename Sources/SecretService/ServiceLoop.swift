@@ -173,7 +173,7 @@ package struct ServiceLoop {
             }
             if let control, ready == 0 || fds[controlStart...].contains(where: { $0.revents != 0 }) {
                 control.serve { request, uid, responder in
-                    daemon.answer(request, from: ControlOrigin(peerUID: uid)) { reply in
+                    daemon.registry.userLogin.answer(request, from: ControlOrigin(peerUID: uid)) { reply in
                         control.respond(responder, reply)
                     }
                 }

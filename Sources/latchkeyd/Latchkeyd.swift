@@ -158,7 +158,7 @@ struct Latchkeyd: ParsableCommand {
         password = nil
         if let request = handOver {
             // pam_latchkey (root) made the socket pair on standard input: a login's request.
-            daemon.answer(request, from: .login) { reply in Self.reportLogin(reply) }
+            daemon.registry.userLogin.answer(request, from: .login) { reply in Self.reportLogin(reply) }
         }
         handOver = nil
         let loop: ServiceLoop
@@ -266,53 +266,17 @@ struct Latchkeyd: ParsableCommand {
     }
 
     /// `--change-login-password`: re-wraps the login keychain file's key as the request on standard input
-    /// asks, and answers on standard output; the exit status to throw.
+    /// asks (``UserLogin/answerWithoutDaemon(_:keychainDirectory:from:)``: the daemon's re-key, on the file),
+    /// and answers on standard output; the exit status to throw. pam_latchkey runs this for `passwd` (whose PAM
+    /// stack verified the old password), on a socket pair it made as root; a request on anything else is a
+    /// user process's, and its old password counts.
     private func rekeyLoginFile(verifiedByLogin: Bool) -> ExitCode {
         let request = ControlFrames.receiveRequest(on: 0, deadline: Deadline(millisecondsFromNow: 2_000))
-        let reply = rekeyLoginFile(request, limited: !verifiedByLogin)
+        let reply = UserLogin.answerWithoutDaemon(
+            request, keychainDirectory: keychainDirectory, from: verifiedByLogin ? .login : .userProcess)
         _ = ControlFrames.send(reply, on: 1, deadline: Deadline(millisecondsFromNow: 2_000))
         return reply.status == .ok ? .success : .failure
     }
-
-    private func rekeyLoginFile(_ received: Result<ControlRequest, ControlClientError>, limited: Bool) -> ControlReply {
-        guard case .success(let request) = received, case .changePassword(let old, let new) = request else {
-            return ControlReply(.badRequest, "standard input must hold one change-password request")
-        }
-        let path = KeychainLocation.loginKeychainPath(inDirectory: keychainDirectory)
-        guard FileManager.default.fileExists(atPath: path) else {
-            return ControlReply(.ok, "no login keychain; nothing to re-key")
-        }
-        let keychain: Keychain
-        do {
-            // pam_latchkey runs this for `passwd` (whose PAM stack verified the old password), on a socket pair
-            // it made as root; a request on anything else is a user process's, and its old password counts.
-            keychain = try Keychain(opening: path)
-            let change = try old.withUnsafeBytes { (old) throws(KeychainError) in
-                try new.withUnsafeBytes { (new) throws(KeychainError) in
-                    try keychain.rewrap(from: old, to: new, limited: limited)
-                }
-            }
-            try keychain.commit(change)
-        } catch {
-            if error.retryAfterSeconds != nil { return ControlReply(.tooManyAttempts, error.reason) }
-            return ControlReply(error.status == .authFailed ? .wrongPassword : .failed, error.reason)
-        }
-        // The module waits 2 s in all for the answer: the change is saved, and emptying the log behind a
-        // reader of an older snapshot is not worth a failed answer. Such a reader is another process of the
-        // user; the next checkpoint that completes (the last connection to close makes one) removes the old
-        // rows.
-        guard (try? keychain.waitForEmptyLog(milliseconds: Self.logWaitMilliseconds)) != nil else {
-            return ControlReply(
-                .ok,
-                "login keychain re-keyed to the new password; another process holds an older snapshot, so the"
-                    + " previous wrapped key stays in the file's write-ahead log until the next checkpoint")
-        }
-        return ControlReply(.ok, "login keychain re-keyed to the new password")
-    }
-
-    /// How long `--change-login-password` waits for readers of older snapshots after saving, within the
-    /// module's 2 s budget (two key derivations take most of the rest).
-    private static let logWaitMilliseconds = 500
 
     /// Standard input up to the longest password accepted, without one final newline; longer input is
     /// refused, never cut.

@@ -363,21 +363,22 @@ private struct DeclaredInterface {
     @Test func controlRequestsAreAnsweredThroughTheRegistry() throws {
         let daemon = try InProcessDaemon()
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
+        daemon.userLogin.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
         #expect(replies.last?.status == .ok)
         #expect(daemon.daemon.registry.login?.isLocked == true)
-        daemon.daemon.answer(.openSession(password: SharedSecret.forTesting(Array("wrong".utf8))), from: .login) {
+        daemon.userLogin.answer(.openSession(password: SharedSecret.forTesting(Array("wrong".utf8))), from: .login) {
             replies.append($0)
         }
         daemon.settle()
         #expect(replies.last?.status == .wrongPassword)
-        daemon.daemon.answer(.openSession(password: SharedSecret.forTesting(InProcessDaemon.password)), from: .login) {
+        daemon.userLogin.answer(.openSession(password: SharedSecret.forTesting(InProcessDaemon.password)), from: .login)
+        {
             replies.append($0)
         }
         #expect(replies.count == 2)  // not answered before the key is derived
         daemon.settle()
         #expect(replies.last == ControlReply(.ok, "login keychain unlocked"))
-        daemon.daemon.answer(.status, from: .userProcess) { replies.append($0) }
+        daemon.userLogin.answer(.status, from: .userProcess) { replies.append($0) }
         #expect(replies.last == ControlReply(.ok, "unlocked; 2 sessions"))
     }
 
@@ -386,16 +387,16 @@ private struct DeclaredInterface {
     @Test func aUserProcessNeitherOpensNorClosesASession() throws {
         let daemon = try InProcessDaemon()
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.handOver(password: nil), from: .login) { replies.append($0) }
-        daemon.daemon.answer(.openSession(password: nil), from: .userProcess) { replies.append($0) }
+        daemon.userLogin.answer(.handOver(password: nil), from: .login) { replies.append($0) }
+        daemon.userLogin.answer(.openSession(password: nil), from: .userProcess) { replies.append($0) }
         #expect(
             replies.last == ControlReply(.ok, "not counted as a session (only a login is); no password given: unlocked")
         )
-        daemon.daemon.answer(.closeSession(lockIfLast: true), from: .userProcess) { replies.append($0) }
+        daemon.userLogin.answer(.closeSession(lockIfLast: true), from: .userProcess) { replies.append($0) }
         #expect(replies.last?.status == .badRequest)
-        daemon.daemon.answer(.status, from: .login) { replies.append($0) }
+        daemon.userLogin.answer(.status, from: .login) { replies.append($0) }
         #expect(replies.last == ControlReply(.ok, "unlocked; 1 sessions"))
-        daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
+        daemon.userLogin.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
         #expect(replies.last == ControlReply(.ok, "last session closed; login keychain locked"))
         #expect(daemon.daemon.registry.login?.isLocked == true)
     }
@@ -407,7 +408,7 @@ private struct DeclaredInterface {
         let login = "/org/freedesktop/secrets/collection/login"
         try daemon.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", [.objectPaths([login])])
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.handOver(password: SharedSecret.forTesting(InProcessDaemon.password)), from: .login) {
+        daemon.userLogin.answer(.handOver(password: SharedSecret.forTesting(InProcessDaemon.password)), from: .login) {
             replies.append($0)
         }
         #expect(replies == [ControlReply(.ok, "unlocking the login keychain")])
@@ -418,7 +419,7 @@ private struct DeclaredInterface {
         let reply = try #require(daemon.awaitCompletion(of: call))
         #expect(try reply.arguments() == [.variant(.bool(false))])
         // Only a login may hand over.
-        daemon.daemon.answer(.handOver(password: nil), from: .userProcess) { replies.append($0) }
+        daemon.userLogin.answer(.handOver(password: nil), from: .userProcess) { replies.append($0) }
         #expect(replies.last?.status == .badRequest)
     }
 
@@ -472,8 +473,8 @@ private struct DeclaredInterface {
     @Test func aUserProcessPasswordOnlyUnlocks() throws {
         let daemon = try InProcessDaemon(answers: ["password in-process password"])
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
-        daemon.daemon.answer(
+        daemon.userLogin.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
+        daemon.userLogin.answer(
             .openSession(password: SharedSecret.forTesting(Array("attacker".utf8))), from: .userProcess
         ) {
             replies.append($0)
@@ -489,7 +490,9 @@ private struct DeclaredInterface {
         try FileManager.default.removeItem(atPath: path)
         let fresh = SecretServiceDaemon(
             registry: try KeychainRegistry(configuration: empty.daemon.registry.configuration, loginPassword: nil))
-        fresh.answer(.openSession(password: SharedSecret.forTesting(Array("attacker".utf8))), from: .userProcess) {
+        fresh.registry.userLogin.answer(
+            .openSession(password: SharedSecret.forTesting(Array("attacker".utf8))), from: .userProcess
+        ) {
             replies.append($0)
         }
         fresh.registry.deliverCompletions()

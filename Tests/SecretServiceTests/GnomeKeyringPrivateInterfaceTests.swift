@@ -220,7 +220,7 @@ import Testing
         daemon.settle()
         try lock(daemon, [Self.login])
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.handOver(password: SharedSecret.forTesting(InProcessDaemon.password)), from: .login) {
+        daemon.userLogin.answer(.handOver(password: SharedSecret.forTesting(InProcessDaemon.password)), from: .login) {
             replies.append($0)
         }
         daemon.settle(seconds: 60)

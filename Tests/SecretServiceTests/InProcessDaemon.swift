@@ -53,6 +53,9 @@ final class InProcessDaemon {
             configuration: configuration, loginPassword: try SecretBytes(copying: Self.password))
     }
 
+    /// The daemon's login part, which answers the control socket.
+    var userLogin: UserLogin { daemon.registry.userLogin }
+
     deinit {
         daemon.registry.shutDown()
         try? FileManager.default.removeItem(atPath: directory)

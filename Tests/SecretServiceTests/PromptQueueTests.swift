@@ -107,8 +107,8 @@ import Testing
     @Test func promptsThatDoNotShareShowOneAtATime() throws {
         let daemon = try InProcessDaemon(answers: ["cancel", "password in-process password"])
         var replies: [ControlReply] = []
-        daemon.daemon.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
-        daemon.daemon.answer(
+        daemon.userLogin.answer(.closeSession(lockIfLast: true), from: .login) { replies.append($0) }
+        daemon.userLogin.answer(
             .openSession(password: SharedSecret.forTesting(Array("a new login password".utf8))), from: .login
         ) {
             replies.append($0)

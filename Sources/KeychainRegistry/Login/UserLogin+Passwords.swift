@@ -1,5 +1,4 @@
 import FoundationEssentials
-import GnomeKeyringImport
 import KeychainCore
 import KeychainStore
 import Pinentry
@@ -52,7 +51,7 @@ private struct RekeyAnswer: Sendable {
     let key: UnwrappedKeychainKey
 }
 
-extension KeychainRegistry {
+extension UserLogin {
     /// Unlocks the login keychain with the login password, or creates it when there is none, deriving the
     /// key on the worker; `completion` runs on the serving thread. A wrong password means the login password
     /// changed without the keychain: for a login's password, the user is asked for the old one to re-key.
@@ -61,7 +60,7 @@ extension KeychainRegistry {
     /// ``LoginPasswordSource``): a password from any other process of the user only unlocks. A lock made
     /// while the key is derived wins: the derived key is dropped. `holdingClients` marks an unlock at login, during
     /// which the faces hold their clients' requests (``isUnlockingAtLogin``).
-    package func unlockLogin(
+    package func unlock(
         password secret: SharedSecret, from source: LoginPasswordSource, holdingClients: Bool = false,
         completion: @escaping (LoginUnlockOutcome) -> Void
     ) {
@@ -79,14 +78,14 @@ extension KeychainRegistry {
         let existing = login?.keychain
         let path = loginKeychainPath
         let kdf = configuration.kdf
-        offLoop(
+        registry.offLoop(
             { () -> Result<LoginKeyDerivation, KeychainError> in
                 do throws(KeychainError) {
                     if let existing {
                         return .success(
                             .unwrapped(
                                 try secret.withUnsafeBytes { (password) throws(KeychainError) in
-                                    try Self.unwrapKey(existing, typed: password, limited: limited)
+                                    try KeychainRegistry.unwrapKey(existing, typed: password, limited: limited)
                                 }))
                     }
                     return .success(
@@ -105,12 +104,12 @@ extension KeychainRegistry {
                 switch result {
                 case .success(.created(let keychain)) where login == nil:
                     do throws(KeychainError) {
-                        try addLogin(keychain)
+                        try registry.addLogin(keychain)
                     } catch {
                         return completion(.notUnlocked(.failed(error)))
                     }
                     if let created = login {
-                        announce(.created(created))
+                        registry.announce(.created(created))
                         // Locked meanwhile (the last session closed): it stays locked.
                         if locksOfLogin != locksBefore { created.keychain.lock() }
                     }
@@ -121,7 +120,7 @@ extension KeychainRegistry {
                 case .success(.unwrapped(let key)):
                     if let login, login.isLocked, locksOfLogin == locksBefore {
                         login.keychain.unlock(with: key)
-                        announceLoginUnlocked()
+                        announceUnlocked()
                     }
                     completion(.unlocked)
                 case .failure(let error) where error.retryAfterSeconds != nil:
@@ -141,133 +140,11 @@ extension KeychainRegistry {
         case created(Keychain)
     }
 
-    /// Changes the password of `held` (which must open with a password) from `old` to `new`, under the
-    /// wrong-password limit; the key is re-wrapped on the worker, saved on the serving thread, and the
-    /// write-ahead log emptied of the old wrapped key on the worker, retried until it can be; `completion`
-    /// runs once it is.
-    ///
-    /// A change a login asked for (`passwd` through pam_latchkey: PAM verified the old password) is never
-    /// refused for earlier wrong passwords (`limited` false).
-    package func changePassword(
-        of held: HeldKeychain, from oldSecret: SharedSecret, to newSecret: SharedSecret, limited: Bool = true,
-        completion: @escaping (LoginPasswordOutcome) -> Void
-    ) {
-        let wait = limited ? held.keychain.passwordRetryWait() : 0
-        guard wait == 0 else { return completion(.notTried(waitSeconds: wait)) }
-        let keychain = held.keychain
-        offLoop(
-            { () -> Result<PasswordChange, KeychainError> in
-                do throws(KeychainError) {
-                    return .success(
-                        try oldSecret.withUnsafeBytes { (old) throws(KeychainError) in
-                            try newSecret.withUnsafeBytes { (new) throws(KeychainError) in
-                                try keychain.rewrap(from: old, to: new, limited: limited)
-                            }
-                        })
-                } catch {
-                    return .failure(error)
-                }
-            },
-            then: { [self] result in
-                do throws(KeychainError) {
-                    try keychain.commit(try result.get())
-                } catch {
-                    if let wait = error.retryAfterSeconds { return completion(.notTried(waitSeconds: wait)) }
-                    return completion(.failed(error))
-                }
-                // The change is complete once no copy of the key wrapped under the old password is left in
-                // the write-ahead log (or the file): a reader holding an older snapshot delays the reply.
-                scheduleCheckpoint(keychain.path) { emptied in
-                    guard emptied else {
-                        return completion(
-                            .failed(
-                                KeychainError(
-                                    .io,
-                                    "the password was changed, but another process holds an older snapshot of the"
-                                        + " keychain file, so the key wrapped under the old password is still on disk")
-                            ))
-                    }
-                    completion(.accepted)
-                }
-            })
-    }
-
-    /// Imports gnome-keyring's keyrings not imported before, with the login password a login handed over
-    /// (see `GnomeKeyringLoginImport`): the files are read and opened on a thread of their own (not the
-    /// worker: files another program, or a Flatpak app, may have placed there, and the opening of each keyring,
-    /// must never hold up the key derivations of later unlocks); back here each keyring other than
-    /// `login.keyring` gets a collection of its own under the login key (made as `CreateCollection` makes one,
-    /// labelled with the keyring's name); the items are written on the worker, one transaction per keyring;
-    /// the faces hear of the new collections and items, and the keyring gnome-keyring's `default` file names
-    /// becomes the `default` alias. One import at a time: a login while one runs starts none.
-    func importGnomeKeyrings(password: SharedSecret) {
-        guard let directory = configuration.gnomeKeyringDirectory, let login, !isImportingGnomeKeyrings else { return }
-        let loginPath = login.keychain.path
-        let flatpakApps = configuration.flatpakAppDirectory
-        let held = keychains.filter { $0.id != Self.sessionID }.map(\.keychain)
-        isImportingGnomeKeyrings = true
-        offLoop(
-            onOwnThread: true,
-            {
-                // The importer takes an array (the keyring readers work on arrays): a copy, wiped after.
-                var copy = password.withUnsafeBytes { [UInt8]($0) }
-                defer { wipeBytes(&copy) }
-                return GnomeKeyringLoginImport.plan(
-                    directory: directory, password: copy, login: loginPath,
-                    keychains: held.map { RecordedKeychain(path: $0.path, keychain: $0) }, flatpakApps: flatpakApps)
-            },
-            then: { [self] plan in placeImports(plan) })
-    }
-
-    /// Finds or makes the keychain of each planned keyring, then imports them on the worker (the import is
-    /// over when they are written).
-    private func placeImports(_ plan: LoginImportPlan) {
-        var placed: [(entry: LoginImportPlan.Entry, held: HeldKeychain)] = []
-        for entry in plan.entries {
-            let target: HeldKeychain?
-            switch entry.destination {
-            case .login:
-                target = login
-            case .keychain(let path):
-                target = keychains.first { $0.keychain.path == path }
-            case .newCollection(let label):
-                target = try? createKeychain(label: label, pathElement: GnomeKeyringImporter.collectionID(forLabel:))
-                try? target?.keychain.setMetadata(GnomeKeyringImporter.sourceName, Data(entry.file.path.utf8))
-            }
-            // Locked meanwhile (the session closed): left for the next login.
-            guard let target, !target.isLocked else { continue }
-            placed.append((entry, target))
-        }
-        guard !placed.isEmpty else {
-            isImportingGnomeKeyrings = false
-            return
-        }
-        let jobs = placed.map { ($0.entry, $0.held.keychain) }
-        offLoop(
-            { jobs.map { GnomeKeyringLoginImport.run($0.0, into: $0.1) } },
-            then: { [self] outcomes in
-                isImportingGnomeKeyrings = false
-                for ((entry, held), outcome) in zip(placed, outcomes) {
-                    guard case .imported(let record)? = outcome, keychains.contains(where: { $0 === held }) else {
-                        continue
-                    }
-                    if record.added > 0 {
-                        held.touch()
-                        announce(.itemsAdded(held))
-                    }
-                    // The first import of the keyring gnome-keyring's `default` names: it is the default here too.
-                    if case .newCollection = entry.destination, entry.file.path == plan.defaultKeyring {
-                        setAlias("default", to: held)
-                    }
-                }
-            })
-    }
-
     /// Tells the faces the login keychain unlocked, and unlocks the collections its key wraps.
-    func announceLoginUnlocked(byTPMSlot: Bool = false) {
+    func announceUnlocked(byTPMSlot: Bool = false) {
         guard let login else { return }
-        announce(.lockChanged(login))
-        unlockUnderLogin(among: keychains)
+        registry.announce(.lockChanged(login))
+        registry.unlockUnderLogin(among: registry.keychains)
         if !byTPMSlot { resealLoginTPMSlots(login.keychain) }
     }
 
@@ -280,7 +157,7 @@ extension KeychainRegistry {
     /// completes every request in the same turn (so no lock can come between the unlock and the answer).
     /// Withdraw the ticket when the requester leaves (`ticket`: a request's ticket it is a step of).
     @discardableResult
-    package func promptForLoginPassword(
+    package func promptForPassword(
         unlocking waiting: [HeldKeychain], ticket: PromptTicket? = nil, completion: @escaping (Bool) -> Void
     ) -> PromptTicket? {
         guard let keychain = login?.keychain else {
@@ -289,7 +166,7 @@ extension KeychainRegistry {
         }
         // A tpm2 slot with a PIN: the PIN is asked instead of the password; when the TPM cannot be used, the
         // password is asked after all, at once and under the same ticket (withdrawing it ends either prompt).
-        let ticket = ticket ?? newPromptTicket()
+        let ticket = ticket ?? registry.newPromptTicket()
         if let (dialog, fellBack) = loginPINDialog(
             keychain,
             fallback: { [self] reason in
@@ -298,17 +175,17 @@ extension KeychainRegistry {
                     completion: completion)
             })
         {
-            return enqueuePrompt(dialog, ticket: ticket) { [self] accepted in
+            return registry.enqueuePrompt(dialog, ticket: ticket) { [self] accepted in
                 if fellBack(accepted) { return }
                 guard let held = login, !held.isLocked else { return completion(false) }
-                unlockUnderLogin(among: waiting)
+                registry.unlockUnderLogin(among: waiting)
                 completion(true)
             }
         }
         return passwordPromptForLogin(keychain, unlocking: waiting, notice: nil, ticket: ticket, completion: completion)
     }
 
-    /// The password prompt of ``promptForLoginPassword(unlocking:completion:)`` (`notice`: why the PIN was not
+    /// The password prompt of ``promptForPassword(unlocking:ticket:completion:)`` (`notice`: why the PIN was not
     /// asked). The login keychain's recovery key is accepted in place of the password.
     @discardableResult
     private func passwordPromptForLogin(
@@ -321,16 +198,17 @@ extension KeychainRegistry {
             prompt: "Password:", error: notice.map { "The PIN cannot be used: \($0)." }, okLabel: "Unlock")
         let dialog = PromptDialog(
             sharingKey: "unlock-login", tries: 5, retryMessage: "The password was not correct. Try again.",
-            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error ?? request.error, cancellation)
+            ask: { pinentry, error, cancellation in
+                KeychainRegistry.askOne(pinentry, request, error ?? request.error, cancellation)
             },
-            attempt: Self.attempt { (password) throws(KeychainError) in
-                try Self.unwrapKey(keychain, typed: password, inPrompt: true)
+            attempt: KeychainRegistry.attempt { (password) throws(KeychainError) in
+                try KeychainRegistry.unwrapKey(keychain, typed: password, inPrompt: true)
             },
             apply: applyingLoginKey(to: keychain),
             isSatisfied: { [self] in login?.isLocked == false })
-        return enqueuePrompt(dialog, ticket: ticket, showingNext: showingNext) { [self] _ in
+        return registry.enqueuePrompt(dialog, ticket: ticket, showingNext: showingNext) { [self] _ in
             guard let held = login, !held.isLocked else { return completion(false) }
-            unlockUnderLogin(among: waiting)
+            registry.unlockUnderLogin(among: waiting)
             completion(true)
         }
     }
@@ -343,41 +221,8 @@ extension KeychainRegistry {
                 held.isLocked
             else { return }
             held.keychain.unlock(with: key)
-            announce(.lockChanged(held))
+            registry.announce(.lockChanged(held))
             resealLoginTPMSlots(held.keychain)
-        }
-    }
-
-    /// One password through pinentry (with `error` shown, if any), nil when not given. A pinentry that could
-    /// not be started or failed says why in the log (the prompt then ends as dismissed, which is all the
-    /// Secret Service's `Completed` can say).
-    static func askOne(
-        _ pinentry: Pinentry, _ request: PinentryRequest, _ error: String?, _ cancellation: PinentryCancellation
-    ) -> [SharedSecret]? {
-        var request = request
-        request.error = error
-        do throws(PinentryError) {
-            guard case .password(let password) = try pinentry.askPassword(request, cancellation: cancellation) else {
-                return nil
-            }
-            return [password]
-        } catch {
-            if !cancellation.isCancelled { log("no password prompt could be shown (“\(request.title)”): \(error)") }
-            return nil
-        }
-    }
-
-    /// A prompt's attempt (on the worker) that hands the answer's first password to `use`: what it returns, or
-    /// its error.
-    static func attempt<Accepted: Sendable>(
-        _ use: @escaping @Sendable (UnsafeRawBufferPointer) throws(KeychainError) -> Accepted
-    ) -> @Sendable ([SharedSecret]) -> Result<any Sendable, KeychainError> {
-        { answers in
-            do throws(KeychainError) {
-                return .success(try answers[0].withUnsafeBytes(use))
-            } catch {
-                return .failure(error)
-            }
         }
     }
 
@@ -393,8 +238,8 @@ extension KeychainRegistry {
         let dialog = PromptDialog(
             sharingKey: "rekey-login", tries: 3,
             retryMessage: "That password does not unlock the keychain either. Try again.",
-            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
-            attempt: Self.attempt { (old) throws(KeychainError) in
+            ask: { pinentry, error, cancellation in KeychainRegistry.askOne(pinentry, request, error, cancellation) },
+            attempt: KeychainRegistry.attempt { (old) throws(KeychainError) in
                 let key = try login.unwrapKey(password: old, limited: false, counted: false)
                 let change = try loginPassword.withUnsafeBytes { (new) throws(KeychainError) in
                     try login.rewrap(from: old, to: new, limited: false, counted: false)
@@ -410,13 +255,13 @@ extension KeychainRegistry {
                 } catch {
                     return
                 }
-                scheduleCheckpoint(login.path)
+                registry.scheduleCheckpoint(login.path)
                 if held.isLocked {
                     login.unlock(with: answer.key)
-                    announceLoginUnlocked()
+                    announceUnlocked()
                 }
             },
             isSatisfied: { false })
-        _ = enqueuePrompt(dialog) { _ in }
+        _ = registry.enqueuePrompt(dialog) { _ in }
     }
 }

@@ -13,26 +13,24 @@ private final class PINUnusable: Sendable {
     let wrongPINs = Mutex(0)
 }
 
-extension KeychainRegistry {
+extension UserLogin {
     /// A login that brought no password (autologin, fingerprint): when the login keychain has a tpm2 slot
     /// without a PIN, the key is unsealed on the worker and the keychain unlocked on the serving thread, as if
     /// the password had come; clients' requests wait for it meanwhile (``isUnlockingAtLogin``). Nothing happens
     /// when there is no such slot or the TPM refuses (then the first request prompts as before); a slot with a
-    /// PIN is used by the first prompt instead (``promptForLoginPassword(unlocking:completion:)``).
+    /// PIN is used by the first prompt instead (``promptForPassword(unlocking:ticket:completion:)``).
     /// Returns what it started, for the hand-over's reply.
     @discardableResult
-    package func unlockLoginFromTPM() -> String {
-        guard let held = login, held.isLocked else { return "login keychain \(login == nil ? "absent" : "unlocked")" }
+    package func unlockFromTPM() -> LoginTPMUnlock {
+        guard let held = login else { return .noLoginKeychain }
+        guard held.isLocked else { return .alreadyUnlocked }
         let keychain = held.keychain
         let slots = TPMSlot.kinds(of: keychain)
-        guard slots.withoutPIN else {
-            return slots.withPIN
-                ? "login keychain locked; its tpm2 slot's PIN is asked at the first request" : "login keychain locked"
-        }
+        guard slots.withoutPIN else { return slots.withPIN ? .pinAskedAtFirstRequest : .noTPMSlot }
         unlocksAtLogin += 1
         let locksBefore = locksOfLogin
         let sealing = configuration.sealing
-        offLoop(
+        registry.offLoop(
             { () -> UnwrappedKeychainKey? in try? TPMSlot.unwrapKey(keychain, pin: nil, sealing: sealing) },
             then: { [self] key in
                 unlocksAtLogin -= 1
@@ -40,10 +38,10 @@ extension KeychainRegistry {
                 guard let key, let login, login.keychain === keychain, login.isLocked, locksOfLogin == locksBefore
                 else { return }
                 login.keychain.unlock(with: key)
-                announceLoginUnlocked(byTPMSlot: true)
+                announceUnlocked(byTPMSlot: true)
                 removeOutdatedLoginTPMSlots(login.keychain)
             })
-        return "unlocking the login keychain from its tpm2 slot"
+        return .unlocking
     }
 
     /// After the login keychain was opened some other way than its tpm2 slot without a PIN (the password, the
@@ -81,7 +79,7 @@ extension KeychainRegistry {
     private func changeLoginSlots(
         failing: String, _ change: @escaping @Sendable () throws(KeySlotError) -> String?
     ) {
-        offLoop(
+        registry.offLoop(
             { () -> String? in
                 do throws(KeySlotError) {
                     return try change()
@@ -90,7 +88,7 @@ extension KeychainRegistry {
                 }
             },
             then: { (message: String?) in
-                if let message { Self.log(message) }
+                if let message { KeychainRegistry.log(message) }
             })
     }
 
@@ -112,7 +110,7 @@ extension KeychainRegistry {
         let dialog = PromptDialog(
             sharingKey: "unlock-login", tries: Self.loginPINTries,
             retryMessage: "Wrong PIN. The TPM locks the PIN out after a few wrong ones. Try again.",
-            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
+            ask: { pinentry, error, cancellation in KeychainRegistry.askOne(pinentry, request, error, cancellation) },
             attempt: { answers in
                 do throws(KeySlotError) {
                     return .success(try TPMSlot.unwrapKey(keychain, pin: answers[0], sealing: sealing))
@@ -140,21 +138,5 @@ extension KeychainRegistry {
             return true
         }
         return (dialog, fellBack)
-    }
-
-    /// A keychain's key from what was typed where its password is asked (the login keychain's, or one with a
-    /// password of its own): its recovery key, when the text is one (the check group matches) and opens a
-    /// recovery slot, else the password. `inPrompt`: typed by the person into the daemon's own prompt, so
-    /// outside the programs' wrong-password count (neither refused for it nor counted: `PasswordAttempts`).
-    static func unwrapKey(
-        _ keychain: Keychain, typed: UnsafeRawBufferPointer, limited: Bool = true, inPrompt: Bool = false
-    ) throws(KeychainError) -> UnwrappedKeychainKey {
-        var text = [UInt8](typed)
-        defer { wipeBytes(&text) }
-        if var parsed = try? RecoveryKey(parsing: text) {
-            parsed.wipe()
-            if let key = try? RecoverySlot.unwrapKey(keychain, recoveryText: text) { return key }
-        }
-        return try keychain.unwrapKey(password: typed, limited: limited && !inPrompt, counted: !inPrompt)
     }
 }
