@@ -37,22 +37,25 @@ package struct AccessRules: Sendable {
         } catch {
             return .allowed
         }
-        var question = AccessDecision.Question(
-            item.kind, asker: caller, label: Self.label(attributes), keychain: item.keychain)
+        var changed = false
+        var offersAlways = false
         if case .application(let application) = caller {
             switch ItemAccess(attributes: attributes).verdict(
                 forApplication: application.name, digest: application.digest?.description)
             {
             case .trusted: return .allowed
-            case .changed: question.changed = true
+            case .changed: changed = true
             case .unknown: break
             }
-            question.offersAlways =
+            offersAlways =
                 item.kind == .read && TrustedApplication.isStorable(application.name)
                 && application.genericTool != .runsAnything
         }
         if (try? item.policy()) == .allowAll { return .allowed }
-        return .ask(question)
+        return .ask(
+            AccessDecision.Question(
+                item.kind, asker: caller, label: Self.label(attributes), keychain: item.keychain, changed: changed,
+                offersAlways: offersAlways))
     }
 
     /// Whether `caller` may do `action`: any identified program of the user outside a sandbox may; a Flatpak
