@@ -93,11 +93,16 @@ let package = Package(
         .target(name: "KeySlots", dependencies: ["KeychainCore", "KeychainStore", "TPMSealing", "COpenSSL", "Posix"]),
         // Who is calling: a process's program (executable, interpreter and script, Flatpak app id) from /proc.
         .target(name: "CallerIdentity", dependencies: ["COpenSSL", "Posix"]),
+        // Whether a caller may use an item, or do what is the person's to decide: the access decision as a value
+        // (allowed, ask, denied), bus-free, for every face of the daemon.
+        .target(
+            name: "AccessControl",
+            dependencies: ["KeychainCore", "KeychainStore", "KeychainRegistry", "CallerIdentity"]),
         .target(
             name: "SecretService",
             dependencies: [
                 "KeychainCore", "KeychainStore", "KeychainRegistry", "Keychain1", "DBus", "LoginControl", "Posix",
-                "COpenSSL", "CallerIdentity",
+                "COpenSSL", "CallerIdentity", "AccessControl",
             ]),
         .executableTarget(
             name: "latchkeyd",
@@ -142,7 +147,7 @@ let package = Package(
             name: "SecretServiceTests",
             dependencies: [
                 "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "Keychain1", "DBus", "Pinentry",
-                "Posix", "CallerIdentity", "ProcessMemoryMaps",
+                "Posix", "CallerIdentity", "ProcessMemoryMaps", "AccessControl",
             ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "ProcessMemoryMaps"]),
         .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),
@@ -150,6 +155,11 @@ let package = Package(
             name: "KeySlotsTests",
             dependencies: ["KeySlots", "KeychainStore", "KeychainCore", "TPMSealing", "Posix", "CSQLite"]),
         .testTarget(name: "CallerIdentityTests", dependencies: ["CallerIdentity"]),
+        .testTarget(
+            name: "AccessControlTests",
+            dependencies: [
+                "AccessControl", "KeychainRegistry", "KeychainStore", "KeychainCore", "CallerIdentity", "Pinentry",
+            ]),
         .testTarget(
             name: "GnomeKeyringImportTests",
             dependencies: ["GnomeKeyringImport", "KeychainStore", "KeychainCore"],

@@ -1,3 +1,4 @@
+import AccessControl
 import CallerIdentity
 import DBus
 import Keychain1
@@ -5,7 +6,8 @@ import KeychainCore
 import KeychainRegistry
 import KeychainStore
 
-/// Whether a caller may be handed an item's secret, and the access prompt when it may not yet
+/// The Secret Service face of the access decision (``AccessRules``, in AccessControl): it asks the rules, serves
+/// what they allow, defers the reply while the person is asked, and answers a denial with the face's error
 /// (docs/threat-model.md, "Access lists"; docs/dbus-mapping.md, "Access prompts").
 ///
 /// Every path that hands out a secret goes through ``SecretServiceDaemon/servingSecrets(of:to:_:)``:
@@ -22,74 +24,101 @@ extension SecretServiceDaemon {
         var attributes: ItemAttributes? = nil
     }
 
-    /// Who is asking, as far as the daemon knows.
-    enum Asker {
-        /// Identified: its program.
-        case application(Application)
-        /// Could not be identified (gone, another user, `/proc` unreadable): why.
-        case unidentified(String)
+    /// An item the person is asked about, and what to ask.
+    private struct AccessAsk {
+        let target: SecretTarget
+        let question: AccessDecision.Question
     }
 
-    /// What an item's access list says of the caller, when the caller must be asked about.
-    struct AccessCheck {
-        let target: SecretTarget
-        let asker: Asker
-        let changed: Bool
-        let label: String
+    /// The rules this daemon asks: every caller allowed everything when callers are not identified.
+    var accessRules: AccessRules { AccessRules(identifiesCallers: callers != nil) }
 
-        /// Nil when the item's keychain lets every application read its items (`allow-all`); read only for
-        /// a caller the item does not trust, so that the trusted lookup does not pay for it.
-        func unlessAllowedByPolicy() -> AccessCheck? {
-            (try? target.held.keychain.accessPolicy()) == .allowAll ? nil : self
+    /// Who `sender` is, as far as the daemon knows (unknown when callers are not identified).
+    func requester(of sender: String?) -> Requester {
+        guard let callers else { return .unidentified(.unknown) }
+        return callers.requester(of: sender)
+    }
+
+    /// What the rules decide of `sender` asking to `kind` the item of `target`.
+    func decide(_ kind: AccessKind, _ target: SecretTarget, caller sender: String) -> AccessDecision {
+        accessRules.decide(
+            item: AccessedItem(kind, target.reference, in: target.held, attributes: target.attributes),
+            caller: requester(of: sender))
+    }
+
+    /// What the rules decide of `sender` doing `action`.
+    func decide(_ action: CallerAction, by sender: String?) -> AccessDecision {
+        accessRules.decide(action: action, caller: requester(of: sender))
+    }
+
+    /// Refuses (`AccessDenied`) `action` to a sender the rules do not allow it: a Flatpak application, or a
+    /// caller the daemon could not identify (only where callers are identified: an embedding trusts its
+    /// callers). For what is the person's to decide (where prompts show, the lock settings, the aliases) or
+    /// what guesses a password (docs/threat-model.md, "What one client can do to the others").
+    func refuse(unlessAllowed action: CallerAction, by sender: String?) throws(DBusError) {
+        switch decide(action, by: sender) {
+        case .allowed: return
+        case .denied(let refusal): throw DBusError(.accessDenied, refusal.explanation(of: action))
+        case .ask:
+            // Not an action a prompt is shown for here.
+            throw DBusError(.accessDenied, "the caller cannot \(action.phrase) without the person's leave")
         }
     }
 
     /// Serves a request for the secrets of `targets`: at once when the caller may read them all, else once
     /// the person has answered a prompt for each item it may not (one prompt per item, one at a time; the
     /// same item asked for by the same application shares one). `serve` gets, per target, whether it was
-    /// allowed and, when some were not, the denial; it makes the reply. Never blocks: the reply is deferred
-    /// while prompts are pending.
+    /// allowed, and the outcome: `.denied` when some were not. It makes the reply. Never blocks: the reply is
+    /// deferred while prompts are pending.
     func servingSecrets(
         of targets: [SecretTarget], to call: DBusMethodCall,
-        _ serve: @escaping (_ allowed: [Bool], _ denial: AccessDenial?) -> Result<[DBusValue], DBusError>
+        _ serve: @escaping (_ allowed: [Bool], _ outcome: AccessOutcome) -> Result<[DBusValue], DBusError>
     ) throws(DBusError) -> DBusMethodResult {
-        var checks: [(index: Int, check: AccessCheck)] = []
+        let pending = PendingSecretRequest(count: targets.count)
+        var asks: [(index: Int, ask: AccessAsk)] = []
         for (index, target) in targets.enumerated() {
-            if let check = accessCheck(target, caller: call.sender) { checks.append((index, check)) }
+            switch decide(.read, target, caller: call.sender) {
+            case .allowed: break
+            case .ask(let question): asks.append((index, AccessAsk(target: target, question: question)))
+            case .denied(let refusal):
+                pending.allowed[index] = false
+                pending.deniedLabels.append(Self.label(target))
+                pending.cause = .refused(refusal)
+            }
         }
-        guard !checks.isEmpty else {
-            switch serve(Array(repeating: true, count: targets.count), nil) {
+        guard !asks.isEmpty else {
+            switch serve(pending.allowed, pending.outcome(.read)) {
             case .success(let values): return .reply(values)
             case .failure(let error): throw error
             }
         }
-        let pending = PendingSecretRequest(count: targets.count, waiting: checks.count)
+        pending.waiting = asks.count
         let sender = call.sender
-        for (index, check) in checks {
+        for (index, ask) in asks {
             let failure = AccessPromptFailure()
             let ticket = registry.promptForAccess(
-                sharingKey: Self.sharingKey(check, sender: sender), client: Self.promptClient(check.asker),
-                question: Self.question(.read, for: [check]),
+                sharingKey: Self.sharingKey(ask, sender: sender), client: ask.question.asker.promptClient,
+                question: AccessDecision.Question.words(for: [ask.question]),
                 failure: failure,
-                trust: { [self] in trust(check) },
+                trust: {
+                    guard case .application(let application) = ask.question.asker else { return }
+                    ask.target.held.alwaysAllow(application, item: ask.target.reference, label: ask.question.label)
+                },
                 // Read afresh: the list may have changed since (another request's Always allow).
                 isAllowed: { [self] in
-                    let current = SecretTarget(held: check.target.held, reference: check.target.reference)
-                    return accessCheck(current, caller: sender) == nil
+                    let current = SecretTarget(held: ask.target.held, reference: ask.target.reference)
+                    return decide(.read, current, caller: sender) == .allowed
                 },
                 completion: { [self] granted in
                     pending.allowed[index] = granted
                     if !granted {
-                        pending.deniedLabels.append(check.label)
-                        if pending.failure == nil { pending.failure = failure.description }
+                        pending.deniedLabels.append(ask.question.label)
+                        pending.note(failure)
                     }
                     pending.waiting -= 1
                     guard pending.waiting == 0 else { return }
                     forget(pending.tickets, of: sender)
-                    let denial =
-                        pending.deniedLabels.isEmpty
-                        ? nil : AccessDenial(kind: .read, labels: pending.deniedLabels, failure: pending.failure)
-                    reply(to: call, serve(pending.allowed, denial))
+                    reply(to: call, serve(pending.allowed, pending.outcome(.read)))
                 })
             if pending.waiting > 0 {
                 pending.tickets.append(ticket)
@@ -100,46 +129,61 @@ extension SecretServiceDaemon {
     }
 
     /// Serves a request that changes or deletes `targets` (docs/dbus-mapping.md, "Access prompts"): at once when
-    /// the caller may read them all (the same decision as for their secrets: the item trusts it, or the
+    /// the rules allow the caller every one (the same decision as for their secrets: the item trusts it, or the
     /// keychain's policy is `allow-all`), else once the person allowed it in one prompt that covers every item
     /// it may not touch (a bulk `Keychain1.Delete` asks once, not per item). Such a prompt offers no Always
-    /// allow: the access list is one for reads and changes, and a change is no reason to trust a program with
-    /// the secret. `serve` makes the change and the reply, given the denial when the person did not allow it
-    /// (nothing may change then). Never blocks: the reply is deferred while the prompt is pending.
+    /// allow (the rules offer it to read only): the access list is one for reads and changes, and a change is
+    /// no reason to trust a program with the secret. `serve` makes the change and the reply, given the
+    /// outcome: `.denied` when the person did not allow it (nothing may change then). Never blocks: the reply
+    /// is deferred while the prompt is pending.
     func servingChange(
         _ kind: AccessKind, of targets: [SecretTarget], to call: DBusMethodCall,
-        _ serve: @escaping (_ denial: AccessDenial?) -> Result<[DBusValue], DBusError>
+        _ serve: @escaping (_ outcome: AccessOutcome) -> Result<[DBusValue], DBusError>
     ) throws(DBusError) -> DBusMethodResult {
-        let checks = targets.compactMap { accessCheck($0, caller: call.sender) }
-        guard !checks.isEmpty else {
-            switch serve(nil) {
-            case .success(let values): return .reply(values)
-            case .failure(let error): throw error
+        var asks: [AccessAsk] = []
+        for target in targets {
+            switch decide(kind, target, caller: call.sender) {
+            case .allowed: break
+            case .ask(let question): asks.append(AccessAsk(target: target, question: question))
+            case .denied(let refusal):
+                return try Self.result(
+                    serve(.denied(AccessDenial(kind: kind, labels: [Self.label(target)], cause: .refused(refusal)))))
             }
         }
+        guard !asks.isEmpty else { return try Self.result(serve(.allowed)) }
         let sender = call.sender
         let failure = AccessPromptFailure()
         var ticket: PromptTicket?
         var finished = false
         ticket = registry.promptForAccess(
-            sharingKey: nil, client: Self.promptClient(checks[0].asker), question: Self.question(kind, for: checks),
+            sharingKey: nil, client: asks[0].question.asker.promptClient,
+            question: AccessDecision.Question.words(for: asks.map(\.question)),
             failure: failure, trust: {},
             // Read afresh: the caller may have been trusted meanwhile (another request's Always allow).
             isAllowed: { [self] in
-                checks.allSatisfy {
-                    accessCheck(SecretTarget(held: $0.target.held, reference: $0.target.reference), caller: sender)
-                        == nil
+                asks.allSatisfy {
+                    decide(kind, SecretTarget(held: $0.target.held, reference: $0.target.reference), caller: sender)
+                        == .allowed
                 }
             },
             completion: { [self] granted in
                 finished = true
                 if let ticket { forget([ticket], of: sender) }
-                let denial =
-                    granted ? nil : AccessDenial(kind: kind, labels: checks.map(\.label), failure: failure.description)
-                reply(to: call, serve(denial))
+                let labels = asks.map(\.question.label)
+                let outcome: AccessOutcome =
+                    granted ? .allowed : .denied(AccessDenial(kind: kind, labels: labels, cause: .init(failure)))
+                reply(to: call, serve(outcome))
             })
         if !finished, let ticket { accessTickets[sender, default: []].append(ticket) }
         return .deferred
+    }
+
+    /// The reply a request served at once gives.
+    private static func result(_ served: Result<[DBusValue], DBusError>) throws(DBusError) -> DBusMethodResult {
+        switch served {
+        case .success(let values): return .reply(values)
+        case .failure(let error): throw error
+        }
     }
 
     /// Forgets `tickets` of `sender` once their prompts ended.
@@ -153,142 +197,66 @@ extension SecretServiceDaemon {
         for ticket in accessTickets.removeValue(forKey: sender) ?? [] { registry.withdraw(ticket) }
     }
 
-    /// Nil when the caller may read the item's secret without asking: callers are not identified (an
-    /// embedding, in-process tests), the keychain's policy is `allow-all`, or the item trusts the
-    /// application. Otherwise what to ask. A caller that could not be identified is asked about.
-    func accessCheck(_ target: SecretTarget, caller sender: String) -> AccessCheck? {
-        guard let callers else { return nil }
-        let read = target.attributes ?? (try? target.held.item(target.reference, returning: .attributes))??.attributes
-        // Gone or unreadable: the request's own read reports it.
-        guard let attributes = read else { return nil }
-        let asker: Asker
-        var changed = false
-        switch callers.entries[sender] {
-        case .identified(let caller)? where !callers.runsAsIdentified(caller, sender: sender):
-            // Its pid ended or now runs another program (which holds the connection it inherited), or it
-            // executed another program since it connected (while a child of it keeps the connection).
-            asker = .unidentified("process \(caller.pid) ended or started another program since it connected")
-        case .identified(let caller)?:
-            let application = caller.application
-            switch ItemAccess(attributes: attributes).verdict(
-                forApplication: application.name, digest: application.digest?.description)
-            {
-            case .trusted: return nil
-            case .changed: changed = true
-            case .unknown: break
-            }
-            asker = .application(application)
-        case .unidentified(let reason)?:
-            asker = .unidentified(reason)
-        default:
-            asker = .unidentified("not identified")
-        }
-        return AccessCheck(target: target, asker: asker, changed: changed, label: Self.label(attributes))
-            .unlessAllowedByPolicy()
-    }
-
-    private static func label(_ attributes: ItemAttributes) -> String {
-        if case .string(let text)? = attributes[.label] { return text }
+    /// The label of `target`'s item as its attributes read (empty when they were not read).
+    private static func label(_ target: SecretTarget) -> String {
+        if case .string(let text)? = target.attributes?[.label] { return text }
         return ""
-    }
-
-    /// Adds the application of `check` to its item's access list ("Always allow"), on disk.
-    private func trust(_ check: AccessCheck) {
-        guard case .application(let application) = check.asker else { return }
-        let held = check.target.held
-        let reference = check.target.reference
-        do throws(KeychainError) {
-            let attributes = try held.item(reference, returning: .attributes)?.attributes ?? [:]
-            var access = ItemAccess(attributes: attributes)
-            access.trust(TrustedApplication(name: application.name, digest: application.digest?.description))
-            let query = ItemQuery(reference.itemClass, synchronizable: .any, references: [reference])
-            try held.keychain.update(matching: query, with: ItemChanges(attributes: access.attributes))
-            held.touch()
-        } catch {
-            KeychainRegistry.log("cannot add \(application) to the access list of '\(check.label)': \(error.reason)")
-        }
     }
 
     /// Requests share a prompt when they are for the same item from the same application (an unidentified
     /// caller shares only with itself).
-    private static func sharingKey(_ check: AccessCheck, sender: String) -> String {
+    private static func sharingKey(_ ask: AccessAsk, sender: String) -> String {
         let who: String
-        switch check.asker {
+        switch ask.question.asker {
         case .application(let application): who = application.name + "\t" + (application.digest?.description ?? "")
         case .unidentified: who = "unidentified\t" + sender
         }
-        return check.target.held.id + "\t" + check.target.reference.description + "\t" + who
+        return ask.target.held.id + "\t" + ask.target.reference.description + "\t" + who
     }
 
-    /// Whom a prompt takes its turn for (docs/robustness.md, "Fair prompts"): an identified application by its
-    /// name, however many connections it opens (a Flatpak app by its app id), and every caller that could not be
-    /// identified as one client, so that neither many connections nor hiding its identity gives a caller more
-    /// turns.
-    static func promptClient(_ asker: Asker) -> PromptClient {
+    /// How the confirmation of `sender`'s request names `asker`, whom the rules want asked about it: a Flatpak
+    /// application by its app id, an unidentified caller by its bus name.
+    func confirmationName(of asker: Requester, sender: String) -> String {
         switch asker {
-        case .application(let application):
-            PromptClient(key: "application\t" + application.name, name: application.description)
-        case .unidentified:
-            PromptClient(key: "unidentified", name: "Programs Latchkey could not identify")
+        case .application(let application): application.description
+        case .unidentified: "a program Latchkey could not identify (\(sender))"
         }
     }
 
-    /// Whom a confirmation of `sender`'s request takes its turn for (``promptClient(_:)``): its application, or
-    /// the unidentified callers' one turn (also when callers are not identified at all).
-    func promptClient(of sender: String) -> PromptClient {
-        guard let application = application(of: sender) else { return Self.promptClient(.unidentified("")) }
-        return Self.promptClient(.application(application))
-    }
+    /// Whom a confirmation of `sender`'s request takes its turn for (``Requester/promptClient``): its
+    /// application, or the unidentified callers' one turn (also when callers are not identified at all).
+    func promptClient(of sender: String) -> PromptClient { requester(of: sender).promptClient }
+}
 
-    /// The words of the prompt asking to `kind` the items of `checks` (one item for a read; all of one caller,
-    /// in one keychain), made on the prompt's thread (`dpkg -S` may take a while).
-    private static func question(_ kind: AccessKind, for checks: [AccessCheck]) -> @Sendable () -> AccessQuestion {
-        let asker = checks[0].asker
-        let changed = checks.contains { $0.changed }
-        let labels = checks.map(\.label)
-        let keychain = checks[0].target.held.label
-        return {
-            switch asker {
-            case .application(let application):
-                var who = application.description
-                if let path = Self.packagedPath(application), let package = PackageOwner.package(of: path) {
-                    who += " (package \(package))"
-                }
-                var warnings: [AccessWarning] = changed ? [.changed] : []
-                switch application.genericTool {
-                case .keychainCommand?: warnings.append(.keychainCommand)
-                case .runsAnything?: warnings.append(.runsAnything)
-                case nil: break
-                }
-                return AccessQuestion(
-                    kind, who: who, warnings: warnings, labels: labels, keychain: keychain,
-                    offersAlways: TrustedApplication.isStorable(application.name)
-                        && application.genericTool != .runsAnything)
-            case .unidentified(let reason):
-                return AccessQuestion(
-                    kind, who: "A program Latchkey could not identify", warnings: [.unidentified(reason: reason)],
-                    labels: labels, keychain: keychain, offersAlways: false)
-            }
-        }
-    }
-
-    /// The file whose package a prompt names: a script's, else the executable's; none for a Flatpak app.
-    private static func packagedPath(_ application: Application) -> String? {
-        switch application {
-        case .executable(let path, _), .script(_, let path, _): path
-        case .flatpak: nil
-        }
-    }
-
+/// How a request's access prompts ended: every item allowed, or some denied (and why).
+enum AccessOutcome {
+    /// Every item asked about was allowed (or none needed asking).
+    case allowed
+    /// Some were not.
+    case denied(AccessDenial)
 }
 
 /// Why some of a request's secrets were not handed over, or its items not changed or deleted: what was asked
-/// for, the items' labels, and the pinentry's failure when there was no way to ask (nil: the person denied,
-/// dismissed, or did not answer in time).
+/// for, the items' labels, and why.
 struct AccessDenial {
+    /// Why the request was not allowed.
+    enum Cause {
+        /// The person denied, dismissed the prompt, or did not answer in time.
+        case personDenied
+        /// There was no way to ask: the pinentry's failure.
+        case noWayToAsk(String)
+        /// The rules refuse the caller whatever the person would say.
+        case refused(AccessDecision.Refusal)
+
+        /// The cause an ended prompt's `failure` says.
+        init(_ failure: AccessPromptFailure) {
+            if let text = failure.description { self = .noWayToAsk(text) } else { self = .personDenied }
+        }
+    }
+
     let kind: AccessKind
     let labels: [String]
-    let failure: String?
+    let cause: Cause
 
     private var message: String {
         let items = AccessQuestion.itemList(labels)
@@ -298,8 +266,13 @@ struct AccessDenial {
         case .change: doing = "changing"
         case .delete: doing = "deleting"
         }
-        if let failure { return "\(doing) \(items) needs your permission, and there was no way to ask (\(failure))" }
-        return "\(doing) \(items) was not allowed"
+        switch cause {
+        case .noWayToAsk(let failure):
+            return "\(doing) \(items) needs your permission, and there was no way to ask (\(failure))"
+        case .personDenied: return "\(doing) \(items) was not allowed"
+        case .refused(.sandboxed(let appID)): return "\(doing) \(items) is not for a Flatpak application (\(appID))"
+        case .refused(.unidentified): return "\(doing) \(items) is not for a caller that could not be identified"
+        }
     }
 
     /// The Secret Service face's error: `AccessDenied`, not `IsLocked` (unlocking would not help; see
@@ -307,22 +280,39 @@ struct AccessDenial {
     var secretServiceError: DBusError { DBusError(.accessDenied, message) }
 
     /// `org.latchkey.Keychain1`'s: `errSecInteractionNotAllowed` when nobody could be asked, else
-    /// `errSecUserCanceled`, as macOS answers a Deny.
+    /// `errSecUserCanceled`, as macOS answers a Deny (`errSecAuthFailed` when the rules refuse the caller).
     var keychainError: DBusError {
-        Keychain1Interface.dbusError(KeychainError(failure == nil ? .userCanceled : .interactionNotAllowed, message))
+        let status: KeychainStatus
+        switch cause {
+        case .personDenied: status = .userCanceled
+        case .noWayToAsk: status = .interactionNotAllowed
+        case .refused: status = .authFailed
+        }
+        return Keychain1Interface.dbusError(KeychainError(status, message))
     }
 }
 
 /// A request waiting for its access prompts: which items were allowed, how many prompts are left.
 private final class PendingSecretRequest {
     var allowed: [Bool]
-    var waiting: Int
-    var failure: String?
+    var waiting = 0
+    /// Why the items denied were: no way to ask as soon as one prompt could not ask.
+    var cause: AccessDenial.Cause = .personDenied
     var deniedLabels: [String] = []
     var tickets: [PromptTicket] = []
 
-    init(count: Int, waiting: Int) {
+    init(count: Int) {
         allowed = Array(repeating: true, count: count)
-        self.waiting = waiting
+    }
+
+    /// Notes how a prompt that did not allow its item ended: the first failure to ask is the one reported.
+    func note(_ failure: AccessPromptFailure) {
+        guard case .personDenied = cause, let text = failure.description else { return }
+        cause = .noWayToAsk(text)
+    }
+
+    /// The request's outcome: denied when any item was.
+    func outcome(_ kind: AccessKind) -> AccessOutcome {
+        deniedLabels.isEmpty ? .allowed : .denied(AccessDenial(kind: kind, labels: deniedLabels, cause: cause))
     }
 }

@@ -1,3 +1,4 @@
+import AccessControl
 import CallerIdentity
 import DBus
 import Glibc
@@ -28,8 +29,8 @@ final class CallerDirectory {
         case pending([DBusMessage])
         /// Identified.
         case identified(Caller)
-        /// Could not be identified (gone, non-dumpable, another user): the reason.
-        case unidentified(String)
+        /// Could not be identified (gone, non-dumpable, another user): why.
+        case unidentified(CallerIdentityError)
     }
 
     /// The uid the daemon serves: callers of another user are unidentified.
@@ -65,9 +66,25 @@ final class CallerDirectory {
     /// The program behind `sender`, nil while unknown, when it could not be identified, or when its process
     /// ended or executed another program since.
     func application(of sender: String?) -> Application? {
-        guard let sender, case .identified(let caller)? = entries[sender], runsAsIdentified(caller, sender: sender)
-        else { return nil }
-        return caller.application
+        guard case .application(let application) = requester(of: sender) else { return nil }
+        return application
+    }
+
+    /// Who `sender` is for the access rules: its program, or why it is unidentified (not known yet, its
+    /// identification failed, or its process ended or executed another program since it connected).
+    func requester(of sender: String?) -> Requester {
+        guard let sender else { return .unidentified(.unknown) }
+        switch entries[sender] {
+        case .identified(let caller)?:
+            // Its pid ended or now runs another program (which holds the connection it inherited), or it
+            // executed another program since it connected (while a child of it keeps the connection).
+            guard runsAsIdentified(caller, sender: sender) else {
+                return .unidentified(.changedSinceConnecting(pid: caller.pid))
+            }
+            return .application(caller.application)
+        case .unidentified(let error)?: return .unidentified(.failed(error))
+        case .pending?, nil: return .unidentified(.unknown)
+        }
     }
 
     /// Whether `caller`'s process still runs the program identified: its pid not ended, nor taken by another
@@ -148,7 +165,7 @@ final class CallerDirectory {
             // A client keeping many connections open must not use up the daemon's descriptors: past the bound
             // a caller is followed through `/proc/PID/stat` (its start time) instead.
             handles[sender] = handles.count < Self.heldHandles ? handle : nil
-        case .failure(let error): entries[sender] = .unidentified(error.description)
+        case .failure(let error): entries[sender] = .unidentified(error)
         }
         return calls
     }
@@ -199,23 +216,5 @@ final class SharedInspector: Sendable {
         }
         let sameProcess = inspector.withLock { $0.isRunning(caller) }
         return Identification(outcome: outcome, handle: sameProcess ? handle : nil)
-    }
-}
-
-extension ItemAccess {
-    /// The access list of an item `application` creates: that application, fingerprinted; none when it is a
-    /// tool that runs whatever its command line says (inline code, a general D-Bus client), which any program
-    /// can run (docs/threat-model.md, "Generic tools").
-    static func creatorAccess(_ application: Application) -> ItemAccess {
-        guard application.genericTool != .runsAnything else { return ItemAccess(trustedApplications: []) }
-        return ItemAccess(trustedApplications: [
-            TrustedApplication(name: application.name, digest: application.digest?.description)
-        ])
-    }
-
-    /// Whether every application this list trusts, the other trusts too (and any application only if the
-    /// other does): a change from `other` to this list only takes trust away.
-    func isNarrowing(_ other: ItemAccess) -> Bool {
-        (!anyApplication || other.anyApplication) && trustedApplications.allSatisfy(other.trustedApplications.contains)
     }
 }

@@ -1,3 +1,4 @@
+import AccessControl
 import CallerIdentity
 import DBus
 import FoundationEssentials

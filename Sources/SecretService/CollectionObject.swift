@@ -129,8 +129,8 @@ struct CollectionObject: DBusObject {
             return .reply(try store(label, attributes, secret, contentType, replacing: nil, caller: caller))
         }
         let target = SecretServiceDaemon.SecretTarget(held: collection, reference: existing)
-        return try daemon.servingChange(.change, of: [target], to: call) { [self] denial in
-            if let denial { return .failure(denial.secretServiceError) }
+        return try daemon.servingChange(.change, of: [target], to: call) { [self] outcome in
+            if case .denied(let denial) = outcome { return .failure(denial.secretServiceError) }
             do throws(DBusError) {
                 return .success(try store(label, attributes, secret, contentType, replacing: existing, caller: caller))
             } catch {

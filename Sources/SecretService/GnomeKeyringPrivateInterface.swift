@@ -84,7 +84,7 @@ extension SecretServiceDaemon {
     func changeWithMasterPassword(
         _ path: String, _ original: TransportSecret, _ master: TransportSecret, call: DBusMethodCall
     ) throws(DBusError) -> DBusMethodResult {
-        try refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
+        try refuse(unlessAllowed: .sendKeychainPassword, by: call.sender)
         let old = try password(original, from: call.sender)
         let new = try password(master, from: call.sender)
         let held = try passwordCollection(path)
@@ -99,7 +99,7 @@ extension SecretServiceDaemon {
     func unlockWithMasterPassword(_ path: String, _ master: TransportSecret, call: DBusMethodCall)
         throws(DBusError) -> DBusMethodResult
     {
-        try refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
+        try refuse(unlessAllowed: .sendKeychainPassword, by: call.sender)
         let secret = try password(master, from: call.sender)
         let held = try passwordCollection(path)
         guard held.isLocked else { return .reply([]) }
@@ -121,7 +121,7 @@ extension SecretServiceDaemon {
             label = text
         }
         try limits.check(label: label)
-        try refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
+        try refuse(unlessAllowed: .sendKeychainPassword, by: call.sender)
         try limits.check(collectionsHeld: registry.madeKeychainCount)
         let secret = try password(master, from: call.sender)
         registry.createKeychain(label: label, password: secret, pathElement: DBusNames.pathElement) { [self] result in

@@ -123,8 +123,8 @@ struct ItemObject: DBusObject {
     ) throws(DBusError) -> DBusMethodResult {
         guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
         let target = SecretServiceDaemon.SecretTarget(held: collection, reference: reference)
-        return try daemon.servingChange(kind, of: [target], to: call) { [collection] denial in
-            if let denial { return .failure(denial.secretServiceError) }
+        return try daemon.servingChange(kind, of: [target], to: call) { [collection] outcome in
+            if case .denied(let denial) = outcome { return .failure(denial.secretServiceError) }
             guard !collection.isLocked else {
                 return .failure(SecretServiceError.isLocked("\(collection.path) is locked"))
             }
@@ -149,11 +149,11 @@ struct ItemObject: DBusObject {
         let target = SecretServiceDaemon.SecretTarget(
             held: collection, reference: reference, attributes: found.item.attributes ?? [:])
         // Trusted (the usual case): served from the one read.
-        if daemon.accessCheck(target, caller: call.sender) == nil {
+        if daemon.decide(.read, target, caller: call.sender) == .allowed {
             return .reply([try session.encode(found.item, secret: found.secret)])
         }
-        return try daemon.servingSecrets(of: [target], to: call) { [self] _, denial in
-            if let denial { return .failure(denial.secretServiceError) }
+        return try daemon.servingSecrets(of: [target], to: call) { [self] _, outcome in
+            if case .denied(let denial) = outcome { return .failure(denial.secretServiceError) }
             do throws(DBusError) {
                 let (session, found) = try read(in: sessionPath, caller: call.sender)
                 return .success([try session.encode(found.item, secret: found.secret)])

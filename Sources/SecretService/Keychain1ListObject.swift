@@ -41,7 +41,7 @@ struct Keychain1ListObject: DBusObject {
                         // Where every later prompt shows is the desktop session's to say: not a sandboxed
                         // application's (it could send the prompts to a display of its own and answer them),
                         // nor a caller the daemon could not identify.
-                        try object.daemon.refuseSandboxedOrUnidentified(call.sender, "choose where prompts show")
+                        try object.daemon.refuse(unlessAllowed: .choosePromptDisplay, by: call.sender)
                         do throws(SessionEnvironmentError) {
                             try object.daemon.registry.updateSessionEnvironment(variables)
                         } catch {

@@ -1,3 +1,4 @@
+import AccessControl
 import DBus
 import FoundationEssentials
 import Keychain1
@@ -93,7 +94,7 @@ struct Keychain1Object: DBusObject {
                         (object, call, password) throws(DBusError) in
                         defer { wipeSharedStorage(of: password) }
                         // Password guesses from a sandboxed or unknown caller: refused, not counted.
-                        try object.daemon.refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
+                        try object.daemon.refuse(unlessAllowed: .sendKeychainPassword, by: call.sender)
                         // Into secret memory (unsealed there, or copied and the decoded array's own storage wiped).
                         let secret = try object.daemon.keychainSession(of: call.sender).unseal(password)
                         return try object.unlock(password: secret, call: call)
@@ -109,7 +110,7 @@ struct Keychain1Object: DBusObject {
                             wipeSharedStorage(of: old)
                             wipeSharedStorage(of: new)
                         }
-                        try object.daemon.refuseSandboxedOrUnidentified(call.sender, "send a keychain password")
+                        try object.daemon.refuse(unlessAllowed: .sendKeychainPassword, by: call.sender)
                         let oldSecret = try session.unseal(old)
                         let newSecret = try session.unseal(new)
                         return try object.changePassword(from: oldSecret, to: newSecret, call: call)
@@ -202,7 +203,7 @@ struct Keychain1Object: DBusObject {
                 held: keychain, reference: $0.item.reference, attributes: $0.item.attributes ?? [:])
         }
         // Every item trusts the caller (the usual case): served from the one read, as asked.
-        if targets.allSatisfy({ daemon.accessCheck($0, caller: call.sender) == nil }) {
+        if targets.allSatisfy({ daemon.decide(.read, $0, caller: call.sender) == .allowed }) {
             let items = try found.map { (item, secret) throws(DBusError) in
                 try Self.encode(
                     KeychainItem(
@@ -216,8 +217,10 @@ struct Keychain1Object: DBusObject {
         // Once allowed, only the items asked about: an item that matches by then (made meanwhile) was not.
         var asked = query
         asked.references = targets.map(\.reference)
-        return try daemon.servingSecrets(of: targets, to: call) { _, denial in
-            guard let denial else { return Self.items(of: held, matching: asked, sealedFor: session) }
+        return try daemon.servingSecrets(of: targets, to: call) { _, outcome in
+            guard case .denied(let denial) = outcome else {
+                return Self.items(of: held, matching: asked, sealedFor: session)
+            }
             return .failure(denial.keychainError)
         }
     }
@@ -289,8 +292,8 @@ struct Keychain1Object: DBusObject {
         // What was matched (and asked about); nothing matched: the store's own answer (errSecItemNotFound).
         var matched = query
         if !targets.isEmpty { matched.references = targets.map(\.reference) }
-        return try daemon.servingChange(kind, of: targets, to: call) { denial in
-            if let denial { return .failure(denial.keychainError) }
+        return try daemon.servingChange(kind, of: targets, to: call) { outcome in
+            if case .denied(let denial) = outcome { return .failure(denial.keychainError) }
             return run(matched)
         }
     }
@@ -376,7 +379,7 @@ struct Keychain1Object: DBusObject {
     private func setSettings(_ settings: KeychainSettings, call: DBusMethodCall) throws(DBusError)
         -> DBusMethodResult
     {
-        try daemon.refuseSandboxedOrUnidentified(call.sender, "change when a keychain locks")
+        try daemon.refuse(unlessAllowed: .changeLockSettings, by: call.sender)
         return daemon.answerAfterConfirmation(call, failure: Keychain1Interface.dbusError) { [self] completion in
             daemon.registry.setSettings(
                 settings, of: keychain, requester: daemon.application(of: call.sender)?.description,

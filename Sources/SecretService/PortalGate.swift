@@ -30,30 +30,68 @@ package struct PortalGate {
         self.owner = owner.flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    /// Nil when `sender` may call the backend; otherwise why not. It must own ``portalName`` now, be
-    /// identified, still run as the process identified, run an executable named ``programName`` and run it
-    /// as only the system could have installed it, outside a sandbox (``Caller/runsSystemProgram``).
-    func refusal(of sender: String?, callers: CallerDirectory?) -> String? {
-        guard let sender, let owner, sender == owner else {
-            return "only the owner of \(Self.portalName) may call it, and \(sender ?? "the caller") is not"
-        }
-        guard let callers else { return "callers are not identified, so the portal cannot be told apart" }
+    /// Whether `sender` may call the backend, or why not. It must own ``portalName`` now, be identified, still
+    /// run as the process identified, run an executable named ``programName`` and run it as only the system
+    /// could have installed it, outside a sandbox (``Caller/runsSystemProgram``).
+    func admission(of sender: String?, callers: CallerDirectory?) -> Admission {
+        guard let sender, let owner, sender == owner else { return .refused(.notTheOwner(sender)) }
+        guard let callers else { return .refused(.callersNotIdentified) }
         switch callers.entries[sender] {
         case .identified(let caller)?:
             guard callers.runsAsIdentified(caller, sender: sender) else {
-                return "its process \(caller.pid) ended or started another program since it connected"
+                return .refused(.changedSinceConnecting(pid: caller.pid))
             }
             guard case .executable(let path, _) = caller.application,
                 path.split(separator: "/").last.map(String.init) == programName
-            else { return "it runs \(caller.application), not \(programName)" }
-            guard caller.runsSystemProgram else {
-                return "\(path) is not a root-owned file in root-owned directories, or runs in a sandbox"
-            }
-            return nil
-        case .unidentified(let reason)?:
-            return "it could not be identified (\(reason))"
+            else { return .refused(.otherProgram(caller.application, expected: programName)) }
+            guard caller.runsSystemProgram else { return .refused(.notSystemProgram(path: path)) }
+            return .portal
+        case .unidentified(let error)?:
+            return .refused(.unidentified(error))
         case .pending?, nil:
-            return "it is not identified"
+            return .refused(.notIdentified)
+        }
+    }
+
+    /// Whether a caller may call the backend.
+    enum Admission: Equatable {
+        /// It is xdg-desktop-portal as the system installed it: answered.
+        case portal
+        /// It is not: refused, and why.
+        case refused(Refusal)
+    }
+
+    /// Why a caller is not taken for xdg-desktop-portal.
+    enum Refusal: Equatable, CustomStringConvertible {
+        /// It does not own ``PortalGate/portalName`` now (nil: the call had no sender).
+        case notTheOwner(String?)
+        /// Callers are not identified, so the portal cannot be told apart.
+        case callersNotIdentified
+        /// Its process ended or executed another program since it connected.
+        case changedSinceConnecting(pid: Int32)
+        /// It runs another program than the one expected (the file name of xdg-desktop-portal's executable).
+        case otherProgram(Application, expected: String)
+        /// Its executable is not a root-owned file in root-owned directories, or it runs in a sandbox.
+        case notSystemProgram(path: String)
+        /// It could not be identified.
+        case unidentified(CallerIdentityError)
+        /// Its identification has not finished.
+        case notIdentified
+
+        /// The words of the log line and of the error.
+        var description: String {
+            switch self {
+            case .notTheOwner(let sender):
+                "only the owner of \(PortalGate.portalName) may call it, and \(sender ?? "the caller") is not"
+            case .callersNotIdentified: "callers are not identified, so the portal cannot be told apart"
+            case .changedSinceConnecting(let pid):
+                "its process \(pid) ended or started another program since it connected"
+            case .otherProgram(let application, let expected): "it runs \(application), not \(expected)"
+            case .notSystemProgram(let path):
+                "\(path) is not a root-owned file in root-owned directories, or runs in a sandbox"
+            case .unidentified(let error): "it could not be identified (\(error))"
+            case .notIdentified: "it is not identified"
+            }
         }
     }
 }

@@ -63,7 +63,7 @@ struct PortalSecretObject: DBusObject {
     private func retrieveSecret(appID: String, to descriptor: DBusFileDescriptor, call: DBusMethodCall, handle: String)
         throws(DBusError) -> DBusMethodResult
     {
-        if let refusal = daemon.portalGate.refusal(of: call.sender, callers: daemon.callers) {
+        if case .refused(let refusal) = daemon.portalGate.admission(of: call.sender, callers: daemon.callers) {
             Self.log("refused RetrieveSecret from \(call.sender): \(refusal)")
             throw DBusError(.accessDenied, "RetrieveSecret is xdg-desktop-portal's to call: \(refusal)")
         }

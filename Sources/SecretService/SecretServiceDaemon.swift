@@ -130,22 +130,6 @@ package final class SecretServiceDaemon {
     /// The program behind `sender` (a bus unique name), nil when it is not identified.
     func application(of sender: String?) -> Application? { callers?.application(of: sender) }
 
-    /// Refuses (`AccessDenied`) a sender that may not do `action` ("choose where prompts show"): a Flatpak
-    /// application, or a caller the daemon could not identify. Only where callers are identified (not in an
-    /// embedding, which trusts its callers). For what is the person's to decide (where prompts show, the lock
-    /// settings, the aliases) or what guesses a password (docs/threat-model.md, "What one client can do to
-    /// the others").
-    func refuseSandboxedOrUnidentified(_ sender: String?, _ action: String) throws(DBusError) {
-        guard callers != nil else { return }
-        switch application(of: sender) {
-        case .executable?, .script?: return
-        case .flatpak(let appID)?:
-            throw DBusError(.accessDenied, "a Flatpak application (\(appID)) cannot \(action)")
-        case nil:
-            throw DBusError(.accessDenied, "the caller could not be identified: it cannot \(action)")
-        }
-    }
-
     /// Runs `start`, a change the person may be asked to confirm first (it gives the prompt's ticket while it
     /// asks, nil when it has finished), and answers `call` when it ends: `reply`, or `failure` of the error.
     /// The ticket is withdrawn when the caller leaves (the prompt ends, nothing changes).
@@ -176,18 +160,6 @@ package final class SecretServiceDaemon {
         }
         if let ticket, !finished { policyConfirmations.append((call.sender, call, ticket)) }
         return .deferred
-    }
-
-    /// How the confirmation of a new collection names `sender` when it needs one (callers are identified, and
-    /// it is a Flatpak application or could not be identified: a sandboxed app holds only what the portal
-    /// gives it, and an unknown program is not to fill the collection list); nil when none is needed.
-    func creationNeedingConfirmation(by sender: String) -> String? {
-        guard callers != nil else { return nil }
-        switch application(of: sender) {
-        case .flatpak(let appID)?: return "\(appID) (Flatpak)"
-        case nil: return "a program Latchkey could not identify (\(sender))"
-        default: return nil
-        }
     }
 
     /// Identifies `sender` from the credentials the bus gave, on the registry's quick worker (it reads `/proc`

@@ -1,3 +1,4 @@
+import AccessControl
 import DBus
 import FoundationEssentials
 import KeychainCore
@@ -103,8 +104,11 @@ struct ServiceObject: DBusObject {
         }
         try daemon.limits.check(label: label)
         try daemon.limits.check(collectionsHeld: registry.madeKeychainCount)
-        guard let requester = daemon.creationNeedingConfirmation(by: call.sender) else {
-            return .reply(try create(label: label, alias: alias))
+        let requester: String
+        switch daemon.decide(.createCollection, by: call.sender) {
+        case .allowed: return .reply(try create(label: label, alias: alias))
+        case .denied(let refusal): throw DBusError(.accessDenied, refusal.explanation(of: .createCollection))
+        case .ask(let question): requester = daemon.confirmationName(of: question.asker, sender: call.sender)
         }
         // One waiting confirmation per connection, and per Flatpak app over all its connections.
         let application = daemon.application(of: call.sender)
@@ -186,7 +190,7 @@ struct ServiceObject: DBusObject {
                 held: held, reference: reference, attributes: found.item.attributes ?? [:])
             targets.append(target)
             targetPaths.append(itemPath)
-            if allTrusted, daemon.accessCheck(target, caller: call.sender) == nil {
+            if allTrusted, daemon.decide(.read, target, caller: call.sender) == .allowed {
                 entries.append(
                     DBusDictEntry(.objectPath(itemPath), try session.encode(found.item, secret: found.secret)))
             } else {
@@ -196,7 +200,7 @@ struct ServiceObject: DBusObject {
         // Every item trusts the caller (the usual case): served from the one read of each.
         if allTrusted { return .reply([.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)]) }
         let daemon = daemon
-        return try daemon.servingSecrets(of: targets, to: call) { allowed, denial in
+        return try daemon.servingSecrets(of: targets, to: call) { allowed, outcome in
             do throws(DBusError) {
                 let session = try daemon.session(path, of: call.sender)
                 var entries: [DBusDictEntry] = []
@@ -207,7 +211,7 @@ struct ServiceObject: DBusObject {
                         DBusDictEntry(
                             .objectPath(targetPaths[index]), try session.encode(found.item, secret: found.secret)))
                 }
-                if entries.isEmpty, let denial { return .failure(denial.secretServiceError) }
+                if entries.isEmpty, case .denied(let denial) = outcome { return .failure(denial.secretServiceError) }
                 return .success([.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)])
             } catch {
                 return .failure(error)
@@ -224,7 +228,7 @@ struct ServiceObject: DBusObject {
         guard !name.isEmpty, DBusNames.pathElement(name) == name else {
             throw SecretServiceError.invalidArgs("an alias is made of ASCII letters and digits")
         }
-        try daemon.refuseSandboxedOrUnidentified(call.sender, "set a collection alias")
+        try daemon.refuse(unlessAllowed: .setCollectionAlias, by: call.sender)
         let collection = target == ObjectPaths.none ? nil : try daemon.collection(at: target)
         let refused = { (error: KeychainError) in DBusError(.accessDenied, error.reason) }
         return daemon.answerAfterConfirmation(call, failure: refused) { [daemon] completion in

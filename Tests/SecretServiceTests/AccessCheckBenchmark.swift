@@ -1,3 +1,4 @@
+import AccessControl
 import DBus
 import Foundation
 import Glibc
@@ -30,7 +31,7 @@ struct AccessCheckBenchmark {
             return
         }
         let target = SecretServiceDaemon.SecretTarget(held: held, reference: reference)
-        #expect(checked.daemon.accessCheck(target, caller: ":1.7") == nil, "the creator is trusted")
+        #expect(checked.daemon.decide(.read, target, caller: ":1.7") == .allowed, "the creator is trusted")
 
         let checkedCall = try checked.message(
             checkedPath, "org.freedesktop.Secret.Item", "GetSecret", [.objectPath(checkedSession)])
@@ -48,7 +49,7 @@ struct AccessCheckBenchmark {
         let read = SecretServiceDaemon.SecretTarget(held: held, reference: reference, attributes: attributes)
         func checkAlone() -> Double {
             let start = MonotonicClock.nanoseconds()
-            for _ in 0..<Self.calls { precondition(checked.daemon.accessCheck(read, caller: ":1.7") == nil) }
+            for _ in 0..<Self.calls { precondition(checked.daemon.decide(.read, read, caller: ":1.7") == .allowed) }
             return Double(MonotonicClock.nanoseconds() - start) / Double(Self.calls) / 1_000
         }
         guard case .identified(let caller)? = checked.daemon.callers?.entries[":1.7"],

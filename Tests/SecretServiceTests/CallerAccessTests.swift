@@ -1,3 +1,4 @@
+import AccessControl
 import CallerIdentity
 import DBus
 import Foundation
@@ -151,17 +152,17 @@ import Testing
             return
         }
         let target = SecretServiceDaemon.SecretTarget(held: held, reference: reference)
-        #expect(inproc.daemon.accessCheck(target, caller: ":1.7") == nil, "the creator is trusted")
+        #expect(inproc.daemon.decide(.read, target, caller: ":1.7") == .allowed, "the creator is trusted")
 
         // The process executes another program (its pid and start time unchanged).
         input.fileHandleForWriting.write(Data("go\n".utf8))
         try waitFor("/usr/bin/sleep")
-        let check = try #require(inproc.daemon.accessCheck(target, caller: ":1.7"))
-        guard case .unidentified(let reason) = check.asker else {
-            Issue.record("still identified: \(check.asker)")
+        let decision = inproc.daemon.decide(.read, target, caller: ":1.7")
+        guard case .ask(let question) = decision, case .unidentified(let reason) = question.asker else {
+            Issue.record("still identified: \(decision)")
             return
         }
-        #expect(reason.contains("started another program"))
+        #expect(reason.description.contains("started another program"))
         #expect(inproc.daemon.application(of: ":1.7") == nil, "what it creates trusts nothing")
     }
 
