@@ -7,9 +7,10 @@ struct ListAccess: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List which applications may read each item's secret without asking.",
         discussion: """
-            One line per item (its class, label, service or server, and account), then one line per trusted
-            application: its path or flatpak:APP-ID and the start of the SHA-256 its file had when it was
-            trusted, or "any application". An item with no list asks for every application.
+            One line per item (its class, label, service or server, and account), then one line per trusted \
+            application: its path or flatpak:APP-ID and the start of the SHA-256 its file had when it was trusted, or \
+            "any application". An item with no list asks for every application.
+
             Examples:
               latchkey list-access
               latchkey list-access --json work
@@ -47,9 +48,11 @@ struct ListAccess: ParsableCommand {
 struct RemoveAccess: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Take an application off items' access lists: it is asked again next time.",
+        usage: "latchkey remove-access [<options>] [<application>] [<keychain>]",
         discussion: """
-            APP is a program's path (links resolved, as the lists keep it) or flatpak:APP-ID. Without -s, -a or
-            -l every item of the keychain is changed. -A removes "any application" instead of APP.
+            APP is a program's path (links resolved, as the lists keep it) or flatpak:APP-ID. Without -s, -a or -l \
+            every item of the keychain is changed. -A removes "any application" instead of APP.
+
             Examples:
               latchkey remove-access /usr/bin/git
               latchkey remove-access -s backup.example /home/me/bin/sync.py
@@ -177,11 +180,12 @@ struct SetAccessPolicy: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Choose whether a keychain asks before handing a secret to an application not on the item's list.",
         discussion: """
-            prompt (the default) asks you, naming the application; allow-all hands every secret to any of your
-            applications, as gnome-keyring does. The policy is authenticated under the keychain's key, so a locked
-            keychain is unlocked first. Through the daemon, allow-all takes effect only once you confirm it in the
-            prompt the daemon shows (any of your processes can ask the daemon); on a file, its password is the
+            prompt (the default) asks you, naming the application; allow-all hands every secret to any of your \
+            applications, as gnome-keyring does. The policy is authenticated under the keychain's key, so a locked \
+            keychain is unlocked first. Through the daemon, allow-all takes effect only once you confirm it in the \
+            prompt the daemon shows (any of your processes can ask the daemon); on a file, its password is the \
             confirmation. show-keychain-info shows the policy.
+
             Examples:
               latchkey set-access-policy allow-all
               latchkey set-access-policy prompt work

@@ -11,22 +11,28 @@ struct ImportGnomeKeyring: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import-gnome-keyring",
         abstract: "Copy gnome-keyring's keyrings into a keychain; the keyring files are never changed.",
+        usage: "latchkey import-gnome-keyring [<options>] [<paths> ...]",
         discussion: """
-            Reads gnome-keyring's binary keyrings (asking each one's password) and its plain-text keyrings
-            (empty password), by default every $XDG_DATA_HOME/keyrings/*.keyring, and adds their items as
-            Secret Service items (label, attributes with xdg:schema, secret and dates kept): into a login
-            keychain (the default), login.keyring goes into it and every other keyring into a collection of
-            its own beside it, and the keyring named in gnome-keyring's `default` file becomes the default
-            alias; into any other --keychain, everything goes into that one. One keyring is one transaction.
-            A keyring imported before (same path, same contents) is skipped, and an item already there is not
-            added twice. The keychain files are written by this process, also when latchkeyd holds them (its
-            clients see the items at their next call), so the keychain's password is asked too. With --stdin, standard input holds passwords, one per
-            line: each keyring and the keychain are opened with the first line that fits.
+            Reads gnome-keyring's binary keyrings (asking each one's password) and its plain-text keyrings (empty \
+            password), by default every $XDG_DATA_HOME/keyrings/*.keyring, and adds their items as Secret Service \
+            items (label, attributes with xdg:schema, secret and dates kept). Into a login keychain (the default), \
+            login.keyring goes into it and every other keyring into a collection of its own beside it, and the keyring \
+            named in gnome-keyring's `default` file becomes the default alias; into any other --keychain, everything \
+            goes into that one.
+
+            One keyring is one transaction. A keyring imported before (same path, same contents) is skipped, and an \
+            item already there is not added twice. The keychain files are written by this process, also when latchkeyd \
+            holds them (its clients see the items at their next call), so the keychain's password is asked too. With \
+            --stdin, standard input holds passwords, one per line: each keyring and the keychain are opened with the \
+            first line that fits.
+
             Exit status: 0 when every keyring was imported or had been, 1 when one could not be read or opened.
+
             Examples:
               latchkey import-gnome-keyring --dry-run
               latchkey import-gnome-keyring
-              printf '%s\\n' "$LOGIN_PASSWORD" "$OTHER_PASSWORD" | latchkey import-gnome-keyring --stdin
+              printf '%s\\n' "$LOGIN_PASSWORD" "$OTHER_PASSWORD" |
+                latchkey import-gnome-keyring --stdin
             """)
 
     @Flag(help: "List what would be imported and change nothing (keyring passwords are still needed).")
@@ -213,10 +219,10 @@ struct MigrationStatus: ParsableCommand {
         commandName: "migration-status",
         abstract: "Show which gnome-keyring keyrings were imported into a keychain and which are left.",
         discussion: """
-            Lists the imports recorded in the default keychain (or --keychain) and the collections beside it,
-            with the collection each keyring went to (no password needed), then
-            every keyring file (by default $XDG_DATA_HOME/keyrings/*.keyring) that is left: never imported,
-            changed since its import, or unreadable.
+            Lists the imports recorded in the default keychain (or --keychain) and the collections beside it, with the \
+            collection each keyring went to (no password needed), then every keyring file (by default \
+            $XDG_DATA_HOME/keyrings/*.keyring) that is left: never imported, changed since its import, or unreadable.
+
             Example:
               latchkey migration-status
             """)

@@ -76,7 +76,8 @@ struct FindPassword<Options: PasswordClassOptions>: ParsableCommand {
         CommandConfiguration(
             commandName: "find-\(Options.verbNoun)",
             abstract: "Find \(Options.article) \(Options.className) item and print its attributes (and password).",
-            discussion: "Exits with 44 when no item matches.\nExamples:\n" + Options.findExamples)
+            usage: "latchkey find-\(Options.verbNoun) [<options>] [<keychain>]",
+            discussion: "Exits with 44 when no item matches.\n\nExamples:\n" + Options.findExamples)
     }
 
     @OptionGroup var attributes: Options
@@ -97,7 +98,8 @@ struct DeletePassword<Options: PasswordClassOptions>: ParsableCommand {
         CommandConfiguration(
             commandName: "delete-\(Options.verbNoun)",
             abstract: "Delete the first \(Options.className) item that matches.",
-            discussion: "Exits with 44 when no item matches.\nExample:\n" + Options.deleteExample)
+            usage: "latchkey delete-\(Options.verbNoun) [<options>] [<keychain>]",
+            discussion: "Exits with 44 when no item matches.\n\nExample:\n" + Options.deleteExample)
     }
 
     @OptionGroup var attributes: Options
@@ -117,6 +119,7 @@ struct DumpKeychain: ParsableCommand {
         abstract: "List every item of a keychain.",
         discussion: """
             With -d the secrets are shown too, after a confirmation (on the terminal, else through pinentry).
+
             Examples:
               latchkey dump-keychain
               latchkey dump-keychain --json work

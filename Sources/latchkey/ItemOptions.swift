@@ -90,7 +90,8 @@ struct GenericPasswordOptions: PasswordClassOptions {
     static let addExamples = """
           latchkey add-generic-password -a alice -s backup.example -w
               (asks for the password without echo)
-          printf '%s' "$TOKEN" | latchkey add-generic-password -a ci -s registry --stdin -U
+          printf '%s' "$TOKEN" |
+            latchkey add-generic-password -a ci -s registry --stdin -U
         """
     static let findExamples = """
           latchkey find-generic-password -s backup.example
@@ -131,7 +132,8 @@ struct InternetPasswordOptions: PasswordClassOptions {
     static let article = "an"
     static let addExamples = """
           latchkey add-internet-password -a alice -s mail.example -r imps -P 993 -w
-          latchkey add-internet-password -a alice -s git.example -r htps -p /org/repo --stdin < token
+          latchkey add-internet-password -a alice -s git.example -r htps -p /org/repo \\
+            --stdin < token
         """
     static let findExamples = """
           latchkey find-internet-password -s mail.example -a alice -g

@@ -54,6 +54,7 @@ struct DefaultKeychain: ParsableCommand {
         abstract: "Show or set the default keychain (where verbs work when no keychain is named).",
         discussion: """
             The choice is kept in $XDG_CONFIG_HOME/latchkey/default-keychain; without one, the login keychain is the default.
+
             Examples:
               latchkey default-keychain
               latchkey default-keychain -s work
@@ -94,6 +95,7 @@ struct LoginKeychain: ParsableCommand {
         abstract: "Show the login keychain, the one pam_latchkey unlocks with the login password.",
         discussion: """
             It is $XDG_DATA_HOME/latchkey/keychains/login.keychain-db and cannot be moved.
+
             Example:
               latchkey login-keychain
             """)
@@ -134,11 +136,13 @@ struct CreateKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create a keychain file with its own password.",
         discussion: """
-            A name without '/' is made in the keychain directory ($XDG_DATA_HOME/latchkey/keychains), with
-            the suffix .keychain-db. The password is asked twice without echo, unless -p or --stdin gives it.
+            A name without '/' is made in the keychain directory ($XDG_DATA_HOME/latchkey/keychains), with the suffix \
+            .keychain-db. The password is asked twice without echo, unless -p or --stdin gives it.
+
             Examples:
               latchkey create-keychain work
-              printf '%s\\n' "$PW" | latchkey create-keychain --stdin /srv/ci/build.keychain-db
+              printf '%s\\n' "$PW" |
+                latchkey create-keychain --stdin /srv/ci/build.keychain-db
             """)
 
     @OptionGroup var password: KeychainPasswordOptions
@@ -173,8 +177,9 @@ struct DeleteKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Delete keychains and every item in them.",
         discussion: """
-            A keychain the daemon holds is deleted through it, once unlocked and after you confirm it in the
-            daemon's prompt (the login keychain cannot be deleted).
+            A keychain the daemon holds is deleted through it, once unlocked and after you confirm it in the daemon's \
+            prompt (the login keychain cannot be deleted).
+
             Example:
               latchkey delete-keychain work
             """)
@@ -210,6 +215,7 @@ struct LockKeychain: ParsableCommand {
         abstract: "Lock a keychain the daemon holds (its key is wiped from memory).",
         discussion: """
             Without a daemon nothing holds a keychain unlocked, so there is nothing to lock.
+
             Examples:
               latchkey lock-keychain
               latchkey lock-keychain -a
@@ -244,9 +250,11 @@ struct LockKeychain: ParsableCommand {
 struct UnlockKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Unlock a keychain in the daemon, with its password.",
+        usage: "latchkey unlock-keychain [<options>] [<keychain>]",
         discussion: """
-            The password is asked without echo, unless -p or --stdin gives it. For a keychain the daemon does not
-            hold (no daemon runs, or it was made with create-keychain) the password is only checked.
+            The password is asked without echo, unless -p or --stdin gives it. For a keychain the daemon does not hold \
+            (no daemon runs, or it was made with create-keychain) the password is only checked.
+
             Examples:
               latchkey unlock-keychain
               latchkey unlock-keychain --stdin < password-file
@@ -308,10 +316,12 @@ struct UnlockKeychain: ParsableCommand {
 struct SetKeychainPassword: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Change a keychain's password.",
+        usage: "latchkey set-keychain-password [<options>] [<keychain>]",
         discussion: """
-            The old password is asked once and the new one twice, without echo, unless given: with --stdin,
-            standard input holds the old password on the first line and the new one on the second. For the login
-            keychain, prefer changing the login password (passwd): pam_latchkey re-keys the keychain with it.
+            The old password is asked once and the new one twice, without echo, unless given: with --stdin, standard \
+            input holds the old password on the first line and the new one on the second. For the login keychain, \
+            prefer changing the login password (passwd): pam_latchkey re-keys the keychain with it.
+
             Examples:
               latchkey set-keychain-password work
               printf '%s\\n%s\\n' "$OLD" "$NEW" | latchkey set-keychain-password --stdin work
@@ -358,13 +368,15 @@ struct SetKeychainPassword: ParsableCommand {
 struct SetKeychainSettings: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Set when a keychain locks by itself.",
+        usage: "latchkey set-keychain-settings [<options>] [<keychain>]",
         discussion: """
-            With no option the keychain never locks by itself. The daemon applies a timeout at once to
-            keychains it holds; the time counts from the last use of the keychain. With -l it locks the
-            keychain when systemd-logind announces a suspend on the system bus; with -s when the user's
-            screen locks (systemd-logind's Lock for one of the user's sessions, or the desktop's screen
-            saver activating on the session bus). The settings are authenticated under the keychain's
-            key, so a locked keychain is unlocked first.
+            With no option the keychain never locks by itself. The daemon applies a timeout at once to keychains it \
+            holds; the time counts from the last use of the keychain. With -l it locks the keychain when \
+            systemd-logind announces a suspend on the system bus; with -s when the user's screen locks \
+            (systemd-logind's Lock for one of the user's sessions, or the desktop's screen saver activating on the \
+            session bus). The settings are authenticated under the keychain's key, so a locked keychain is unlocked \
+            first.
+
             Examples:
               latchkey set-keychain-settings -t 900
               latchkey set-keychain-settings -lu work
@@ -406,9 +418,10 @@ struct ShowKeychainInfo: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show a keychain's lock settings and access policy.",
         discussion: """
-            Prints: Keychain "PATH" [lock-on-sleep] [lock-on-screen-lock] timeout=SECONDSs|no-timeout
-            access-policy=prompt|allow-all, the policy followed by ",unchecked" while the keychain is locked (it
-            is checked under the keychain's key; an altered one is an error).
+            Prints one line: Keychain "PATH", then lock-on-sleep and lock-on-screen-lock when set, timeout=SECONDSs or \
+            no-timeout, and access-policy=prompt or access-policy=allow-all, the policy followed by ",unchecked" while \
+            the keychain is locked (it is checked under the keychain's key; an altered one is an error).
+
             Examples:
               latchkey show-keychain-info
               latchkey show-keychain-info --json work

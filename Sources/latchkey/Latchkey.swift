@@ -12,11 +12,13 @@ struct Latchkey: ParsableCommand {
         commandName: "latchkey",
         abstract: "Manage keychains and their items, as macOS security(1) does.",
         discussion: """
-            Verbs work on the default keychain (the login keychain unless default-keychain -s chose another)
-            or on the keychain named last. When latchkeyd holds that keychain, the command asks it; otherwise
-            it opens the file itself and asks for the keychain's password (on the terminal, else through
-            pinentry). Exit status: 0 on success, 44 when no item matches, 1 otherwise.
+            Verbs work on the default keychain (the login keychain unless default-keychain -s chose another) or on the \
+            keychain named last. When latchkeyd holds that keychain, the command asks it; otherwise it opens the file \
+            itself and asks for the keychain's password (on the terminal, else through pinentry).
+
             Secrets never need to be on the command line: put -w last to be asked, or use --stdin.
+
+            Exit status: 0 on success, 44 when no item matches, 1 otherwise.
             """,
         version: "0.1.0",
         subcommands: [

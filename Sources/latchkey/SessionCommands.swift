@@ -9,11 +9,12 @@ struct UpdateEnvironment: ParsableCommand {
         abstract: "Tell latchkeyd where this desktop session shows prompts (its display, language and pinentry).",
         discussion: """
             latchkeyd started at login runs before the desktop: until the session hands it its DISPLAY or \
-            WAYLAND_DISPLAY, no prompt can show and every request that needs one is denied. The desktop \
-            runs this at start (the package's autostart entry); run it by hand after changing PINENTRY. \
-            Without arguments every session variable is sent from this command's environment, and those \
-            unset here are removed. NAME takes its value from this environment; NAME=VALUE is sent as given; \
-            NAME= removes it. Names: \(SessionEnvironment.names.sorted().joined(separator: ", ")).
+            WAYLAND_DISPLAY, no prompt can show and every request that needs one is denied. The desktop runs this at \
+            start (the package's autostart entry); run it by hand after changing PINENTRY. Without arguments every \
+            session variable is sent from this command's environment, and those unset here are removed. NAME takes its \
+            value from this environment; NAME=VALUE is sent as given; NAME= removes it. Names: \
+            \(SessionEnvironment.names.sorted().joined(separator: ", ")).
+
             Examples:
               latchkey update-environment
               latchkey update-environment DISPLAY=:1 PINENTRY=pinentry-qt

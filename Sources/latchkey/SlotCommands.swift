@@ -169,13 +169,19 @@ private func isoDate(_ seconds: Int64) -> String {
 struct AddSlot: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add a key slot (tpm2 or recovery) to a keychain file.",
+        usage: "latchkey add-slot <type> [<options>] [<keychain>]",
         discussion: """
             The keychain is unlocked first with its password (or, with --recovery, its recovery key).
-            tpm2: a random key sealed by this machine's TPM 2.0 (LATCHKEY_TPM_TCTI, default device:/dev/tpmrm0)
-            wraps the keychain key; --pin asks for a PIN the TPM checks (with its dictionary-attack lockout),
-            --pcrs binds it to PCR values of the SHA-256 bank (7 is the usual choice; see docs/key-slots.md).
-            recovery: prints a new recovery key once, on the terminal (or standard output with --stdout), and asks
-            to type it back before saving. With --stdin, standard input holds the password, then the PIN.
+
+            tpm2: a random key sealed by this machine's TPM 2.0 (LATCHKEY_TPM_TCTI, default device:/dev/tpmrm0) wraps \
+            the keychain key; --pin asks for a PIN the TPM checks (with its dictionary-attack lockout), --pcrs binds \
+            it to PCR values of the SHA-256 bank (7 is the usual choice; see docs/key-slots.md).
+
+            recovery: prints a new recovery key once, on the terminal (or standard output with --stdout), and asks to \
+            type it back before saving.
+
+            With --stdin, standard input holds the password, then the PIN.
+
             Examples:
               latchkey add-slot tpm2
               latchkey add-slot tpm2 --pin --pcrs 7
@@ -292,9 +298,10 @@ struct ListSlots: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List a keychain's key slots.",
         discussion: """
-            One line per slot: id, type, and for tpm2 whether it needs a PIN and its PCRs. The table is read from the
-            file without unlocking, so it is marked "unverified"; with --unlock the keychain is unlocked first and
-            the table checked under its key ("verified", or "altered" with why).
+            One line per slot: id, type, and for tpm2 whether it needs a PIN and its PCRs. The table is read from the \
+            file without unlocking, so it is marked "unverified"; with --unlock the keychain is unlocked first and the \
+            table checked under its key ("verified", or "altered" with why).
+
             Examples:
               latchkey list-slots
               latchkey list-slots --json --unlock work
@@ -349,9 +356,10 @@ struct RemoveSlot: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Remove a key slot from a keychain file.",
         discussion: """
-            The slot is named by its id (list-slots) or its type when the keychain has one slot of that type.
-            The keychain is unlocked first (password, or --recovery). The last password or recovery slot is never
-            removed: a tpm2 slot alone dies with its TPM.
+            The slot is named by its id (list-slots) or its type when the keychain has one slot of that type. The \
+            keychain is unlocked first (password, or --recovery). The last password or recovery slot is never removed: \
+            a tpm2 slot alone dies with its TPM.
+
             Examples:
               latchkey remove-slot tpm2
               latchkey remove-slot 2 work

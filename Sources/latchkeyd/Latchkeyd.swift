@@ -17,20 +17,22 @@ struct Latchkeyd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "latchkeyd",
         abstract: "Serves the user's keychains as org.freedesktop.secrets on the session bus.",
+        usage: "latchkeyd [<options>]",
         discussion: """
-            The bus is DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus. Keychains live in
-            $XDG_DATA_HOME/latchkey/keychains (or --keychain-directory). With --unlock the login
-            keychain password is read from standard input (never from arguments or the
-            environment); the login keychain is created with it on first use. Unlock prompts
-            run pinentry (--pinentry, else $PINENTRY, else "pinentry"), resolved once to its real
-            path; $PINENTRY must be a program only root can change.
+            The bus is DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus. Keychains live in \
+            $XDG_DATA_HOME/latchkey/keychains (or --keychain-directory). With --unlock the login keychain password is \
+            read from standard input (never from arguments or the environment); the login keychain is created with it \
+            on first use. Unlock prompts run pinentry (--pinentry, else $PINENTRY, else "pinentry"), resolved once to \
+            its real path; $PINENTRY must be a program only root can change.
 
-            pam_latchkey talks to the daemon on the control socket $XDG_RUNTIME_DIR/latchkey/control
-            (or the socket systemd passes). Started at login before the session bus exists, the
-            daemon holds the keychain and claims the bus name as soon as the bus appears.
+            pam_latchkey talks to the daemon on the control socket $XDG_RUNTIME_DIR/latchkey/control (or the socket \
+            systemd passes). Started at login before the session bus exists, the daemon holds the keychain and claims \
+            the bus name as soon as the bus appears.
 
             Example, on a private bus with a throwaway keychain directory:
-              printf 'pw' | dbus-run-session -- sh -c 'latchkeyd --unlock --keychain-directory /tmp/kc & sleep 1; secret-tool store --label=x a b'
+              dbus-run-session -- sh -c '
+                printf pw | latchkeyd --unlock --keychain-directory /tmp/kc &
+                sleep 1; printf s3cret | secret-tool store --label=x a b'
             """)
 
     @Flag(help: "Serve in the foreground (latchkeyd never forks; accepted for service managers).")
@@ -55,8 +57,8 @@ struct Latchkeyd: ParsableCommand {
         help: ArgumentHelp(
             "Started by pam_latchkey: standard input holds one hand-over request (docs/control-socket.md).",
             discussion: """
-                The reply goes to standard output at once, as on the control socket, and standard output is \
-                closed; the login keychain is unlocked (or created) in the background.
+                The reply goes to standard output at once, as on the control socket, and standard output is closed; \
+                the login keychain is unlocked (or created) in the background.
                 """))
     var login = false
 

@@ -8,8 +8,7 @@
 // that are not about access prompts (Tests/Integration/conftest.py).
 import Foundation
 import KeychainCore
-
-@testable import KeychainStore
+import KeychainStore
 
 let arguments = CommandLine.arguments
 if arguments.count == 4, arguments[2] == "--access-policy" {
@@ -24,10 +23,9 @@ if arguments.count == 4, arguments[2] == "--access-policy" {
     /// Unlocks `keychain` with the first of `passwords` that opens it, without counting the wrong ones in the
     /// file (the tests of the wrong-password count must not see the fixture's tries).
     func unlockQuietly(_ keychain: Keychain, _ passwords: [[UInt8]]) throws {
-        let header = try keychain.currentHeader()
         for password in passwords {
-            guard let key = try? header.unwrap(password: password) else { continue }
-            keychain.unlock(with: UnwrappedKeychainKey(key: key, keychain: keychain.identifier))
+            guard let key = try? keychain.unwrapKey(password: password, counted: false) else { continue }
+            keychain.unlock(with: key)
             return
         }
         throw KeychainError(.authFailed, "none of the passwords given unlocks \(keychain.path)")
