@@ -65,28 +65,18 @@ extension Keychain {
             try db.transaction { () throws(KeychainError) in
                 for (item, seal) in zip(prepared, sealed) {
                     let itemClass = item.reference.itemClass
-                    try db.withStatement(
-                        "INSERT INTO items (uuid, class, pk, attributes, secret, sync, version)"
-                            + " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-                    ) { (insert) throws(KeychainError) in
-                        insert.bind(6, item.attributes.isSynchronizable ? 1 : 0)
-                        insert.bind(7, Self.firstItemVersion)
-                        insert.bind(1, item.reference.identifier)
-                        insert.bind(2, itemClass.rawValue)
-                        insert.bind(3, indexer.primaryKeyHash(itemClass, item.attributes))
-                        insert.bind(4, seal.attributes)
-                        insert.bind(5, seal.secret)
-                        try insert.run()
-                    }
+                    let primaryKeyHash = indexer.primaryKeyHash(itemClass, item.attributes)
+                    try db.run(
+                        """
+                        INSERT INTO items (uuid, class, pk, attributes, secret, sync, version)
+                        VALUES (\(item.reference.identifier), \(itemClass.rawValue), \(primaryKeyHash),
+                            \(seal.attributes), \(seal.secret), \(item.attributes.isSynchronizable),
+                            \(Self.firstItemVersion))
+                        """)
                     try Self.insertTags(indexer.tags(itemClass, item.attributes), item: db.lastInsertRowID, db)
                 }
                 for (name, value) in metadata.sorted(by: { $0.key < $1.key }) {
-                    try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
-                        (insert) throws(KeychainError) in
-                        insert.bind(1, "x-" + name)
-                        insert.bind(2, value)
-                        try insert.run()
-                    }
+                    try db.run("INSERT OR REPLACE INTO meta (name, value) VALUES (\("x-" + name), \(value))")
                 }
             }
             if let usage = state.usage {
@@ -147,22 +137,14 @@ extension Keychain {
                     } else {
                         sealedSecret = nil
                     }
-                    try db.withStatement(
-                        "UPDATE items SET pk = ?2, attributes = ?3, secret = ?4, sync = ?5, version = ?6 WHERE id = ?1"
-                    ) { (update) throws(KeychainError) in
-                        update.bind(5, attributes.isSynchronizable ? 1 : 0)
-                        update.bind(6, version)
-                        update.bind(1, match.row)
-                        update.bind(2, indexer.primaryKeyHash(reference.itemClass, attributes))
-                        update.bind(3, sealedAttributes)
-                        update.bind(4, sealedSecret)
-                        try update.run()
-                    }
-                    try db.withStatement("DELETE FROM attribute_index WHERE item = ?1") {
-                        (clear) throws(KeychainError) in
-                        clear.bind(1, match.row)
-                        try clear.run()
-                    }
+                    let primaryKeyHash = indexer.primaryKeyHash(reference.itemClass, attributes)
+                    try db.run(
+                        """
+                        UPDATE items SET pk = \(primaryKeyHash), attributes = \(sealedAttributes),
+                            secret = \(sealedSecret), sync = \(attributes.isSynchronizable), version = \(version)
+                        WHERE id = \(match.row)
+                        """)
+                    try db.run("DELETE FROM attribute_index WHERE item = \(match.row)")
                     try Self.insertTags(indexer.tags(reference.itemClass, attributes), item: match.row, db)
                 }
             }
@@ -188,13 +170,7 @@ extension Keychain {
             }
             let db = state.db
             try db.transaction { () throws(KeychainError) in
-                try db.withStatement("DELETE FROM items WHERE id = ?1") { (delete) throws(KeychainError) in
-                    for match in matches {
-                        delete.reset()
-                        delete.bind(1, match.row)
-                        try delete.run()
-                    }
-                }
+                for match in matches { try db.run("DELETE FROM items WHERE id = \(match.row)") }
             }
             // secure_delete zeroes the freed cells and pages, but earlier copies of those pages (with the
             // item's index tags and sealed values) stay in the write-ahead log until a checkpoint empties it.
@@ -241,15 +217,7 @@ extension Keychain {
     }
 
     private static func insertTags(_ tags: [Data], item: Int64, _ db: SQLiteDatabase) throws(KeychainError) {
-        try db.withStatement("INSERT OR IGNORE INTO attribute_index (tag, item) VALUES (?1, ?2)") {
-            (insert) throws(KeychainError) in
-            for tag in tags {
-                insert.reset()
-                insert.bind(1, tag)
-                insert.bind(2, item)
-                try insert.run()
-            }
-        }
+        for tag in tags { try db.run("INSERT OR IGNORE INTO attribute_index (tag, item) VALUES (\(tag), \(item))") }
     }
 }
 

@@ -71,8 +71,8 @@ extension Keychain {
 
     private func storedAttempts() throws(KeychainError) -> PasswordAttempts {
         try state.withLock { (state) throws(KeychainError) in
-            try state.db.withStatement("SELECT value FROM meta WHERE name = ?1") { (select) throws(KeychainError) in
-                select.bind(1, PasswordAttempts.rowName)
+            try state.db.withStatement("SELECT value FROM meta WHERE name = \(PasswordAttempts.rowName)") {
+                (select) throws(KeychainError) in
                 return try select.step() ? PasswordAttempts(stored: select.data(0) ?? Data()) : PasswordAttempts()
             }
         }
@@ -80,12 +80,8 @@ extension Keychain {
 
     private func storeAttempts(_ attempts: PasswordAttempts) throws(KeychainError) {
         try state.withLock { (state) throws(KeychainError) in
-            try state.db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
-                (insert) throws(KeychainError) in
-                insert.bind(1, PasswordAttempts.rowName)
-                insert.bind(2, attempts.encoded)
-                try insert.run()
-            }
+            try state.db.run(
+                "INSERT OR REPLACE INTO meta (name, value) VALUES (\(PasswordAttempts.rowName), \(attempts.encoded))")
         }
     }
 

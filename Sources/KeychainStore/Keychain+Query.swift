@@ -94,40 +94,32 @@ extension Keychain.State {
         let references = query.references?.filter { $0.itemClass == query.itemClass }
         if let references, references.isEmpty { return [] }
 
-        var columns = "i.id, i.uuid, \(wantsAttributes ? "i.attributes" : "NULL"), \(wantsSecret ? "i.secret" : "NULL")"
+        let itemClass = query.itemClass.rawValue
+        let attributesColumn: SQL = wantsAttributes ? "i.attributes" : "NULL"
+        let secretColumn: SQL = wantsSecret ? "i.secret" : "NULL"
         // The version column exists once the file is in format 2, which an unlocked keychain's always is.
-        columns += confirming ? ", i.version, i.sync, i.pk" : ", 0, 0, NULL"
-        var sql: String
-        var parameter: Int32 = 2
-        if tags.isEmpty {
-            sql = "SELECT \(columns) FROM items i WHERE +i.class = ?1"
-        } else {
-            sql = "SELECT \(columns) FROM attribute_index a0 JOIN items i ON i.id = a0.item"
-            sql += " WHERE a0.tag = ?2 AND +i.class = ?1"
-            for offset in 1..<tags.count {
-                sql += " AND EXISTS (SELECT 1 FROM attribute_index WHERE tag = ?\(2 + offset) AND item = i.id)"
+        let checkColumns: SQL = confirming ? "i.version, i.sync, i.pk" : "0, 0, NULL"
+        var sql: SQL = "SELECT i.id, i.uuid, \(attributesColumn), \(secretColumn), \(checkColumns)"
+        if let first = tags.first {
+            sql += " FROM attribute_index a0 JOIN items i ON i.id = a0.item"
+            sql += " WHERE a0.tag = \(first) AND +i.class = \(itemClass)"
+            for tag in tags.dropFirst() {
+                sql += " AND EXISTS (SELECT 1 FROM attribute_index WHERE tag = \(tag) AND item = i.id)"
             }
-            parameter += Int32(tags.count)
+        } else {
+            sql += " FROM items i WHERE +i.class = \(itemClass)"
         }
         switch query.synchronizable {
         case .no: sql += " AND i.sync = 0"
         case .yes: sql += " AND i.sync = 1"
         case .any: break
         }
-        if let references {
-            let list = references.indices.map { "?\(Int(parameter) + $0)" }.joined(separator: ", ")
-            sql += " AND i.uuid IN (\(list))"
-        }
-        let limitParameter = parameter + Int32(references?.count ?? 0)
-        sql += " ORDER BY i.id LIMIT ?\(limitParameter)"
+        if let references { sql += " AND i.uuid IN (\(list: references.map(\.identifier)))" }
+        // Rows the decrypted attributes may still turn down are all read; the limit is counted below.
+        let rowLimit = unindexed.isEmpty && !confirming ? Int64(limit ?? -1) : -1
+        sql += " ORDER BY i.id LIMIT \(rowLimit)"
 
         return try db.withStatement(sql) { (statement) throws(KeychainError) -> [Match] in
-            statement.bind(1, query.itemClass.rawValue)
-            for (offset, tag) in tags.enumerated() { statement.bind(2 + Int32(offset), tag) }
-            for (offset, reference) in (references ?? []).enumerated() {
-                statement.bind(parameter + Int32(offset), reference.identifier)
-            }
-            statement.bind(limitParameter, unindexed.isEmpty && !confirming ? Int64(limit ?? -1) : -1)
             var matches: [Match] = []
             while try statement.step() {
                 guard let uuid = statement.data(1), uuid.count == 16 else {
@@ -229,8 +221,7 @@ extension Keychain.State {
 
     /// The tags the attribute index holds for the item in `row`.
     fileprivate static func storedTags(of row: Int64, _ db: SQLiteDatabase) throws(KeychainError) -> Set<Data> {
-        try db.withStatement("SELECT tag FROM attribute_index WHERE item = ?1") { (select) throws(KeychainError) in
-            select.bind(1, row)
+        try db.withStatement("SELECT tag FROM attribute_index WHERE item = \(row)") { (select) throws(KeychainError) in
             var tags: Set<Data> = []
             while try select.step() { tags.insert(select.data(0) ?? Data()) }
             return tags

@@ -281,8 +281,8 @@ public final class Keychain: Sendable {
     /// secret, such as a collection's label).
     public func metadata(_ name: String) throws(KeychainError) -> Data? {
         try state.withLock { (state) throws(KeychainError) in
-            try state.db.withStatement("SELECT value FROM meta WHERE name = ?1") { (select) throws(KeychainError) in
-                select.bind(1, "x-" + name)
+            try state.db.withStatement("SELECT value FROM meta WHERE name = \("x-" + name)") {
+                (select) throws(KeychainError) in
                 return try select.step() ? select.data(0) : nil
             }
         }
@@ -295,12 +295,7 @@ public final class Keychain: Sendable {
     public func setMetadata(_ name: String, _ value: Data) throws(KeychainError) {
         try Self.checkMetadataName(name)
         try state.withLock { (state) throws(KeychainError) in
-            try state.db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
-                (insert) throws(KeychainError) in
-                insert.bind(1, "x-" + name)
-                insert.bind(2, value)
-                try insert.run()
-            }
+            try state.db.run("INSERT OR REPLACE INTO meta (name, value) VALUES (\("x-" + name), \(value))")
         }
     }
 
