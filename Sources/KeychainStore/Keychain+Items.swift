@@ -101,9 +101,12 @@ extension Keychain {
         return try state.withLock { (state) throws(KeychainError) in
             let key = try state.unlockedKey()
             state.usage = nil
-            // The secret is opened too (into secret memory): it is sealed again under the item's next version.
+            // A secret the update keeps is opened too (into secret memory), to be sealed again under the item's
+            // next version; one it replaces is never opened (nor needs to open: a damaged one can be replaced).
+            let keepsSecret = changes.secret == nil
             let matches = try state.find(
-                query, in: self, limit: nil, returning: [.attributes, .data], secretInSecretMemory: true)
+                query, in: self, limit: nil, returning: keepsSecret ? [.attributes, .data] : [.attributes],
+                secretInSecretMemory: true)
             guard !matches.isEmpty else {
                 throw KeychainError(.itemNotFound, "no item matches the update query")
             }
