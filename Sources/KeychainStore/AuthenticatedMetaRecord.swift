@@ -47,6 +47,6 @@ struct AuthenticatedMetaRecord: Sendable {
     }
 
     private func context(_ keychain: Data, _ encoded: Data) -> Data {
-        Data(purpose.utf8) + keychain + encoded
+        ItemSealing.metaRecord(purpose: purpose, keychain: keychain, value: encoded)
     }
 }

@@ -53,10 +53,13 @@ extension Keychain {
             for item in prepared {
                 let attributes = try AuthenticatedCipher.seal(
                     AttributeCodec.encode(item.attributes), key: key,
-                    context: context(item.reference, .attributes, version: Self.firstItemVersion))
+                    context: ItemSealing.itemField(
+                        keychain: identifier, item: item.reference, .attributes, version: Self.firstItemVersion))
                 let secret = try item.secret.map { (secret) throws(KeychainError) in
                     try AuthenticatedCipher.seal(
-                        secret, key: key, context: context(item.reference, .secret, version: Self.firstItemVersion))
+                        secret, key: key,
+                        context: ItemSealing.itemField(
+                            keychain: identifier, item: item.reference, .secret, version: Self.firstItemVersion))
                 }
                 sealed.append((attributes, secret))
             }
@@ -128,8 +131,10 @@ extension Keychain {
                     let version = match.version + 1
                     let sealedAttributes = try AuthenticatedCipher.seal(
                         AttributeCodec.encode(attributes), key: key,
-                        context: context(reference, .attributes, version: version))
-                    let secretContext = context(reference, .secret, version: version)
+                        context: ItemSealing.itemField(
+                            keychain: identifier, item: reference, .attributes, version: version))
+                    let secretContext = ItemSealing.itemField(
+                        keychain: identifier, item: reference, .secret, version: version)
                     let sealedSecret: Data?
                     if let secret = changes.secret {
                         sealedSecret = try AuthenticatedCipher.seal(secret, key: key, context: secretContext)
@@ -199,25 +204,8 @@ extension Keychain {
         }
     }
 
-    enum SealedField: UInt8 {
-        case attributes = 0x61  // "a"
-        case secret = 0x73  // "s"
-    }
-
     /// The version of an item when added; each change adds one. Version 0 is an item written in format 1.
     static let firstItemVersion: Int64 = 1
-
-    /// The associated data a sealed field is bound to: keychain, item, class, field and the item's version
-    /// (format 1's associated data, without a version, for version 0).
-    func context(_ reference: ItemReference, _ field: SealedField, version: Int64) -> Data {
-        var context =
-            identifier + reference.identifier + Data(reference.itemClass.rawValue.utf8) + Data([field.rawValue])
-        if version != 0 {
-            context.append(0x76)  // "v"
-            withUnsafeBytes(of: UInt64(bitPattern: version).bigEndian) { context.append(contentsOf: $0) }
-        }
-        return context
-    }
 
     private static func insertTags(_ tags: [Data], item: Int64, _ db: SQLiteDatabase) throws(KeychainError) {
         for tag in tags { try db.run("INSERT OR IGNORE INTO attribute_index (tag, item) VALUES (\(tag), \(item))") }

@@ -55,7 +55,7 @@ extension Keychain {
 /// One row found by a query: its rowid and the item as asked for.
 struct Match {
     let row: Int64
-    /// The item's version (see ``Keychain/context(_:_:version:)``).
+    /// The item's version (see ``ItemSealing/itemField(keychain:item:_:version:)``).
     let version: Int64
     let item: KeychainItem
     /// The item's secret, when ``Keychain/State/find(_:in:limit:returning:secretInSecretMemory:)`` was asked to
@@ -133,8 +133,9 @@ extension Keychain.State {
                 var protectedSecret: SharedSecret?
                 if let key, wantsAttributes {
                     let sealed = statement.data(2) ?? Data()
-                    let opened = try AttributeCodec.decode(
-                        try Self.open(sealed, key, keychain.context(reference, .attributes, version: version)))
+                    let context = ItemSealing.itemField(
+                        keychain: keychain.identifier, item: reference, .attributes, version: version)
+                    let opened = try AttributeCodec.decode(try ItemSealing.open(sealed, key, context))
                     guard unindexed.allSatisfy({ opened[$0.key] == $0.value }), Self.confirms(opened, query) else {
                         continue
                     }
@@ -147,11 +148,12 @@ extension Keychain.State {
                     attributes = returning.contains(.attributes) ? opened : nil
                 }
                 if let key, wantsSecret, let sealed = statement.data(3) {
-                    let context = keychain.context(reference, .secret, version: version)
+                    let context = ItemSealing.itemField(
+                        keychain: keychain.identifier, item: reference, .secret, version: version)
                     if secretInSecretMemory {
-                        protectedSecret = SharedSecret(try Self.openSecret(sealed, key, context))
+                        protectedSecret = SharedSecret(try ItemSealing.openSecret(sealed, key, context))
                     } else {
-                        secret = try Self.open(sealed, key, context)
+                        secret = try ItemSealing.open(sealed, key, context)
                     }
                 }
                 matches.append(
@@ -189,36 +191,6 @@ private struct IndexEntries: Equatable {
 }
 
 extension Keychain.State {
-    /// Opens an item's sealed value; `errSecDecode` saying what that means when it fails.
-    fileprivate static func open(_ sealed: Data, _ key: SecretKey, _ context: Data) throws(KeychainError) -> Data {
-        do {
-            return try AuthenticatedCipher.open(sealed, key: key, context: context)
-        } catch {
-            throw alteredValue
-        }
-    }
-
-    /// Opens an item's sealed secret straight into secret memory; as ``open(_:_:_:)``.
-    fileprivate static func openSecret(_ sealed: Data, _ key: SecretKey, _ context: Data) throws(KeychainError)
-        -> SecretBytes
-    {
-        do {
-            return try AuthenticatedCipher.openSecret(sealed, key: key, context: context)
-        } catch  where error.status == .allocate {
-            throw error
-        } catch {
-            throw alteredValue
-        }
-    }
-
-    /// `errSecDecode` for a sealed value that does not open, saying what that means.
-    private static var alteredValue: KeychainError {
-        KeychainError(
-            .decode,
-            "an item's stored value failed authentication: the keychain file was altered (damaged, or a value"
-                + " of another item or an older one of this item put in its place)")
-    }
-
     /// The tags the attribute index holds for the item in `row`.
     fileprivate static func storedTags(of row: Int64, _ db: SQLiteDatabase) throws(KeychainError) -> Set<Data> {
         try db.withStatement("SELECT tag FROM attribute_index WHERE item = \(row)") { (select) throws(KeychainError) in

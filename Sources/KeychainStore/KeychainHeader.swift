@@ -27,7 +27,7 @@ struct KeychainHeader: Sendable {
     }
 
     /// What the wrapped keychain key is bound to: the wrap version and the keychain identity.
-    var wrapContext: Data { Data("latchkey wrap v1".utf8) + identifier }
+    var wrapContext: Data { ItemSealing.headerKeyWrap(keychain: identifier) }
 
     /// A fresh header: random identity, salt and index key; `keychainKey` wrapped under `password`.
     static func create(
