@@ -119,8 +119,7 @@ enum KeySlotRecord {
     }
 
     static func loadManifest(_ db: SQLiteDatabase) throws(KeychainError) -> Data? {
-        try db.withStatement("SELECT value FROM meta WHERE name = ?1") { (select) throws(KeychainError) in
-            select.bind(1, manifestName)
+        try db.withStatement("SELECT value FROM meta WHERE name = \(manifestName)") { (select) throws(KeychainError) in
             return try select.step() ? select.data(0) ?? Data() : nil
         }
     }
@@ -181,20 +180,11 @@ enum KeySlotRecord {
         _ db: SQLiteDatabase
     ) throws(KeychainError) {
         for id in removed {
-            try db.withStatement("DELETE FROM meta WHERE name = ?1") { (delete) throws(KeychainError) in
-                delete.bind(1, rowPrefix + String(id))
-                try delete.run()
-            }
+            try db.run("DELETE FROM meta WHERE name = \(rowPrefix + String(id))")
         }
         let manifest = try manifest(rows, key: key, keychain: keychain)
-        try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
-            (insert) throws(KeychainError) in
-            for (name, value) in rows.map({ (rowPrefix + String($0.key), $0.value) }) + [(manifestName, manifest)] {
-                insert.reset()
-                insert.bind(1, name)
-                insert.bind(2, value)
-                try insert.run()
-            }
+        for (name, value) in rows.map({ (rowPrefix + String($0.key), $0.value) }) + [(manifestName, manifest)] {
+            try db.setMetaRow(name, value)
         }
     }
 }

@@ -79,7 +79,7 @@ extension Keychain {
                     try Self.insertTags(indexer.tags(itemClass, item.attributes), item: db.lastInsertRowID, db)
                 }
                 for (name, value) in metadata.sorted(by: { $0.key < $1.key }) {
-                    try db.run("INSERT OR REPLACE INTO meta (name, value) VALUES (\("x-" + name), \(value))")
+                    try db.setMetaRow("x-" + name, value)
                 }
             }
             if let usage = state.usage {

@@ -80,8 +80,7 @@ extension Keychain {
 
     private func storeAttempts(_ attempts: PasswordAttempts) throws(KeychainError) {
         try state.withLock { (state) throws(KeychainError) in
-            try state.db.run(
-                "INSERT OR REPLACE INTO meta (name, value) VALUES (\(PasswordAttempts.rowName), \(attempts.encoded))")
+            try state.db.setMetaRow(PasswordAttempts.rowName, attempts.encoded)
         }
     }
 

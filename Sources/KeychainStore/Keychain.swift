@@ -295,7 +295,7 @@ public final class Keychain: Sendable {
     public func setMetadata(_ name: String, _ value: Data) throws(KeychainError) {
         try Self.checkMetadataName(name)
         try state.withLock { (state) throws(KeychainError) in
-            try state.db.run("INSERT OR REPLACE INTO meta (name, value) VALUES (\("x-" + name), \(value))")
+            try state.db.setMetaRow("x-" + name, value)
         }
     }
 

@@ -107,15 +107,7 @@ struct KeychainHeader: Sendable {
             ("format", Self.formatName), ("uuid", identifier), ("kdf", kdfBytes), ("salt", salt),
             ("wrapped_key", wrappedKey), ("index_key", indexKey),
         ]
-        try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
-            (insert) throws(KeychainError) in
-            for (name, value) in rows {
-                insert.reset()
-                insert.bind(1, name)
-                insert.bind(2, value)
-                try insert.run()
-            }
-        }
+        for (name, value) in rows { try db.setMetaRow(name, value) }
     }
 
     static func load(from db: SQLiteDatabase) throws(KeychainError) -> KeychainHeader {
