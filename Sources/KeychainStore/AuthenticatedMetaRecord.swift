@@ -15,9 +15,8 @@ struct AuthenticatedMetaRecord: Sendable {
 
     /// The two rows as the file holds them (nil where a row is missing).
     func load(from db: SQLiteDatabase) throws(KeychainError) -> (encoded: Data?, mac: Data?) {
-        try db.withStatement("SELECT name, value FROM meta WHERE name IN (?1, ?2)") { (select) throws(KeychainError) in
-            select.bind(1, valueName)
-            select.bind(2, macName)
+        try db.withStatement("SELECT name, value FROM meta WHERE name IN (\(valueName), \(macName))") {
+            (select) throws(KeychainError) in
             var rows: (encoded: Data?, mac: Data?) = (nil, nil)
             while try select.step() {
                 if select.string(0) == valueName { rows.encoded = select.data(1) ?? Data() }
@@ -30,15 +29,8 @@ struct AuthenticatedMetaRecord: Sendable {
     /// Writes `encoded` with its MAC (the caller holds a transaction).
     func save(_ encoded: Data, key: SecretKey, keychain: Data, _ db: SQLiteDatabase) throws(KeychainError) {
         let mac = try AuthenticatedCipher.seal(Data(), key: key, context: context(keychain, encoded))
-        try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
-            (insert) throws(KeychainError) in
-            for (name, value) in [(valueName, encoded), (macName, mac)] {
-                insert.reset()
-                insert.bind(1, name)
-                insert.bind(2, value)
-                try insert.run()
-            }
-        }
+        try db.setMetaRow(valueName, encoded)
+        try db.setMetaRow(macName, mac)
     }
 
     /// Whether `mac` is this record's MAC of `encoded` for `keychain` under `key`.
@@ -47,6 +39,6 @@ struct AuthenticatedMetaRecord: Sendable {
     }
 
     private func context(_ keychain: Data, _ encoded: Data) -> Data {
-        Data(purpose.utf8) + keychain + encoded
+        ItemSealing.metaRecord(purpose: purpose, keychain: keychain, value: encoded)
     }
 }

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import KeychainCore
 
 /// The SQL schema of a keychain file and the steps that bring an older file
@@ -64,5 +65,12 @@ enum FileSchema {
         try db.withStatement("PRAGMA user_version") { (statement) throws(KeychainError) in
             try statement.step() ? statement.int64(0) : 0
         }
+    }
+}
+
+extension SQLiteDatabase {
+    /// Sets row `name` of the `meta` table to `value`, adding the row or replacing the one there.
+    func setMetaRow(_ name: String, _ value: Data) throws(KeychainError) {
+        try run("INSERT OR REPLACE INTO meta (name, value) VALUES (\(name), \(value))")
     }
 }

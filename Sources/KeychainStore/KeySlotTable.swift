@@ -85,7 +85,7 @@ enum KeySlotRecord {
 
     /// What a slot's wrapped key is bound to: keychain, slot id, and everything in the row before the wrap.
     static func wrapContext(_ slot: KeySlot, keychain: Data) -> Data {
-        Data("latchkey slot v1".utf8) + keychain + Data([slot.id]) + head(slot)
+        ItemSealing.slotKeyWrap(keychain: keychain, slot: slot.id, rowHead: head(slot))
     }
 
     /// A stored row: the slot and its wrapped key.
@@ -119,8 +119,7 @@ enum KeySlotRecord {
     }
 
     static func loadManifest(_ db: SQLiteDatabase) throws(KeychainError) -> Data? {
-        try db.withStatement("SELECT value FROM meta WHERE name = ?1") { (select) throws(KeychainError) in
-            select.bind(1, manifestName)
+        try db.withStatement("SELECT value FROM meta WHERE name = \(manifestName)") { (select) throws(KeychainError) in
             return try select.step() ? select.data(0) ?? Data() : nil
         }
     }
@@ -143,15 +142,12 @@ enum KeySlotRecord {
         return listing
     }
 
-    static func manifestContext(_ listing: Data, keychain: Data) -> Data {
-        Data("latchkey slots v1".utf8) + keychain + listing
-    }
-
     /// The manifest for `rows`, authenticated under `key` (the caller holds a transaction to save it).
     static func manifest(_ rows: [UInt8: Data], key: SecretKey, keychain: Data) throws(KeychainError) -> Data {
         let listing = listing(rows)
         return listing
-            + (try AuthenticatedCipher.seal(Data(), key: key, context: manifestContext(listing, keychain: keychain)))
+            + (try AuthenticatedCipher.seal(
+                Data(), key: key, context: ItemSealing.slotList(keychain: keychain, listing: listing)))
     }
 
     /// The rows the authenticated manifest lists (id → row hash); nil when there is none or it fails its check.
@@ -166,10 +162,10 @@ enum KeySlotRecord {
             return nil
         }
         let listing = Data(bytes[0..<listed])
-        guard
-            (try? AuthenticatedCipher.open(
-                Data(bytes[listed...]), key: key, context: manifestContext(listing, keychain: keychain))) != nil
-        else { return nil }
+        let context = ItemSealing.slotList(keychain: keychain, listing: listing)
+        guard (try? AuthenticatedCipher.open(Data(bytes[listed...]), key: key, context: context)) != nil else {
+            return nil
+        }
         var hashes: [UInt8: Data] = [:]
         for index in 0..<count {
             let start = 2 + 33 * index
@@ -184,20 +180,11 @@ enum KeySlotRecord {
         _ db: SQLiteDatabase
     ) throws(KeychainError) {
         for id in removed {
-            try db.withStatement("DELETE FROM meta WHERE name = ?1") { (delete) throws(KeychainError) in
-                delete.bind(1, rowPrefix + String(id))
-                try delete.run()
-            }
+            try db.run("DELETE FROM meta WHERE name = \(rowPrefix + String(id))")
         }
         let manifest = try manifest(rows, key: key, keychain: keychain)
-        try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
-            (insert) throws(KeychainError) in
-            for (name, value) in rows.map({ (rowPrefix + String($0.key), $0.value) }) + [(manifestName, manifest)] {
-                insert.reset()
-                insert.bind(1, name)
-                insert.bind(2, value)
-                try insert.run()
-            }
+        for (name, value) in rows.map({ (rowPrefix + String($0.key), $0.value) }) + [(manifestName, manifest)] {
+            try db.setMetaRow(name, value)
         }
     }
 }
@@ -403,7 +390,8 @@ extension Keychain {
                 guard let uuid = select.data(0), let name = select.string(1), let itemClass = ItemClass(rawValue: name)
                 else { return false }
                 let reference = ItemReference(itemClass: itemClass, identifier: uuid)
-                let context = context(reference, .attributes, version: select.int64(3))
+                let context = ItemSealing.itemField(
+                    keychain: identifier, item: reference, .attributes, version: select.int64(3))
                 return (try? AuthenticatedCipher.open(select.data(2) ?? Data(), key: key, context: context)) != nil
             }
         }

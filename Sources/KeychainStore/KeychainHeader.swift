@@ -27,7 +27,7 @@ struct KeychainHeader: Sendable {
     }
 
     /// What the wrapped keychain key is bound to: the wrap version and the keychain identity.
-    var wrapContext: Data { Data("latchkey wrap v1".utf8) + identifier }
+    var wrapContext: Data { ItemSealing.headerKeyWrap(keychain: identifier) }
 
     /// A fresh header: random identity, salt and index key; `keychainKey` wrapped under `password`.
     static func create(
@@ -107,15 +107,7 @@ struct KeychainHeader: Sendable {
             ("format", Self.formatName), ("uuid", identifier), ("kdf", kdfBytes), ("salt", salt),
             ("wrapped_key", wrappedKey), ("index_key", indexKey),
         ]
-        try db.withStatement("INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)") {
-            (insert) throws(KeychainError) in
-            for (name, value) in rows {
-                insert.reset()
-                insert.bind(1, name)
-                insert.bind(2, value)
-                try insert.run()
-            }
-        }
+        for (name, value) in rows { try db.setMetaRow(name, value) }
     }
 
     static func load(from db: SQLiteDatabase) throws(KeychainError) -> KeychainHeader {

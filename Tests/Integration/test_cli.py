@@ -723,6 +723,26 @@ def test_an_older_sealed_secret_put_back_is_refused(tmp_path):
     assert "failed authentication" in result.stderr and "first password" not in result.stderr
 
 
+def test_a_damaged_secret_can_be_replaced_by_an_update(tmp_path):
+    """An update that replaces an item's secret does not decrypt the old one: an item whose sealed secret was
+    damaged in the file (sqlite3) still takes a new password through `add-generic-password -U`, which then
+    reads back; the damaged one never opened."""
+    import sqlite3
+    cli = Cli(tmp_path)
+    cli.ok("create-keychain", "--stdin", "work", input=FILE_PASSWORD + "\n")
+    cli.set_answers([f"password {FILE_PASSWORD}"] * 10)
+    cli.ok("add-generic-password", "-s", "damaged.example", "-a", "me", "--stdin", "work", input="first password")
+    path = cli.keychains / "work.keychain-db"
+    with sqlite3.connect(path) as db:
+        (sealed,) = db.execute("SELECT secret FROM items").fetchone()
+        db.execute("UPDATE items SET secret = ?", (sealed[:-1] + bytes([sealed[-1] ^ 1]),))
+    db.close()
+    damaged = cli.run("find-generic-password", "-s", "damaged.example", "-w", "work")
+    assert damaged.returncode == 1 and "failed authentication" in damaged.stderr
+    cli.ok("add-generic-password", "-U", "-s", "damaged.example", "-a", "me", "--stdin", "work", input="new password")
+    assert cli.ok("find-generic-password", "-s", "damaged.example", "-w", "work").stdout == "new password\n"
+
+
 def test_a_format_1_file_still_opens(tmp_path):
     """A keychain file written before format 2 (Tests/KeychainStoreTests/Fixtures) opens, is upgraded at its
     first unlock, and keeps its items and settings."""

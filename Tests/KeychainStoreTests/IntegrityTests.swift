@@ -58,6 +58,35 @@ import Testing
         #expect(oldAttributes.count > 0)
     }
 
+    /// An update that replaces the secret never opens the old one: an item whose stored secret no longer opens
+    /// (damaged, or a value of another item put in its place) can still be given a new secret, which then
+    /// reads back. An update that keeps the secret has to open it to seal it again, so it still refuses.
+    @Test func anUpdateThatReplacesTheSecretDoesNotOpenTheOldOne() throws {
+        let keychain = try Keychain.create(at: path, password: "pw", kdf: .insecureForTesting)
+        try keychain.add(.genericPassword, attributes: [.account: .string("a")], secret: Data("old".utf8))
+        try keychain.add(.genericPassword, attributes: [.account: .string("b")], secret: Data("other".utf8))
+        let raw = try RawFile(path)
+        let aRow = "WHERE id = (SELECT min(id) FROM items)"
+        var sealed = try #require(try raw.blobs("SELECT secret FROM items \(aRow)").first)
+        sealed[sealed.count - 1] ^= 0x01
+        try raw.run("UPDATE items SET secret = ?1 \(aRow)", [sealed])
+        #expect(statusOf { _ = try keychain.items(matching: account("a", .data)) } == .decode)
+        #expect(
+            statusOf {
+                try keychain.update(matching: account("a"), with: ItemChanges(attributes: [.label: .string("A")]))
+            } == .decode)
+
+        #expect(try keychain.update(matching: account("a"), with: ItemChanges(secret: Data("new".utf8))) == 1)
+        #expect(try keychain.items(matching: account("a", .data)).first?.secret == Data("new".utf8))
+
+        // An update of the attributes alone keeps the secret, sealed again under the item's next version.
+        try keychain.update(matching: account("a"), with: ItemChanges(attributes: [.label: .string("A")]))
+        let item = try #require(try keychain.items(matching: account("a", [.data, .attributes])).first)
+        #expect(item.secret == Data("new".utf8))
+        #expect(item.attributes?[.label] == .string("A"))
+        #expect(try keychain.items(matching: account("b", .data)).first?.secret == Data("other".utf8))
+    }
+
     /// A file written before format 2 (by the command of 0effc42) opens locked as it is, is brought to format
     /// 2 at its first unlock keeping every item and its settings, and from then on refuses older values.
     @Test func aFormat1FileOpensAndIsUpgradedAtUnlock() throws {

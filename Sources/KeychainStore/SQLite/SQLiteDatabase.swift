@@ -72,14 +72,20 @@ final class SQLiteDatabase {
     }
 
     /// Runs `body` with the prepared statement for `sql` (prepared once per
-    /// connection) and resets it afterwards, so that no statement keeps a read
-    /// transaction open between calls.
-    func withStatement<T>(_ sql: String, _ body: (SQLiteStatement) throws(KeychainError) -> T)
+    /// connection), its arguments bound in order, and resets it afterwards, so
+    /// that no statement keeps a read transaction open between calls.
+    func withStatement<T>(_ sql: SQL, _ body: (SQLiteStatement) throws(KeychainError) -> T)
         throws(KeychainError) -> T
     {
-        let statement = try prepared(sql)
+        let statement = try prepared(sql.text)
         defer { statement.reset() }
+        for (offset, argument) in sql.arguments.enumerated() { statement.bind(Int32(offset + 1), argument) }
         return try body(statement)
+    }
+
+    /// Runs `sql`, a statement that returns no rows, with its arguments.
+    func run(_ sql: SQL) throws(KeychainError) {
+        try withStatement(sql) { (statement) throws(KeychainError) in try statement.run() }
     }
 
     private func prepared(_ sql: String) throws(KeychainError) -> SQLiteStatement {

@@ -1,0 +1,244 @@
+import FoundationEssentials
+import KeychainCore
+import Posix
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension Keychain {
+    // MARK: Items
+
+    /// Adds an item and returns it with its reference, its attributes as stored
+    /// (with the creation and modification dates the store set) and its secret.
+    ///
+    /// - Throws: `errSecDuplicateItem` if an item of the class has the same
+    ///   primary key; `errSecNoSuchAttr`/`errSecParam` for attributes that do
+    ///   not fit the class; `errSecInteractionNotAllowed` while locked.
+    @discardableResult
+    public func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?)
+        throws(KeychainError) -> KeychainItem
+    {
+        let added = try add([NewItem(itemClass, attributes: attributes, secret: secret)])
+        guard let item = added.first else { throw KeychainError(.internalComponent, "an add returned no item") }
+        return item
+    }
+
+    /// Adds several items, and sets metadata rows (see ``setMetadata(_:_:)``), in one transaction:
+    /// either every item is added and every row set, or, when one fails, nothing changes. An item
+    /// keeps the creation and modification dates it carries (an import keeps the dates the item had
+    /// elsewhere); an item without them gets the time of the call, as ``add(_:attributes:secret:)``.
+    ///
+    /// - Throws: as ``add(_:attributes:secret:)``, for the first item that cannot be added (then none is).
+    @discardableResult
+    public func add(_ items: [NewItem], metadata: [String: Data] = [:]) throws(KeychainError) -> [KeychainItem] {
+        for name in metadata.keys { try Self.checkMetadataName(name) }
+        let now = Date()
+        var prepared: [(reference: ItemReference, attributes: ItemAttributes, secret: Data?)] = []
+        prepared.reserveCapacity(items.count)
+        for item in items {
+            var stored = item.attributes.filter { !$0.key.isSetByStore }
+            try ItemSchema.of(item.itemClass).validate(stored)
+            stored[.creationDate] = .date(item.creationDate ?? now)
+            stored[.modificationDate] = .date(item.modificationDate ?? item.creationDate ?? now)
+            if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
+            let reference = ItemReference(itemClass: item.itemClass, identifier: try SecureRandom.data(count: 16))
+            prepared.append((reference, stored, item.secret))
+        }
+        try state.withLock { (state) throws(KeychainError) in
+            let key = try state.unlockedKey()
+            var sealed: [(attributes: Data, secret: Data?)] = []
+            sealed.reserveCapacity(prepared.count)
+            for item in prepared {
+                let attributes = try AuthenticatedCipher.seal(
+                    AttributeCodec.encode(item.attributes), key: key,
+                    context: ItemSealing.itemField(
+                        keychain: identifier, item: item.reference, .attributes, version: Self.firstItemVersion))
+                let secret = try item.secret.map { (secret) throws(KeychainError) in
+                    try AuthenticatedCipher.seal(
+                        secret, key: key,
+                        context: ItemSealing.itemField(
+                            keychain: identifier, item: item.reference, .secret, version: Self.firstItemVersion))
+                }
+                sealed.append((attributes, secret))
+            }
+            let db = state.db
+            let indexer = state.indexer
+            try db.transaction { () throws(KeychainError) in
+                for (item, seal) in zip(prepared, sealed) {
+                    let itemClass = item.reference.itemClass
+                    let primaryKeyHash = indexer.primaryKeyHash(itemClass, item.attributes)
+                    try db.run(
+                        """
+                        INSERT INTO items (uuid, class, pk, attributes, secret, sync, version)
+                        VALUES (\(item.reference.identifier), \(itemClass.rawValue), \(primaryKeyHash),
+                            \(seal.attributes), \(seal.secret), \(item.attributes.isSynchronizable),
+                            \(Self.firstItemVersion))
+                        """)
+                    try Self.insertTags(indexer.tags(itemClass, item.attributes), item: db.lastInsertRowID, db)
+                }
+                for (name, value) in metadata.sorted(by: { $0.key < $1.key }) {
+                    try db.setMetaRow("x-" + name, value)
+                }
+            }
+            if let usage = state.usage {
+                let bytes = sealed.reduce(0) { $0 + $1.attributes.count + ($1.secret?.count ?? 0) }
+                state.usage = (usage.items + prepared.count, usage.bytes + bytes, usage.dataVersion)
+            }
+        }
+        return prepared.map { KeychainItem(reference: $0.reference, attributes: $0.attributes, secret: $0.secret) }
+    }
+
+    /// Changes every item that matches `query` (its limit is ignored) and
+    /// returns how many changed. The modification date is set to now.
+    ///
+    /// - Throws: `errSecItemNotFound` if nothing matches; `errSecDuplicateItem`
+    ///   if a change would give two items the same primary key (then nothing
+    ///   changes); `errSecInteractionNotAllowed` while locked.
+    @discardableResult
+    public func update(matching query: ItemQuery, with changes: ItemChanges) throws(KeychainError) -> Int {
+        try query.validate()
+        let newAttributes = changes.attributes.filter { !$0.key.isSetByStore }
+        try ItemSchema.of(query.itemClass).validate(newAttributes)
+        return try state.withLock { (state) throws(KeychainError) in
+            let key = try state.unlockedKey()
+            state.usage = nil
+            // A secret the update keeps is opened too (into secret memory), to be sealed again under the item's
+            // next version; one it replaces is never opened (nor needs to open: a damaged one can be replaced).
+            let keepsSecret = changes.secret == nil
+            let matches = try state.find(
+                query, in: self, limit: nil, returning: keepsSecret ? [.attributes, .data] : [.attributes],
+                secretInSecretMemory: true)
+            guard !matches.isEmpty else {
+                throw KeychainError(.itemNotFound, "no item matches the update query")
+            }
+            let db = state.db
+            let indexer = state.indexer
+            let now = Date()
+            try db.transaction { () throws(KeychainError) in
+                for match in matches {
+                    let reference = match.item.reference
+                    var attributes = (match.item.attributes ?? [:]).filter {
+                        !changes.removedAttributes.contains($0.key) || $0.key.isSetByStore
+                    }
+                    attributes.merge(newAttributes) { $1 }
+                    attributes[.modificationDate] = .date(now)
+                    // Every change seals under a new version, so an older sealed value put back is refused.
+                    guard match.version < Int64.max else {
+                        throw KeychainError(.internalComponent, "an item's version is exhausted")
+                    }
+                    let version = match.version + 1
+                    let sealedAttributes = try AuthenticatedCipher.seal(
+                        AttributeCodec.encode(attributes), key: key,
+                        context: ItemSealing.itemField(
+                            keychain: identifier, item: reference, .attributes, version: version))
+                    let secretContext = ItemSealing.itemField(
+                        keychain: identifier, item: reference, .secret, version: version)
+                    let sealedSecret: Data?
+                    if let secret = changes.secret {
+                        sealedSecret = try AuthenticatedCipher.seal(secret, key: key, context: secretContext)
+                    } else if let kept = match.secretInSecretMemory {
+                        sealedSecret = try kept.withUnsafeBytes { (raw) throws(KeychainError) in
+                            try AuthenticatedCipher.seal(unowned: raw, key: key, context: secretContext)
+                        }
+                    } else {
+                        sealedSecret = nil
+                    }
+                    let primaryKeyHash = indexer.primaryKeyHash(reference.itemClass, attributes)
+                    try db.run(
+                        """
+                        UPDATE items SET pk = \(primaryKeyHash), attributes = \(sealedAttributes),
+                            secret = \(sealedSecret), sync = \(attributes.isSynchronizable), version = \(version)
+                        WHERE id = \(match.row)
+                        """)
+                    try db.run("DELETE FROM attribute_index WHERE item = \(match.row)")
+                    try Self.insertTags(indexer.tags(reference.itemClass, attributes), item: match.row, db)
+                }
+            }
+            return matches.count
+        }
+    }
+
+    /// Deletes every item that matches `query` (its limit is ignored) and returns how many. The deleted
+    /// rows are zeroed in the file (`secure_delete`), and the write-ahead log, which holds earlier copies of
+    /// their pages, is then emptied (waiting at most a second for readers of older snapshots; a daemon that
+    /// called ``deferCheckpoints()`` does this on its worker, retried until it completes).
+    ///
+    /// - Throws: `errSecItemNotFound` if nothing matches; `errSecInteractionNotAllowed` while locked.
+    @discardableResult
+    public func delete(matching query: ItemQuery) throws(KeychainError) -> Int {
+        try query.validate()
+        let (count, deferred) = try state.withLock { (state) throws(KeychainError) -> (Int, Bool) in
+            _ = try state.unlockedKey()
+            state.usage = nil
+            let matches = try state.find(query, in: self, limit: nil, returning: [])
+            guard !matches.isEmpty else {
+                throw KeychainError(.itemNotFound, "no item matches the delete query")
+            }
+            let db = state.db
+            try db.transaction { () throws(KeychainError) in
+                for match in matches { try db.run("DELETE FROM items WHERE id = \(match.row)") }
+            }
+            // secure_delete zeroes the freed cells and pages, but earlier copies of those pages (with the
+            // item's index tags and sealed values) stay in the write-ahead log until a checkpoint empties it.
+            state.checkpointWanted = state.defersCheckpoints
+            let deferred = state.defersCheckpoints
+            return (matches.count, deferred)
+        }
+        if !deferred { _ = Self.checkpoint(at: path, waitMilliseconds: 1_000) }
+        return count
+    }
+
+    /// Makes ``delete(matching:)`` leave the checkpoint that empties the write-ahead log to the caller, which
+    /// runs it off its serving thread when ``takeCheckpointRequest()`` says one is due (a daemon).
+    public func deferCheckpoints() {
+        state.withLock { $0.defersCheckpoints = true }
+    }
+
+    /// Whether a delete happened since the last call, so a checkpoint is due (see ``deferCheckpoints()``).
+    public func takeCheckpointRequest() -> Bool {
+        state.withLock { (state) in
+            defer { state.checkpointWanted = false }
+            return state.checkpointWanted
+        }
+    }
+
+    /// The version of an item when added; each change adds one. Version 0 is an item written in format 1.
+    static let firstItemVersion: Int64 = 1
+
+    private static func insertTags(_ tags: [Data], item: Int64, _ db: SQLiteDatabase) throws(KeychainError) {
+        for tag in tags { try db.run("INSERT OR IGNORE INTO attribute_index (tag, item) VALUES (\(tag), \(item))") }
+    }
+}
+
+extension ItemAttributes {
+    /// Whether `kSecAttrSynchronizable` is set and true.
+    var isSynchronizable: Bool { self[.synchronizable] == .bool(true) }
+}
+
+/// An item to add with ``Keychain/add(_:metadata:)``.
+public struct NewItem: Sendable {
+    /// Its class.
+    public var itemClass: ItemClass
+    /// Its attributes; the dates among them are ignored (see ``creationDate``).
+    public var attributes: ItemAttributes
+    /// Its secret, if it has one.
+    public var secret: Data?
+    /// When it was made; nil: now.
+    public var creationDate: Date?
+    /// When it last changed; nil: its creation date.
+    public var modificationDate: Date?
+
+    /// An item of `itemClass`, with dates to keep or nil for the time it is added.
+    public init(
+        _ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?, creationDate: Date? = nil,
+        modificationDate: Date? = nil
+    ) {
+        self.itemClass = itemClass
+        self.attributes = attributes
+        self.secret = secret
+        self.creationDate = creationDate
+        self.modificationDate = modificationDate
+    }
+}

@@ -1,0 +1,234 @@
+import FoundationEssentials
+import KeychainCore
+import Posix
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension Keychain {
+    /// The items that match `query`, oldest first, up to its limit, with what
+    /// it asks to return (the reference is always there).
+    ///
+    /// Returns an empty array when nothing matches. While locked, a query that
+    /// asks only for references succeeds; one that asks for attributes or
+    /// data fails with `errSecInteractionNotAllowed`.
+    public func items(matching query: ItemQuery) throws(KeychainError) -> [KeychainItem] {
+        try query.validate()
+        return try state.withLock { (state) throws(KeychainError) in
+            try state.find(query, in: self, limit: query.limit.maximum, returning: query.returning)
+                .map { $0.item }
+        }
+    }
+
+    /// The items that match `query`, as ``items(matching:)`` returns them but with each secret decrypted
+    /// straight into secret memory (the items' own `secret` is nil) when the query asks for data.
+    package func itemsWithSecrets(matching query: ItemQuery) throws(KeychainError) -> [(
+        item: KeychainItem, secret: SharedSecret?
+    )] {
+        try query.validate()
+        return try state.withLock { (state) throws(KeychainError) in
+            try state.find(
+                query, in: self, limit: query.limit.maximum, returning: query.returning, secretInSecretMemory: true
+            ).map { ($0.item, $0.secretInSecretMemory) }
+        }
+    }
+
+    /// The first item that matches `query`, with its attributes when it asks for them, and its secret
+    /// decrypted straight into secret memory (``SharedSecret``; the returned item's `secret` is nil): for a
+    /// holder that hands the secret on (the daemon's session cipher) and leaves no `Data` copy of it behind.
+    /// Nil when nothing matches.
+    package func itemWithSecret(matching query: ItemQuery) throws(KeychainError) -> (
+        item: KeychainItem, secret: SharedSecret?
+    )? {
+        try query.validate()
+        return try state.withLock { (state) throws(KeychainError) in
+            var returning = query.returning
+            returning.insert(.data)
+            return try state.find(query, in: self, limit: 1, returning: returning, secretInSecretMemory: true)
+                .first.map { ($0.item, $0.secretInSecretMemory) }
+        }
+    }
+}
+
+/// One row found by a query: its rowid and the item as asked for.
+struct Match {
+    let row: Int64
+    /// The item's version (see ``ItemSealing/itemField(keychain:item:_:version:)``).
+    let version: Int64
+    let item: KeychainItem
+    /// The item's secret, when ``Keychain/State/find(_:in:limit:returning:secretInSecretMemory:)`` was asked to
+    /// decrypt it into secret memory.
+    var secretInSecretMemory: SharedSecret? = nil
+}
+
+extension Keychain.State {
+    /// Runs a query against the index and opens what `returning` asks for.
+    func find(
+        _ query: ItemQuery, in keychain: Keychain, limit: Int?, returning: ReturnOptions,
+        secretInSecretMemory: Bool = false
+    ) throws(KeychainError) -> [Match] {
+        // Attributes outside the index (the dates) are compared after decryption. While the keychain is
+        // unlocked, every match the index gives is also confirmed against its decrypted attributes, and the
+        // item's index entries (its tags, primary-key hash and sync flag, all computed from its attributes
+        // under the index key) are checked against what those attributes give: a row of the index written by
+        // someone else never hands out another item, and an item whose entries were altered is not returned.
+        let unindexed = query.attributes.filter { !$0.key.isIndexed }
+        let confirming = self.key != nil
+        let wantsAttributes = returning.contains(.attributes) || !unindexed.isEmpty || confirming
+        let wantsSecret = returning.contains(.data)
+        let key: SecretKey? = (wantsAttributes || wantsSecret) ? try unlockedKey() : nil
+
+        // The first tag drives the search through the (tag, item) primary key;
+        // the others are point lookups. Put the likely most selective first and
+        // the synchronizable flag, which nearly every item shares, last.
+        let tags: [Data] = query.attributes.filter { $0.key.isIndexed }.sorted { $0.key.searchRank < $1.key.searchRank }
+            .map {
+                (name, value) in
+                if query.caseInsensitive, let folded = indexer.foldedTag(query.itemClass, name, value) {
+                    return folded
+                }
+                return indexer.tag(query.itemClass, name, value)
+            }
+        let references = query.references?.filter { $0.itemClass == query.itemClass }
+        if let references, references.isEmpty { return [] }
+
+        let itemClass = query.itemClass.rawValue
+        let attributesColumn: SQL = wantsAttributes ? "i.attributes" : "NULL"
+        let secretColumn: SQL = wantsSecret ? "i.secret" : "NULL"
+        // The version column exists once the file is in format 2, which an unlocked keychain's always is.
+        let checkColumns: SQL = confirming ? "i.version, i.sync, i.pk" : "0, 0, NULL"
+        var sql: SQL = "SELECT i.id, i.uuid, \(attributesColumn), \(secretColumn), \(checkColumns)"
+        if let first = tags.first {
+            sql += " FROM attribute_index a0 JOIN items i ON i.id = a0.item"
+            sql += " WHERE a0.tag = \(first) AND +i.class = \(itemClass)"
+            for tag in tags.dropFirst() {
+                sql += " AND EXISTS (SELECT 1 FROM attribute_index WHERE tag = \(tag) AND item = i.id)"
+            }
+        } else {
+            sql += " FROM items i WHERE +i.class = \(itemClass)"
+        }
+        switch query.synchronizable {
+        case .no: sql += " AND i.sync = 0"
+        case .yes: sql += " AND i.sync = 1"
+        case .any: break
+        }
+        if let references { sql += " AND i.uuid IN (\(list: references.map(\.identifier)))" }
+        // Rows the decrypted attributes may still turn down are all read; the limit is counted below.
+        let rowLimit = unindexed.isEmpty && !confirming ? Int64(limit ?? -1) : -1
+        sql += " ORDER BY i.id LIMIT \(rowLimit)"
+
+        return try db.withStatement(sql) { (statement) throws(KeychainError) -> [Match] in
+            var matches: [Match] = []
+            while try statement.step() {
+                guard let uuid = statement.data(1), uuid.count == 16 else {
+                    throw KeychainError(.decode, "an item row has a damaged identifier")
+                }
+                let reference = ItemReference(itemClass: query.itemClass, identifier: uuid)
+                let row = statement.int64(0)
+                let version = statement.int64(4)
+                var attributes: ItemAttributes?
+                var secret: Data?
+                var protectedSecret: SharedSecret?
+                if let key, wantsAttributes {
+                    let sealed = statement.data(2) ?? Data()
+                    let context = ItemSealing.itemField(
+                        keychain: keychain.identifier, item: reference, .attributes, version: version)
+                    let opened = try AttributeCodec.decode(try ItemSealing.open(sealed, key, context))
+                    guard unindexed.allSatisfy({ opened[$0.key] == $0.value }), Self.confirms(opened, query) else {
+                        continue
+                    }
+                    if confirming {
+                        let entries = IndexEntries(
+                            synchronizable: statement.int64(5) != 0, primaryKeyHash: statement.data(6),
+                            tags: try Self.storedTags(of: row, db))
+                        guard entries == IndexEntries(reference.itemClass, opened, indexer) else { continue }
+                    }
+                    attributes = returning.contains(.attributes) ? opened : nil
+                }
+                if let key, wantsSecret, let sealed = statement.data(3) {
+                    let context = ItemSealing.itemField(
+                        keychain: keychain.identifier, item: reference, .secret, version: version)
+                    if secretInSecretMemory {
+                        protectedSecret = SharedSecret(try ItemSealing.openSecret(sealed, key, context))
+                    } else {
+                        secret = try ItemSealing.open(sealed, key, context)
+                    }
+                }
+                matches.append(
+                    Match(
+                        row: row, version: version,
+                        item: KeychainItem(reference: reference, attributes: attributes, secret: secret),
+                        secretInSecretMemory: protectedSecret))
+                if let limit, matches.count >= limit { break }
+            }
+            return matches
+        }
+    }
+}
+
+/// What the index tables and columns hold for one item: all of it computed from the item's attributes under
+/// the index key, so an unlocked keychain checks it by computing it again.
+private struct IndexEntries: Equatable {
+    let synchronizable: Bool
+    let primaryKeyHash: Data?
+    let tags: Set<Data>
+
+    init(synchronizable: Bool, primaryKeyHash: Data?, tags: Set<Data>) {
+        self.synchronizable = synchronizable
+        self.primaryKeyHash = primaryKeyHash
+        self.tags = tags
+    }
+
+    /// The entries an item of `itemClass` with `attributes` has.
+    init(_ itemClass: ItemClass, _ attributes: ItemAttributes, _ indexer: AttributeIndexer) {
+        self.init(
+            synchronizable: attributes.isSynchronizable,
+            primaryKeyHash: indexer.primaryKeyHash(itemClass, attributes),
+            tags: Set(indexer.tags(itemClass, attributes)))
+    }
+}
+
+extension Keychain.State {
+    /// The tags the attribute index holds for the item in `row`.
+    fileprivate static func storedTags(of row: Int64, _ db: SQLiteDatabase) throws(KeychainError) -> Set<Data> {
+        try db.withStatement("SELECT tag FROM attribute_index WHERE item = \(row)") { (select) throws(KeychainError) in
+            var tags: Set<Data> = []
+            while try select.step() { tags.insert(select.data(0) ?? Data()) }
+            return tags
+        }
+    }
+
+    /// Whether decrypted `attributes` hold what `query` asks: each attribute equal (text and its UTF-8
+    /// bytes count as equal, as the index counts them; without regard to case when the query says so),
+    /// and the synchronizable flag as asked.
+    fileprivate static func confirms(_ attributes: ItemAttributes, _ query: ItemQuery) -> Bool {
+        for (name, wanted) in query.attributes where attributes[name] != wanted {
+            guard let stored = attributes[name], let storedText = name.text(of: stored),
+                let wantedText = name.text(of: wanted)
+            else { return false }
+            if storedText == wantedText { continue }
+            guard query.caseInsensitive, storedText.lowercased() == wantedText.lowercased() else { return false }
+        }
+        let synchronizable = attributes[.synchronizable] == .bool(true)
+        switch query.synchronizable {
+        case .no: return !synchronizable
+        case .yes: return synchronizable
+        case .any: return true
+        }
+    }
+}
+
+extension AttributeKey {
+    /// Where a query's tag for this attribute goes in the search: attributes
+    /// that usually tell items apart come first, flags and small numbers last.
+    fileprivate var searchRank: Int {
+        switch self {
+        case .account, .server, .applicationTag, .applicationLabel, .serialNumber: 0
+        case .service, .label, .subjectKeyID, .publicKeyHash, .issuer, .subject, .path: 1
+        case .securityDomain, .generic, .comment, .itemDescription, .accessGroup: 2
+        default: kind == .bool || kind == .number ? 4 : 3
+        }
+    }
+}
