@@ -125,7 +125,7 @@ struct PortalSecretObject: DBusObject {
                 let created = try login.createItem(
                     label: "Application key for \(appID)", attributes: attributes, secret: value,
                     contentType: "application/octet-stream", marks: [.portalKey: .string(appID)])
-                daemon.announceItems(login, "ItemCreated", created.reference)
+                daemon.announceItems(login, CollectionObject.itemCreated, created.reference)
             }
         } catch {
             log("cannot read or store the secret of \(appID): \(error.reason)")

@@ -416,30 +416,29 @@ package final class SecretServiceDaemon {
 
     // MARK: Signals
 
-    func emit(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue]) {
-        if let signal = try? DBusMessage.signal(path: path, interface: interface, member: member, arguments: arguments)
-        {
-            outbox.append(signal)
-        }
+    /// Queues `signal` from the object at `path`, carrying `arguments`.
+    func emit<each Argument: DBusType>(
+        _ signal: DBusSignal<repeat each Argument>, at path: String, _ arguments: repeat each Argument
+    ) {
+        if let message = try? signal.message(path: path, repeat each arguments) { outbox.append(message) }
     }
 
+    /// Queues `PropertiesChanged` for properties of `interface` at `path` and their new values.
     func emitPropertiesChanged(_ path: String, _ interface: String, _ changed: [String: DBusValue]) {
-        emit(
-            path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
-            [.string(interface), .variantDictionary(changed), .array(elementSignature: "s", [])])
+        emit(DBusIntrospection.propertiesChanged, at: path, interface, DBusPropertyList(changed), [])
     }
 
     private func announce(_ event: RegistryEvent) {
         switch event {
         case .lockChanged(let held): announceLockChange(held)
-        case .created(let held): announceCollections("CollectionCreated", held)
-        case .deleted(let held): announceCollections("CollectionDeleted", held)
+        case .created(let held): announceCollections(ServiceObject.collectionCreated, held)
+        case .deleted(let held): announceCollections(ServiceObject.collectionDeleted, held)
         case .itemsAdded(let held):
             invalidateItems(of: held)
-            emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
+            emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
         case .relabelled(let held):
             emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Label": .string(held.label)])
-            announceCollections("CollectionChanged", held)
+            announceCollections(ServiceObject.collectionChanged, held)
         }
     }
 
@@ -451,7 +450,7 @@ package final class SecretServiceDaemon {
         held.markUsed()
         let locked = DBusValue.bool(held.isLocked)
         emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Locked": locked])
-        emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
+        emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
         let items = (try? held.allItems(returning: held.isLocked ? [] : .attributes)) ?? []
         for item in items {
             let path = ObjectPaths.item(item.reference, in: held.id)
@@ -465,7 +464,7 @@ package final class SecretServiceDaemon {
             }
             emitPropertiesChanged(path, ItemObject.interfaceName, changed)
             if item.attributes != nil {
-                emit(held.path, CollectionObject.interfaceName, "ItemChanged", [.objectPath(path)])
+                emit(CollectionObject.itemChanged, at: held.path, ObjectPath(path))
             }
         }
     }
@@ -473,24 +472,21 @@ package final class SecretServiceDaemon {
     /// Announces a changed item list of a collection: the Secret Service
     /// signal, and `Items` as invalidated (sending the whole list would cost
     /// time in proportion to the collection at every change).
-    func announceItems(_ held: HeldKeychain, _ signal: String, _ reference: ItemReference) {
-        emit(held.path, CollectionObject.interfaceName, signal, [.objectPath(ObjectPaths.item(reference, in: held.id))])
-        if signal != "ItemChanged" { invalidateItems(of: held) }
+    func announceItems(_ held: HeldKeychain, _ signal: DBusSignal<ObjectPath>, _ reference: ItemReference) {
+        emit(signal, at: held.path, ObjectPath(ObjectPaths.item(reference, in: held.id)))
+        if signal.name != CollectionObject.itemChanged.name { invalidateItems(of: held) }
     }
 
     /// Sends `PropertiesChanged` naming `Items` as invalidated.
     func invalidateItems(of held: HeldKeychain) {
         emit(
-            held.path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
-            [
-                .string(CollectionObject.interfaceName), .variantDictionary([:]),
-                .array(elementSignature: "s", [.string("Items")]),
-            ])
+            DBusIntrospection.propertiesChanged, at: held.path, CollectionObject.interfaceName,
+            DBusPropertyList([:]), ["Items"])
     }
 
-    private func announceCollections(_ signal: String, _ held: HeldKeychain) {
-        emit(ObjectPaths.service, ServiceObject.interfaceName, signal, [.objectPath(held.path)])
-        if signal != "CollectionChanged" {
+    private func announceCollections(_ signal: DBusSignal<ObjectPath>, _ held: HeldKeychain) {
+        emit(signal, at: ObjectPaths.service, ObjectPath(held.path))
+        if signal.name != ServiceObject.collectionChanged.name {
             emitPropertiesChanged(
                 ObjectPaths.service, ServiceObject.interfaceName,
                 ["Collections": .objectPaths(registry.keychains.map(\.path))])

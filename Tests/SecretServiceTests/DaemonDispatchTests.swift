@@ -16,12 +16,20 @@ private struct DeclaredInterface {
     let methods: [(name: String, inputs: String, outputs: String)]
     let properties: [(name: String, signature: String, writable: Bool)]
     let signals: [(name: String, signature: String)]
+    /// Each signal as introspection must show it: its name, and each argument's name and type.
+    let signalElements: [String]
 
     init<Object>(_ interface: DBusInterface<Object>) {
         name = interface.name
         methods = interface.methods.map { ($0.name, $0.inputSignature, $0.outputSignature) }
         properties = interface.properties.map { ($0.name, $0.signature, $0.isWritable) }
         signals = interface.signals.map { ($0.name, $0.arguments.map(\.signature).joined()) }
+        signalElements = interface.signals.map { signal in
+            #expect(signal.interface == interface.name, "\(signal.name) is declared on \(interface.name)")
+            let arguments = signal.arguments.map { "      <arg name=\"\($0.name)\" type=\"\($0.signature)\"/>\n" }
+            guard !arguments.isEmpty else { return "    <signal name=\"\(signal.name)\"/>\n" }
+            return "    <signal name=\"\(signal.name)\">\n" + arguments.joined() + "    </signal>\n"
+        }
     }
 }
 
@@ -150,8 +158,32 @@ private struct DeclaredInterface {
                 #expect(xml.contains("<interface name=\"\(interface.name)\">"))
                 for method in interface.methods { #expect(xml.contains("<method name=\"\(method.name)\"")) }
                 for property in interface.properties { #expect(xml.contains("<property name=\"\(property.name)\"")) }
+                for signal in interface.signalElements { #expect(xml.contains(signal)) }
             }
         }
+        // The Secret Service's signals, as the specification names and types them.
+        let specified = [
+            ("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "CollectionCreated", "o"),
+            ("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "CollectionDeleted", "o"),
+            ("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "CollectionChanged", "o"),
+            ("/org/freedesktop/secrets/collection/login", "org.freedesktop.Secret.Collection", "ItemCreated", "o"),
+            ("/org/freedesktop/secrets/collection/login", "org.freedesktop.Secret.Collection", "ItemDeleted", "o"),
+            ("/org/freedesktop/secrets/collection/login", "org.freedesktop.Secret.Collection", "ItemChanged", "o"),
+            ("/org/freedesktop/secrets", "org.freedesktop.DBus.Properties", "PropertiesChanged", "sa{sv}as"),
+            (
+                "/org/freedesktop/secrets/collection/login", "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                "sa{sv}as"
+            ),
+        ]
+        for (path, interfaceName, name, signature) in specified {
+            let interfaces = try #require(try everyObject(daemon).first { $0.path == path }?.interfaces)
+            let interface = try #require(interfaces.first { $0.name == interfaceName })
+            #expect(interface.signals.contains { $0 == (name, signature) }, "\(interfaceName).\(name)")
+        }
+        #expect(
+            PromptObject.interfaces.map(DeclaredInterface.init).contains {
+                $0.signals.contains { $0 == ("Completed", "bv") }
+            })
         let nodes = try daemon.ok(
             "/org/freedesktop/secrets/collection", "org.freedesktop.DBus.Introspectable", "Introspect")
         #expect(nodes.first?.text?.contains("<node name=\"login\"/>") == true)
