@@ -35,8 +35,8 @@ package struct SecretServiceConfiguration: Sendable {
 /// The bus face of the daemon: `org.freedesktop.secrets` (service, collections, items, sessions, prompts)
 /// and `org.latchkey.Keychain1`, over one ``KeychainRegistry``. It does no I/O: ``handle(_:)`` takes an
 /// incoming message and gives back what to send (the reply, signals), and ``deliverCompletions()`` gives
-/// the replies and signals of work that finished off the serving thread. Tests drive it in-process; the
-/// ``ServiceLoop`` moves its messages over a real connection.
+/// the replies and signals of work that finished off the serving thread. Tests drive it in-process;
+/// latchkeyd's `ServiceLoop` (DaemonLoop) moves its messages over a real connection.
 package final class SecretServiceDaemon {
     /// The keychains.
     package let registry: KeychainRegistry
@@ -57,8 +57,6 @@ package final class SecretServiceDaemon {
     private var outbox: [DBusMessage] = []
     /// Calls that came while a login's unlock was under way, in order: served when it is done.
     private var heldCalls: [DBusMessage] = []
-    /// Who owns the desktop's screen saver names, for believing its `ActiveChanged`.
-    private var screenSaver = ScreenSaverWatch()
     /// Who may call the Secret portal's backend: the owner of `org.freedesktop.portal.Desktop`, as followed.
     private(set) var portalGate: PortalGate
     /// Switches to `allow-all`, looser lock settings, moved aliases and collection deletions waiting for the
@@ -237,23 +235,18 @@ package final class SecretServiceDaemon {
     }
 
     /// Locks every keychain set to lock with the screen (logind's `Lock` for one of the user's sessions, or
-    /// the screen saver activating): the signals.
+    /// the screen saver activating, as the loop's watches tell): the signals.
     package func lockForScreenLock() -> [DBusMessage] {
         registry.lock(where: \.lockOnScreenLock)
         return takeOutgoing()
     }
 
-    /// The match rules that bring the screen savers' activation to the daemon (add them to its bus).
-    package static var screenSaverMatchRules: [String] { ScreenSaverWatch.matchRules }
-
-    /// The bus names whose owners ``noteOwner(_:of:)`` should be told of once, before their signals (or
-    /// calls, for the portal's) count.
-    package static var followedNames: [String] { ScreenSaverWatch.names + [PortalGate.portalName] }
+    /// The bus names whose owners ``noteOwner(_:of:)`` should be told of once, before their calls count.
+    package static var followedNames: [String] { [PortalGate.portalName] }
 
     /// Records the current owner of a followed name, as `GetNameOwner` answered at start (later changes come
     /// through the bus's `NameOwnerChanged`).
     package func noteOwner(_ owner: String?, of name: String) {
-        screenSaver.noteOwner(owner, of: name)
         portalGate.noteOwner(owner, of: name)
     }
 
@@ -276,10 +269,6 @@ package final class SecretServiceDaemon {
     }
 
     private func busSignal(_ message: DBusMessage) {
-        if screenSaver.isActivation(message) {
-            registry.lock(where: \.lockOnScreenLock)
-            return
-        }
         // Only the bus itself may say who owns what; a client could send these to us directly.
         guard message.sender == "org.freedesktop.DBus", message.interface == "org.freedesktop.DBus" else { return }
         if message.member == "NameLost", case .string("org.freedesktop.secrets")? = try? message.arguments().first {
