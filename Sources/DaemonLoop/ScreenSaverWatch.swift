@@ -33,12 +33,7 @@ package struct ScreenSaverWatch {
     /// (`NameOwnerChanged`; a client could send the same signal), is noted. Whether the message is a
     /// followed screen saver saying, as the owner of its name, that it became active: the screen locks.
     package mutating func announcesLock(_ message: DBusMessage) -> Bool {
-        if message.sender == "org.freedesktop.DBus", message.interface == "org.freedesktop.DBus",
-            message.member == "NameOwnerChanged", let arguments = try? message.arguments(), arguments.count == 3,
-            case .string(let name) = arguments[0], case .string(let newOwner) = arguments[2]
-        {
-            noteOwner(newOwner, of: name)
-        }
+        if let change = message.nameOwnerChange { noteOwner(change.newOwner, of: change.name) }
         return isActivation(message)
     }
 

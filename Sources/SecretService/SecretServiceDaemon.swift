@@ -274,10 +274,8 @@ package final class SecretServiceDaemon {
         if message.member == "NameLost", case .string("org.freedesktop.secrets")? = try? message.arguments().first {
             hasLostName = true
         }
-        guard message.member == "NameOwnerChanged", let arguments = try? message.arguments(), arguments.count == 3,
-            case .string(let name) = arguments[0], case .string(let oldOwner) = arguments[1],
-            case .string(let newOwner) = arguments[2]
-        else { return }
+        guard let change = message.nameOwnerChange else { return }
+        let (name, oldOwner, newOwner) = (change.name, change.oldOwner, change.newOwner)
         noteOwner(newOwner, of: name)
         // A new connection: identified now, before it can ask anything (CallerDirectory).
         if oldOwner.isEmpty, newOwner == name { callers?.appeared(name, asking: &outbox) }

@@ -261,6 +261,27 @@ final class PrivateBus {
         #expect(changed.interface == "org.freedesktop.DBus.Properties" && changed.signature == "sa{sv}as")
     }
 
+    /// `NameOwnerChanged` is read only from the bus itself, with its three names.
+    @Test func aNameOwnerChangeCountsOnlyFromTheBus() throws {
+        func signal(
+            _ arguments: [DBusValue], from sender: String, member: String = "NameOwnerChanged"
+        ) throws -> DBusMessage {
+            let message = try DBusMessage.signal(
+                path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: member,
+                arguments: arguments)
+            message.stampAsDelivered(from: sender, serial: 1)
+            return message
+        }
+        let names: [DBusValue] = [.string("org.example.Name"), .string(""), .string(":1.5")]
+        let change = try #require(try signal(names, from: "org.freedesktop.DBus").nameOwnerChange)
+        #expect(change.name == "org.example.Name" && change.oldOwner.isEmpty && change.newOwner == ":1.5")
+        #expect(try signal(names, from: ":1.6").nameOwnerChange == nil, "a client's word")
+        #expect(try signal(names, from: "org.freedesktop.DBus", member: "NameAcquired").nameOwnerChange == nil)
+        #expect(try signal(Array(names.prefix(2)), from: "org.freedesktop.DBus").nameOwnerChange == nil)
+        #expect(
+            try signal([.string("a"), .string("b"), .uint32(3)], from: "org.freedesktop.DBus").nameOwnerChange == nil)
+    }
+
     @Test func pathElementsEscapeEverythingButLettersAndDigits() {
         #expect(DBusNames.pathElement("login") == "login")
         #expect(DBusNames.pathElement("Work ✓") == "Work_20_e2_9c_93")
