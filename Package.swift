@@ -101,13 +101,19 @@ let package = Package(
         .target(
             name: "SecretService",
             dependencies: [
-                "KeychainCore", "KeychainStore", "KeychainRegistry", "Keychain1", "DBus", "LoginControl", "Posix",
+                "KeychainCore", "KeychainStore", "KeychainRegistry", "Keychain1", "DBus", "Posix",
                 "COpenSSL", "CallerIdentity", "AccessControl",
             ]),
+        // latchkeyd's serving loop (poll, termination signals) and its watches of logind and the screen saver,
+        // over the bus face and the control socket: SecretService does no I/O of its own.
+        .target(
+            name: "DaemonLoop",
+            dependencies: ["SecretService", "KeychainRegistry", "KeychainCore", "DBus", "LoginControl", "Posix"]),
         .executableTarget(
             name: "latchkeyd",
             dependencies: [
-                "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "GnomeKeyringImport",
+                "DaemonLoop", "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore",
+                "GnomeKeyringImport",
                 "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
@@ -148,6 +154,12 @@ let package = Package(
             dependencies: [
                 "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "Keychain1", "DBus", "Pinentry",
                 "Posix", "CallerIdentity", "ProcessMemoryMaps", "AccessControl",
+            ]),
+        .testTarget(
+            name: "DaemonLoopTests",
+            dependencies: [
+                "DaemonLoop", "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "DBus", "Pinentry",
+                "Posix",
             ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "ProcessMemoryMaps"]),
         .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),

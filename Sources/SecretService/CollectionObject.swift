@@ -13,6 +13,13 @@ struct CollectionObject: DBusObject {
 
     static let interfaceName = "org.freedesktop.Secret.Collection"
 
+    /// An item was made in the collection.
+    static let itemCreated = DBusSignal(interfaceName, "ItemCreated", DBusInput("item", ObjectPath.self))
+    /// An item of the collection was deleted.
+    static let itemDeleted = DBusSignal(interfaceName, "ItemDeleted", DBusInput("item", ObjectPath.self))
+    /// An item's label, attributes or secret changed, or it became readable again (its collection unlocked).
+    static let itemChanged = DBusSignal(interfaceName, "ItemChanged", DBusInput("item", ObjectPath.self))
+
     var childNodes: [String] {
         ((try? collection.itemReferences()) ?? []).map {
             String(ObjectPaths.item($0, in: collection.id).split(separator: "/").last ?? "")
@@ -64,11 +71,7 @@ struct CollectionObject: DBusObject {
                     DBusProperty("Created", UInt64.self) { $0.collection.created },
                     DBusProperty("Modified", UInt64.self) { $0.collection.modified },
                 ],
-                signals: [
-                    DBusSignalDeclaration("ItemCreated", [.init("item", ObjectPath.self)]),
-                    DBusSignalDeclaration("ItemDeleted", [.init("item", ObjectPath.self)]),
-                    DBusSignalDeclaration("ItemChanged", [.init("item", ObjectPath.self)]),
-                ])
+                signals: [itemCreated.declaration, itemDeleted.declaration, itemChanged.declaration])
         ]
 
     /// `Delete`: once the person confirmed it (KeychainRegistry's `deleteKeychain`), whoever asks; refused at
@@ -162,7 +165,7 @@ struct CollectionObject: DBusObject {
             daemon.emitPropertiesChanged(
                 path, ItemObject.interfaceName, ["Label": .string(label), "Attributes": .stringDictionary(attributes)])
         }
-        daemon.announceItems(collection, result.replaced ? "ItemChanged" : "ItemCreated", result.reference)
+        daemon.announceItems(collection, result.replaced ? Self.itemChanged : Self.itemCreated, result.reference)
         return [.objectPath(path), .objectPath(ObjectPaths.none)]
     }
 }

@@ -90,7 +90,7 @@ extension SecretServiceDaemon {
         let held = try passwordCollection(path)
         registry.changePassword(of: held, original: old, to: new) { [self] outcome in
             guard case .accepted = outcome else { return reply(to: call, .failure(GnomeKeyringError.from(outcome))) }
-            emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
+            emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
             reply(to: call, .success([]))
         }
         return .deferred
@@ -149,9 +149,9 @@ extension SecretServiceDaemon {
         prompt.ticket = registry.promptToChangePassword(of: held) { [self] changed in
             guard prompts.removeValue(forKey: prompt.path) != nil else { return }
             if changed {
-                emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
+                emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
             }
-            emit(prompt.path, PromptObject.interfaceName, "Completed", [.bool(!changed), .variant(.string(""))])
+            emit(PromptObject.completed, at: prompt.path, !changed, DBusVariant(.string("")))
         }
     }
 }

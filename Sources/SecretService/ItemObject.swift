@@ -32,7 +32,8 @@ struct ItemObject: DBusObject {
                             () throws(KeychainError) in
                             try object.collection.delete(object.reference)
                         } then: {
-                            object.daemon.announceItems(object.collection, "ItemDeleted", object.reference)
+                            object.daemon.announceItems(
+                                object.collection, CollectionObject.itemDeleted, object.reference)
                         }
                     },
                     DBusMethod(
@@ -51,7 +52,8 @@ struct ItemObject: DBusObject {
                                 try object.collection.update(object.reference, secret: data, contentType: contentType)
                             }
                         } then: {
-                            object.daemon.announceItems(object.collection, "ItemChanged", object.reference)
+                            object.daemon.announceItems(
+                                object.collection, CollectionObject.itemChanged, object.reference)
                         }
                     },
                 ],
@@ -140,7 +142,7 @@ struct ItemObject: DBusObject {
 
     private func changed(_ name: String, _ value: DBusValue) {
         daemon.emitPropertiesChanged(ObjectPaths.item(reference, in: collection.id), Self.interfaceName, [name: value])
-        daemon.announceItems(collection, "ItemChanged", reference)
+        daemon.announceItems(collection, CollectionObject.itemChanged, reference)
     }
 
     /// `GetSecret`: the secret now, or once the person allowed the caller (AccessChecks.swift).

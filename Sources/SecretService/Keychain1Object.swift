@@ -327,7 +327,7 @@ struct Keychain1Object: DBusObject {
     private func changed() {
         keychain.touch()
         daemon.invalidateItems(of: keychain)
-        daemon.emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(keychain.path)])
+        daemon.emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(keychain.path))
     }
 
     /// Unlocks: the login keychain with its password, derived on the worker (the reply comes then); the

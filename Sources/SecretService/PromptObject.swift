@@ -28,6 +28,11 @@ struct PromptObject: DBusObject {
 
     static let interfaceName = "org.freedesktop.Secret.Prompt"
 
+    /// The prompt ended: dismissed, or done with its result (the paths unlocked; an empty string for a
+    /// password change).
+    static let completed = DBusSignal(
+        interfaceName, "Completed", DBusInput("dismissed", Bool.self), DBusInput("result", DBusVariant.self))
+
     static let interfaces: [DBusInterface<PromptObject>] =
         standardInterfaces() + [
             DBusInterface(
@@ -45,10 +50,7 @@ struct PromptObject: DBusObject {
                         return .reply([])
                     },
                 ],
-                signals: [
-                    DBusSignalDeclaration(
-                        "Completed", [.init("dismissed", Bool.self), .init("result", DBusVariant.self)])
-                ])
+                signals: [completed.declaration])
         ]
 }
 
@@ -105,6 +107,6 @@ extension SecretServiceDaemon {
     /// result is an empty string, dismissed or not (as gnome-keyring sends).
     func completed(_ prompt: UnlockPrompt, unlocked: [String]?) {
         let result: DBusValue = prompt.changing == nil ? .objectPaths(unlocked ?? []) : .string("")
-        emit(prompt.path, PromptObject.interfaceName, "Completed", [.bool(unlocked == nil), .variant(result)])
+        emit(PromptObject.completed, at: prompt.path, unlocked == nil, DBusVariant(result))
     }
 }

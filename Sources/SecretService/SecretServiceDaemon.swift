@@ -35,8 +35,8 @@ package struct SecretServiceConfiguration: Sendable {
 /// The bus face of the daemon: `org.freedesktop.secrets` (service, collections, items, sessions, prompts)
 /// and `org.latchkey.Keychain1`, over one ``KeychainRegistry``. It does no I/O: ``handle(_:)`` takes an
 /// incoming message and gives back what to send (the reply, signals), and ``deliverCompletions()`` gives
-/// the replies and signals of work that finished off the serving thread. Tests drive it in-process; the
-/// ``ServiceLoop`` moves its messages over a real connection.
+/// the replies and signals of work that finished off the serving thread. Tests drive it in-process;
+/// latchkeyd's `ServiceLoop` (DaemonLoop) moves its messages over a real connection.
 package final class SecretServiceDaemon {
     /// The keychains.
     package let registry: KeychainRegistry
@@ -57,8 +57,6 @@ package final class SecretServiceDaemon {
     private var outbox: [DBusMessage] = []
     /// Calls that came while a login's unlock was under way, in order: served when it is done.
     private var heldCalls: [DBusMessage] = []
-    /// Who owns the desktop's screen saver names, for believing its `ActiveChanged`.
-    private var screenSaver = ScreenSaverWatch()
     /// Who may call the Secret portal's backend: the owner of `org.freedesktop.portal.Desktop`, as followed.
     private(set) var portalGate: PortalGate
     /// Switches to `allow-all`, looser lock settings, moved aliases and collection deletions waiting for the
@@ -209,23 +207,18 @@ package final class SecretServiceDaemon {
     }
 
     /// Locks every keychain set to lock with the screen (logind's `Lock` for one of the user's sessions, or
-    /// the screen saver activating): the signals.
+    /// the screen saver activating, as the loop's watches tell): the signals.
     package func lockForScreenLock() -> [DBusMessage] {
         registry.lock(where: \.lockOnScreenLock)
         return takeOutgoing()
     }
 
-    /// The match rules that bring the screen savers' activation to the daemon (add them to its bus).
-    package static var screenSaverMatchRules: [String] { ScreenSaverWatch.matchRules }
-
-    /// The bus names whose owners ``noteOwner(_:of:)`` should be told of once, before their signals (or
-    /// calls, for the portal's) count.
-    package static var followedNames: [String] { ScreenSaverWatch.names + [PortalGate.portalName] }
+    /// The bus names whose owners ``noteOwner(_:of:)`` should be told of once, before their calls count.
+    package static var followedNames: [String] { [PortalGate.portalName] }
 
     /// Records the current owner of a followed name, as `GetNameOwner` answered at start (later changes come
     /// through the bus's `NameOwnerChanged`).
     package func noteOwner(_ owner: String?, of name: String) {
-        screenSaver.noteOwner(owner, of: name)
         portalGate.noteOwner(owner, of: name)
     }
 
@@ -248,19 +241,13 @@ package final class SecretServiceDaemon {
     }
 
     private func busSignal(_ message: DBusMessage) {
-        if screenSaver.isActivation(message) {
-            registry.lock(where: \.lockOnScreenLock)
-            return
-        }
         // Only the bus itself may say who owns what; a client could send these to us directly.
         guard message.sender == "org.freedesktop.DBus", message.interface == "org.freedesktop.DBus" else { return }
         if message.member == "NameLost", case .string("org.freedesktop.secrets")? = try? message.arguments().first {
             hasLostName = true
         }
-        guard message.member == "NameOwnerChanged", let arguments = try? message.arguments(), arguments.count == 3,
-            case .string(let name) = arguments[0], case .string(let oldOwner) = arguments[1],
-            case .string(let newOwner) = arguments[2]
-        else { return }
+        guard let change = message.nameOwnerChange else { return }
+        let (name, oldOwner, newOwner) = (change.name, change.oldOwner, change.newOwner)
         noteOwner(newOwner, of: name)
         // A new connection: identified now, before it can ask anything (CallerDirectory).
         if oldOwner.isEmpty, newOwner == name { callers?.appeared(name, asking: &outbox) }
@@ -388,30 +375,29 @@ package final class SecretServiceDaemon {
 
     // MARK: Signals
 
-    func emit(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue]) {
-        if let signal = try? DBusMessage.signal(path: path, interface: interface, member: member, arguments: arguments)
-        {
-            outbox.append(signal)
-        }
+    /// Queues `signal` from the object at `path`, carrying `arguments`.
+    func emit<each Argument: DBusType>(
+        _ signal: DBusSignal<repeat each Argument>, at path: String, _ arguments: repeat each Argument
+    ) {
+        if let message = try? signal.message(path: path, repeat each arguments) { outbox.append(message) }
     }
 
+    /// Queues `PropertiesChanged` for properties of `interface` at `path` and their new values.
     func emitPropertiesChanged(_ path: String, _ interface: String, _ changed: [String: DBusValue]) {
-        emit(
-            path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
-            [.string(interface), .variantDictionary(changed), .array(elementSignature: "s", [])])
+        emit(DBusIntrospection.propertiesChanged, at: path, interface, DBusPropertyList(changed), [])
     }
 
     private func announce(_ event: RegistryEvent) {
         switch event {
         case .lockChanged(let held): announceLockChange(held)
-        case .created(let held): announceCollections("CollectionCreated", held)
-        case .deleted(let held): announceCollections("CollectionDeleted", held)
+        case .created(let held): announceCollections(ServiceObject.collectionCreated, held)
+        case .deleted(let held): announceCollections(ServiceObject.collectionDeleted, held)
         case .itemsAdded(let held):
             invalidateItems(of: held)
-            emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
+            emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
         case .relabelled(let held):
             emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Label": .string(held.label)])
-            announceCollections("CollectionChanged", held)
+            announceCollections(ServiceObject.collectionChanged, held)
         }
     }
 
@@ -423,7 +409,7 @@ package final class SecretServiceDaemon {
         held.markUsed()
         let locked = DBusValue.bool(held.isLocked)
         emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Locked": locked])
-        emit(ObjectPaths.service, ServiceObject.interfaceName, "CollectionChanged", [.objectPath(held.path)])
+        emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
         let items = (try? held.allItems(returning: held.isLocked ? [] : .attributes)) ?? []
         for item in items {
             let path = ObjectPaths.item(item.reference, in: held.id)
@@ -437,7 +423,7 @@ package final class SecretServiceDaemon {
             }
             emitPropertiesChanged(path, ItemObject.interfaceName, changed)
             if item.attributes != nil {
-                emit(held.path, CollectionObject.interfaceName, "ItemChanged", [.objectPath(path)])
+                emit(CollectionObject.itemChanged, at: held.path, ObjectPath(path))
             }
         }
     }
@@ -445,24 +431,21 @@ package final class SecretServiceDaemon {
     /// Announces a changed item list of a collection: the Secret Service
     /// signal, and `Items` as invalidated (sending the whole list would cost
     /// time in proportion to the collection at every change).
-    func announceItems(_ held: HeldKeychain, _ signal: String, _ reference: ItemReference) {
-        emit(held.path, CollectionObject.interfaceName, signal, [.objectPath(ObjectPaths.item(reference, in: held.id))])
-        if signal != "ItemChanged" { invalidateItems(of: held) }
+    func announceItems(_ held: HeldKeychain, _ signal: DBusSignal<ObjectPath>, _ reference: ItemReference) {
+        emit(signal, at: held.path, ObjectPath(ObjectPaths.item(reference, in: held.id)))
+        if signal.name != CollectionObject.itemChanged.name { invalidateItems(of: held) }
     }
 
     /// Sends `PropertiesChanged` naming `Items` as invalidated.
     func invalidateItems(of held: HeldKeychain) {
         emit(
-            held.path, "org.freedesktop.DBus.Properties", "PropertiesChanged",
-            [
-                .string(CollectionObject.interfaceName), .variantDictionary([:]),
-                .array(elementSignature: "s", [.string("Items")]),
-            ])
+            DBusIntrospection.propertiesChanged, at: held.path, CollectionObject.interfaceName,
+            DBusPropertyList([:]), ["Items"])
     }
 
-    private func announceCollections(_ signal: String, _ held: HeldKeychain) {
-        emit(ObjectPaths.service, ServiceObject.interfaceName, signal, [.objectPath(held.path)])
-        if signal != "CollectionChanged" {
+    private func announceCollections(_ signal: DBusSignal<ObjectPath>, _ held: HeldKeychain) {
+        emit(signal, at: ObjectPaths.service, ObjectPath(held.path))
+        if signal.name != ServiceObject.collectionChanged.name {
             emitPropertiesChanged(
                 ObjectPaths.service, ServiceObject.interfaceName,
                 ["Collections": .objectPaths(registry.keychains.map(\.path))])

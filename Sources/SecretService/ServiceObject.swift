@@ -12,6 +12,16 @@ struct ServiceObject: DBusObject {
 
     static let interfaceName = "org.freedesktop.Secret.Service"
 
+    /// A collection was made.
+    static let collectionCreated = DBusSignal(
+        interfaceName, "CollectionCreated", DBusInput("collection", ObjectPath.self))
+    /// A collection was deleted.
+    static let collectionDeleted = DBusSignal(
+        interfaceName, "CollectionDeleted", DBusInput("collection", ObjectPath.self))
+    /// A collection's properties changed (its label, whether it is locked, its items).
+    static let collectionChanged = DBusSignal(
+        interfaceName, "CollectionChanged", DBusInput("collection", ObjectPath.self))
+
     var childNodes: [String] { ["collection", "aliases", "session", "prompt"] }
 
     static let interfaces: [DBusInterface<ServiceObject>] =
@@ -73,11 +83,7 @@ struct ServiceObject: DBusObject {
                         object.daemon.registry.keychains.map { ObjectPath($0.path) }
                     }
                 ],
-                signals: [
-                    DBusSignalDeclaration("CollectionCreated", [.init("collection", ObjectPath.self)]),
-                    DBusSignalDeclaration("CollectionDeleted", [.init("collection", ObjectPath.self)]),
-                    DBusSignalDeclaration("CollectionChanged", [.init("collection", ObjectPath.self)]),
-                ]),
+                signals: [collectionCreated.declaration, collectionDeleted.declaration, collectionChanged.declaration]),
             gnomeKeyringInterface,
         ]
 

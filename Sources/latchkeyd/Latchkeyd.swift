@@ -1,5 +1,6 @@
 import ArgumentParser
 import DBus
+import DaemonLoop
 import FoundationEssentials
 import Glibc
 import GnomeKeyringImport
@@ -167,7 +168,7 @@ struct Latchkeyd: ParsableCommand {
         do {
             loop = try ServiceLoop(
                 daemon: daemon, connection: connection, control: control, logindWatch: watchLogind(),
-                signalMask: signalMask)
+                signalMask: signalMask, answerControl: Self.answerControl(daemon.registry.userLogin))
         } catch {
             throw fail(error.reason)
         }

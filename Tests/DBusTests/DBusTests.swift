@@ -217,6 +217,71 @@ final class PrivateBus {
         #expect(reachesEnd(readEnd))
     }
 
+    /// A signal declared once: the interface it is listed in introspects it with each argument's name and
+    /// type, and the message made from it carries the declared interface, name and signature.
+    @Test func aSignalIsIntrospectedAndSentFromItsDeclaration() throws {
+        let xml = Announcer().introspectionDocument
+        #expect(
+            xml.contains(
+                """
+                  <interface name="org.example.Announcer">
+                    <signal name="Moved">
+                      <arg name="where" type="o"/>
+                      <arg name="tags" type="as"/>
+                      <arg name="detail" type="v"/>
+                    </signal>
+                    <signal name="Ended"/>
+                  </interface>
+                """))
+        #expect(
+            xml.contains(
+                """
+                    <signal name="PropertiesChanged">
+                      <arg name="interface_name" type="s"/>
+                      <arg name="changed_properties" type="a{sv}"/>
+                      <arg name="invalidated_properties" type="as"/>
+                    </signal>
+                """))
+        #expect(Announcer.moved.declaration.signature == "oasv")
+        let moved = try Announcer.moved.message(
+            path: "/org/example/announcer", ObjectPath("/a"), ["x", "y"], DBusVariant(.uint32(3)))
+        #expect(moved.kind == .signal)
+        #expect(moved.path == "/org/example/announcer")
+        #expect(moved.interface == "org.example.Announcer")
+        #expect(moved.member == "Moved")
+        #expect(moved.signature == "oasv")
+        #expect(
+            try moved.arguments() == [
+                .objectPath("/a"), .array(elementSignature: "s", [.string("x"), .string("y")]), .variant(.uint32(3)),
+            ])
+        let ended = try Announcer.ended.message(path: "/")
+        #expect(ended.member == "Ended" && ended.signature.isEmpty)
+        let changed = try DBusIntrospection.propertiesChanged.message(
+            path: "/", "org.example.Announcer", DBusPropertyList([:]), ["Where"])
+        #expect(changed.interface == "org.freedesktop.DBus.Properties" && changed.signature == "sa{sv}as")
+    }
+
+    /// `NameOwnerChanged` is read only from the bus itself, with its three names.
+    @Test func aNameOwnerChangeCountsOnlyFromTheBus() throws {
+        func signal(
+            _ arguments: [DBusValue], from sender: String, member: String = "NameOwnerChanged"
+        ) throws -> DBusMessage {
+            let message = try DBusMessage.signal(
+                path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: member,
+                arguments: arguments)
+            message.stampAsDelivered(from: sender, serial: 1)
+            return message
+        }
+        let names: [DBusValue] = [.string("org.example.Name"), .string(""), .string(":1.5")]
+        let change = try #require(try signal(names, from: "org.freedesktop.DBus").nameOwnerChange)
+        #expect(change.name == "org.example.Name" && change.oldOwner.isEmpty && change.newOwner == ":1.5")
+        #expect(try signal(names, from: ":1.6").nameOwnerChange == nil, "a client's word")
+        #expect(try signal(names, from: "org.freedesktop.DBus", member: "NameAcquired").nameOwnerChange == nil)
+        #expect(try signal(Array(names.prefix(2)), from: "org.freedesktop.DBus").nameOwnerChange == nil)
+        #expect(
+            try signal([.string("a"), .string("b"), .uint32(3)], from: "org.freedesktop.DBus").nameOwnerChange == nil)
+    }
+
     @Test func pathElementsEscapeEverythingButLettersAndDigits() {
         #expect(DBusNames.pathElement("login") == "login")
         #expect(DBusNames.pathElement("Work ✓") == "Work_20_e2_9c_93")
@@ -228,4 +293,16 @@ final class PrivateBus {
         #expect(DBusNames.isValidObjectPath("/a/b"))
         #expect(!DBusNames.isValidObjectPath("/a/"))
     }
+}
+
+/// An object that only sends signals, for the declaration test.
+private struct Announcer: DBusObject {
+    static let moved = DBusSignal(
+        "org.example.Announcer", "Moved", DBusInput("where", ObjectPath.self), DBusInput("tags", [String].self),
+        DBusInput("detail", DBusVariant.self))
+    static let ended = DBusSignal("org.example.Announcer", "Ended")
+    static let interfaces: [DBusInterface<Announcer>] =
+        standardInterfaces() + [
+            DBusInterface("org.example.Announcer", signals: [moved.declaration, ended.declaration])
+        ]
 }

@@ -16,12 +16,20 @@ private struct DeclaredInterface {
     let methods: [(name: String, inputs: String, outputs: String)]
     let properties: [(name: String, signature: String, writable: Bool)]
     let signals: [(name: String, signature: String)]
+    /// Each signal as introspection must show it: its name, and each argument's name and type.
+    let signalElements: [String]
 
     init<Object>(_ interface: DBusInterface<Object>) {
         name = interface.name
         methods = interface.methods.map { ($0.name, $0.inputSignature, $0.outputSignature) }
         properties = interface.properties.map { ($0.name, $0.signature, $0.isWritable) }
         signals = interface.signals.map { ($0.name, $0.arguments.map(\.signature).joined()) }
+        signalElements = interface.signals.map { signal in
+            #expect(signal.interface == interface.name, "\(signal.name) is declared on \(interface.name)")
+            let arguments = signal.arguments.map { "      <arg name=\"\($0.name)\" type=\"\($0.signature)\"/>\n" }
+            guard !arguments.isEmpty else { return "    <signal name=\"\(signal.name)\"/>\n" }
+            return "    <signal name=\"\(signal.name)\">\n" + arguments.joined() + "    </signal>\n"
+        }
     }
 }
 
@@ -150,8 +158,32 @@ private struct DeclaredInterface {
                 #expect(xml.contains("<interface name=\"\(interface.name)\">"))
                 for method in interface.methods { #expect(xml.contains("<method name=\"\(method.name)\"")) }
                 for property in interface.properties { #expect(xml.contains("<property name=\"\(property.name)\"")) }
+                for signal in interface.signalElements { #expect(xml.contains(signal)) }
             }
         }
+        // The Secret Service's signals, as the specification names and types them.
+        let specified = [
+            ("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "CollectionCreated", "o"),
+            ("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "CollectionDeleted", "o"),
+            ("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "CollectionChanged", "o"),
+            ("/org/freedesktop/secrets/collection/login", "org.freedesktop.Secret.Collection", "ItemCreated", "o"),
+            ("/org/freedesktop/secrets/collection/login", "org.freedesktop.Secret.Collection", "ItemDeleted", "o"),
+            ("/org/freedesktop/secrets/collection/login", "org.freedesktop.Secret.Collection", "ItemChanged", "o"),
+            ("/org/freedesktop/secrets", "org.freedesktop.DBus.Properties", "PropertiesChanged", "sa{sv}as"),
+            (
+                "/org/freedesktop/secrets/collection/login", "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                "sa{sv}as"
+            ),
+        ]
+        for (path, interfaceName, name, signature) in specified {
+            let interfaces = try #require(try everyObject(daemon).first { $0.path == path }?.interfaces)
+            let interface = try #require(interfaces.first { $0.name == interfaceName })
+            #expect(interface.signals.contains { $0 == (name, signature) }, "\(interfaceName).\(name)")
+        }
+        #expect(
+            PromptObject.interfaces.map(DeclaredInterface.init).contains {
+                $0.signals.contains { $0 == ("Completed", "bv") }
+            })
         let nodes = try daemon.ok(
             "/org/freedesktop/secrets/collection", "org.freedesktop.DBus.Introspectable", "Introspect")
         #expect(nodes.first?.text?.contains("<node name=\"login\"/>") == true)
@@ -421,51 +453,6 @@ private struct DeclaredInterface {
         // Only a login may hand over.
         daemon.userLogin.answer(.handOver(password: nil), from: .userProcess) { replies.append($0) }
         #expect(replies.last?.status == .badRequest)
-    }
-
-    /// The desktop's screen saver activating locks the keychains set to lock with the screen, and no other;
-    /// only the owner of the screen saver's name is believed, and its deactivation changes nothing.
-    @Test func theScreenSaverOwnerActivatingLocksKeychainsSetToLockWithTheScreen() throws {
-        let daemon = try InProcessDaemon()
-        let registry = daemon.daemon.registry
-        let login = try #require(registry.login)
-        try registry.setSettings(KeychainSettings(lockOnScreenLock: true), of: login)
-        let work = try registry.createKeychain(label: "Work") { $0 }
-        #expect(!work.isLocked)
-        var serial: UInt32 = 200
-        func deliver(_ message: DBusMessage, from sender: String) {
-            serial += 1
-            message.stampAsDelivered(from: sender, serial: serial)
-            _ = daemon.daemon.handle(message)
-        }
-        func activeChanged(_ active: Bool, interface: String = "org.gnome.ScreenSaver") throws -> DBusMessage {
-            try DBusMessage.signal(
-                path: "/org/gnome/ScreenSaver", interface: interface, member: "ActiveChanged",
-                arguments: [.bool(active)])
-        }
-        // Nobody owns the name yet: nobody is believed.
-        deliver(try activeChanged(true), from: ":1.50")
-        #expect(!login.isLocked)
-        let owned = try DBusMessage.signal(
-            path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged",
-            arguments: [.string("org.gnome.ScreenSaver"), .string(""), .string(":1.50")])
-        // A client cannot claim the name by saying so.
-        deliver(owned, from: ":1.51")
-        deliver(try activeChanged(true), from: ":1.50")
-        #expect(!login.isLocked)
-        deliver(owned, from: "org.freedesktop.DBus")
-        deliver(try activeChanged(true), from: ":1.51")
-        deliver(try activeChanged(true, interface: "org.freedesktop.ScreenSaver"), from: ":1.50")
-        deliver(try activeChanged(false), from: ":1.50")
-        #expect(!login.isLocked, "an impostor, another name's interface and a deactivation lock nothing")
-        deliver(try activeChanged(true), from: ":1.50")
-        #expect(login.isLocked)
-        #expect(!work.isLocked)
-        // The freedesktop name's owner, as GetNameOwner answered at start.
-        try login.keychain.unlock(password: InProcessDaemon.password)
-        daemon.daemon.noteOwner(":1.60", of: "org.freedesktop.ScreenSaver")
-        deliver(try activeChanged(true, interface: "org.freedesktop.ScreenSaver"), from: ":1.60")
-        #expect(login.isLocked)
     }
 
     /// Another process of the user cannot create the login keychain, nor trigger the re-key prompt with a

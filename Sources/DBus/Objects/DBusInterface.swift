@@ -44,7 +44,7 @@ package struct DBusArgumentDescription: Hashable, Sendable {
     }
 }
 
-/// One declared input of a method: its name and its Swift type.
+/// One declared input of a method, or argument of a signal: its name and its Swift type.
 package struct DBusInput<Value: DBusType>: Sendable {
     /// The argument's name.
     package let name: String
@@ -146,17 +146,24 @@ package struct DBusProperty<Object>: Sendable {
     package var isWritable: Bool { setter != nil }
 }
 
-/// A signal an interface sends: its name and arguments.
+/// A signal an interface sends, as introspection shows it: its interface, name and arguments. Made only by
+/// ``DBusSignal``, which is how the signal is sent too.
 package struct DBusSignalDeclaration: Sendable {
+    /// The interface that sends it.
+    package let interface: String
     /// The signal name.
     package let name: String
     /// Its arguments.
     package let arguments: [DBusArgumentDescription]
-    /// A signal named `name` carrying `arguments`.
-    package init(_ name: String, _ arguments: [DBusArgumentDescription] = []) {
+    /// The signal `name` of `interface`, carrying `arguments`.
+    init(interface: String, _ name: String, _ arguments: [DBusArgumentDescription]) {
+        self.interface = interface
         self.name = name
         self.arguments = arguments
     }
+
+    /// The signature of its arguments.
+    package var signature: String { arguments.map(\.signature).joined() }
 }
 
 /// An interface of a kind of object: its methods, properties and signals, declared once.

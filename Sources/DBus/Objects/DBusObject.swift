@@ -110,15 +110,7 @@ extension DBusObject {
                         return try set(object, call, value.value)
                     },
                 ],
-                signals: [
-                    DBusSignalDeclaration(
-                        "PropertiesChanged",
-                        [
-                            DBusArgumentDescription("interface_name", String.self),
-                            DBusArgumentDescription("changed_properties", DBusPropertyList.self),
-                            DBusArgumentDescription("invalidated_properties", [String].self),
-                        ])
-                ]),
+                signals: [DBusIntrospection.propertiesChanged.declaration]),
             DBusInterface(
                 DBusIntrospection.peer,
                 methods: [
@@ -144,6 +136,11 @@ package enum DBusIntrospection {
     static let introspectable = "org.freedesktop.DBus.Introspectable"
     static let properties = "org.freedesktop.DBus.Properties"
     static let peer = "org.freedesktop.DBus.Peer"
+    /// `PropertiesChanged`: the interface, the properties that changed with their new values, and those
+    /// that changed without a value sent (read them again).
+    package static let propertiesChanged = DBusSignal(
+        properties, "PropertiesChanged", DBusInput("interface_name", String.self),
+        DBusInput("changed_properties", DBusPropertyList.self), DBusInput("invalidated_properties", [String].self))
     /// The interfaces every object has.
     package static let standardNames: Set<String> = [introspectable, properties, peer]
 

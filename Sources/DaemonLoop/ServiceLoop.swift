@@ -5,10 +5,12 @@ import KeychainCore
 import KeychainRegistry
 import LoginControl
 import Posix
+import SecretService
 
 /// The serving loop: waits on the bus connection, on the control socket, on
-/// prompt results and on termination signals, and hands each to the
-/// ``SecretService``. Without a bus yet, it asks for one four times a second.
+/// prompt results, on logind and on termination signals, and hands each to the
+/// daemon's bus face (`SecretServiceDaemon`) or the control face. Without a bus
+/// yet, it asks for one four times a second.
 package struct ServiceLoop {
     /// Why the loop ended.
     package enum Exit: Equatable, Sendable {
@@ -32,10 +34,15 @@ package struct ServiceLoop {
         case refused(String)
     }
 
+    /// Answers one control socket request from a peer running as the uid given; the reply is given on the
+    /// serving thread, at once or when the work it needs is done.
+    package typealias ControlAnswer = (ControlRequest, uid_t, @escaping (ControlReply) -> Void) -> Void
+
     let daemon: SecretServiceDaemon
-    /// The bus, once there is one; signals made before are dropped (nobody could hear them).
-    private let bus = BusSlot()
+    /// The bus, once there is one, and the screen saver followed on it.
+    private let bus: SessionBus
     let control: ControlListener?
+    let answerControl: ControlAnswer
     let logindWatch: LogindWatch?
     /// Becomes readable with one byte, the signal number, when SIGTERM or SIGINT arrives.
     let signals: Int32
@@ -53,18 +60,19 @@ package struct ServiceLoop {
         return mask
     }
 
-    /// A loop for `service`, the control socket `control` and logind's sleep
-    /// and session-lock announcements through `logindWatch`; `mask` is what
-    /// ``blockTerminationSignals()`` returned. A thread waits for those
-    /// signals and passes them on through a pipe.
+    /// A loop for `daemon` on `connection` (nil: none yet), the control socket `control` whose requests
+    /// `answerControl` answers, and logind's sleep and session-lock announcements through `logindWatch`;
+    /// `mask` is what ``blockTerminationSignals()`` returned. A thread waits for those signals and passes
+    /// them on through a pipe.
     package init(
         daemon: SecretServiceDaemon, connection: DBusConnection?, control: ControlListener?,
-        logindWatch: LogindWatch? = nil, signalMask mask: sigset_t
+        logindWatch: LogindWatch? = nil, signalMask mask: sigset_t, answerControl: @escaping ControlAnswer
     ) throws(KeychainError) {
         self.daemon = daemon
-        self.bus.connection = connection
-        if let connection { Self.followScreenSaver(of: daemon, on: connection) }
+        self.bus = SessionBus(daemon: daemon)
+        if let connection { bus.attach(connection) }
         self.control = control
+        self.answerControl = answerControl
         self.logindWatch = logindWatch
         let readEnd: Int32
         let writeEnd: Int32
@@ -99,8 +107,7 @@ package struct ServiceLoop {
             if bus.connection == nil {
                 switch connectBus() {
                 case .connected(let connection):
-                    bus.connection = connection
-                    Self.followScreenSaver(of: daemon, on: connection)
+                    bus.attach(connection)
                 case .refused(let reason): return .busRefused(reason)
                 case .notYet: break
                 }
@@ -109,7 +116,7 @@ package struct ServiceLoop {
             while let message = connection?.popMessage() {
                 if message.isReadBufferScrub { continue }
                 scrubDue = Deadline(millisecondsFromNow: Self.scrubDelayMilliseconds)
-                send(daemon.handle(message))
+                send(bus.receive(message))
             }
             deliver(daemon.deliverCompletions())
             if daemon.hasLostName { return .replaced }
@@ -173,28 +180,18 @@ package struct ServiceLoop {
             }
             if let control, ready == 0 || fds[controlStart...].contains(where: { $0.revents != 0 }) {
                 control.serve { request, uid, responder in
-                    daemon.registry.userLogin.answer(request, from: ControlOrigin(peerUID: uid)) { reply in
-                        control.respond(responder, reply)
-                    }
+                    answerControl(request, uid) { reply in control.respond(responder, reply) }
                 }
                 deliver(daemon.deliverCompletions())
             }
         }
     }
 
-    /// Subscribes `daemon` to the desktop's screen saver on `connection` and tells it who owns the screen
-    /// saver names now (later changes come through `NameOwnerChanged`, subscribed when the name was claimed).
-    private static func followScreenSaver(of daemon: SecretServiceDaemon, on connection: DBusConnection) {
-        for rule in SecretServiceDaemon.screenSaverMatchRules { try? connection.addMatch(rule) }
-        for name in SecretServiceDaemon.followedNames { daemon.noteOwner(connection.owner(of: name), of: name) }
-    }
-
     /// How long after the last message the daemon read the buffers that held it are scrubbed.
     static let scrubDelayMilliseconds = 50
 
     private func send(_ messages: [DBusMessage]) {
-        guard let connection = bus.connection else { return }
-        for message in messages { connection.send(message) }
+        bus.send(messages)
     }
 
     /// Sends what is queued and locks every keychain (wiping the keys).
@@ -202,11 +199,6 @@ package struct ServiceLoop {
         bus.connection?.flush()
         daemon.registry.shutDown()
     }
-}
-
-/// The bus connection the loop serves, once there is one.
-private final class BusSlot {
-    var connection: DBusConnection?
 }
 
 /// A signal set that may cross to the signal-waiting thread.

@@ -103,11 +103,8 @@ package final class LogindWatch {
 
     /// Follows who owns `org.freedesktop.login1`, as the bus itself says (a client could send the signal too).
     private func noteOwnerChange(_ message: DBusMessage) {
-        guard message.sender == "org.freedesktop.DBus", message.interface == "org.freedesktop.DBus",
-            message.member == "NameOwnerChanged", let arguments = try? message.arguments(), arguments.count == 3,
-            case .string(Self.logindName) = arguments[0], case .string(let newOwner) = arguments[2]
-        else { return }
-        logindOwner = newOwner.isEmpty ? nil : newOwner
+        guard let change = message.nameOwnerChange, change.name == Self.logindName else { return }
+        logindOwner = change.newOwner.isEmpty ? nil : change.newOwner
     }
 
     /// Asks logind for the `User` of the session at `path`; the answer is read by ``readAnnouncements()``.
