@@ -29,20 +29,25 @@ extension KeychainRegistry {
         client: PromptClient? = nil, completion: @escaping (KeychainError?) -> Void
     ) -> PromptTicket {
         let outcome = ConfirmationOutcome()
-        var dialog = PromptDialog(
-            sharingKey: nil, tries: 1, retryMessage: "",
-            ask: { pinentry, _, cancellation in
+        var dialog = PromptDialog<Bool>(
+            sharingKey: nil,
+            question: { pinentry, cancellation in
                 do throws(PinentryError) {
                     let asking = bounded.map { pinentry.bounded(to: $0) } ?? pinentry
                     let confirmed = try asking.confirm(request, cancellation: cancellation)
                     outcome.state.withLock { $0 = .answered(confirmed) }
-                    return confirmed ? [] : nil
+                    return confirmed ? .answered(true) : .unanswered
                 } catch {
                     outcome.state.withLock { $0 = .failed(error.reason) }
-                    return nil
+                    return .unanswered
                 }
             },
-            attempt: { _ in .success(true) }, apply: { _ in }, isSatisfied: { false })
+            apply: { _ in }, isSatisfied: { false })
+        if let bounded {
+            // Past its time limit it ends as when pinentry's own timeout ends it: nobody could be asked.
+            dialog.timeLimit = bounded
+            dialog.expire = { outcome.state.withLock { $0 = .failed("no answer within \(bounded)") } }
+        }
         dialog.client = client
         return enqueuePrompt(dialog) { accepted in
             guard accepted else {

@@ -57,10 +57,11 @@ extension KeychainRegistry {
 
     // MARK: The serving loop's timers and results
 
-    /// Locks every keychain whose lock timeout has passed and starts due checkpoints; the milliseconds until
+    /// Locks every keychain whose lock timeout has passed, starts due checkpoints and ends a prompt whose time
+    /// limit has passed, all on the registry's clock (``RegistryConfiguration/clock``); the milliseconds until
     /// the next timer, nil when none is set.
     package func runTimers() -> Int32? {
-        let now = MonotonicClock.seconds()
+        let now = configuration.clock.nanoseconds()
         var next: Int64?
         for held in keychains {
             // The in-memory session collection has no log to empty.
@@ -71,10 +72,12 @@ extension KeychainRegistry {
             if deadline <= now {
                 lock(held)
             } else {
-                next = min(next ?? (deadline - now) * 1000, (deadline - now) * 1000)
+                let left = RegistryClock.milliseconds(from: now, until: deadline)
+                next = min(next ?? left, left)
             }
         }
         if let due = startDueCheckpoint() { next = min(next ?? due, due) }
+        if let due = expireShowingPrompt(now: now) { next = min(next ?? due, due) }
         return next.map { Int32(clamping: max(0, $0)) }
     }
 }

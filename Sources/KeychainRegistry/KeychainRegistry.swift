@@ -22,13 +22,16 @@ package struct RegistryConfiguration: Sendable {
     package var sealing: KeySealing
     /// The `systemctl` asked for the desktop session's variables when a prompt has no display; nil: not asked.
     package var systemctl: String?
+    /// Where "now" is read for lock timeouts, checkpoint retries and prompt deadlines (``RegistryClock``).
+    package var clock: RegistryClock
 
     /// A configuration; `kdf` stays `.production` outside tests.
     package init(
         keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production,
         gnomeKeyringDirectory: String? = nil, flatpakAppDirectory: String? = nil, sealing: KeySealing = KeySealing(),
-        systemctl: String? = "/usr/bin/systemctl"
+        systemctl: String? = "/usr/bin/systemctl", clock: RegistryClock = .system
     ) {
+        self.clock = clock
         self.sealing = sealing
         self.systemctl = systemctl
         self.keychainDirectory = keychainDirectory
@@ -72,21 +75,14 @@ package final class KeychainRegistry {
     /// Login sessions pam_latchkey reported open.
     package var openLoginSessions = 0
     /// Where results of work done elsewhere arrive; poll its descriptor.
-    package let inbox: LoopInbox
-    let worker: Worker
-    /// A second worker thread, for jobs of a few milliseconds that must not queue behind a key derivation
-    /// (identifying a D-Bus caller).
-    let quickWorker: Worker
+    package var inbox: LoopInbox { jobs.inbox }
+    /// Work handed off the serving thread, and the continuations waiting for it.
+    let jobs: OffLoopJobs
     /// The desktop session's variables, as the session last handed them over (``updateSessionEnvironment(_:)``):
     /// prompts show with them.
     package internal(set) var sessionEnvironment = SessionEnvironment()
-    /// Prompts waiting or showing, the one showing first (see `enqueuePrompt`).
-    var promptQueue: [QueuedPrompt] = []
-    var promptTicketNumber: UInt64 = 0
-    /// Each client's last turn at the prompt (see `enqueuePrompt`), by ``PromptClient/key`` ("" for the
-    /// daemon's own prompts), and the turn count.
-    var promptTurns: [String: UInt64] = [:]
-    var promptTurnNumber: UInt64 = 0
+    /// Prompts waiting or showing and the clients' turns (see `enqueuePrompt`).
+    var prompts = PromptQueue()
     /// How many times the login keychain was locked: an unlock whose key was derived across a lock is dropped.
     var locksOfLogin = 0
     /// Unlocks handed over by a login that are still deriving their key.
@@ -99,18 +95,9 @@ package final class KeychainRegistry {
     /// Whether a login's unlock is under way: clients' requests wait for it rather than find the login
     /// keychain locked only because they came early.
     package var isUnlockingAtLogin: Bool { unlocksAtLogin > 0 }
-    var continuations: [UInt64: (any Sendable) -> Void] = [:]
-    var continuationNumber: UInt64 = 0
     private var events: [RegistryEvent] = []
-    /// Keychain files whose write-ahead log must still be emptied, with when to try next (monotonic ms).
-    var pendingCheckpoints: [String: (due: Int64, tries: Int)] = [:]
-    /// Whether a checkpoint is on the worker now.
-    var checkpointRunning = false
-    /// What waits for the log of a file to be emptied (a password change's reply).
-    var checkpointWaiters: [String: [(Bool) -> Void]] = [:]
-    /// How many checkpoints were asked for each path: a checkpoint that started before the latest request
-    /// (a password change committed while it ran) does not answer that request's waiters.
-    var checkpointRequests: [String: UInt64] = [:]
+    /// Keychain files whose write-ahead log must still be emptied.
+    var checkpoints = CheckpointSchedule()
 
     /// The id of the login keychain.
     package static let loginID = "login"
@@ -123,9 +110,7 @@ package final class KeychainRegistry {
     /// - Throws: `errSecAuthFailed` if `loginPassword` does not unlock the login keychain.
     package init(configuration: RegistryConfiguration, loginPassword: borrowing SecretBytes?) throws(KeychainError) {
         self.configuration = configuration
-        self.inbox = try LoopInbox()
-        self.worker = try Worker()
-        self.quickWorker = try Worker()
+        self.jobs = try OffLoopJobs()
         try openKeychains(loginPassword: loginPassword)
     }
 
@@ -170,7 +155,9 @@ package final class KeychainRegistry {
             try Keychain.createInMemory(password: bytes)
         }
         keychains.append(
-            HeldKeychain(id: Self.sessionID, keychain: session, unlocking: .heldPassword(held), label: "Session"))
+            HeldKeychain(
+                id: Self.sessionID, keychain: session, unlocking: .heldPassword(held), label: "Session",
+                clock: configuration.clock))
         aliases["session"] = Self.sessionID
 
         let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
@@ -191,7 +178,9 @@ package final class KeychainRegistry {
             }
             try? keychain.limitMemory(to: .lean)
             let label = (try? keychain.metadata("label")).map { String(decoding: $0, as: UTF8.self) } ?? id
-            keychains.append(HeldKeychain(id: id, keychain: keychain, unlocking: unlocking, label: label))
+            keychains.append(
+                HeldKeychain(id: id, keychain: keychain, unlocking: unlocking, label: label, clock: configuration.clock)
+            )
         }
         loadAliases()
     }
@@ -209,7 +198,10 @@ package final class KeychainRegistry {
     func addLogin(_ keychain: Keychain) throws(KeychainError) {
         try keychain.limitMemory(to: .lean)
         keychains.insert(
-            HeldKeychain(id: Self.loginID, keychain: keychain, unlocking: .loginPassword, label: "Login"), at: 0)
+            HeldKeychain(
+                id: Self.loginID, keychain: keychain, unlocking: .loginPassword, label: "Login",
+                clock: configuration.clock),
+            at: 0)
         if aliases["default"] == nil { aliases["default"] = Self.loginID }
         // As gnome-keyring: the login collection is also the alias "login".
         if aliases["login"] == nil { aliases["login"] = Self.loginID }
@@ -273,7 +265,8 @@ package final class KeychainRegistry {
             protectedBy: login.keychain)
         try keychain.limitMemory(to: .lean)
         try keychain.recordCreation(label: label)
-        let created = HeldKeychain(id: id, keychain: keychain, unlocking: .loginKey, label: label)
+        let created = HeldKeychain(
+            id: id, keychain: keychain, unlocking: .loginKey, label: label, clock: configuration.clock)
         keychains.append(created)
         announce(.created(created))
         return created

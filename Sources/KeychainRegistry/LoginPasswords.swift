@@ -337,11 +337,9 @@ extension KeychainRegistry {
 
     /// A login prompt's apply step (the password's or the PIN's): unlocks the login keychain with the key
     /// derived on the worker, if it is still `keychain` and still locked, and announces it.
-    func applyingLoginKey(to keychain: Keychain) -> (any Sendable) -> Void {
+    func applyingLoginKey(to keychain: Keychain) -> (UnwrappedKeychainKey) -> Void {
         { [self] key in
-            guard let key = key as? UnwrappedKeychainKey, let held = login, held.keychain === keychain,
-                held.isLocked
-            else { return }
+            guard let held = login, held.keychain === keychain, held.isLocked else { return }
             held.keychain.unlock(with: key)
             announce(.lockChanged(held))
             resealLoginTPMSlots(held.keychain)
@@ -371,7 +369,7 @@ extension KeychainRegistry {
     /// its error.
     static func attempt<Accepted: Sendable>(
         _ use: @escaping @Sendable (UnsafeRawBufferPointer) throws(KeychainError) -> Accepted
-    ) -> @Sendable ([SharedSecret]) -> Result<any Sendable, KeychainError> {
+    ) -> @Sendable ([SharedSecret]) -> Result<Accepted, KeychainError> {
         { answers in
             do throws(KeychainError) {
                 return .success(try answers[0].withUnsafeBytes(use))
@@ -402,9 +400,7 @@ extension KeychainRegistry {
                 return RekeyAnswer(change: change, key: key)
             },
             apply: { [self] answer in
-                guard let answer = answer as? RekeyAnswer, let held = self.login, held.keychain === login else {
-                    return
-                }
+                guard let held = self.login, held.keychain === login else { return }
                 do throws(KeychainError) {
                     try login.commit(answer.change)
                 } catch {
