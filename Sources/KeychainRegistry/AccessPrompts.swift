@@ -139,7 +139,8 @@ extension AccessQuestion {
 }
 
 /// Why an access prompt ended without an answer, when the pinentry could not ask at all; filled in by the
-/// prompt's thread, read on the serving thread after the prompt ended.
+/// prompt's thread (or the queue, when the prompt's time limit passed: the first reason stands), read on the
+/// serving thread after the prompt ended.
 package final class AccessPromptFailure: Sendable {
     private let reason = Mutex<String?>(nil)
 
@@ -150,7 +151,11 @@ package final class AccessPromptFailure: Sendable {
     /// answered (or the prompt was withdrawn).
     package var description: String? { reason.withLock { $0 } }
 
-    func record(_ text: String) { reason.withLock { $0 = text } }
+    func record(_ text: String) {
+        reason.withLock { reason in
+            if reason == nil { reason = text }
+        }
+    }
 }
 
 extension KeychainRegistry {

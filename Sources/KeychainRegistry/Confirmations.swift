@@ -3,7 +3,8 @@ import KeychainStore
 import Pinentry
 import Synchronization
 
-/// How a confirmation ended, as its prompt's thread saw it.
+/// How a confirmation ended, as its prompt's thread saw it (or the queue, when its time limit passed): the
+/// first word stands.
 private final class ConfirmationOutcome: Sendable {
     enum State: Sendable {
         /// The pinentry never ran (the queue could not start it).
@@ -15,6 +16,13 @@ private final class ConfirmationOutcome: Sendable {
     }
 
     let state = Mutex(State.notAsked)
+
+    /// Records how it ended, unless that was recorded already.
+    func record(_ ending: State) {
+        state.withLock { state in
+            if case .notAsked = state { state = ending }
+        }
+    }
 }
 
 extension KeychainRegistry {
@@ -35,10 +43,10 @@ extension KeychainRegistry {
                 do throws(PinentryError) {
                     let asking = bounded.map { pinentry.bounded(to: $0) } ?? pinentry
                     let confirmed = try asking.confirm(request, cancellation: cancellation)
-                    outcome.state.withLock { $0 = .answered(confirmed) }
+                    outcome.record(.answered(confirmed))
                     return confirmed ? .answered(true) : .unanswered
                 } catch {
-                    outcome.state.withLock { $0 = .failed(error.reason) }
+                    outcome.record(.failed(error.reason))
                     return .unanswered
                 }
             },
@@ -46,7 +54,7 @@ extension KeychainRegistry {
         if let bounded {
             // Past its time limit it ends as when pinentry's own timeout ends it: nobody could be asked.
             dialog.timeLimit = bounded
-            dialog.expire = { outcome.state.withLock { $0 = .failed("no answer within \(bounded)") } }
+            dialog.expire = { outcome.record(.failed("no answer within \(bounded)")) }
         }
         dialog.client = client
         return enqueuePrompt(dialog) { accepted in

@@ -372,7 +372,7 @@ extension KeychainRegistry {
     }
 
     /// Ends the showing prompt if its time limit has passed at `now` (nanoseconds on the registry's clock): its
-    /// dialog's ``PromptDialog/expire`` runs, its requests are told it was not answered, and its pinentry is
+    /// dialog's ``PromptDialog/expire`` runs, its requests are told it was not answered, then its pinentry is
     /// ended (the next prompt shows once the pinentry's thread is back). The milliseconds until its deadline
     /// when it has one still to come.
     func expireShowingPrompt(now: Int64) -> Int64? {
@@ -382,8 +382,8 @@ extension KeychainRegistry {
         showing.expire()
         let waiters = showing.waiters
         showing.waiters.removeAll()
-        showing.cancellation.cancel()
         for waiter in waiters { waiter.completion(false) }
+        showing.cancellation.cancel()
         return nil
     }
 
