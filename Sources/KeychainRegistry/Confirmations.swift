@@ -25,16 +25,35 @@ private final class ConfirmationOutcome: Sendable {
     }
 }
 
+/// How a confirmation the person was asked for ended.
+enum ConfirmationAnswer {
+    /// The person chose OK.
+    case confirmed
+    /// The person said no (or closed it): `errSecUserCanceled`, saying what was declined.
+    case declined(KeychainError)
+    /// No pinentry could ask (or none answered in time): `errSecInteractionNotAllowed`, saying why.
+    case unasked(KeychainError)
+
+    /// Why nothing was done, for the completions of the registry's package API, which take an error or
+    /// none: the error when not confirmed.
+    var refusal: KeychainError? {
+        switch self {
+        case .confirmed: nil
+        case .declined(let error), .unasked(let error): error
+        }
+    }
+}
+
 extension KeychainRegistry {
     /// Asks the person to confirm `request` (a pinentry `CONFIRM`, through the prompt queue, never shared),
-    /// within `bounded` when given, then runs `completion` on the serving thread: nil when confirmed,
-    /// `errSecUserCanceled` with `declined` when the person said no (or closed it), `errSecInteractionNotAllowed`
-    /// with `unasked` when no pinentry could ask. `client`: the client whose request it confirms, in whose turn
+    /// within `bounded` when given, then runs `completion` on the serving thread with the answer:
+    /// ``ConfirmationAnswer/confirmed``, `errSecUserCanceled` with `declined` when the person said no (or closed
+    /// it), `errSecInteractionNotAllowed` with `unasked` when no pinentry could ask. `client`: the client whose request it confirms, in whose turn
     /// it waits (docs/robustness.md, "Fair prompts"; nil: the daemon's own turn). The ticket: withdraw it when
     /// the requester leaves.
     func confirm(
         _ request: PinentryRequest, bounded: Duration?, declined: String, unasked: String,
-        client: PromptClient? = nil, completion: @escaping (KeychainError?) -> Void
+        client: PromptClient? = nil, completion: @escaping (ConfirmationAnswer) -> Void
     ) -> PromptTicket {
         let outcome = ConfirmationOutcome()
         var dialog = PromptDialog<Bool>(
@@ -60,14 +79,14 @@ extension KeychainRegistry {
         return enqueuePrompt(dialog) { accepted in
             guard accepted else {
                 switch outcome.state.withLock({ $0 }) {
-                case .answered: completion(KeychainError(.userCanceled, declined))
+                case .answered: completion(.declined(KeychainError(.userCanceled, declined)))
                 case .failed(let reason):
-                    completion(KeychainError(.interactionNotAllowed, "\(unasked) (pinentry: \(reason))"))
-                case .notAsked: completion(KeychainError(.interactionNotAllowed, unasked))
+                    completion(.unasked(KeychainError(.interactionNotAllowed, "\(unasked) (pinentry: \(reason))")))
+                case .notAsked: completion(.unasked(KeychainError(.interactionNotAllowed, unasked)))
                 }
                 return
             }
-            completion(nil)
+            completion(.confirmed)
         }
     }
 
@@ -89,7 +108,7 @@ extension KeychainRegistry {
             request, bounded: Self.accessPromptTimeout, declined: "the user did not allow creating a keychain",
             unasked:
                 "creating a keychain from this program needs the user's confirmation, and no prompt could be shown",
-            client: client, completion: completion)
+            client: client, completion: { completion($0.refusal) })
     }
 
     /// Deletes a keychain created by a client (`Collection.Delete`), once the person confirmed it: the login
@@ -127,8 +146,8 @@ extension KeychainRegistry {
         return confirm(
             request, bounded: Self.accessPromptTimeout, declined: "the user did not confirm deleting the keychain",
             unasked: "deleting a keychain needs the user's confirmation, and no prompt could be shown", client: client
-        ) { [self] error in
-            if let error { return completion(error) }
+        ) { [self] answer in
+            if let refusal = answer.refusal { return completion(refusal) }
             guard keychains.contains(where: { $0 === held }) else {
                 return completion(KeychainError(.itemNotFound, "the keychain was deleted meanwhile"))
             }
