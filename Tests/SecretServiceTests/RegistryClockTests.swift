@@ -84,6 +84,24 @@ import Testing
         #expect(locked)
     }
 
+    @Test func aOneSecondTimeoutCountsFromTheSecondOfTheLastUse() throws {
+        let clock = ManualClock()
+        let fixture = try Fixture(clock: clock)
+        let registry = fixture.registry
+        let login = try #require(registry.login)
+        try registry.setSettings(KeychainSettings(lockTimeout: 1), of: login)
+        // Read every 0.1 s: still, it locks when the next second begins.
+        for _ in 0..<9 {
+            clock.advance(by: .milliseconds(100))
+            login.markUsed()
+            _ = registry.runTimers()
+            #expect(!login.isLocked)
+        }
+        clock.advance(by: .milliseconds(100))
+        _ = registry.runTimers()
+        #expect(login.isLocked)
+    }
+
     @Test func aFailedCheckpointIsRetriedWhenItsTimeComesAndNotBefore() throws {
         let clock = ManualClock()
         let fixture = try Fixture(clock: clock)
