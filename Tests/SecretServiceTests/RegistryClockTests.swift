@@ -61,12 +61,18 @@ import Testing
         }
     }
 
-    @Test func aKeychainLocksAfterItsIdleTimeoutAndNotBefore() throws {
+    /// A registry on a manual clock whose unlocked login keychain locks after `seconds` unused.
+    static func loginLocking(after seconds: UInt32) throws -> (ManualClock, Fixture, HeldKeychain) {
         let clock = ManualClock()
         let fixture = try Fixture(clock: clock)
+        let login = try #require(fixture.registry.login)
+        try fixture.registry.setSettings(KeychainSettings(lockTimeout: seconds), of: login)
+        return (clock, fixture, login)
+    }
+
+    @Test func aKeychainLocksAfterItsIdleTimeoutAndNotBefore() throws {
+        let (clock, fixture, login) = try Self.loginLocking(after: 60)
         let registry = fixture.registry
-        let login = try #require(registry.login)
-        try registry.setSettings(KeychainSettings(lockTimeout: 60), of: login)
         #expect(!login.isLocked)
         clock.advance(by: .seconds(30))
         login.markUsed()
@@ -85,11 +91,8 @@ import Testing
     }
 
     @Test func aOneSecondTimeoutCountsFromTheSecondOfTheLastUse() throws {
-        let clock = ManualClock()
-        let fixture = try Fixture(clock: clock)
+        let (clock, fixture, login) = try Self.loginLocking(after: 1)
         let registry = fixture.registry
-        let login = try #require(registry.login)
-        try registry.setSettings(KeychainSettings(lockTimeout: 1), of: login)
         // Read every 0.1 s: still, it locks when the next second begins.
         for _ in 0..<9 {
             clock.advance(by: .milliseconds(100))
