@@ -41,8 +41,8 @@ extension KeychainRegistry {
             requester: requester, command: "latchkey set-access-policy allow-all",
             declined: "the user did not confirm allowing every application",
             unasked: "allow-all needs the user's confirmation, and no prompt could be shown", client: client
-        ) { [self] error in
-            if let error { return completion(error) }
+        ) { [self] answer in
+            if let refusal = answer.refusal { return completion(refusal) }
             // Deleted while the person was asked: nothing to change.
             guard keychains.contains(where: { $0 === held }) else {
                 return completion(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile"))
@@ -56,7 +56,7 @@ extension KeychainRegistry {
     /// only if you asked for it" with the `command` that asks for it, when there is one.
     func confirmProgramChange(
         _ request: PinentryRequest, requester: String?, command: String?, declined: String, unasked: String,
-        client: PromptClient? = nil, completion: @escaping (KeychainError?) -> Void
+        client: PromptClient? = nil, completion: @escaping (ConfirmationAnswer) -> Void
     ) -> PromptTicket {
         var request = request
         if let requester { request.description += "\nAsked by: \(PromptText.field(requester))" }

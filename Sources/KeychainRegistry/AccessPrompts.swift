@@ -139,7 +139,8 @@ extension AccessQuestion {
 }
 
 /// Why an access prompt ended without an answer, when the pinentry could not ask at all; filled in by the
-/// prompt's thread, read on the serving thread after the prompt ended.
+/// prompt's thread (or the queue, when the prompt's time limit passed: the first reason stands), read on the
+/// serving thread after the prompt ended.
 package final class AccessPromptFailure: Sendable {
     private let reason = Mutex<String?>(nil)
 
@@ -150,7 +151,11 @@ package final class AccessPromptFailure: Sendable {
     /// answered (or the prompt was withdrawn).
     package var description: String? { reason.withLock { $0 } }
 
-    func record(_ text: String) { reason.withLock { $0 = text } }
+    func record(_ text: String) {
+        reason.withLock { reason in
+            if reason == nil { reason = text }
+        }
+    }
 }
 
 extension KeychainRegistry {
@@ -172,27 +177,36 @@ extension KeychainRegistry {
         failure: AccessPromptFailure, trust: @escaping () -> Void, isAllowed: @escaping () -> Bool,
         completion: @escaping (Bool) -> Void
     ) -> PromptTicket {
-        var dialog = PromptDialog(
+        var dialog = PromptDialog<AccessAnswer>(
             sharingKey: sharingKey.map { "access:" + $0 },
             question: { pinentry, cancellation in
                 let asked = question()
                 let bounded = pinentry.bounded(to: Self.accessPromptTimeout)
                 do throws(PinentryError) {
                     let choice = try bounded.choose(asked.request, cancellation: cancellation)
-                    if choice == .cancelled, !cancellation.isCancelled { return PromptDeclined() }
+                    if choice == .cancelled, !cancellation.isCancelled { return .declined }
                     return AccessQuestion.answer(to: choice, offersAlways: asked.request.notOKLabel != nil)
+                        .map { .answered($0) } ?? .unanswered
                 } catch {
                     failure.record(error.description)
                     Self.log("no way to ask whether \(asked.subject): \(error.description); denied")
-                    return nil
+                    return .unanswered
                 }
             },
             apply: { answer in
-                if case .allowAlways? = answer as? AccessAnswer { trust() }
+                if case .allowAlways = answer { trust() }
             },
             isSatisfied: isAllowed)
         dialog.client = client
+        // Past its time limit the prompt ends as when pinentry's own timeout ends it: denied, and why.
+        dialog.timeLimit = Self.accessPromptTimeout
+        dialog.expire = { failure.record(Self.unansweredWithin(Self.accessPromptTimeout)) }
         return enqueuePrompt(dialog, completion: completion)
+    }
+
+    /// Why a prompt whose time limit passed ended: the words pinentry's own timeout gives.
+    static func unansweredWithin(_ limit: Duration) -> String {
+        PinentryError(reason: "no answer within \(limit)").description
     }
 
     /// One line to standard error (the journal).

@@ -3,7 +3,8 @@ import KeychainStore
 import Pinentry
 import Synchronization
 
-/// How a confirmation ended, as its prompt's thread saw it.
+/// How a confirmation ended, as its prompt's thread saw it (or the queue, when its time limit passed): the
+/// first word stands.
 private final class ConfirmationOutcome: Sendable {
     enum State: Sendable {
         /// The pinentry never ran (the queue could not start it).
@@ -15,46 +16,77 @@ private final class ConfirmationOutcome: Sendable {
     }
 
     let state = Mutex(State.notAsked)
+
+    /// Records how it ended, unless that was recorded already.
+    func record(_ ending: State) {
+        state.withLock { state in
+            if case .notAsked = state { state = ending }
+        }
+    }
+}
+
+/// How a confirmation the person was asked for ended.
+enum ConfirmationAnswer {
+    /// The person chose OK.
+    case confirmed
+    /// The person said no (or closed it): `errSecUserCanceled`, saying what was declined.
+    case declined(KeychainError)
+    /// No pinentry could ask (or none answered in time): `errSecInteractionNotAllowed`, saying why.
+    case unasked(KeychainError)
+
+    /// Why nothing was done, for the completions of the registry's package API, which take an error or
+    /// none: the error when not confirmed.
+    var refusal: KeychainError? {
+        switch self {
+        case .confirmed: nil
+        case .declined(let error), .unasked(let error): error
+        }
+    }
 }
 
 extension KeychainRegistry {
     /// Asks the person to confirm `request` (a pinentry `CONFIRM`, through the prompt queue, never shared),
-    /// within `bounded` when given, then runs `completion` on the serving thread: nil when confirmed,
-    /// `errSecUserCanceled` with `declined` when the person said no (or closed it), `errSecInteractionNotAllowed`
-    /// with `unasked` when no pinentry could ask. `client`: the client whose request it confirms, in whose turn
+    /// within `bounded` when given, then runs `completion` on the serving thread with the answer:
+    /// ``ConfirmationAnswer/confirmed``, `errSecUserCanceled` with `declined` when the person said no (or closed
+    /// it), `errSecInteractionNotAllowed` with `unasked` when no pinentry could ask. `client`: the client whose request it confirms, in whose turn
     /// it waits (docs/robustness.md, "Fair prompts"; nil: the daemon's own turn). The ticket: withdraw it when
     /// the requester leaves.
     func confirm(
         _ request: PinentryRequest, bounded: Duration?, declined: String, unasked: String,
-        client: PromptClient? = nil, completion: @escaping (KeychainError?) -> Void
+        client: PromptClient? = nil, completion: @escaping (ConfirmationAnswer) -> Void
     ) -> PromptTicket {
         let outcome = ConfirmationOutcome()
-        var dialog = PromptDialog(
-            sharingKey: nil, tries: 1, retryMessage: "",
-            ask: { pinentry, _, cancellation in
+        var dialog = PromptDialog<Bool>(
+            sharingKey: nil,
+            question: { pinentry, cancellation in
                 do throws(PinentryError) {
                     let asking = bounded.map { pinentry.bounded(to: $0) } ?? pinentry
                     let confirmed = try asking.confirm(request, cancellation: cancellation)
-                    outcome.state.withLock { $0 = .answered(confirmed) }
-                    return confirmed ? [] : nil
+                    outcome.record(.answered(confirmed))
+                    return confirmed ? .answered(true) : .unanswered
                 } catch {
-                    outcome.state.withLock { $0 = .failed(error.reason) }
-                    return nil
+                    outcome.record(.failed(error.reason))
+                    return .unanswered
                 }
             },
-            attempt: { _ in .success(true) }, apply: { _ in }, isSatisfied: { false })
+            apply: { _ in }, isSatisfied: { false })
+        if let bounded {
+            // Past its time limit it ends as when pinentry's own timeout ends it: nobody could be asked.
+            dialog.timeLimit = bounded
+            dialog.expire = { outcome.record(.failed("no answer within \(bounded)")) }
+        }
         dialog.client = client
         return enqueuePrompt(dialog) { accepted in
             guard accepted else {
                 switch outcome.state.withLock({ $0 }) {
-                case .answered: completion(KeychainError(.userCanceled, declined))
+                case .answered: completion(.declined(KeychainError(.userCanceled, declined)))
                 case .failed(let reason):
-                    completion(KeychainError(.interactionNotAllowed, "\(unasked) (pinentry: \(reason))"))
-                case .notAsked: completion(KeychainError(.interactionNotAllowed, unasked))
+                    completion(.unasked(KeychainError(.interactionNotAllowed, "\(unasked) (pinentry: \(reason))")))
+                case .notAsked: completion(.unasked(KeychainError(.interactionNotAllowed, unasked)))
                 }
                 return
             }
-            completion(nil)
+            completion(.confirmed)
         }
     }
 
@@ -76,7 +108,7 @@ extension KeychainRegistry {
             request, bounded: Self.accessPromptTimeout, declined: "the user did not allow creating a keychain",
             unasked:
                 "creating a keychain from this program needs the user's confirmation, and no prompt could be shown",
-            client: client, completion: completion)
+            client: client, completion: { completion($0.refusal) })
     }
 
     /// Deletes a keychain created by a client (`Collection.Delete`), once the person confirmed it: the login
@@ -114,8 +146,8 @@ extension KeychainRegistry {
         return confirm(
             request, bounded: Self.accessPromptTimeout, declined: "the user did not confirm deleting the keychain",
             unasked: "deleting a keychain needs the user's confirmation, and no prompt could be shown", client: client
-        ) { [self] error in
-            if let error { return completion(error) }
+        ) { [self] answer in
+            if let refusal = answer.refusal { return completion(refusal) }
             guard keychains.contains(where: { $0 === held }) else {
                 return completion(KeychainError(.itemNotFound, "the keychain was deleted meanwhile"))
             }

@@ -41,14 +41,17 @@ package final class HeldKeychain {
     private var settingsChecked = false
     /// How many times it was locked: a key derived across a lock is not installed (the lock wins).
     var locks = 0
-    /// When a client last used it (monotonic seconds), for the lock timeout.
+    /// When a client last used it (nanoseconds on ``clock``, down to the whole second), for the lock timeout.
     private(set) var lastUse: Int64
+    /// Where "now" is read (the registry's clock).
+    private let clock: RegistryClock
 
     /// Whether the key is out of memory.
     package var isLocked: Bool { keychain.isLocked }
 
-    init(id: String, keychain: Keychain, unlocking: Unlocking, label: String) {
+    init(id: String, keychain: Keychain, unlocking: Unlocking, label: String, clock: RegistryClock) {
         self.id = id
+        self.clock = clock
         self.keychain = keychain
         self.unlocking = unlocking
         self.label = label
@@ -58,7 +61,7 @@ package final class HeldKeychain {
         self.created = createdMetadata.flatMap(UInt64.init) ?? now
         self.modified = (attributes?[.modificationDate] as? Date).map { UInt64($0.timeIntervalSince1970) } ?? now
         self.settings = Self.storedSettings(of: keychain)
-        self.lastUse = MonotonicClock.seconds()
+        self.lastUse = Self.wholeSeconds(clock.nanoseconds())
         self.settingsChecked = !keychain.isLocked
         // Checkpoints after deletes run on the worker (`KeychainRegistry.runTimers`), not in the serving loop.
         keychain.deferCheckpoints()
@@ -83,7 +86,7 @@ package final class HeldKeychain {
 
     /// Notes a use: the lock timeout counts from the last one.
     package func markUsed() {
-        lastUse = MonotonicClock.seconds()
+        lastUse = Self.wholeSeconds(clock.nanoseconds())
     }
 
     /// Notes a change of its items now.
@@ -91,10 +94,17 @@ package final class HeldKeychain {
         modified = UInt64(Date().timeIntervalSince1970)
     }
 
-    /// When the lock timeout locks it (monotonic seconds), nil if it never does.
+    /// `nanoseconds` down to the whole second: the lock timeout counts whole seconds from the second of the last
+    /// use, as it did on the monotonic clock's seconds (a 1 s timeout locks at the next second's start, however
+    /// often the keychain was read within the second before).
+    private static func wholeSeconds(_ nanoseconds: Int64) -> Int64 {
+        nanoseconds - nanoseconds % 1_000_000_000
+    }
+
+    /// When the lock timeout locks it (nanoseconds on the registry's clock), nil if it never does.
     var lockDeadline: Int64? {
         if case .heldPassword = unlocking { return nil }
         guard !isLocked, let timeout = appliedSettings.lockTimeout else { return nil }
-        return lastUse + Int64(timeout)
+        return lastUse + RegistryClock.nanoseconds(.seconds(Int64(timeout)))
     }
 }

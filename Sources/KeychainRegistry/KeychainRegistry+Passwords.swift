@@ -100,7 +100,7 @@ extension KeychainRegistry {
     /// its error.
     static func attempt<Accepted: Sendable>(
         _ use: @escaping @Sendable (UnsafeRawBufferPointer) throws(KeychainError) -> Accepted
-    ) -> @Sendable ([SharedSecret]) -> Result<any Sendable, KeychainError> {
+    ) -> @Sendable ([SharedSecret]) -> Result<Accepted, KeychainError> {
         { answers in
             do throws(KeychainError) {
                 return .success(try answers[0].withUnsafeBytes(use))

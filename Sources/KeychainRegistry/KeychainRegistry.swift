@@ -22,13 +22,16 @@ package struct RegistryConfiguration: Sendable {
     package var sealing: KeySealing
     /// The `systemctl` asked for the desktop session's variables when a prompt has no display; nil: not asked.
     package var systemctl: String?
+    /// Where "now" is read for lock timeouts, checkpoint retries and prompt deadlines (``RegistryClock``).
+    package var clock: RegistryClock
 
     /// A configuration; `kdf` stays `.production` outside tests.
     package init(
         keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production,
         gnomeKeyringDirectory: String? = nil, flatpakAppDirectory: String? = nil, sealing: KeySealing = KeySealing(),
-        systemctl: String? = "/usr/bin/systemctl"
+        systemctl: String? = "/usr/bin/systemctl", clock: RegistryClock = .system
     ) {
+        self.clock = clock
         self.sealing = sealing
         self.systemctl = systemctl
         self.keychainDirectory = keychainDirectory
@@ -72,35 +75,19 @@ package final class KeychainRegistry {
     /// The user's login: its sessions, hand-over, re-key, tpm2 slots and import (see ``UserLogin``).
     package private(set) lazy var userLogin = UserLogin(registry: self)
     /// Where results of work done elsewhere arrive; poll its descriptor.
-    package let inbox: LoopInbox
-    let worker: Worker
-    /// A second worker thread, for jobs of a few milliseconds that must not queue behind a key derivation
-    /// (identifying a D-Bus caller).
-    let quickWorker: Worker
+    package var inbox: LoopInbox { jobs.inbox }
+    /// Work handed off the serving thread, and the continuations waiting for it.
+    let jobs: OffLoopJobs
     /// The desktop session's variables, as the session last handed them over (``updateSessionEnvironment(_:)``):
     /// prompts show with them.
     package internal(set) var sessionEnvironment = SessionEnvironment()
-    /// Prompts waiting or showing, the one showing first (see `enqueuePrompt`).
-    var promptQueue: [QueuedPrompt] = []
-    var promptTicketNumber: UInt64 = 0
-    /// Each client's last turn at the prompt (see `enqueuePrompt`), by ``PromptClient/key`` ("" for the
-    /// daemon's own prompts), and the turn count.
-    var promptTurns: [String: UInt64] = [:]
-    var promptTurnNumber: UInt64 = 0
+    /// Prompts waiting or showing and the clients' turns (see `enqueuePrompt`).
+    var prompts = PromptQueue()
     /// Ids of keychains with a password of their own whose files are being made on the worker.
     var reservedKeychainIDs: Set<String> = []
-    private var continuations: [UInt64: (any Sendable) -> Void] = [:]
-    private var continuationNumber: UInt64 = 0
     private var events: [RegistryEvent] = []
-    /// Keychain files whose write-ahead log must still be emptied, with when to try next (monotonic ms).
-    private var pendingCheckpoints: [String: (due: Int64, tries: Int)] = [:]
-    /// Whether a checkpoint is on the worker now.
-    private var checkpointRunning = false
-    /// What waits for the log of a file to be emptied (a password change's reply).
-    private var checkpointWaiters: [String: [(Bool) -> Void]] = [:]
-    /// How many checkpoints were asked for each path: a checkpoint that started before the latest request
-    /// (a password change committed while it ran) does not answer that request's waiters.
-    private var checkpointRequests: [String: UInt64] = [:]
+    /// Keychain files whose write-ahead log must still be emptied.
+    var checkpoints = CheckpointSchedule()
 
     /// The id of the login keychain.
     package static let loginID = "login"
@@ -113,9 +100,7 @@ package final class KeychainRegistry {
     /// - Throws: `errSecAuthFailed` if `loginPassword` does not unlock the login keychain.
     package init(configuration: RegistryConfiguration, loginPassword: borrowing SecretBytes?) throws(KeychainError) {
         self.configuration = configuration
-        self.inbox = try LoopInbox()
-        self.worker = try Worker()
-        self.quickWorker = try Worker()
+        self.jobs = try OffLoopJobs()
         try openKeychains(loginPassword: loginPassword)
     }
 
@@ -139,7 +124,9 @@ package final class KeychainRegistry {
             try Keychain.createInMemory(password: bytes)
         }
         keychains.append(
-            HeldKeychain(id: Self.sessionID, keychain: session, unlocking: .heldPassword(held), label: "Session"))
+            HeldKeychain(
+                id: Self.sessionID, keychain: session, unlocking: .heldPassword(held), label: "Session",
+                clock: configuration.clock))
         aliases["session"] = Self.sessionID
 
         let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
@@ -160,7 +147,9 @@ package final class KeychainRegistry {
             }
             try? keychain.limitMemory(to: .lean)
             let label = (try? keychain.metadata("label")).map { String(decoding: $0, as: UTF8.self) } ?? id
-            keychains.append(HeldKeychain(id: id, keychain: keychain, unlocking: unlocking, label: label))
+            keychains.append(
+                HeldKeychain(id: id, keychain: keychain, unlocking: unlocking, label: label, clock: configuration.clock)
+            )
         }
         loadAliases()
     }
@@ -169,7 +158,10 @@ package final class KeychainRegistry {
     func addLogin(_ keychain: Keychain) throws(KeychainError) {
         try keychain.limitMemory(to: .lean)
         keychains.insert(
-            HeldKeychain(id: Self.loginID, keychain: keychain, unlocking: .loginPassword, label: "Login"), at: 0)
+            HeldKeychain(
+                id: Self.loginID, keychain: keychain, unlocking: .loginPassword, label: "Login",
+                clock: configuration.clock),
+            at: 0)
         if aliases["default"] == nil { aliases["default"] = Self.loginID }
         // As gnome-keyring: the login collection is also the alias "login".
         if aliases["login"] == nil { aliases["login"] = Self.loginID }
@@ -233,7 +225,8 @@ package final class KeychainRegistry {
             protectedBy: login.keychain)
         try keychain.limitMemory(to: .lean)
         try keychain.recordCreation(label: label)
-        let created = HeldKeychain(id: id, keychain: keychain, unlocking: .loginKey, label: label)
+        let created = HeldKeychain(
+            id: id, keychain: keychain, unlocking: .loginKey, label: label, clock: configuration.clock)
         keychains.append(created)
         announce(.created(created))
         return created
@@ -281,176 +274,6 @@ package final class KeychainRegistry {
         try held.keychain.setSettings(settings)
         held.settings = settings
     }
-
-    // MARK: Locking
-
-    /// Locks a keychain (its key is wiped) and announces it, if it was unlocked.
-    package func lock(_ held: HeldKeychain) {
-        if held.id == Self.loginID { userLogin.locksOfLogin += 1 }
-        held.locks += 1
-        guard !held.isLocked else { return }
-        held.keychain.lock()
-        announce(.lockChanged(held))
-    }
-
-    /// Locks every keychain but the session one.
-    package func lockLoginKeychains() {
-        for held in keychains where held.id != Self.sessionID { lock(held) }
-    }
-
-    /// Locks every keychain whose settings have `setting` on (``KeychainSettings/lockOnSleep`` when the machine
-    /// goes to sleep, ``KeychainSettings/lockOnScreenLock`` when the screen locks).
-    package func lock(where setting: KeyPath<KeychainSettings, Bool>) {
-        for held in keychains where held.appliedSettings[keyPath: setting] { lock(held) }
-    }
-
-    /// Unlocks a keychain that needs no password: the session keychain, or one under the unlocked login
-    /// keychain. False when it needs the login password.
-    package func unlockWithoutPassword(_ held: HeldKeychain) -> Bool {
-        guard held.isLocked else { return true }
-        let unlocked: Bool
-        switch held.unlocking {
-        case .heldPassword(let password):
-            let keychain = held.keychain
-            unlocked =
-                (try? password.withUnsafeBytes { (bytes) throws(KeychainError) in try keychain.unlock(password: bytes) })
-                != nil
-        case .loginKey:
-            guard let login, !login.isLocked else { return false }
-            unlocked = (try? held.keychain.unlock(using: login.keychain)) != nil
-        case .loginPassword, .ownPassword:
-            return false
-        }
-        if unlocked { announce(.lockChanged(held)) }
-        return unlocked
-    }
-
-    /// Unlocks, among `candidates`, those the (unlocked) login keychain's key wraps.
-    func unlockUnderLogin(among candidates: [HeldKeychain]) {
-        for held in candidates where held.isLocked {
-            guard case .loginKey = held.unlocking else { continue }
-            _ = unlockWithoutPassword(held)
-        }
-    }
-
-    // MARK: The serving loop's timers and results
-
-    /// Locks every keychain whose lock timeout has passed and starts due checkpoints; the milliseconds until
-    /// the next timer, nil when none is set.
-    package func runTimers() -> Int32? {
-        let now = MonotonicClock.seconds()
-        var next: Int64?
-        for held in keychains {
-            // The in-memory session collection has no log to empty.
-            if held.keychain.takeCheckpointRequest(), held.keychain.path != ":memory:" {
-                scheduleCheckpoint(held.keychain.path)
-            }
-            guard let deadline = held.lockDeadline else { continue }
-            if deadline <= now {
-                lock(held)
-            } else {
-                next = min(next ?? (deadline - now) * 1000, (deadline - now) * 1000)
-            }
-        }
-        if let due = startDueCheckpoint() { next = min(next ?? due, due) }
-        return next.map { Int32(clamping: max(0, $0)) }
-    }
-
-    /// Runs, on the serving thread, what finished elsewhere.
-    package func deliverCompletions() {
-        for (number, result) in inbox.take() {
-            continuations.removeValue(forKey: number)?(result)
-        }
-    }
-
-    /// Runs `work` on the worker thread (`onOwnThread`: on a thread of its own, for prompts that wait for a
-    /// person), then `continuation` with its result on the serving thread. The stack `work` used is wiped
-    /// after it (``ProcessHardening/wipeDeadStack()``).
-    package func offLoop<Result: Sendable>(
-        onOwnThread: Bool = false, quick: Bool = false, _ work: @escaping @Sendable () -> Result,
-        then continuation: @escaping (Result) -> Void
-    ) {
-        continuationNumber += 1
-        let number = continuationNumber
-        continuations[number] = { result in
-            guard let result = result as? Result else { return }
-            continuation(result)
-        }
-        let inbox = inbox
-        // Work done off the loop handles secrets (a password through the key derivation, a typed answer, a
-        // decrypted keyring): once it has returned, the stack it used below this frame is overwritten, on a
-        // standing worker before its next job, and on a prompt's thread before the thread ends (glibc keeps
-        // the stacks of ended threads for reuse, bytes untouched).
-        let job: @Sendable () -> Void = {
-            inbox.post(number, work())
-            ProcessHardening.wipeDeadStack()
-        }
-        if onOwnThread {
-            runDetached(job)
-        } else {
-            (quick ? quickWorker : worker).enqueue(job)
-        }
-    }
-
-    /// Whether work handed off is still to come back.
-    package var hasWorkInProgress: Bool { !continuations.isEmpty }
-
-    // MARK: Checkpoints
-
-    /// Asks for the write-ahead log of `path` to be emptied, off the serving thread, retried until it
-    /// completes (a reader holding an older snapshot makes it wait); then `completion` runs on the serving
-    /// thread with whether it did (false once it was retried for ``checkpointTries``).
-    func scheduleCheckpoint(_ path: String, then completion: ((Bool) -> Void)? = nil) {
-        pendingCheckpoints[path] = (due: 0, tries: 0)
-        checkpointRequests[path, default: 0] += 1
-        if let completion { checkpointWaiters[path, default: []].append(completion) }
-        _ = startDueCheckpoint()
-    }
-
-    /// Starts one due checkpoint on the worker; the milliseconds until the next is due.
-    private func startDueCheckpoint() -> Int64? {
-        guard !pendingCheckpoints.isEmpty else { return nil }
-        let now = MonotonicClock.nanoseconds() / 1_000_000
-        guard !checkpointRunning else { return 250 }
-        guard let (path, state) = pendingCheckpoints.min(by: { $0.value.due < $1.value.due }) else { return nil }
-        guard state.due <= now else { return state.due - now }
-        checkpointRunning = true
-        let request = checkpointRequests[path, default: 0]
-        offLoop(
-            { Keychain.checkpoint(at: path, waitMilliseconds: 0) },
-            then: { [self] completed in
-                checkpointRunning = false
-                if checkpointRequests[path, default: 0] != request {
-                    // Asked for again while it ran: what was committed since may still be in the log.
-                    pendingCheckpoints[path] = (due: 0, tries: 0)
-                    _ = startDueCheckpoint()
-                    return
-                }
-                if completed || state.tries >= Self.checkpointTries {
-                    pendingCheckpoints[path] = nil
-                    for waiter in checkpointWaiters.removeValue(forKey: path) ?? [] { waiter(completed) }
-                } else {
-                    // A reply waits at most ``checkpointReplyTries`` (the retries go on).
-                    if state.tries >= Self.checkpointReplyTries {
-                        for waiter in checkpointWaiters.removeValue(forKey: path) ?? [] { waiter(false) }
-                    }
-                    pendingCheckpoints[path] = (
-                        due: MonotonicClock.nanoseconds() / 1_000_000 + 250, tries: state.tries + 1
-                    )
-                }
-            })
-        return 250
-    }
-
-    /// How often a checkpoint is retried (every 250 ms: ten minutes) before it is left to SQLite.
-    static let checkpointTries = 2_400
-
-    /// How long a reply waiting for a checkpoint waits (every 250 ms: twenty seconds, within a D-Bus call's
-    /// default 25 s timeout).
-    static let checkpointReplyTries = 80
-
-    /// Whether checkpoints are still to be made.
-    package var hasPendingCheckpoints: Bool { !pendingCheckpoints.isEmpty }
 
     /// Locks every keychain, wiping their keys (the daemon is stopping).
     package func shutDown() {

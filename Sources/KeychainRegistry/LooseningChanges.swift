@@ -42,8 +42,8 @@ extension KeychainRegistry {
             declined: "the user did not confirm locking the keychain less",
             unasked: "locking a keychain less needs the user's confirmation, and no prompt could be shown",
             client: client
-        ) { [self] error in
-            if let error { return completion(error) }
+        ) { [self] answer in
+            if let refusal = answer.refusal { return completion(refusal) }
             guard keychains.contains(where: { $0 === held }) else {
                 return completion(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile"))
             }
@@ -102,8 +102,8 @@ extension KeychainRegistry {
             declined: "the user did not confirm changing the \(name) alias",
             unasked: "changing an alias needs the user's confirmation, and no prompt could be shown",
             client: client
-        ) { [self] error in
-            if let error { return completion(error) }
+        ) { [self] answer in
+            if let refusal = answer.refusal { return completion(refusal) }
             if let target, !keychains.contains(where: { $0 === target }) {
                 return completion(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile"))
             }

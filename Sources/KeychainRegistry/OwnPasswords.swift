@@ -37,7 +37,9 @@ extension KeychainRegistry {
                 reservedKeychainIDs.remove(id)
                 completion(
                     result.map { keychain in
-                        let created = HeldKeychain(id: id, keychain: keychain, unlocking: .ownPassword, label: label)
+                        let created = HeldKeychain(
+                            id: id, keychain: keychain, unlocking: .ownPassword, label: label,
+                            clock: configuration.clock)
                         keychains.append(created)
                         announce(.created(created))
                         return created
@@ -205,7 +207,7 @@ extension KeychainRegistry {
                 return try keychain.unwrapKey(
                     using: try login.unwrapKey(password: password, limited: false, counted: false))
             },
-            apply: { key in change.key = key as? UnwrappedKeychainKey },
+            apply: { key in change.key = key },
             isSatisfied: { false })
         let ticket = newPromptTicket()
         _ = enqueuePrompt(current, ticket: ticket) { [self] accepted in
@@ -223,7 +225,7 @@ extension KeychainRegistry {
     private func newPasswordDialog(
         for held: HeldKeychain, label: String, key: UnwrappedKeychainKey, underLogin: Bool,
         _ change: PasswordChangeInProgress
-    ) -> PromptDialog {
+    ) -> PromptDialog<PasswordChange> {
         let keychain = held.keychain
         // A keychain leaving the login key gets the scrypt cost of a new keychain; the others keep theirs.
         let kdf: KDFParameters? = underLogin ? configuration.kdf : nil
@@ -232,9 +234,7 @@ extension KeychainRegistry {
             ask: { pinentry, _, cancellation in Self.askNewPassword(label, pinentry, cancellation).map { [$0] } },
             attempt: Self.attempt { (new) throws(KeychainError) in try keychain.rewrap(key, to: new, kdf: kdf) },
             apply: { [self] rewrapped in
-                guard let rewrapped = rewrapped as? PasswordChange, keychains.contains(where: { $0 === held }) else {
-                    return
-                }
+                guard keychains.contains(where: { $0 === held }) else { return }
                 do throws(KeychainError) {
                     try commitOwnPassword(held, rewrapped)
                 } catch {
@@ -309,7 +309,7 @@ extension KeychainRegistry {
     }
 
     /// The prompt for the password of a keychain with a password of its own, shared by the requests for it.
-    private func ownPasswordDialog(_ held: HeldKeychain) -> PromptDialog {
+    private func ownPasswordDialog(_ held: HeldKeychain) -> PromptDialog<UnwrappedKeychainKey> {
         let keychain = held.keychain
         let label = PromptText.field(held.label.isEmpty ? held.id : held.label)
         let request = PinentryRequest(
@@ -326,10 +326,7 @@ extension KeychainRegistry {
                 try Self.unwrapKey(keychain, typed: password, inPrompt: true)
             },
             // Installed even when locked while the person typed: the answer was right and is delivered now.
-            apply: { [self] key in
-                guard let key = key as? UnwrappedKeychainKey else { return }
-                applyUnlock(held, key)
-            },
+            apply: { [self] key in applyUnlock(held, key) },
             isSatisfied: { [self] in !held.isLocked || !keychains.contains { $0 === held } })
     }
 }

@@ -215,11 +215,9 @@ extension UserLogin {
 
     /// A login prompt's apply step (the password's or the PIN's): unlocks the login keychain with the key
     /// derived on the worker, if it is still `keychain` and still locked, and announces it.
-    func applyingLoginKey(to keychain: Keychain) -> (any Sendable) -> Void {
+    func applyingLoginKey(to keychain: Keychain) -> (UnwrappedKeychainKey) -> Void {
         { [self] key in
-            guard let key = key as? UnwrappedKeychainKey, let held = login, held.keychain === keychain,
-                held.isLocked
-            else { return }
+            guard let held = login, held.keychain === keychain, held.isLocked else { return }
             held.keychain.unlock(with: key)
             registry.announce(.lockChanged(held))
             resealLoginTPMSlots(held.keychain)
@@ -247,9 +245,7 @@ extension UserLogin {
                 return RekeyAnswer(change: change, key: key)
             },
             apply: { [self] answer in
-                guard let answer = answer as? RekeyAnswer, let held = self.login, held.keychain === login else {
-                    return
-                }
+                guard let held = self.login, held.keychain === login else { return }
                 do throws(KeychainError) {
                     try login.commit(answer.change)
                 } catch {

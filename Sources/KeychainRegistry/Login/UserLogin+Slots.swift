@@ -99,7 +99,9 @@ extension UserLogin {
     /// PIN asks again (the TPM counts it towards its lockout); a TPM that cannot be used (locked out, gone,
     /// changed PCRs) or ``loginPINTries`` wrong PINs end it, and `fallback` then runs with why (to ask for the
     /// password instead). Cancelling ends it with no fallback.
-    func loginPINDialog(_ keychain: Keychain, fallback: @escaping (String) -> Void) -> (PromptDialog, (Bool) -> Bool)? {
+    func loginPINDialog(_ keychain: Keychain, fallback: @escaping (String) -> Void) -> (
+        PromptDialog<UnwrappedKeychainKey>, (Bool) -> Bool
+    )? {
         guard TPMSlot.kinds(of: keychain).withPIN else { return nil }
         let sealing = configuration.sealing
         let unusable = PINUnusable()

@@ -1,0 +1,206 @@
+import Glibc
+import KeychainCore
+import Pinentry
+import Posix
+
+/// The registry's prompt steps over its ``PromptQueue``: one pinentry at a time, the clients taking turns.
+extension KeychainRegistry {
+    /// Queues a prompt: one pinentry at a time for the whole daemon (one user). The clients take turns
+    /// (``PromptDialog/client``: the next prompt shown is the oldest of the client served least recently, so
+    /// that a client with many questions waiting has one of them shown between two of any other's, and the
+    /// daemon's own prompts take their turn as one client); each client's prompts are shown first come first
+    /// shown. A request whose `dialog` shares its key with one queued or showing joins it (one pinentry for
+    /// both). `completion` runs on the serving thread once the prompt has ended (true when an answer was
+    /// accepted and applied, or the prompt was already satisfied), unless the ticket was withdrawn first.
+    ///
+    /// A request made of several prompts in turn passes the first one's ticket to the next (`ticket`, from
+    /// the previous prompt's completion), so that withdrawing it ends whichever is queued or showing; with
+    /// `showingNext` the prompt goes before those waiting (the next step of a dialog that has begun).
+    func enqueuePrompt<Answer>(
+        _ dialog: PromptDialog<Answer>, ticket reused: PromptTicket? = nil, showingNext: Bool = false,
+        completion: @escaping (Bool) -> Void
+    ) -> PromptTicket {
+        let ticket = reused ?? newPromptTicket()
+        if let key = dialog.sharingKey, let shared = prompts.shared(key) {
+            shared.waiters.append((ticket.number, completion))
+            return ticket
+        }
+        guard let cancellation = try? PinentryCancellation() else {
+            completion(false)
+            return ticket
+        }
+        let queued = QueuedPrompt(dialog, cancellation: cancellation)
+        queued.waiters.append((ticket.number, completion))
+        queued.isNext = showingNext
+        prompts.append(queued)
+        showNextPrompt()
+        return ticket
+    }
+
+    /// A ticket for a request whose first prompt is enqueued later (or never: withdrawing it is harmless).
+    func newPromptTicket() -> PromptTicket {
+        prompts.newTicket()
+    }
+
+    /// Hands back a request's place: its continuation will not run. A prompt left with no request is
+    /// dropped from the queue, or, while it shows, ended at once (its pinentry sent `SIGTERM`, then
+    /// `SIGKILL`, and reaped on its thread, after which the next prompt shows).
+    package func withdraw(_ ticket: PromptTicket) {
+        guard let queued = prompts.prompt(holding: ticket) else { return }
+        queued.waiters.removeAll { $0.number == ticket.number }
+        guard queued.waiters.isEmpty else { return }
+        queued.cancellation.cancel()
+        if !queued.isShowing { prompts.remove { $0 === queued } }
+        // The question whether to deny all of a client's questions goes with the last of them.
+        if let client = queued.client, prompts.waiting(of: client).isEmpty {
+            for followUp in prompts.prompts where followUp.client?.key == client.key && followUp.waiters.isEmpty {
+                followUp.cancellation.cancel()
+            }
+            prompts.remove { $0.client?.key == client.key && $0.waiters.isEmpty && !$0.isShowing }
+        }
+    }
+
+    /// Prompts queued or showing (one shows at a time).
+    package var promptCount: Int { prompts.prompts.count }
+
+    /// Shows the next prompt, unless one is showing (``PromptQueue/takeTurn()``).
+    private func showNextPrompt() {
+        guard let next = prompts.takeTurn() else { return }
+        if next.isSatisfied() { return finishPrompt(next, .accepted) }
+        next.isShowing = true
+        next.deadline = next.timeLimit.map { configuration.clock.nanoseconds() + RegistryClock.nanoseconds($0) }
+        next.show(self, next, nil)
+    }
+
+    /// Runs the pinentry on a thread of its own, then tries the answer on the worker; asks again after a
+    /// refused answer while tries are left and somebody waits.
+    func showPrompt<Answer>(_ dialog: PromptDialog<Answer>, _ queued: QueuedPrompt, error: String?) {
+        let (ask, cancellation) = (dialog.ask, queued.cancellation)
+        let (pinentry, session, systemctl) = (configuration.pinentry, sessionEnvironment, configuration.systemctl)
+        offLoop(
+            onOwnThread: true,
+            { ask(Self.pinentry(pinentry, in: session, systemctl: systemctl), error, cancellation) },
+            then: { [self] (reply: PromptReply<PromptAnswer<Answer>>) in
+                let answer: PromptAnswer<Answer>
+                switch reply {
+                case .unanswered: return finishPrompt(queued, .unanswered)
+                case .declined: return finishPrompt(queued, .declined)
+                case .answered(let given): answer = given
+                }
+                // Unlocked meanwhile by another way: nothing to try.
+                if dialog.isSatisfied() { return finishPrompt(queued, .accepted) }
+                switch answer {
+                case .ready(let ready):
+                    dialog.apply(ready)
+                    finishPrompt(queued, .accepted)
+                case .toTry(let attempt):
+                    // Tried even when every request went meanwhile: the person typed it to be used.
+                    offLoop(
+                        attempt,
+                        then: { [self] (result: Result<Answer, KeychainError>) in
+                            switch result {
+                            case .success(let accepted):
+                                dialog.apply(accepted)
+                                finishPrompt(queued, .accepted)
+                            case .failure(let failure)
+                            where failure.status == .authFailed && failure.retryAfterSeconds == nil
+                                && queued.triesLeft > 1 && !queued.cancellation.isCancelled:
+                                queued.triesLeft -= 1
+                                showPrompt(dialog, queued, error: dialog.retryMessage)
+                            case .failure:
+                                finishPrompt(queued, .unanswered)
+                            }
+                        })
+                }
+            })
+    }
+
+    /// `base` with the session's variables: those handed over, over (when neither they nor the daemon's
+    /// own environment name a display) the systemd user manager's. Runs on the prompt's thread.
+    private static func pinentry(_ base: Pinentry, in session: SessionEnvironment, systemctl: String?) -> Pinentry {
+        var session = session
+        if let systemctl, !session.over(SessionEnvironment(picking: base.environment)).hasDisplay {
+            let runtime = base.environment["XDG_RUNTIME_DIR"] ?? "/run/user/\(getuid())"
+            session = session.over(
+                SessionEnvironment.fromSystemdUserManager(systemctl: systemctl, runtimeDirectory: runtime))
+        }
+        return base.inSession(session)
+    }
+
+    /// Ends a prompt: its waiting requests' continuations run, and the next prompt shows. When the person
+    /// declined it and its client has more prompts waiting, the next prompt asks whether to deny them all.
+    private func finishPrompt(_ queued: QueuedPrompt, _ ending: PromptEnding) {
+        prompts.remove { $0 === queued }
+        queued.isShowing = false
+        if case .declined = ending, let client = queued.client {
+            offerToDenyAll(of: client)
+        }
+        let waiters = queued.waiters
+        queued.waiters.removeAll()
+        for waiter in waiters { waiter.completion(ending.isAccepted) }
+        prompts.forgetIdleTurns()
+        showNextPrompt()
+    }
+
+    /// Ends the showing prompt if its time limit has passed at `now` (nanoseconds on the registry's clock): its
+    /// dialog's ``PromptDialog/expire`` runs, its requests are told it was not answered, then its pinentry is
+    /// ended (the next prompt shows once the pinentry's thread is back). The milliseconds until its deadline
+    /// when it has one still to come.
+    func expireShowingPrompt(now: Int64) -> Int64? {
+        guard let showing = prompts.showing, let deadline = showing.deadline else { return nil }
+        guard deadline <= now else { return RegistryClock.milliseconds(from: now, until: deadline) }
+        showing.deadline = nil
+        showing.expire()
+        let waiters = showing.waiters
+        showing.waiters.removeAll()
+        for waiter in waiters { waiter.completion(false) }
+        showing.cancellation.cancel()
+        return nil
+    }
+
+    /// After the person denied one of `client`'s questions, while others of its questions wait: asks, next,
+    /// whether to deny them all ("Deny all N" / "Ask each", within the access prompts' time bound; anything but
+    /// OK asks each in its turn). Every question of the client still waiting when the person says yes is
+    /// denied, as its Deny would (the requests get `AccessDenied`, or `errSecUserCanceled` on Keychain1).
+    private func offerToDenyAll(of client: PromptClient) {
+        let count = prompts.waiting(of: client).count
+        guard count > 0, let cancellation = try? PinentryCancellation() else { return }
+        let request = Self.denyAllRequest(client, count: count)
+        var dialog = PromptDialog<Bool>(
+            sharingKey: nil,
+            question: { pinentry, cancellation in
+                let confirmed = try? pinentry.bounded(to: Self.accessPromptTimeout).confirm(
+                    request, cancellation: cancellation)
+                return confirmed == true ? .answered(true) : .unanswered
+            },
+            apply: { [self] _ in denyAll(of: client) },
+            isSatisfied: { [self] in prompts.waiting(of: client).isEmpty })
+        dialog.client = client
+        dialog.timeLimit = Self.accessPromptTimeout
+        let followUp = QueuedPrompt(dialog, cancellation: cancellation)
+        followUp.isNext = true
+        prompts.append(followUp)
+    }
+
+    /// The question ``offerToDenyAll(of:)`` asks.
+    static func denyAllRequest(_ client: PromptClient, count: Int) -> PinentryRequest {
+        let questions = count == 1 ? "1 more question" : "\(count) more questions"
+        return PinentryRequest(
+            title: "Keychain Access",
+            description: "\(PromptText.field(client.name))\nhas \(questions) waiting for your answer."
+                + "\n\nDeny all of them now? (Otherwise each is asked in its turn.)",
+            prompt: "", okLabel: count == 1 ? "Deny it too" : "Deny all \(count)", cancelLabel: "Ask each")
+    }
+
+    /// Denies every question of `client` waiting, as their Deny would.
+    private func denyAll(of client: PromptClient) {
+        let denied = prompts.waiting(of: client)
+        prompts.remove { prompt in denied.contains { $0 === prompt } }
+        for prompt in denied {
+            prompt.cancellation.cancel()
+            let waiters = prompt.waiters
+            prompt.waiters.removeAll()
+            for waiter in waiters { waiter.completion(false) }
+        }
+    }
+}
