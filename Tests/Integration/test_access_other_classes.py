@@ -120,6 +120,13 @@ def test_secitemadd_of_a_key_trusts_its_creator_and_asks_another_program(prompti
     assert secret == "key secret"
     assert trusted == [os.path.realpath(secitem)]
     assert confirms(prompting) == []
+    # latchkey list-access shows the key's list (the one remove-access narrows).
+    login = prompting.keychains / "login.keychain-db"
+    listed = subprocess.run([binary("latchkey"), "list-access", "--json", str(login)], env=bus.env(),
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    keys = [entry for entry in json.loads(listed.stdout) if entry["class"] == "key"]
+    assert [[application["name"] for application in entry["trusted"]] for entry in keys] == [[trusted[0]]]
 
     other = tmp_path / "other.py"
     other.write_text(CALL_SCRIPT)
