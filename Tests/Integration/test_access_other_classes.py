@@ -137,3 +137,17 @@ def test_secitemadd_of_a_key_trusts_its_creator_and_asks_another_program(prompti
         assert search.returncode == 2 and "-128" in search.stderr and "key secret" not in search.stdout
     else:
         assert search.returncode == 0 and search.stdout == "key secret\n", search.stderr
+
+
+def test_an_allow_all_keychain_hands_a_key_to_another_program_unasked(make_daemon, bus, tmp_path):
+    """allow-all (gnome-keyring's behaviour) needs no list: another program reads the key with no prompt."""
+    daemon = make_daemon().start()
+    secitem = str(binary("secitem-client"))
+    added = subprocess.run([secitem, "add-key", "signing", "key secret"], env=bus.env(), capture_output=True,
+                           text=True, timeout=60)
+    assert added.returncode == 0, added.stdout
+    other = tmp_path / "other.py"
+    other.write_text(CALL_SCRIPT)
+    search = python(other, bus, "Search")
+    assert search.returncode == 0 and search.stdout == "key secret\n", search.stderr
+    assert confirms(daemon) == []
