@@ -80,14 +80,18 @@ public struct ItemSchema: Sendable {
 
     /// Checks that every attribute belongs to the class and holds a value of
     /// its kind (or bytes, for the text attributes Apple keeps as bytes:
-    /// ``AttributeKey/storesTextAsBytes``).
+    /// ``AttributeKey/storesTextAsBytes``). Password items also take any
+    /// extension attribute (``AttributeKey/isExtension``); every class takes
+    /// the access list's (``ItemAccess/keys``), as every macOS keychain item
+    /// has a `SecAccess`.
     ///
     /// - Throws: `errSecNoSuchAttr` for an attribute of another class,
     ///   `errSecParam` for a value of the wrong kind or an `kSecAttrAccessible`
     ///   value Apple does not define.
     public func validate(_ values: ItemAttributes) throws(KeychainError) {
         for (key, value) in values {
-            let allowed = attributes.contains(key) || (key.isExtension && itemClass.isPassword)
+            let allowed =
+                attributes.contains(key) || (key.isExtension && itemClass.isPassword) || ItemAccess.keys.contains(key)
             guard allowed, let kind = key.kind else {
                 throw KeychainError(
                     .noSuchAttribute,

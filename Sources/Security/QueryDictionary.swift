@@ -63,9 +63,6 @@ struct QueryDictionary {
             guard !attributes.keys.contains(where: ItemAccess.keys.contains) else {
                 throw .param("kSecAttrAccess and the lk: access attributes cannot be given together")
             }
-            guard itemClass?.isPassword != false else {
-                throw .param("kSecAttrAccess is for password items (an access list guards a secret)")
-            }
             attributes.merge(access.itemAccess.attributes) { $1 }
         }
         if role == .changes, attributes.isEmpty, data == nil {

@@ -120,10 +120,10 @@ struct RemoveAccess: ParsableCommand {
 
 /// What the access verbs share.
 enum AccessVerbs {
-    /// Every password item of the keychain, with its attributes.
+    /// Every item of the keychain (keys, certificates and identities carry access lists too), with its attributes.
     static func items(of target: KeychainTarget) throws(KeychainError) -> [KeychainItem] {
         var items: [KeychainItem] = []
-        for itemClass in [ItemClass.genericPassword, .internetPassword] {
+        for itemClass in ItemClass.allCases {
             items += try target.backend.items(
                 matching: ItemQuery(itemClass, synchronizable: .any, limit: .all, returning: .attributes))
         }
@@ -149,9 +149,19 @@ enum AccessVerbs {
             if case .string(let value)? = item.attributes?[key] { return value }
             return ""
         }
-        let kind = item.itemClass == .internetPassword ? "internet" : "generic"
         let place = item.itemClass == .internetPassword ? text(.server) : text(.service)
-        return "\(kind) \"\(text(.label))\" \(place) account=\"\(text(.account))\""
+        return "\(kind(item)) \"\(text(.label))\" \(place) account=\"\(text(.account))\""
+    }
+
+    /// The class's word in the listing.
+    private static func kind(_ item: KeychainItem) -> String {
+        switch item.itemClass {
+        case .genericPassword: "generic"
+        case .internetPassword: "internet"
+        case .key: "key"
+        case .certificate: "certificate"
+        case .identity: "identity"
+        }
     }
 
     static func json(_ item: KeychainItem, _ access: ItemAccess) -> JSONValue {
@@ -160,7 +170,7 @@ enum AccessVerbs {
             return .null
         }
         return .object([
-            "class": .string(item.itemClass == .internetPassword ? "internet" : "generic"),
+            "class": .string(kind(item)),
             "label": text(.label), "service": text(.service), "server": text(.server), "account": text(.account),
             "anyApplication": .bool(access.anyApplication),
             "trusted": .array(

@@ -1,45 +1,19 @@
 """Items of the classes the Secret Service does not show (keys, certificates) are guarded like passwords on
 org.latchkey.Keychain1: a program their access list does not trust is asked before it reads, changes or
-deletes one. Two python3 scripts at other paths are two applications; the scripted pinentry answers."""
+deletes one. The program that adds a key is on its access list, as on macOS, and reads it back unasked. Two python3
+scripts at other paths are two applications; the scripted pinentry answers."""
 
 import json
+import os
 import subprocess
 import sys
-import time
 
 import pytest
+from conftest import binary
 
-# Keychain1 Add of a key item (class "keys") with a secret. Access lists are kept only on passwords, and an
-# identified caller's new item gets its list, so the key is added by a caller the daemon no longer identifies:
-# the script is identified by a first call, forks, and its child adds the key once the identified process ended
-# (as an item written into the file directly, or imported, the key trusts no application).
-ADD_KEY_SCRIPT = """
-import os, sys, time
-from jeepney import DBusAddress, new_method_call
-from jeepney.io.blocking import open_dbus_connection
-connection = open_dbus_connection(bus="SESSION")
-address = DBusAddress("/org/latchkey/keychain/login", bus_name="org.freedesktop.secrets",
-                      interface="org.latchkey.Keychain1")
-connection.send_and_get_reply(new_method_call(address, "Status"), timeout=60)
-parent = os.getpid()
-if os.fork() != 0:
-    os._exit(0)
-deadline = time.monotonic() + 20
-while time.monotonic() < deadline:
-    try:
-        with open(f"/proc/{parent}/stat") as file:
-            if file.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                break
-    except FileNotFoundError:
-        break
-    time.sleep(0.01)
-attributes = {"labl": ("s", "signing key")}
-reply = connection.send_and_get_reply(
-    new_method_call(address, "Add", "sa{sv}ayb", ("keys", attributes, b"key secret", True)), timeout=60)
-print(reply.header.message_type.name, reply.body, flush=True)
-"""
-
-# Keychain1 Search (with data), Update or Delete of every key item; prints the secrets found or the error.
+# Keychain1 Add of a key item (class "keys") with a secret, or Search (with data), Update or Delete of every key
+# item; prints the secrets found or the error. The script is identified (a python3 script at its path), so the key it
+# adds trusts it.
 CALL_SCRIPT = """
 import sys
 from jeepney import DBusAddress, new_method_call
@@ -50,7 +24,10 @@ address = DBusAddress("/org/latchkey/keychain/login", bus_name="org.freedesktop.
 query = {"class": ("s", "keys"), "attributes": ("a{sv}", {}), "synchronizable": ("s", "any"),
          "limit": ("x", 0), "returning": ("u", 1 | 2)}
 method = sys.argv[1]
-if method == "Search":
+if method == "Add":
+    attributes = {"labl": ("s", "signing key"), "atag": ("ay", b"signing")}
+    call = new_method_call(address, "Add", "sa{sv}ayb", ("keys", attributes, b"key secret", True))
+elif method == "Search":
     call = new_method_call(address, "Search", "a{sv}", (query,))
 elif method == "Update":
     call = new_method_call(address, "Update", "a{sv}a{sv}ayb", (query, {"labl": ("s", "renamed")}, b"", False))
@@ -87,9 +64,9 @@ def python(script, bus, *args):
 def key_item(prompting, bus, tmp_path):
     """A key item made by one script; another script at another path, to read or change it."""
     creator = tmp_path / "creator.py"
-    creator.write_text(ADD_KEY_SCRIPT)
-    added = python(creator, bus)
-    assert added.returncode == 0 and added.stdout.startswith("method_return"), added.stdout + added.stderr
+    creator.write_text(CALL_SCRIPT)
+    added = python(creator, bus, "Add")
+    assert added.returncode == 0, added.stdout + added.stderr
     other = tmp_path / "other.py"
     other.write_text(CALL_SCRIPT)
     return other
@@ -116,3 +93,61 @@ def test_another_program_is_asked_before_it_changes_or_deletes_a_key_item(prompt
     prompting.set_pinentry_answers(["ok"])
     search = python(key_item, bus, "Search")
     assert search.returncode == 0 and search.stdout == "key secret\n", search.stderr
+
+
+def test_the_program_that_added_a_key_reads_it_back_unasked(prompting, bus, key_item):
+    """On 1dbbbc4 the Add itself failed (-25303, "attribute 'lk:any-app' does not exist for class 'keys'"): the
+    creator's access list was put into a class that could not hold one."""
+    creator = key_item.parent / "creator.py"
+    search = python(creator, bus, "Search")
+    assert search.returncode == 0 and search.stdout == "key secret\n", search.stderr
+    assert confirms(prompting) == []
+
+
+@pytest.mark.parametrize("answer", ["cancel", "ok"])
+def test_secitemadd_of_a_key_trusts_its_creator_and_asks_another_program(prompting, bus, tmp_path, answer):
+    """SecItemAdd of a kSecClassKey item through the daemon, by a compiled program (secitem-client): it reads the key
+    back without a prompt, its path on the key's kSecAttrAccess; a python3 script is asked, and gets the key only if
+    the user allows it."""
+    secitem = str(binary("secitem-client"))
+    added = subprocess.run([secitem, "add-key", "signing", "key secret"], env=bus.env(), capture_output=True,
+                           text=True, timeout=60)
+    assert added.returncode == 0, added.stdout
+    found = subprocess.run([secitem, "find-key", "signing"], env=bus.env(), capture_output=True, text=True,
+                           timeout=60)
+    assert found.returncode == 0, found.stdout
+    secret, *trusted = found.stdout.splitlines()
+    assert secret == "key secret"
+    assert trusted == [os.path.realpath(secitem)]
+    assert confirms(prompting) == []
+    # latchkey list-access shows the key's list (the one remove-access narrows).
+    login = prompting.keychains / "login.keychain-db"
+    listed = subprocess.run([binary("latchkey"), "list-access", "--json", str(login)], env=bus.env(),
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    keys = [entry for entry in json.loads(listed.stdout) if entry["class"] == "key"]
+    assert [[application["name"] for application in entry["trusted"]] for entry in keys] == [[trusted[0]]]
+
+    other = tmp_path / "other.py"
+    other.write_text(CALL_SCRIPT)
+    prompting.set_pinentry_answers([answer])
+    search = python(other, bus, "Search")
+    assert len(confirms(prompting)) == 1
+    if answer == "cancel":
+        assert search.returncode == 2 and "-128" in search.stderr and "key secret" not in search.stdout
+    else:
+        assert search.returncode == 0 and search.stdout == "key secret\n", search.stderr
+
+
+def test_an_allow_all_keychain_hands_a_key_to_another_program_unasked(make_daemon, bus, tmp_path):
+    """allow-all (gnome-keyring's behaviour) needs no list: another program reads the key with no prompt."""
+    daemon = make_daemon().start()
+    secitem = str(binary("secitem-client"))
+    added = subprocess.run([secitem, "add-key", "signing", "key secret"], env=bus.env(), capture_output=True,
+                           text=True, timeout=60)
+    assert added.returncode == 0, added.stdout
+    other = tmp_path / "other.py"
+    other.write_text(CALL_SCRIPT)
+    search = python(other, bus, "Search")
+    assert search.returncode == 0 and search.stdout == "key secret\n", search.stderr
+    assert confirms(daemon) == []

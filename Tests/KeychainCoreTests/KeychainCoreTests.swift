@@ -59,6 +59,31 @@ import Testing
         #expect(throws: Never.self) { try schema.validate([.accessible: .string("aku"), .account: .string("a")]) }
     }
 
+    /// Every class holds the access list (a macOS keychain item of any class has a `SecAccess`); Latchkey's other
+    /// extension attributes stay on the password classes.
+    @Test func everyClassHoldsTheAccessListAndOnlyPasswordsOtherExtensions() {
+        let access = ItemAccess(trustedApplications: [TrustedApplication(name: "/usr/bin/ssh", digest: "ab")])
+        for itemClass in ItemClass.allCases {
+            let schema = ItemSchema.of(itemClass)
+            #expect(throws: Never.self, "\(itemClass)") { try schema.validate(access.attributes) }
+            #expect(throws: KeychainError.self, "\(itemClass)") {
+                try schema.validate([ItemAccess.anyApplicationKey: .number(1)])
+            }
+            let other: ItemAttributes = [.contentType: .string("text/plain")]
+            if itemClass.isPassword {
+                #expect(throws: Never.self) { try schema.validate(other) }
+            } else {
+                #expect(
+                    throws: KeychainError(
+                        .noSuchAttribute, "attribute 'lk:content-type' does not exist for class '\(itemClass.rawValue)'"
+                    )
+                ) {
+                    try schema.validate(other)
+                }
+            }
+        }
+    }
+
     @Test func textAttributesAppleKeepsAsBytesAcceptBytes() {
         let schema = ItemSchema.of(.internetPassword)
         for key: AttributeKey in [.account, .server, .securityDomain, .path, .label, .comment, .itemDescription] {

@@ -38,6 +38,33 @@ import Testing
         #expect(try keychain.usage() == other.usage())
     }
 
+    /// A key, a certificate and an identity keep the access list they are given, across a reopening; one given
+    /// none (as every such item stored before they could hold one) reads back with none.
+    @Test func everyClassKeepsItsAccessListAcrossAReopening() throws {
+        let keychain = try makeKeychain()
+        let access = ItemAccess(trustedApplications: [TrustedApplication(name: "/usr/bin/ssh", digest: "ab")])
+        let classes: [(ItemClass, AttributeKey)] = [
+            (.key, .applicationTag), (.certificate, .serialNumber), (.identity, .applicationTag),
+        ]
+        for (itemClass, key) in classes {
+            try keychain.add(
+                itemClass, attributes: access.attributes.merging([key: .data(Data([1]))]) { $1 }, secret: Data([9]))
+            try keychain.add(itemClass, attributes: [key: .data(Data([2]))], secret: Data([9]))
+        }
+        let reopened = try Keychain(opening: path)
+        try reopened.unlock(password: "pw")
+        for (itemClass, key) in classes {
+            func stored(_ value: UInt8) throws -> ItemAccess {
+                let query = ItemQuery(
+                    itemClass, attributes: [key: .data(Data([value]))], synchronizable: .any, returning: .attributes)
+                let item = try #require(try reopened.items(matching: query).first)
+                return ItemAccess(attributes: item.attributes ?? [:])
+            }
+            #expect(try stored(1) == access, "\(itemClass)")
+            #expect(try stored(2).isEmpty, "\(itemClass)")
+        }
+    }
+
     @Test func fileIs0600InA0700Directory() throws {
         _ = try makeKeychain()
         let fileMode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int

@@ -10,6 +10,8 @@
 //   secitem-client apple-semantics SERVICE             issue 16's four points, one line each
 //   secitem-client add-trusting SERVICE SECRET APP...  kSecAttrAccess trusting APP... ("any": any application)
 //   secitem-client show-access SERVICE                 the returned kSecAttrAccess: "any", or one name a line
+//   secitem-client add-key TAG SECRET                  a private key item (kSecClassKey) tagged TAG
+//   secitem-client find-key TAG                        prints the key's data and its kSecAttrAccess names
 // Exits 0 on errSecSuccess, else prints "status N" and exits 1.
 import Foundation
 import Security
@@ -58,6 +60,28 @@ case ("show-access", 2):
             as CFDictionary, &result)
     if let access = (result as? [String: Any])?[kSecAttrAccess as String] as? SecAccess {
         print(access.allowsAnyApplication ? "any" : access.trustedApplications.map(\.name).joined(separator: "\n"))
+    }
+    finish(status)
+case ("add-key", 3):
+    finish(
+        SecItemAdd(
+            [
+                kSecClass: kSecClassKey, kSecAttrKeyClass: kSecAttrKeyClassPrivate,
+                kSecAttrApplicationTag: Data(arguments[1].utf8), kSecAttrLabel: "key added by secitem-client",
+                kSecValueData: Data(arguments[2].utf8),
+            ] as CFDictionary, nil))
+case ("find-key", 2):
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(
+        [
+            kSecClass: kSecClassKey, kSecAttrApplicationTag: Data(arguments[1].utf8), kSecReturnData: true,
+            kSecReturnAttributes: true,
+        ] as CFDictionary, &result)
+    if let item = result as? [String: Any] {
+        print((item[kSecValueData as String] as? Data).map { String(decoding: $0, as: UTF8.self) } ?? "")
+        if let access = item[kSecAttrAccess as String] as? SecAccess {
+            print(access.allowsAnyApplication ? "any" : access.trustedApplications.map(\.name).joined(separator: "\n"))
+        }
     }
     finish(status)
 case ("find-generic", 2), ("find-generic", 3):

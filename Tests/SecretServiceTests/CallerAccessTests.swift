@@ -267,4 +267,34 @@ import Testing
             ])
         #expect(try stored().isEmpty)
     }
+
+    /// A key, certificate or identity an identified client adds trusts it, as a password does (on 1dbbbc4 the Add
+    /// failed, -25303: the class could not hold the creator's list); it reads the item back unasked, and through
+    /// `Keychain1` the list can only be narrowed.
+    @Test(arguments: [ItemClass.key, .certificate, .identity])
+    func keychain1AddOfEveryClassTrustsItsCaller(itemClass: ItemClass) throws {
+        let inproc = try InProcessDaemon(identifiesCallers: true)
+        _ = try Self.introduce(":1.7", to: inproc)
+        let native = Keychain1Interface.path(collection: "login")
+        let tag: ItemAttributes = [.label: .string("made by me"), .subject: .data(Data([7]))]
+        let attributes = itemClass == .key ? tag.filter { $0.key == .label } : tag
+        try inproc.ok(
+            native, Keychain1Interface.interface, "Add",
+            [.string(itemClass.rawValue), Keychain1Interface.encode(attributes), .bytes([1]), .bool(true)])
+        let query = ItemQuery(itemClass, synchronizable: .any, returning: [.attributes, .data])
+        let found = try inproc.ok(native, Keychain1Interface.interface, "Search", [Keychain1Interface.encode(query)])
+        guard case .array(_, let items)? = found.first, let encoded = items.first else {
+            Issue.record("no item: \(found)")
+            return
+        }
+        let item = try Keychain1Interface.decodeItem(encoded)
+        #expect(item.secret == Data([1]), "read back by its creator without a prompt")
+        let me = try Self.thisProcess()
+        #expect(ItemAccess(attributes: item.attributes ?? [:]).trustedApplications == [me])
+        let widened = ItemAccess(anyApplication: true, trustedApplications: [me])
+        let refused = try inproc.errorName(
+            native, Keychain1Interface.interface, "Update",
+            [Keychain1Interface.encode(query), Keychain1Interface.encode(widened.attributes), .bytes([]), .bool(false)])
+        #expect(refused == Keychain1Interface.statusError)
+    }
 }

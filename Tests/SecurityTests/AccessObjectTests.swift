@@ -133,6 +133,36 @@ extension SecuritySuite {
             #expect(returned("plain") == nil, "an item given no access object has none to return")
         }
 
+        /// Keys, certificates and identities carry an access list as passwords do (every macOS keychain item has a
+        /// `SecAccess`): given to `SecItemAdd`, stored in the item's attributes, returned under `kSecAttrAccess`.
+        @Test func everyClassTakesAnAccessObject() throws {
+            let kc = try TestKeychain()
+            defer { withExtendedLifetime(kc) {} }
+            let one = try #require(trusted(try program("one", "1").path).1)
+            let given = try access([one])
+            let items: [(CFString, [String: Any])] = [
+                (kSecClassKey, [kSecAttrApplicationTag as String: Data([1])]),
+                (kSecClassCertificate, [kSecAttrSerialNumber as String: Data([1])]),
+                (kSecClassIdentity, [kSecAttrApplicationTag as String: Data([2])]),
+            ]
+            for (itemClass, attributes) in items {
+                let item = attributes.merging([kSecClass as String: itemClass]) { $1 }
+                let added = add(
+                    item.merging([kSecValueData as String: Data([2]), kSecAttrAccess as String: given]) { $1 })
+                #expect(added == errSecSuccess, "\(itemClass)")
+                let result = copyMatching(item.merging([kSecReturnAttributes as String: true]) { $1 }).1
+                let returned = (result as? NSDictionary)?[kSecAttrAccess as String] as? SecAccess
+                #expect(returned?.trustedApplications == [one], "\(itemClass)")
+                let file = try Keychain(opening: kc.directory + "/test.keychain-db")
+                try file.unlock(password: "correct horse")
+                var query = ItemQuery(try #require(ItemClass(rawValue: itemClass as String)), synchronizable: .any)
+                query.returning = .attributes
+                let stored = try #require(try file.items(matching: query).first)
+                #expect(
+                    ItemAccess(attributes: stored.attributes ?? [:]).trustedApplications.map(\.name) == [one.name])
+            }
+        }
+
         @Test func badAccessInputIsParam() throws {
             let kc = try TestKeychain()
             defer { withExtendedLifetime(kc) {} }
@@ -152,11 +182,6 @@ extension SecuritySuite {
             #expect(
                 add(with([kSecAttrAccess as String: given, kSecAttrSynchronizable as String: true])) == errSecParam)
             #expect(add(with([kSecAttrAccess as String: given, "lk:any-app": "1"])) == errSecParam)
-            #expect(
-                add([
-                    kSecClass as String: kSecClassKey, kSecAttrApplicationTag as String: Data([1]),
-                    kSecValueData as String: Data([2]), kSecAttrAccess as String: given,
-                ]) == errSecParam)
             var bad: SecAccess?
             #expect(SecAccessCreate("x" as CFString, NSArray(array: ["/usr/bin/git"]), &bad) == errSecParam)
             #expect(bad == nil)
