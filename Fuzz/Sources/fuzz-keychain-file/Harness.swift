@@ -118,7 +118,8 @@ func applyEdits(_ input: inout FuzzInput, to path: String, fixture: Fixture) {
             }
         case 2:
             let column = columns[target % columns.count]
-            try? db.withStatement("UPDATE items SET \(column) = ?1 WHERE id = ?2") {
+            // The column is one of `columns`, a name, not a value: SQL text.
+            try? db.withStatement(SQL(stringLiteral: "UPDATE items SET \(column) = ?1 WHERE id = ?2")) {
                 (statement) throws(KeychainError) in
                 if column == "id" || column == "sync" {
                     statement.bind(1, value.reduce(Int64(0)) { $0 << 8 | Int64($1) })
@@ -132,7 +133,7 @@ func applyEdits(_ input: inout FuzzInput, to path: String, fixture: Fixture) {
             }
         default:
             let row = Int64(target / 2 % 3 + 1)
-            let field: Keychain.SealedField = target % 2 == 0 ? .attributes : .secret
+            let field: ItemSealing.Field = target % 2 == 0 ? .attributes : .secret
             guard
                 let found = try? db.withStatement(
                     "SELECT uuid, class FROM items WHERE id = ?1",
@@ -143,14 +144,16 @@ func applyEdits(_ input: inout FuzzInput, to path: String, fixture: Fixture) {
                 let uuid = found.0, let classCode = found.1, let itemClass = ItemClass(rawValue: classCode),
                 let identifier = try? KeychainHeader.load(from: db).identifier
             else { continue }
-            let context =
-                identifier + uuid + Data(itemClass.rawValue.utf8) + Data([field.rawValue])
+            // The fixture's items are of format 1's shape: version 0.
+            let context = ItemSealing.itemField(
+                keychain: identifier, item: ItemReference(itemClass: itemClass, identifier: uuid), field, version: 0)
             guard let sealed = try? AuthenticatedCipher.seal(value, key: fixture.childKey, context: context) else {
                 continue
             }
-            try? db.withStatement(
-                "UPDATE items SET \(field == .attributes ? "attributes" : "secret") = ?1 WHERE id = ?2"
-            ) { (statement) throws(KeychainError) in
+            let statement: SQL =
+                field == .attributes
+                ? "UPDATE items SET attributes = ?1 WHERE id = ?2" : "UPDATE items SET secret = ?1 WHERE id = ?2"
+            try? db.withStatement(statement) { (statement) throws(KeychainError) in
                 statement.bind(1, sealed)
                 statement.bind(2, row)
                 try statement.run()
