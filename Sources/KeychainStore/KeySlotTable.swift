@@ -387,7 +387,10 @@ extension Keychain {
             try db.withStatement("SELECT uuid, class, attributes, version FROM items ORDER BY id LIMIT 1") {
                 (select) throws(KeychainError) -> Bool in
                 guard try select.step() else { return true }
-                guard let uuid = select.data(0), let name = select.string(1), let itemClass = ItemClass(rawValue: name)
+                // A damaged row (an identifier of another length, an unknown class) opens nothing: it is refused,
+                // never trusted to a precondition.
+                guard let uuid = select.data(0), uuid.count == 16, let name = select.string(1),
+                    let itemClass = ItemClass(rawValue: name)
                 else { return false }
                 let reference = ItemReference(itemClass: itemClass, identifier: uuid)
                 let context = ItemSealing.itemField(

@@ -361,6 +361,37 @@ func metaRow(_ path: String, _ name: String) throws -> Data {
     return Data(bytes: bytes, count: Int(sqlite3_column_bytes(statement, 0)))
 }
 
+extension KeySlotTests {
+    /// An item row whose identifier is not 16 bytes (a damaged or hostile file) makes a slot's unlock fail with
+    /// an error, not stop the process (found by fuzz-keychain-file: "an item identifier has 16 bytes").
+    @Test func aDamagedItemIdentifierRefusesTheSlotInsteadOfStopping() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keychain = try newKeychain()
+        try keychain.add(.genericPassword, attributes: [.service: .string("slots")], secret: Data("rec".utf8))
+        var recoveryKey = try RecoveryKey.generate()
+        defer { recoveryKey.wipe() }
+        _ = try RecoverySlot.add(to: keychain, recoveryKey: recoveryKey)
+        var text = recoveryKey.formatted()
+        defer { wipeBytes(&text) }
+        try runSQL(keychain.path, "UPDATE items SET uuid = x'0102'")
+        let locked = try reopened(keychain)
+        #expect {
+            try RecoverySlot.unwrapKey(locked, recoveryText: text)
+        } throws: { error in
+            (error as? KeySlotError)?.keychainError.status == .decode
+        }
+        #expect(locked.isLocked)
+    }
+}
+
+/// Runs one statement with SQLite directly, outside Latchkey.
+func runSQL(_ path: String, _ sql: String) throws {
+    var db: OpaquePointer?
+    guard sqlite3_open(path, &db) == SQLITE_OK else { throw CocoaError(.fileWriteUnknown) }
+    defer { sqlite3_close(db) }
+    guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw CocoaError(.fileWriteUnknown) }
+}
+
 /// Writes a row of `meta` with SQLite directly, outside Latchkey.
 func setMetaRow(_ path: String, _ name: String, _ value: Data) throws {
     var db: OpaquePointer?

@@ -141,7 +141,8 @@ func applyEdits(_ input: inout FuzzInput, to path: String, fixture: Fixture) {
                         statement.bind(1, row)
                         return try statement.step() ? (statement.data(0), statement.string(1)) : (nil, nil)
                     }),
-                let uuid = found.0, let classCode = found.1, let itemClass = ItemClass(rawValue: classCode),
+                let uuid = found.0, uuid.count == 16, let classCode = found.1,
+                let itemClass = ItemClass(rawValue: classCode),
                 let identifier = try? KeychainHeader.load(from: db).identifier
             else { continue }
             // The fixture's items are of format 1's shape: version 0.
