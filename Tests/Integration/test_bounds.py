@@ -93,6 +93,22 @@ def test_a_pinentry_that_cannot_start_says_why_in_the_log(make_daemon, bus, tmp_
     assert "no password prompt could be shown" in log and "no-such-pinentry" in log, log
 
 
+def test_a_confirmation_that_cannot_start_says_why_in_the_error(make_daemon, bus):
+    """Keychain1.SetAccessPolicy allow-all needs a confirmation; with no descriptor left for its prompt, the
+    error says why (before: only "no prompt could be shown")."""
+    from test_access_prompts import starve_of_descriptors
+    daemon = make_daemon(access_policy="prompt").start()
+    client = Client(bus.address)
+    client.ok("/org/latchkey/keychain/login", "org.latchkey.Keychain1", "Status")
+    starve_of_descriptors(daemon)
+    reply = client.call("/org/latchkey/keychain/login", "org.latchkey.Keychain1", "SetAccessPolicy", "s",
+                        ("allow-all",), timeout=30)
+    assert reply.is_error, reply.body
+    assert "no prompt could be shown (pinentry: cannot create a pipe" in reply.body[0], reply.body
+    assert "Too many open files" in reply.body[0], reply.body
+    client.close()
+
+
 SANDBOXED_CREATOR = r"""
 import json, os, sys, threading, time
 from jeepney import DBusAddress, new_method_call
