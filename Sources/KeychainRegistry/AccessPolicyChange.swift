@@ -52,7 +52,7 @@ extension KeychainRegistry {
     }
 
     /// Asks the person to confirm a change a program asked for, as ``confirm(_:bounded:declined:unasked:completion:)``
-    /// does (no time bound, in `client`'s turn): `request`'s description gets who asks (`requester`, when known) and "Allow this
+    /// does (within the access prompts' time bound, in `client`'s turn): `request`'s description gets who asks (`requester`, when known) and "Allow this
     /// only if you asked for it" with the `command` that asks for it, when there is one.
     func confirmProgramChange(
         _ request: PinentryRequest, requester: String?, command: String?, declined: String, unasked: String,
@@ -62,7 +62,8 @@ extension KeychainRegistry {
         if let requester { request.description += "\nAsked by: \(PromptText.field(requester))" }
         request.description += "\nAllow this only if you asked for it" + (command.map { " (\($0))." } ?? ".")
         return confirm(
-            request, bounded: nil, declined: declined, unasked: unasked, client: client, completion: completion)
+            request, bounded: Self.accessPromptTimeout, declined: declined, unasked: unasked, client: client,
+            completion: completion)
     }
 
     /// The error `body` throws, nil when it ran through.

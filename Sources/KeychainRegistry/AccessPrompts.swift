@@ -201,6 +201,10 @@ extension KeychainRegistry {
         // Past its time limit the prompt ends as when pinentry's own timeout ends it: denied, and why.
         dialog.timeLimit = Self.accessPromptTimeout
         dialog.expire = { failure.record(Self.unansweredWithin(Self.accessPromptTimeout)) }
+        // Denied with the rest of its client's questions: the person's Deny, no failure.
+        dialog.ended = { ending in
+            if case .cannotShow(let error) = ending { failure.record(error.description) }
+        }
         return enqueuePrompt(dialog, completion: completion)
     }
 

@@ -75,6 +75,13 @@ extension KeychainRegistry {
             dialog.timeLimit = bounded
             dialog.expire = { outcome.record(.failed("no answer within \(bounded)")) }
         }
+        dialog.ended = { ending in
+            switch ending {
+            case .cannotShow(let error): outcome.record(.failed(error.reason))
+            // The person answered, for this one too: as its own Cancel would.
+            case .deniedWithOthers: outcome.record(.answered(false))
+            }
+        }
         dialog.client = client
         return enqueuePrompt(dialog) { accepted in
             guard accepted else {

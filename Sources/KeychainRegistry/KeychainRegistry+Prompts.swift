@@ -25,7 +25,13 @@ extension KeychainRegistry {
             shared.waiters.append((ticket.number, completion))
             return ticket
         }
-        guard let cancellation = try? PinentryCancellation() else {
+        let cancellation: PinentryCancellation
+        do throws(PinentryError) {
+            cancellation = try PinentryCancellation()
+        } catch {
+            // Said in the log, and by the dialog in the request's error where the face's reply can carry it.
+            Self.log("no prompt could be shown: \(error)")
+            dialog.ended(.cannotShow(error))
             completion(false)
             return ticket
         }
@@ -198,6 +204,7 @@ extension KeychainRegistry {
         prompts.remove { prompt in denied.contains { $0 === prompt } }
         for prompt in denied {
             prompt.cancellation.cancel()
+            prompt.ended(.deniedWithOthers)
             let waiters = prompt.waiters
             prompt.waiters.removeAll()
             for waiter in waiters { waiter.completion(false) }

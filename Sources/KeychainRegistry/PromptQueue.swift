@@ -76,6 +76,10 @@ struct PromptDialog<Answer: Sendable> {
     var timeLimit: Duration? = nil
     /// Runs on the serving thread when ``timeLimit`` passed, before the requests waiting for it are told.
     var expire: () -> Void = {}
+    /// Runs on the serving thread when it ends without its own pinentry answering, before the requests waiting
+    /// for it are told: it could not be shown (why), or the person denied it with the rest of its client's
+    /// questions (Deny all).
+    var ended: (PromptSettledElsewhere) -> Void = { _ in }
 
     /// A password dialog: `ask` gives the secrets typed (nil: none), `attempt` tries them on the worker.
     init(
@@ -115,6 +119,14 @@ struct PromptDialog<Answer: Sendable> {
     }
 }
 
+/// How a prompt ended when its own pinentry did not answer it.
+enum PromptSettledElsewhere {
+    /// No pinentry could be started for it (no descriptor left for its cancellation pipe, …): why.
+    case cannotShow(PinentryError)
+    /// The person chose Deny all for its client's questions, this one among them.
+    case deniedWithOthers
+}
+
 /// How a prompt ended, for the requests waiting for it.
 enum PromptEnding {
     /// An answer was accepted and applied, or what it was for was done already.
@@ -145,6 +157,8 @@ final class QueuedPrompt {
     let timeLimit: Duration?
     /// ``PromptDialog/expire``.
     let expire: () -> Void
+    /// ``PromptDialog/ended``.
+    let ended: (PromptSettledElsewhere) -> Void
     /// Shows it (again, after a refused answer, with the message given).
     let show: (KeychainRegistry, QueuedPrompt, String?) -> Void
     let cancellation: PinentryCancellation
@@ -166,6 +180,7 @@ final class QueuedPrompt {
         self.isSatisfied = dialog.isSatisfied
         self.timeLimit = dialog.timeLimit
         self.expire = dialog.expire
+        self.ended = dialog.ended
         self.show = { registry, queued, error in registry.showPrompt(dialog, queued, error: error) }
         self.cancellation = cancellation
         self.triesLeft = dialog.tries

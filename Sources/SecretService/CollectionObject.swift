@@ -92,7 +92,11 @@ struct CollectionObject: DBusObject {
             [daemon] completion in
             daemon.registry.deleteKeychain(
                 collection, requester: daemon.application(of: call.sender)?.description,
-                client: daemon.promptClient(of: call.sender), completion: completion)
+                client: daemon.promptClient(of: call.sender)
+            ) { error in
+                if error == nil { daemon.applicationUsage.release(collection: collection) }
+                completion(error)
+            }
         }
     }
 
@@ -150,6 +154,8 @@ struct CollectionObject: DBusObject {
         guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
         try collection.checkQuota(
             daemon.limits, secretBytes: secret.count, label: label, attributes: attributes, isNew: existing == nil)
+        let bytes = attributes.reduce(secret.count + label.utf8.count) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+        try daemon.checkApplicationQuota(of: caller, storing: bytes, in: collection, replacing: existing)
         let result: (reference: ItemReference, replaced: Bool)
         do {
             result = try secret.withUnownedData { (data) throws(KeychainError) in
@@ -160,6 +166,7 @@ struct CollectionObject: DBusObject {
         } catch {
             throw SecretServiceError.from(error)
         }
+        daemon.recordApplicationUsage(of: caller, storing: bytes, in: collection, at: result.reference)
         let path = ObjectPaths.item(result.reference, in: collection.id)
         if result.replaced {
             daemon.emitPropertiesChanged(

@@ -2,7 +2,8 @@ import DBus
 
 /// Bounds on what a client may send, so that no request can make the daemon
 /// hold or index unbounded data. Going past one gives `InvalidArgs`; going past one of the quotas
-/// (``collectionCount``, ``itemsPerCollection``, ``bytesPerCollection``: what all calls together may make)
+/// (``collectionCount``, ``itemsPerCollection``, ``bytesPerCollection``: what all calls together may make;
+/// ``itemsPerApplication``, ``bytesPerApplication``: what one application's calls may)
 /// gives `org.freedesktop.DBus.Error.LimitsExceeded` (docs/robustness.md, "Bounds and quotas").
 package struct InputLimits: Sendable {
     /// Attributes in one item or search.
@@ -25,6 +26,12 @@ package struct InputLimits: Sendable {
     /// Bytes one collection's items take, sealed attributes and secrets together (the session collection's
     /// are in the daemon's memory).
     package var bytesPerCollection = 64 << 20
+    /// Items one application may store across collections (an unsandboxed program by its file, a Flatpak app by
+    /// its app id, every unidentified caller together): half a collection's, so that one application cannot
+    /// fill a collection for every other (ApplicationUsage.swift).
+    package var itemsPerApplication = 5_000
+    /// Bytes one application's items may take across collections (secrets, labels and attribute text as sent).
+    package var bytesPerApplication = 32 << 20
 
     /// The defaults above.
     package init() {}

@@ -32,6 +32,7 @@ struct ItemObject: DBusObject {
                             () throws(KeychainError) in
                             try object.collection.delete(object.reference)
                         } then: {
+                            object.daemon.releaseApplicationUsage(in: object.collection, [object.reference])
                             object.daemon.announceItems(
                                 object.collection, CollectionObject.itemDeleted, object.reference)
                         }
@@ -47,11 +48,16 @@ struct ItemObject: DBusObject {
                         let secret = try object.daemon.receive(transport, from: call.sender)
                         let contentType = transport.contentType
                         try object.collection.checkQuota(object.daemon.limits, secretBytes: secret.count, isNew: false)
+                        try object.daemon.checkApplicationQuota(
+                            of: call.sender, storing: secret.count, in: object.collection, replacing: object.reference)
+                        let bytes = secret.count
                         return try object.change(.change, call: call) { () throws(KeychainError) in
                             try secret.withUnownedData { (data) throws(KeychainError) in
                                 try object.collection.update(object.reference, secret: data, contentType: contentType)
                             }
                         } then: {
+                            object.daemon.recordApplicationUsage(
+                                of: call.sender, storing: bytes, in: object.collection, at: object.reference)
                             object.daemon.announceItems(
                                 object.collection, CollectionObject.itemChanged, object.reference)
                         }

@@ -28,6 +28,8 @@ struct Keychain1Object: DBusObject {
                         // The same quotas as the Secret Service's CreateItem (InputLimits).
                         try object.keychain.checkQuota(
                             object.daemon.limits, secretBytes: secret?.count ?? 0, isNew: true)
+                        try object.daemon.checkApplicationQuota(
+                            of: call.sender, storing: secret?.count ?? 0, in: object.keychain, replacing: nil)
                         return try native { () throws(KeychainError) in
                             guard let itemClass = ItemClass(rawValue: itemClass) else {
                                 throw KeychainError(.noSuchClass, "not a keychain item class")
@@ -44,6 +46,8 @@ struct Keychain1Object: DBusObject {
                             let item = try Self.lendingData(secret) { (secret) throws(KeychainError) in
                                 try object.keychain.keychain.add(itemClass, attributes: stored, secret: secret)
                             }
+                            object.daemon.recordApplicationUsage(
+                                of: call.sender, storing: secret?.count ?? 0, in: object.keychain, at: item.reference)
                             object.changed()
                             // A caller with a session has the secret it sent: it does not cross again.
                             guard !object.daemon.keychainSession(of: call.sender).isSealing else {
@@ -84,7 +88,9 @@ struct Keychain1Object: DBusObject {
                         (object, call, query) throws(DBusError) in
                         try object.changing(.delete, matching: query.query, call: call) {
                             (matching) throws(KeychainError) in
-                            try object.keychain.keychain.delete(matching: matching)
+                            let count = try object.keychain.keychain.delete(matching: matching)
+                            object.daemon.releaseApplicationUsage(in: object.keychain, matching.references ?? [])
+                            return count
                         }
                     },
                     DBusMethod("Status", returns: [.init("status", "a{sv}")]) { object, _ in
@@ -273,6 +279,25 @@ struct Keychain1Object: DBusObject {
             } catch {
                 return .failure(Keychain1Interface.dbusError(error))
             }
+        }
+        // A keychain whose policy allows every caller everything (AccessRules): no access list to read. A delete
+        // still reads which items it deletes (not returning their attributes), to give back what they counted
+        // against their applications' quotas (ApplicationUsage).
+        if daemon.callers != nil, (try? keychain.keychain.accessPolicy()) == .allowAll {
+            var matched = query
+            do throws(KeychainError) {
+                try checkBounds(query.attributes)
+                if kind == .delete {
+                    var reading = query
+                    reading.returning = .reference
+                    reading.limit = .all
+                    let deleted = try keychain.keychain.items(matching: reading)
+                    if !deleted.isEmpty { matched.references = deleted.map(\.reference) }
+                }
+            } catch {
+                throw Keychain1Interface.dbusError(error)
+            }
+            return .reply(try run(matched).get())
         }
         let targets: [SecretServiceDaemon.SecretTarget]
         do {

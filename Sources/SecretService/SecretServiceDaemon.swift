@@ -66,6 +66,8 @@ package final class SecretServiceDaemon {
     let callers: CallerDirectory?
     /// Each client's places in access prompts, withdrawn when it leaves (AccessChecks.swift).
     var accessTickets: [String: [PromptTicket]] = [:]
+    /// What each application stored, across collections, for the per-application quotas (ApplicationUsage.swift).
+    var applicationUsage = ApplicationUsage()
 
     /// Serves `registry`; with `identifiesCallers`, each client is identified before its calls are served. The
     /// Secret portal's backend answers only `portalProgram` (``PortalGate``).

@@ -84,6 +84,12 @@ struct Latchkeyd: ParsableCommand {
     @Option(help: "The most bytes the items of one collection take (sealed secrets and attributes).")
     var maxCollectionBytes = InputLimits().bytesPerCollection
 
+    @Option(help: "The most items one application may store, across collections.")
+    var maxItemsPerApplication = InputLimits().itemsPerApplication
+
+    @Option(help: "The most bytes one application's items may take, across collections.")
+    var maxApplicationBytes = InputLimits().bytesPerApplication
+
     mutating func run() throws {
         // Before anything is read: freed heap memory is overwritten and never cached unwiped.
         let restartProblem = ProcessHardening.restartWithMallocTunables()
@@ -187,6 +193,8 @@ struct Latchkeyd: ParsableCommand {
         limits.collectionCount = max(0, maxCollections)
         limits.itemsPerCollection = max(0, maxItemsPerCollection)
         limits.bytesPerCollection = max(0, maxCollectionBytes)
+        limits.itemsPerApplication = max(0, maxItemsPerApplication)
+        limits.bytesPerApplication = max(0, maxApplicationBytes)
         return limits
     }
 

@@ -175,6 +175,30 @@ def test_with_no_way_to_ask_the_request_is_denied_at_once_and_logged(programs, m
     assert "the secret" not in log
 
 
+def starve_of_descriptors(daemon):
+    """Lowers the running daemon's descriptor limit to its lowest free descriptor number: every descriptor it
+    opens from now on fails with EMFILE, as once a flood has used them all up (issue 31, item 1)."""
+    import resource
+    pid = daemon.process.pid
+    used = {int(name) for name in os.listdir("/proc/%d/fd" % pid)}
+    lowest_free = min(set(range(len(used) + 1)) - used)
+    _, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free, hard))
+
+
+def test_a_prompt_that_cannot_start_says_why_in_the_denial(programs, prompting, bus):
+    """With no descriptor left for the prompt's own pipe, the denial names why (before: "was not allowed", as if
+    the person had denied it, with the reason nowhere)."""
+    creator, other = programs
+    run(creator, bus, "store", "k", "the secret")
+    starve_of_descriptors(prompting)
+    denied = lookup(other, bus)
+    assert denied.returncode == 2 and "AccessDenied" in denied.stderr, denied.stderr
+    assert "no way to ask (pinentry: cannot create a pipe" in denied.stderr, denied.stderr
+    assert "Too many open files" in denied.stderr, denied.stderr
+    assert "no prompt could be shown: pinentry: cannot create a pipe" in prompting.stderr.read_text()
+
+
 def test_another_application_neither_answers_nor_dismisses_the_first_ones_prompt(programs, prompting, bus, tmp_path):
     creator, other = programs
     third = tmp_path / "third-app"

@@ -80,6 +80,75 @@ def test_item_count_quota_refuses_with_limits_exceeded_and_frees_room_on_delete(
     client.close()
 
 
+ANOTHER_APPLICATION = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+from dbus_client import Client
+client = Client(sys.argv[1])
+session = client.open_plain()
+reply = client.call("/org/freedesktop/secrets/collection/login", "org.freedesktop.Secret.Collection", "CreateItem",
+                    "a{sv}(oayays)b", ({"org.freedesktop.Secret.Item.Attributes": ("a{ss}", {"app": "other"})},
+                                       (session, b"", b"x" * int(sys.argv[3]), "text/plain"), False))
+print(reply.error_name if reply.is_error else "ok")
+"""
+
+
+def another_application(bus, tmp_path, secret_bytes=1):
+    """CreateItem in the login collection from another application (a script of its own): "ok" or the error."""
+    script = tmp_path / "another-application.py"
+    script.write_text(ANOTHER_APPLICATION)
+    done = subprocess.run([sys.executable, str(script), bus.address, str(pathlib.Path(__file__).parent),
+                           str(secret_bytes)], capture_output=True, text=True, timeout=60, env=bus.env())
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_one_application_cannot_fill_the_collections_for_the_others(make_daemon, bus, tmp_path):
+    """A quota of 3 items per application across collections: the fourth, in whichever collection and through
+    whichever interface, is refused with LimitsExceeded; another application still stores; a delete gives room."""
+    make_daemon(extra_args=["--max-items-per-application", "3"]).start()
+    client = Client(bus.address)
+    session = client.open_plain()
+    made = [client.create_item(session, {"n": str(n)}, b"s", collection=LOGIN) for n in range(2)]
+    made.append(client.create_item(session, {"n": "2"}, b"s", collection=SESSION))
+    reply = client.call(LOGIN, COLLECTION, "CreateItem", "a{sv}(oayays)b",
+                        ({"org.freedesktop.Secret.Item.Attributes": ("a{ss}", {"n": "3"})},
+                         (session, b"", b"s", "text/plain"), False))
+    assert reply.is_error and reply.error_name == LIMITS_EXCEEDED, reply.body
+    assert "3 items" in reply.body[0] and "one application" in reply.body[0], reply.body
+    reply = client.call("/org/latchkey/keychain/login", "org.latchkey.Keychain1", "Add", "sa{sv}ayb",
+                        ("genp", {"acct": ("s", "native"), "svce": ("s", "bounds.example")}, b"x", True))
+    assert reply.is_error and reply.error_name == LIMITS_EXCEEDED, reply.body
+    # Replacing one of its own items is no new item.
+    assert client.create_item(session, {"n": "0"}, b"t", collection=LOGIN, replace=True) == made[0]
+    # Another application has a quota of its own.
+    assert another_application(bus, tmp_path) == "ok"
+    # A delete (here of the session collection's item) gives the room back, in any collection.
+    client.ok(made[2], "org.freedesktop.Secret.Item", "Delete")
+    client.create_item(session, {"n": "4"}, b"s", collection=LOGIN)
+    client.close()
+
+
+def test_one_applications_bytes_are_bounded_across_collections(make_daemon, bus, tmp_path):
+    make_daemon(extra_args=["--max-application-bytes", str(64 * 1024)]).start()
+    client = Client(bus.address)
+    session = client.open_plain()
+    client.create_item(session, {"n": "0"}, b"x" * (40 * 1024), collection=LOGIN)
+    # Well within the collections' own quotas, but past the application's across both.
+    reply = client.call(SESSION, COLLECTION, "CreateItem", "a{sv}(oayays)b",
+                        ({"org.freedesktop.Secret.Item.Attributes": ("a{ss}", {"n": "1"})},
+                         (session, b"", b"x" * (40 * 1024), "text/plain"), False))
+    assert reply.is_error and reply.error_name == LIMITS_EXCEEDED, reply.body
+    assert str(64 * 1024) in reply.body[0] and "one application" in reply.body[0], reply.body
+    # Nor can a small item grow past it through SetSecret.
+    small = client.create_item(session, {"n": "2"}, b"x", collection=SESSION)
+    reply = client.call(small, "org.freedesktop.Secret.Item", "SetSecret", "(oayays)",
+                        ((session, b"", b"x" * (40 * 1024), "text/plain"),))
+    assert reply.is_error and reply.error_name == LIMITS_EXCEEDED, reply.body
+    assert another_application(bus, tmp_path, 40 * 1024) == "ok"
+    client.close()
+
+
 def test_a_pinentry_that_cannot_start_says_why_in_the_log(make_daemon, bus, tmp_path):
     daemon = make_daemon(pinentry=tmp_path / "no-such-pinentry").start()
     client = Client(bus.address)
@@ -91,6 +160,22 @@ def test_a_pinentry_that_cannot_start_says_why_in_the_log(make_daemon, bus, tmp_
         time.sleep(0.05)
     log = daemon.stderr.read_text()
     assert "no password prompt could be shown" in log and "no-such-pinentry" in log, log
+
+
+def test_a_confirmation_that_cannot_start_says_why_in_the_error(make_daemon, bus):
+    """Keychain1.SetAccessPolicy allow-all needs a confirmation; with no descriptor left for its prompt, the
+    error says why (before: only "no prompt could be shown")."""
+    from test_access_prompts import starve_of_descriptors
+    daemon = make_daemon(access_policy="prompt").start()
+    client = Client(bus.address)
+    client.ok("/org/latchkey/keychain/login", "org.latchkey.Keychain1", "Status")
+    starve_of_descriptors(daemon)
+    reply = client.call("/org/latchkey/keychain/login", "org.latchkey.Keychain1", "SetAccessPolicy", "s",
+                        ("allow-all",), timeout=30)
+    assert reply.is_error, reply.body
+    assert "no prompt could be shown (pinentry: cannot create a pipe" in reply.body[0], reply.body
+    assert "Too many open files" in reply.body[0], reply.body
+    client.close()
 
 
 SANDBOXED_CREATOR = r"""

@@ -81,6 +81,25 @@ import Testing
         }
     }
 
+    /// Deny, then Deny all: a confirmation of the same application's waiting among its questions is answered
+    /// too, as its own Cancel would be (`errSecUserCanceled`), not as if nobody could be asked
+    /// (`errSecInteractionNotAllowed`, before).
+    @Test func denyAllAnswersTheApplicationsWaitingConfirmationAsDeclined() throws {
+        let (inproc, session, path) = try Self.untrustedItem(answers: ["wait 1 cancel", "confirm"])
+        let (now, read) = try Self.getSecret(path, session: session, in: inproc)
+        #expect(now == nil)
+        let (waiting, change) = try inproc.send(
+            AccessPolicyChangeTests.login, Keychain1Interface.interface, "SetAccessPolicy", [.string("allow-all")],
+            sender: ":1.7")
+        #expect(waiting == nil, "the confirmation waits behind the access prompt")
+        let replies = Self.awaitReplies(to: [read, change], in: inproc)
+        #expect(replies[0]?.errorName == "org.freedesktop.DBus.Error.AccessDenied")
+        #expect(AccessPolicyChangeTests.errorStatus(replies[1]) == .userCanceled)
+        #expect(Self.arguments(of: "SETOK", in: inproc).last == "Deny it too")
+        #expect(Self.arguments(of: "CONFIRM", in: inproc).count == 2, "the confirmation itself never showed")
+        #expect(try AccessPolicyChangeTests.status(inproc).accessPolicy == .prompt)
+    }
+
     @Test func theCreatorReadsWithoutBeingAsked() throws {
         let inproc = try InProcessDaemon(identifiesCallers: true)
         let session = try CallerAccessTests.introduce(":1.7", to: inproc)

@@ -192,4 +192,36 @@ import Testing
         #expect(error.reason.contains("(pinentry: no answer within 20.0 seconds)"))
         fixture.deliver { registry.promptCount == 0 && !registry.hasWorkInProgress }
     }
+
+    /// A change that protects less (`allow-all`, lock settings that lock less) is confirmed within the same
+    /// deadline as every other confirmation: before, its pinentry could show for ever.
+    @Test func aLooseningConfirmationPastItsDeadlineEndsAsNobodyCouldBeAsked() throws {
+        let clock = ManualClock()
+        let fixture = try Fixture(clock: clock, answers: ["hang", "hang"])
+        let registry = fixture.registry
+        let login = try #require(registry.login)
+        try registry.setSettings(KeychainSettings(lockTimeout: 300, lockOnSleep: true), of: login)
+        var policyOutcome: KeychainError??
+        _ = registry.setAccessPolicy(.allowAll, of: login, requester: "a test") { policyOutcome = .some($0) }
+        var settingsOutcome: KeychainError??
+        _ = registry.setSettings(KeychainSettings(lockTimeout: 300), of: login, requester: "a test") {
+            settingsOutcome = .some($0)
+        }
+        for index in 0..<2 {
+            let outcome: () -> KeychainError?? = { index == 0 ? policyOutcome : settingsOutcome }
+            let log = { (try? String(contentsOfFile: fixture.pinentryLog, encoding: .utf8)) ?? "" }
+            fixture.deliver { log().components(separatedBy: "\"CONFIRM\"").count == index + 2 }
+            clock.advance(by: .milliseconds(19_999))
+            _ = registry.runTimers()
+            #expect(outcome() == nil, "still asking before the deadline")
+            clock.advance(by: .milliseconds(1))
+            _ = registry.runTimers()
+            let ended = try #require(outcome(), "ended once the deadline passed")
+            let error = try #require(ended, "not confirmed")
+            #expect(error.status == .interactionNotAllowed)
+            #expect(error.reason.contains("(pinentry: no answer within 20.0 seconds)"))
+        }
+        #expect(try login.keychain.accessPolicy() == .prompt)
+        fixture.deliver { registry.promptCount == 0 && !registry.hasWorkInProgress }
+    }
 }
