@@ -5,7 +5,7 @@ import Synchronization
 
 extension KeychainRegistry {
     /// Changes a keychain's access policy (kept in its file, authenticated under its key), then runs
-    /// `completion` on the serving thread with nil or the error.
+    /// `completion` on the serving thread with whether it was changed, or why not.
     ///
     /// Any process of the user can call the daemon, so a switch to the weaker ``KeychainAccessPolicy/allowAll``
     /// is first confirmed by the user: a pinentry `CONFIRM` through the prompt queue, naming the keychain and,
@@ -18,13 +18,15 @@ extension KeychainRegistry {
     @discardableResult
     package func setAccessPolicy(
         _ policy: KeychainAccessPolicy, of held: HeldKeychain, requester: String?, client: PromptClient? = nil,
-        completion: @escaping (KeychainError?) -> Void
+        completion: @escaping (Result<Void, KeychainError>) -> Void
     ) -> PromptTicket? {
-        func store() -> KeychainError? {
-            Self.failure { () throws(KeychainError) in try held.keychain.setAccessPolicy(policy) }
+        func store() -> Result<Void, KeychainError> {
+            Self.outcome { () throws(KeychainError) in try held.keychain.setAccessPolicy(policy) }
         }
         guard !held.isLocked else {
-            completion(KeychainError(.interactionNotAllowed, "the keychain is locked: unlock it to change its policy"))
+            completion(
+                .failure(
+                    KeychainError(.interactionNotAllowed, "the keychain is locked: unlock it to change its policy")))
             return nil
         }
         guard policy == .allowAll, (try? held.keychain.accessPolicy()) != .allowAll else {
@@ -42,10 +44,10 @@ extension KeychainRegistry {
             declined: "the user did not confirm allowing every application",
             unasked: "allow-all needs the user's confirmation, and no prompt could be shown", client: client
         ) { [self] answer in
-            if let refusal = answer.refusal { return completion(refusal) }
+            guard case .confirmed = answer else { return completion(answer.result) }
             // Deleted while the person was asked: nothing to change.
             guard keychains.contains(where: { $0 === held }) else {
-                return completion(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile"))
+                return completion(.failure(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile")))
             }
             completion(store())
         }
@@ -66,13 +68,13 @@ extension KeychainRegistry {
             completion: completion)
     }
 
-    /// The error `body` throws, nil when it ran through.
-    static func failure(_ body: () throws(KeychainError) -> Void) -> KeychainError? {
+    /// Whether `body` ran through, or the error it threw.
+    static func outcome(_ body: () throws(KeychainError) -> Void) -> Result<Void, KeychainError> {
         do throws(KeychainError) {
             try body()
-            return nil
+            return .success(())
         } catch {
-            return error
+            return .failure(error)
         }
     }
 }

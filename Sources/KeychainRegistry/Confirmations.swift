@@ -34,12 +34,11 @@ enum ConfirmationAnswer {
     /// No pinentry could ask (or none answered in time): `errSecInteractionNotAllowed`, saying why.
     case unasked(KeychainError)
 
-    /// Why nothing was done, for the completions of the registry's package API, which take an error or
-    /// none: the error when not confirmed.
-    var refusal: KeychainError? {
+    /// The answer as the registry's package API completes: success when confirmed, else why nothing was done.
+    var result: Result<Void, KeychainError> {
         switch self {
-        case .confirmed: nil
-        case .declined(let error), .unasked(let error): error
+        case .confirmed: .success(())
+        case .declined(let error), .unasked(let error): .failure(error)
         }
     }
 }
@@ -99,11 +98,12 @@ extension KeychainRegistry {
 
     /// Asks the person to confirm that `requester` (a Flatpak application, or a program the daemon could not
     /// identify) may create a keychain labelled `label`: a pinentry `CONFIRM`, within the access prompts' time
-    /// bound. `completion` runs on the serving thread: nil when confirmed, `errSecUserCanceled` when refused,
+    /// bound. `completion` runs on the serving thread: success when confirmed, `errSecUserCanceled` when refused,
     /// `errSecInteractionNotAllowed` when no prompt could be shown. The ticket: withdraw it when the requester
     /// leaves.
     package func confirmKeychainCreation(
-        label: String, requester: String, client: PromptClient? = nil, completion: @escaping (KeychainError?) -> Void
+        label: String, requester: String, client: PromptClient? = nil,
+        completion: @escaping (Result<Void, KeychainError>) -> Void
     ) -> PromptTicket {
         // The label is the caller's: one bounded line, so that it cannot write lines that read as the daemon's.
         let shown = label.isEmpty ? "" : " “\(PromptText.field(label, bytes: 100))”"
@@ -115,7 +115,7 @@ extension KeychainRegistry {
             request, bounded: Self.accessPromptTimeout, declined: "the user did not allow creating a keychain",
             unasked:
                 "creating a keychain from this program needs the user's confirmation, and no prompt could be shown",
-            client: client, completion: { completion($0.refusal) })
+            client: client, completion: { completion($0.result) })
     }
 
     /// Deletes a keychain created by a client (`Collection.Delete`), once the person confirmed it: the login
@@ -131,14 +131,15 @@ extension KeychainRegistry {
     @discardableResult
     package func deleteKeychain(
         _ held: HeldKeychain, requester: String?, client: PromptClient? = nil,
-        completion: @escaping (KeychainError?) -> Void
+        completion: @escaping (Result<Void, KeychainError>) -> Void
     ) -> PromptTicket? {
         guard held.id != Self.loginID, held.id != Self.sessionID else {
-            completion(KeychainError.param("the \(held.id) collection cannot be deleted"))
+            completion(.failure(KeychainError.param("the \(held.id) collection cannot be deleted")))
             return nil
         }
         guard !held.isLocked else {
-            completion(KeychainError(.interactionNotAllowed, "the keychain is locked: unlock it to delete it"))
+            completion(
+                .failure(KeychainError(.interactionNotAllowed, "the keychain is locked: unlock it to delete it")))
             return nil
         }
         // The label was chosen by the client that made the keychain: each field one bounded line.
@@ -154,12 +155,12 @@ extension KeychainRegistry {
             request, bounded: Self.accessPromptTimeout, declined: "the user did not confirm deleting the keychain",
             unasked: "deleting a keychain needs the user's confirmation, and no prompt could be shown", client: client
         ) { [self] answer in
-            if let refusal = answer.refusal { return completion(refusal) }
+            guard case .confirmed = answer else { return completion(answer.result) }
             guard keychains.contains(where: { $0 === held }) else {
-                return completion(KeychainError(.itemNotFound, "the keychain was deleted meanwhile"))
+                return completion(.failure(KeychainError(.itemNotFound, "the keychain was deleted meanwhile")))
             }
             removeKeychain(held)
-            completion(nil)
+            completion(.success(()))
         }
     }
 }

@@ -7,7 +7,8 @@ import Pinentry
 /// are confirmed by the person first, as a switch to `allow-all` is (AccessPolicyChange.swift); the reverse
 /// (locking more, a new alias) is made at once.
 extension KeychainRegistry {
-    /// Changes the lock settings of `held`, then runs `completion` on the serving thread with nil or the error.
+    /// Changes the lock settings of `held`, then runs `completion` on the serving thread with whether it was
+    /// changed, or why not.
     /// Settings that lock less than those applied now (``KeychainSettings/loosens(_:)``: a lock on sleep or on
     /// screen lock turned off, a timeout removed or made longer) are first confirmed by the person in a pinentry
     /// `CONFIRM` naming the keychain, what changes and, when known, the program asking (`requester`); Cancel
@@ -20,10 +21,10 @@ extension KeychainRegistry {
     @discardableResult
     package func setSettings(
         _ settings: KeychainSettings, of held: HeldKeychain, requester: String?, client: PromptClient? = nil,
-        completion: @escaping (KeychainError?) -> Void
+        completion: @escaping (Result<Void, KeychainError>) -> Void
     ) -> PromptTicket? {
-        func store() -> KeychainError? {
-            Self.failure { () throws(KeychainError) in try setSettings(settings, of: held) }
+        func store() -> Result<Void, KeychainError> {
+            Self.outcome { () throws(KeychainError) in try setSettings(settings, of: held) }
         }
         let current = held.appliedSettings
         guard !held.isLocked, settings.loosens(current) else {
@@ -43,9 +44,9 @@ extension KeychainRegistry {
             unasked: "locking a keychain less needs the user's confirmation, and no prompt could be shown",
             client: client
         ) { [self] answer in
-            if let refusal = answer.refusal { return completion(refusal) }
+            guard case .confirmed = answer else { return completion(answer.result) }
             guard keychains.contains(where: { $0 === held }) else {
-                return completion(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile"))
+                return completion(.failure(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile")))
             }
             completion(store())
         }
@@ -65,7 +66,7 @@ extension KeychainRegistry {
     }
 
     /// Points alias `name` at `target` (nil removes it) for a client, then runs `completion` on the serving
-    /// thread with nil or the error. An alias that points at a collection now (`default`: where applications
+    /// thread with whether it was changed, or why not. An alias that points at a collection now (`default`: where applications
     /// store new secrets) is moved or removed only once the person confirmed it, in a pinentry `CONFIRM` naming
     /// both collections and, when known, the program asking (`requester`); Cancel gives `errSecUserCanceled`,
     /// no pinentry `errSecInteractionNotAllowed`, and nothing changes. A new alias, or one pointed where it
@@ -76,11 +77,11 @@ extension KeychainRegistry {
     @discardableResult
     package func setAlias(
         _ name: String, to target: HeldKeychain?, requester: String?, client: PromptClient? = nil,
-        completion: @escaping (KeychainError?) -> Void
+        completion: @escaping (Result<Void, KeychainError>) -> Void
     ) -> PromptTicket? {
         guard let current = keychain(alias: name), current !== target else {
             setAlias(name, to: target)
-            completion(nil)
+            completion(.success(()))
             return nil
         }
         func label(_ held: HeldKeychain) -> String {
@@ -103,12 +104,12 @@ extension KeychainRegistry {
             unasked: "changing an alias needs the user's confirmation, and no prompt could be shown",
             client: client
         ) { [self] answer in
-            if let refusal = answer.refusal { return completion(refusal) }
+            guard case .confirmed = answer else { return completion(answer.result) }
             if let target, !keychains.contains(where: { $0 === target }) {
-                return completion(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile"))
+                return completion(.failure(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile")))
             }
             setAlias(name, to: target)
-            completion(nil)
+            completion(.success(()))
         }
     }
 }

@@ -93,9 +93,9 @@ struct CollectionObject: DBusObject {
             daemon.registry.deleteKeychain(
                 collection, requester: daemon.application(of: call.sender)?.description,
                 client: daemon.promptClient(of: call.sender)
-            ) { error in
-                if error == nil { daemon.applicationUsage.release(collection: collection) }
-                completion(error)
+            ) { outcome in
+                if case .success = outcome { daemon.applicationUsage.release(collection: collection) }
+                completion(outcome)
             }
         }
     }

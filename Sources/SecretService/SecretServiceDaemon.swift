@@ -135,7 +135,7 @@ package final class SecretServiceDaemon {
     /// The ticket is withdrawn when the caller leaves (the prompt ends, nothing changes).
     func answerAfterConfirmation(
         _ call: DBusMethodCall, reply values: [DBusValue] = [], failure: @escaping (KeychainError) -> DBusError,
-        _ start: (_ completion: @escaping (KeychainError?) -> Void) -> PromptTicket?
+        _ start: (_ completion: @escaping (Result<Void, KeychainError>) -> Void) -> PromptTicket?
     ) -> DBusMethodResult {
         answerAfterConfirmation(call, failure: failure, then: { values }, start)
     }
@@ -145,13 +145,13 @@ package final class SecretServiceDaemon {
     func answerAfterConfirmation(
         _ call: DBusMethodCall, failure: @escaping (KeychainError) -> DBusError,
         then succeed: @escaping () throws(DBusError) -> [DBusValue],
-        _ start: (_ completion: @escaping (KeychainError?) -> Void) -> PromptTicket?
+        _ start: (_ completion: @escaping (Result<Void, KeychainError>) -> Void) -> PromptTicket?
     ) -> DBusMethodResult {
         var finished = false
-        let ticket = start { [self] error in
+        let ticket = start { [self] outcome in
             finished = true
             policyConfirmations.removeAll { $0.call.message === call.message }
-            if let error { return reply(to: call, .failure(failure(error))) }
+            if case .failure(let error) = outcome { return reply(to: call, .failure(failure(error))) }
             do throws(DBusError) {
                 reply(to: call, .success(try succeed()))
             } catch {

@@ -127,7 +127,7 @@ struct ServiceObject: DBusObject {
             throw DBusError(.limitsExceeded, "a confirmation this client asked for is still waiting for the user")
         }
         let daemon = daemon
-        let confirm = { (completion: @escaping (KeychainError?) -> Void) -> PromptTicket? in
+        let confirm = { (completion: @escaping (Result<Void, KeychainError>) -> Void) -> PromptTicket? in
             registry.confirmKeychainCreation(
                 label: label, requester: requester, client: daemon.promptClient(of: call.sender),
                 completion: completion)

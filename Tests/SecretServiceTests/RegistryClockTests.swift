@@ -178,8 +178,8 @@ import Testing
         let clock = ManualClock()
         let fixture = try Fixture(clock: clock, answers: ["hang"])
         let registry = fixture.registry
-        var outcome: KeychainError??
-        _ = registry.confirmKeychainCreation(label: "New", requester: "a test") { outcome = .some($0) }
+        var outcome: Result<Void, KeychainError>?
+        _ = registry.confirmKeychainCreation(label: "New", requester: "a test") { outcome = $0 }
         fixture.deliver { fixture.pinentryLogged("CONFIRM") }
         clock.advance(by: .milliseconds(19_999))
         _ = registry.runTimers()
@@ -187,7 +187,7 @@ import Testing
         clock.advance(by: .milliseconds(1))
         _ = registry.runTimers()
         let ended = try #require(outcome, "ended once the deadline passed")
-        let error = try #require(ended, "not confirmed")
+        let error = try #require(ended.refusal, "not confirmed")
         #expect(error.status == .interactionNotAllowed)
         #expect(error.reason.contains("(pinentry: no answer within 20.0 seconds)"))
         fixture.deliver { registry.promptCount == 0 && !registry.hasWorkInProgress }
@@ -201,14 +201,14 @@ import Testing
         let registry = fixture.registry
         let login = try #require(registry.login)
         try registry.setSettings(KeychainSettings(lockTimeout: 300, lockOnSleep: true), of: login)
-        var policyOutcome: KeychainError??
-        _ = registry.setAccessPolicy(.allowAll, of: login, requester: "a test") { policyOutcome = .some($0) }
-        var settingsOutcome: KeychainError??
+        var policyOutcome: Result<Void, KeychainError>?
+        _ = registry.setAccessPolicy(.allowAll, of: login, requester: "a test") { policyOutcome = $0 }
+        var settingsOutcome: Result<Void, KeychainError>?
         _ = registry.setSettings(KeychainSettings(lockTimeout: 300), of: login, requester: "a test") {
-            settingsOutcome = .some($0)
+            settingsOutcome = $0
         }
         for index in 0..<2 {
-            let outcome: () -> KeychainError?? = { index == 0 ? policyOutcome : settingsOutcome }
+            let outcome: () -> Result<Void, KeychainError>? = { index == 0 ? policyOutcome : settingsOutcome }
             let log = { (try? String(contentsOfFile: fixture.pinentryLog, encoding: .utf8)) ?? "" }
             fixture.deliver { log().components(separatedBy: "\"CONFIRM\"").count == index + 2 }
             clock.advance(by: .milliseconds(19_999))
@@ -217,11 +217,18 @@ import Testing
             clock.advance(by: .milliseconds(1))
             _ = registry.runTimers()
             let ended = try #require(outcome(), "ended once the deadline passed")
-            let error = try #require(ended, "not confirmed")
+            let error = try #require(ended.refusal, "not confirmed")
             #expect(error.status == .interactionNotAllowed)
             #expect(error.reason.contains("(pinentry: no answer within 20.0 seconds)"))
         }
         #expect(try login.keychain.accessPolicy() == .prompt)
         fixture.deliver { registry.promptCount == 0 && !registry.hasWorkInProgress }
+    }
+}
+
+extension Result where Success == Void {
+    /// The error, nil when the change was made.
+    fileprivate var refusal: Failure? {
+        if case .failure(let error) = self { error } else { nil }
     }
 }
