@@ -44,12 +44,7 @@ extension KeychainRegistry {
             declined: "the user did not confirm allowing every application",
             unasked: "allow-all needs the user's confirmation, and no prompt could be shown", client: client
         ) { [self] answer in
-            guard case .confirmed = answer else { return completion(answer.result) }
-            // Deleted while the person was asked: nothing to change.
-            guard keychains.contains(where: { $0 === held }) else {
-                return completion(.failure(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile")))
-            }
-            completion(store())
+            completion(applyingOnceConfirmed(answer, to: held, store))
         }
     }
 
@@ -66,6 +61,20 @@ extension KeychainRegistry {
         return confirm(
             request, bounded: Self.accessPromptTimeout, declined: declined, unasked: unasked, client: client,
             completion: completion)
+    }
+
+    /// How a confirmed change ends: the refusal when the person did not confirm it; `missing` when `held` (nil:
+    /// nothing to check) was deleted while the person was asked, since there is nothing left to change; else
+    /// what `apply` gives.
+    func applyingOnceConfirmed(
+        _ answer: ConfirmationAnswer, to held: HeldKeychain?, missing: KeychainStatus = .noSuchKeychain,
+        _ apply: () -> Result<Void, KeychainError>
+    ) -> Result<Void, KeychainError> {
+        guard case .confirmed = answer else { return answer.result }
+        if let held, !keychains.contains(where: { $0 === held }) {
+            return .failure(KeychainError(missing, "the keychain was deleted meanwhile"))
+        }
+        return apply()
     }
 
     /// Whether `body` ran through, or the error it threw.

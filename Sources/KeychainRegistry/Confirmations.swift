@@ -155,12 +155,11 @@ extension KeychainRegistry {
             request, bounded: Self.accessPromptTimeout, declined: "the user did not confirm deleting the keychain",
             unasked: "deleting a keychain needs the user's confirmation, and no prompt could be shown", client: client
         ) { [self] answer in
-            guard case .confirmed = answer else { return completion(answer.result) }
-            guard keychains.contains(where: { $0 === held }) else {
-                return completion(.failure(KeychainError(.itemNotFound, "the keychain was deleted meanwhile")))
-            }
-            removeKeychain(held)
-            completion(.success(()))
+            completion(
+                applyingOnceConfirmed(answer, to: held, missing: .itemNotFound) {
+                    removeKeychain(held)
+                    return .success(())
+                })
         }
     }
 }

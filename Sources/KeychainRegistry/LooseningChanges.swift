@@ -44,11 +44,7 @@ extension KeychainRegistry {
             unasked: "locking a keychain less needs the user's confirmation, and no prompt could be shown",
             client: client
         ) { [self] answer in
-            guard case .confirmed = answer else { return completion(answer.result) }
-            guard keychains.contains(where: { $0 === held }) else {
-                return completion(.failure(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile")))
-            }
-            completion(store())
+            completion(applyingOnceConfirmed(answer, to: held, store))
         }
     }
 
@@ -104,12 +100,11 @@ extension KeychainRegistry {
             unasked: "changing an alias needs the user's confirmation, and no prompt could be shown",
             client: client
         ) { [self] answer in
-            guard case .confirmed = answer else { return completion(answer.result) }
-            if let target, !keychains.contains(where: { $0 === target }) {
-                return completion(.failure(KeychainError(.noSuchKeychain, "the keychain was deleted meanwhile")))
-            }
-            setAlias(name, to: target)
-            completion(.success(()))
+            completion(
+                applyingOnceConfirmed(answer, to: target) {
+                    setAlias(name, to: target)
+                    return .success(())
+                })
         }
     }
 }
