@@ -21,7 +21,7 @@ extension KeychainRegistry {
         completion: @escaping (Result<Void, KeychainError>) -> Void
     ) -> PromptTicket? {
         func store() -> Result<Void, KeychainError> {
-            Self.outcome { () throws(KeychainError) in try held.keychain.setAccessPolicy(policy) }
+            Result { () throws(KeychainError) in try held.keychain.setAccessPolicy(policy) }
         }
         guard !held.isLocked else {
             completion(
@@ -75,15 +75,5 @@ extension KeychainRegistry {
             return .failure(KeychainError(missing, "the keychain was deleted meanwhile"))
         }
         return apply()
-    }
-
-    /// Whether `body` ran through, or the error it threw.
-    static func outcome(_ body: () throws(KeychainError) -> Void) -> Result<Void, KeychainError> {
-        do throws(KeychainError) {
-            try body()
-            return .success(())
-        } catch {
-            return .failure(error)
-        }
     }
 }

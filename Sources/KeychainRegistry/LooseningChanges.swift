@@ -24,7 +24,7 @@ extension KeychainRegistry {
         completion: @escaping (Result<Void, KeychainError>) -> Void
     ) -> PromptTicket? {
         func store() -> Result<Void, KeychainError> {
-            Self.outcome { () throws(KeychainError) in try setSettings(settings, of: held) }
+            Result { () throws(KeychainError) in try setSettings(settings, of: held) }
         }
         let current = held.appliedSettings
         guard !held.isLocked, settings.loosens(current) else {
