@@ -73,6 +73,8 @@ let package = Package(
         .target(name: "KeychainStore", dependencies: ["KeychainCore", "CSQLite", "COpenSSL", "Posix"]),
         // Reads gnome-keyring's keyring files and writes them into a keychain.
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
+        // KWallet's values with no bus and no file in them: QDataStream, the entry scheme, map and stream forms.
+        .target(name: "KWalletFormat", dependencies: ["COpenSSL", "Posix"]),
         .target(
             name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "Keychain1", "DBus", "Posix"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient", "CallerIdentity"]),
@@ -176,6 +178,7 @@ let package = Package(
             name: "GnomeKeyringImportTests",
             dependencies: ["GnomeKeyringImport", "KeychainStore", "KeychainCore"],
             exclude: ["Fixtures"]),
+        .testTarget(name: "KWalletFormatTests", dependencies: ["KWalletFormat", "Posix"]),
     ]
 )
 
