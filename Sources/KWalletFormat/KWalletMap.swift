@@ -9,15 +9,16 @@ package enum KWalletMap {
     /// The most pairs one map may hold.
     package static let maximumPairs = 65_536
 
-    /// The `QMap<QString,QString>` bytes of the JSON object `json`, keys in the order Qt 5 writes a `QMap`
-    /// (descending, by UTF-16 code units).
+    /// The `QMap<QString,QString>` bytes of the JSON object `json`, keys in the order Debian 12's KF5 clients
+    /// write a `QMap`: ascending by UTF-16 code units (Qt 5.15 built without its deprecated API writes the Qt 6
+    /// way; docs/kwallet.md, "Checked against kwalletd5 5.103").
     package static func wire(ofJSON json: UnsafeRawBufferPointer) throws(KWalletFormatError) -> SecretBytes {
         var pairs = try MapPairs(json: json)
         defer { pairs.wipe() }
         let order = try pairs.orderByUTF16()
         var writer = try QDataStreamWriter(capacity: 4 + 2 * json.count)
         try writer.uint32(UInt32(order.count))
-        for index in order.reversed() {
+        for index in order {
             try pairs.withPair(index) { (key, value) throws(KWalletFormatError) in
                 try writer.string(utf8: key, "map key")
                 try writer.string(utf8: value, "map value")

@@ -69,9 +69,10 @@ private func beUInt32(_ value: Int) -> [UInt8] {
 }
 
 @Suite struct KWalletMapTests {
-    /// `QMap<QString,QString>{"a": "1", "b": "", "é": "x\"y"}` as Qt 5 writes it: count, then descending keys.
+    /// `QMap<QString,QString>{"a": "1", "b": "", "é": "x\"y"}` as Debian 12's KF5 library writes it: count,
+    /// then ascending keys.
     private let wire =
-        beUInt32(3) + qstring("é") + qstring("x\"y") + qstring("b") + qstring("") + qstring("a") + qstring("1")
+        beUInt32(3) + qstring("a") + qstring("1") + qstring("b") + qstring("") + qstring("é") + qstring("x\"y")
 
     @Test func aWireMapBecomesSortedCompactJSON() throws {
         let json = try lend(wire) { try KWalletMap.json(ofWire: $0) }
