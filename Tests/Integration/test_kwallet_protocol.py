@@ -279,17 +279,20 @@ def test_handle_used_from_a_second_connection(kwallet, handle):
         other_appid = kwallet.value("readPassword", "isss", handle, "Shared", "k", "someone-else", connection=other)
         write = kwallet.value("writePassword", "issss", handle, "Shared", "k", "theirs", APP, connection=other)
         is_open = kwallet.value("isOpen", "i", handle, connection=other)
+        closed = kwallet.value("close", "ibs", handle, False, APP, connection=other)
     finally:
         other.close()
     assert other_appid == ""
     if kwallet.is_reference:
         # kwalletd5 checks a handle only against the appid (KWalletD::getWallet: _sessions.hasSession(appid,
         # handle)): any connection that says the same appid uses it.
-        assert (same_appid, write, is_open) == ("mine", 0, True)
+        # close from there drops one of APP's sessions; "Leave Open" (default true) keeps the wallet: 1.
+        assert (same_appid, write, is_open, closed) == ("mine", 0, True, 1)
         assert kwallet.value("writePassword", "issss", handle, "Shared", "k", "mine", APP) == 0
     else:
         # docs/kwallet.md §3 "Handles": a handle used from another connection is unknown, whatever appid says.
-        assert (same_appid, write, is_open) == ("", -1, False)
+        # close(handle) of a handle that is not the caller's is -1.
+        assert (same_appid, write, is_open, closed) == ("", -1, False, -1)
     assert kwallet.value("readPassword", "isss", handle, "Shared", "k", APP) == "mine"
 
 
@@ -357,6 +360,27 @@ def test_open_gives_one_handle_per_wallet_and_counts_users(kwallet):
         first = kwallet.open_handle("counted-app", connection)
         assert kwallet.open_handle("counted-app", connection) == first
         assert "counted-app" in kwallet.value("users", "s", kwallet.wallet, connection=connection)
+    finally:
+        connection.close()
+
+
+def test_negative_window_users_and_disconnect_application(kwallet):
+    connection = kwallet.connect()
+    try:
+        value = lambda *args: kwallet.value(*args, connection=connection)
+        # kwalletd5 5.103 does not refuse wId < 0 (KWalletD::open queues it like any other; the KF6 bridge
+        # refuses it): the handle comes back.
+        h = value("open", "sxs", kwallet.wallet, -1, "wid-app")
+        assert h > 0
+        assert "wid-app" in value("users", "s", kwallet.wallet)
+        assert value("disconnectApplication", "ss", kwallet.wallet, "wid-app") is True
+        assert value("disconnectApplication", "ss", kwallet.wallet, "wid-app") is False
+        assert "wid-app" not in value("users", "s", kwallet.wallet)
+        # docs/kwallet.md §3: latchkeyd's disconnectApplication drops the caller's handles of that appid;
+        # kwalletd5's handle is the wallet's and stays valid while the wallet is open.
+        assert value("isOpen", "i", h) is kwallet.is_reference
+        assert value("deleteWallet", "s", "no such wallet") == -1
+        assert kwallet.call("sync", "is", h, "wid-app", connection=connection) == ()
     finally:
         connection.close()
 
