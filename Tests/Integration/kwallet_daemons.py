@@ -11,11 +11,15 @@ A test module uses it as
         with start_daemon(request.param, tmp_path_factory.mktemp(request.param)) as daemon:
             yield daemon
 
-and then `kwallet.kind` ("kwalletd5" | "latchkeyd"), `kwallet.address` (the bus), `kwallet.env()` (the
-environment for a client program), `kwallet.wallet` ("kdewallet", open when the fixture yields),
-`kwallet.call(method, signature, *args)` (one call on the fixture's own connection; returns the reply's
-body), `kwallet.connect()` (a new jeepney connection of the test's own), `kwallet.open_handle(appid)` and
-`kwallet_client(tmp_path_factory)` (the compiled KF5 client, one per session).
+and then `kwallet.kind` ("kwalletd5" | "latchkeyd"), `kwallet.is_reference` (True for kwalletd5),
+`kwallet.address` (the bus address), `kwallet.env()` (the environment for a client program: bus, scratch
+HOME/XDG_*, QT_QPA_PLATFORM=offscreen), `kwallet.wallet` ("kdewallet", open when the fixture yields),
+`kwallet.call(method, signature, *args, connection=None)` (the reply's body; default: the fixture's own
+connection), `kwallet.value(...)` (the single returned value), `kwallet.connect()` (a new jeepney connection,
+another client), `kwallet.open_handle(appid, connection=None)` (open(wallet, 0, appid), asserted > 0),
+`kwallet.reopen()` (after a test closed the wallet for everyone: pamOpen again on kwalletd5). Beside it:
+`SignalWatch(kwallet)` (collects org.kde.KWallet signals on a connection of its own; `drain()`),
+`build_client(directory)` (compiles kwallet_client.cpp) and `KWalletClient(executable, kwallet).run(steps)`.
 
 kwalletd5 gets its wallet without a dialog: the test writes the 56-byte salt
 $XDG_DATA_HOME/kwalletd/kdewallet.salt, then calls pamOpen("kdewallet", PBKDF2-HMAC-SHA512(password, salt,
