@@ -8,7 +8,6 @@ latchkeyd."""
 
 import os
 import pathlib
-import shutil
 import signal
 import socket
 import subprocess
@@ -129,8 +128,8 @@ def start_like_pam_kwallet5(bus, kde, tmp_path):
     session_environment = "".join(f"{k}={v}\n" for k, v in env.items() if "\n" not in v)
     del env["DBUS_SESSION_BUS_ADDRESS"]
     process = subprocess.Popen(
-        [KWALLETD5, "--pam-login", str(read_end), str(listener.fileno())], env=env, pass_fds=(read_end, listener.fileno()),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [KWALLETD5, "--pam-login", str(read_end), str(listener.fileno())], env=env,
+        pass_fds=(read_end, listener.fileno()), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     os.close(read_end)
     listener.close()
     os.write(write_end, bytes(range(56)))
@@ -215,6 +214,24 @@ def test_kwalletd5_first_keeps_its_name_and_latchkeyd_takes_it_when_it_leaves(ma
     wait_for(lambda: "serves KWallet clients as org.kde.kwalletd5" in daemon.stderr.read_text(),
              what="the line saying latchkeyd took the name")
     assert daemon.alive() and owner(connection, SECRETS) == latchkeyd
+
+
+def test_replace_hands_the_kwallet_names_to_the_new_daemon(make_daemon, bus, tmp_path):
+    """--replace takes org.freedesktop.secrets; the KDE names follow when the old daemon exits, since the new
+    one waits queued for them."""
+    first = make_daemon().start()
+    connection = connect(bus)
+    old = owner(connection, SECRETS)
+    wait_for(lambda: all(owner(connection, n) == old for n in KDE_NAMES), what="the first daemon owning the names")
+    second = make_daemon(extra_args=["--replace"])
+    second.stderr = tmp_path / "second.stderr"
+    second.start(wait=False)
+    first.process.wait(timeout=15)
+    wait_for(lambda: owner(connection, SECRETS) not in (None, old), what="the new daemon owning the Secret Service")
+    new = owner(connection, SECRETS)
+    wait_for(lambda: all(owner(connection, n) == new for n in KDE_NAMES), what="the new daemon owning the KDE names")
+    wait_for(lambda: second.stderr.read_text().count(ACQUIRED_LINE) == 2, what="the new daemon's two lines")
+    assert second.alive(), second.stderr.read_text()
 
 
 def test_no_kwallet_leaves_the_names_alone(make_daemon, bus, kde):
