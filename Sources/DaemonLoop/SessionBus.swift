@@ -36,6 +36,7 @@ package final class SessionBus {
     /// screen; then the daemon handles it. What to send, in order.
     package func receive(_ message: DBusMessage) -> [DBusMessage] {
         let locked = screenSaver.announcesLock(message) ? daemon.lockForScreenLock() : []
+        if let name = KWalletNames.acquired(message) { KWalletNames.log("serves KWallet clients as \(name)") }
         return locked + daemon.handle(message)
     }
 

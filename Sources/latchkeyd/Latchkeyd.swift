@@ -45,6 +45,15 @@ struct Latchkeyd: ParsableCommand {
     @Flag(help: "Take org.freedesktop.secrets from its current owner, if that owner allows it.")
     var replace = false
 
+    @Flag(
+        help: ArgumentHelp(
+            "Leave org.kde.kwalletd5 and org.kde.kwalletd6 to KDE's kwalletd.",
+            discussion: """
+                Without it, latchkeyd also serves KWallet clients under those names, and waits for them when a \
+                kwalletd has them (docs/kwallet.md).
+                """))
+    var noKwallet = false
+
     @Option(help: "Directory of keychain files.")
     var keychainDirectory: String = KeychainLocation.keychainDirectory()
 
@@ -329,12 +338,18 @@ struct Latchkeyd: ParsableCommand {
         }
         try? connection.addMatch(
             "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged'")
+        if !noKwallet {
+            // Queued behind a kwalletd that has them (docs/kwallet.md, "Names and packaging, as built").
+            for line in KWalletNames.request(on: connection, describeOwner: { describeOwner(connection, of: $0) }) {
+                printError("latchkeyd: \(line)")
+            }
+        }
         return nil
     }
 
-    /// The current owner of the name: unique name, pid and executable when the bus tells them.
-    private func describeOwner(_ connection: DBusConnection) -> String {
-        guard let owner = connection.owner(of: "org.freedesktop.secrets") else { return "another process" }
+    /// The current owner of `name`: unique name, pid and executable when the bus tells them.
+    private func describeOwner(_ connection: DBusConnection, of name: String = "org.freedesktop.secrets") -> String {
+        guard let owner = connection.owner(of: name) else { return "another process" }
         guard case .uint32(let pid)? = connection.askBus("GetConnectionUnixProcessID", about: owner) else {
             return owner
         }

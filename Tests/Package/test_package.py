@@ -9,6 +9,7 @@ import os
 import pathlib
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,8 @@ def test_file_list():
     for expected in ["/usr/bin/latchkey", "/usr/bin/latchkeyd",
                      "/usr/lib/x86_64-linux-gnu/security/pam_latchkey.so",
                      "/usr/share/dbus-1/services/org.freedesktop.secrets.service",
+                     "/usr/share/dbus-1/services/org.kde.kwalletd5.service",
+                     "/usr/share/dbus-1/services/org.kde.kwalletd6.service",
                      "/usr/share/xdg-desktop-portal/portals/latchkey.portal",
                      "/usr/lib/systemd/user/latchkeyd.service", "/usr/lib/systemd/user/latchkeyd.socket",
                      "/usr/share/pam-configs/latchkey", "/usr/share/man/man1/latchkey.1.gz",
@@ -193,6 +196,93 @@ def test_install_login_and_remove(package, pinentry_directory):
     finally:
         service.unlink()
         user.remove()
+
+
+KDE_SERVICES = [pathlib.Path("/usr/share/dbus-1/services") / f"org.kde.kwalletd{v}.service" for v in (5, 6)]
+
+
+def file_state(path):
+    """The bytes and mode of `path`, None when it does not exist."""
+    return (path.read_bytes(), path.stat().st_mode) if path.exists() else None
+
+
+@pytest.mark.skipif(not installed_packages("libkf5wallet-bin"), reason="needs KDE's kwalletd5 (libkf5wallet-bin)")
+def test_kwallet_activation_files_are_diverted_and_put_back(tmp_path):
+    """KDE's org.kde.kwalletd5 activation file (libkf5wallet-bin) is diverted on install, latchkeyd's takes its
+    path and the bus activates latchkeyd for that name; remove puts KDE's file back byte for byte."""
+    before = {path: file_state(path) for path in KDE_SERVICES}
+    assert b"Exec=/usr/bin/kwalletd5" in before[KDE_SERVICES[0]][0]
+    apt("install", deb_path())
+    try:
+        diversions = subprocess.run(["dpkg-divert", "--list", "latchkey"], capture_output=True, text=True).stdout
+        for path in KDE_SERVICES:
+            assert f"diversion of {path} to {path}.kwalletd by latchkey" in diversions, diversions
+            lines = path.read_text().splitlines()
+            assert lines[1:] == [f"Name={path.stem}", "Exec=/usr/bin/latchkeyd --foreground",
+                                 "SystemdService=latchkeyd.service"], lines
+        assert file_state(pathlib.Path(f"{KDE_SERVICES[0]}.kwalletd")) == before[KDE_SERVICES[0]]
+        # libkf5wallet-bin still lists its file, and still has everything else.
+        assert str(KDE_SERVICES[0]) in subprocess.run(["dpkg", "-L", "libkf5wallet-bin"], capture_output=True,
+                                                      text=True).stdout
+        assert os.path.exists("/usr/bin/kwalletd5")
+        assert_activation_starts_latchkeyd(tmp_path)
+        apt("remove", "latchkey")
+        assert {path: file_state(path) for path in KDE_SERVICES} == before
+        assert not any(pathlib.Path(f"{path}.kwalletd").exists() for path in KDE_SERVICES)
+    finally:
+        # Purged also after a remove (the package is then in state config-files, not installed).
+        apt("purge", "latchkey")
+    assert "latchkey" not in subprocess.run(["dpkg-divert", "--list"], capture_output=True, text=True).stdout
+    assert {path: file_state(path) for path in KDE_SERVICES} == before
+
+
+def assert_activation_starts_latchkeyd(directory):
+    """A private bus reading the system's session service directory: a call for org.kde.kwalletd5 starts the
+    installed latchkeyd (through the Exec line: the bus runs without systemd), which then owns the three names."""
+    config = directory / "bus.conf"
+    config.write_text("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:tmpdir=/tmp</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>/usr/share/dbus-1/services</servicedir>
+  <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/>
+  </policy>
+</busconfig>
+""")
+    runtime = directory / "run"
+    runtime.mkdir(mode=0o700)
+    env = dict(os.environ, HOME=str(directory), XDG_DATA_HOME=str(directory / "data"), XDG_RUNTIME_DIR=str(runtime),
+               DBUS_SYSTEM_BUS_ADDRESS=f"unix:path={directory}/none")
+    out = subprocess.run(["dbus-daemon", f"--config-file={config}", "--fork", "--print-address=1", "--print-pid=1"],
+                         env=env, check=True, capture_output=True, text=True).stdout.split()
+    address, bus_pid = out[0], int(out[1])
+    bus_env = dict(env, DBUS_SESSION_BUS_ADDRESS=address)
+
+    def ask(member, *args):
+        return subprocess.run(["dbus-send", "--session", "--print-reply=literal", "--dest=org.freedesktop.DBus",
+                               "/org/freedesktop/DBus", f"org.freedesktop.DBus.{member}", *args],
+                              env=bus_env, capture_output=True, text=True, timeout=60)
+
+    pid = None
+    try:
+        started = ask("StartServiceByName", "string:org.kde.kwalletd5", "uint32:0")
+        assert started.returncode == 0, started.stderr
+        pid = int(ask("GetConnectionUnixProcessID", "string:org.kde.kwalletd5").stdout.split()[-1])
+        assert os.readlink(f"/proc/{pid}/exe") == "/usr/bin/latchkeyd"
+        deadline = time.monotonic() + 15
+        while True:
+            owners = {ask("GetNameOwner", f"string:{name}").stdout.strip()
+                      for name in ("org.freedesktop.secrets", "org.kde.kwalletd5", "org.kde.kwalletd6")}
+            if len(owners) == 1 and "" not in owners or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert len(owners) == 1 and "" not in owners, owners
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+        os.kill(bus_pid, signal.SIGTERM)
 
 
 def bus_owner_executable(user):
