@@ -75,6 +75,10 @@ let package = Package(
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         // KWallet's values with no bus and no file in them: QDataStream, the entry scheme, map and stream forms.
         .target(name: "KWalletFormat", dependencies: ["COpenSSL", "Posix"]),
+        // Reads KWallet's .kwl wallet files and writes them into a keychain; the import at login.
+        .target(
+            name: "KWalletImport",
+            dependencies: ["KWalletFormat", "GnomeKeyringImport", "KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         .target(
             name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "Keychain1", "DBus", "Posix"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient", "CallerIdentity"]),
@@ -179,6 +183,10 @@ let package = Package(
             dependencies: ["GnomeKeyringImport", "KeychainStore", "KeychainCore"],
             exclude: ["Fixtures"]),
         .testTarget(name: "KWalletFormatTests", dependencies: ["KWalletFormat", "Posix"]),
+        .testTarget(
+            name: "KWalletImportTests",
+            dependencies: ["KWalletImport", "KWalletFormat", "KeychainStore", "KeychainCore", "COpenSSL", "Posix"],
+            exclude: ["Fixtures"]),
     ]
 )
 
