@@ -22,7 +22,9 @@ let package = Package(
         // `package` symbols). Nothing builds it unless asked; see docs/robustness.md.
         .library(
             name: "LatchkeyFuzzSurface",
-            targets: ["SecretService", "KeychainRegistry", "GnomeKeyringImport", "Pinentry", "LoginControl"]),
+            targets: [
+                "SecretService", "KeychainRegistry", "GnomeKeyringImport", "KWalletImport", "Pinentry", "LoginControl",
+            ]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
@@ -87,8 +89,8 @@ let package = Package(
         .target(
             name: "KeychainRegistry",
             dependencies: [
-                "KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix", "KeySlots", "TPMSealing",
-                "LoginControl",
+                "KeychainCore", "KeychainStore", "GnomeKeyringImport", "KWalletImport", "Pinentry", "Posix", "KeySlots",
+                "TPMSealing", "LoginControl",
             ]),
         // Keychain1's names and encoding, and the session key exchange and cipher (daemon and client).
         .target(name: "Keychain1", dependencies: ["KeychainCore", "DBus", "COpenSSL", "Posix"]),
@@ -119,7 +121,7 @@ let package = Package(
             name: "latchkeyd",
             dependencies: [
                 "DaemonLoop", "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore",
-                "GnomeKeyringImport",
+                "GnomeKeyringImport", "KWalletImport",
                 "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
@@ -127,7 +129,7 @@ let package = Package(
             name: "latchkey",
             dependencies: [
                 "KeychainClient", "Keychain1", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
-                "GnomeKeyringImport", "CallerIdentity", "KeySlots", "TPMSealing",
+                "GnomeKeyringImport", "KWalletImport", "CallerIdentity", "KeySlots", "TPMSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

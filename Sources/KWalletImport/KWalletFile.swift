@@ -204,8 +204,8 @@ package struct KWalletFile: Sendable {
 
     /// The wallet decrypted with `key` (from ``key(password:salt:)``).
     ///
-    /// - Throws: `wrongPassword` when the SHA-1 inside does not match, `corrupt`/`truncated` for a decrypted
-    ///   stream that does not parse, `crypto` when OpenSSL cannot decrypt.
+    /// - Throws: `wrongPassword` when the SHA-1 inside does not match, `corrupt` for a decrypted stream that does
+    ///   not parse or names other folders and keys than the clear index, `crypto` when OpenSSL cannot decrypt.
     package func open(key: borrowing SecretBytes) throws(KWalletError) -> KWalletContents {
         let plain: SecretBytes
         do {
@@ -213,7 +213,12 @@ package struct KWalletFile: Sendable {
         } catch {
             throw KWalletError(path, error.kind)
         }
-        return try KWalletContents(plaintext: plain, path: path)
+        let contents = try KWalletContents(plaintext: plain, path: path)
+        // The clear index is kwalletd's own record of the names inside: it must agree with them.
+        guard contents.matchesIndex(of: self) else {
+            throw KWalletError(path, .corrupt("the clear name index does not match the names inside"))
+        }
+        return contents
     }
 
     /// The wallet opened with `password`, reading the salt file when it needs one.
