@@ -70,7 +70,8 @@ package struct KWalletFile: Sendable {
         self.modified = modified
         self.digest = KWalletDigest.sha256Hex(bytes)
         guard bytes.count >= Self.magic.count + 4 else {
-            if Array(bytes.prefix(Self.magic.count)) == Array(Self.magic.prefix(bytes.count)) && !bytes.isEmpty {
+            let shown = min(bytes.count, Self.magic.count)
+            if shown > 0 && Array(bytes[0..<shown]) == Array(Self.magic[0..<shown]) {
                 throw KWalletError(path, .truncated("the header"))
             }
             throw KWalletError(path, .notAWallet)

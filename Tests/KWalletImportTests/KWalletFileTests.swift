@@ -162,6 +162,19 @@ final class ScratchDirectory {
         }
     }
 
+    @Test func aFileCutInsideItsHeaderIsTruncated() {
+        for length in 1..<16 {
+            let bytes = Array((KWalletFile.magic + [0, 1, 3, 2])[0..<length])
+            expectKWalletError(.truncated("the header")) {
+                _ = try KWalletFile(path: "h.kwl", bytes: bytes, modified: 0)
+            }
+        }
+        expectKWalletError(.notAWallet) { _ = try KWalletFile(path: "h.kwl", bytes: [], modified: 0) }
+        expectKWalletError(.notAWallet) {
+            _ = try KWalletFile(path: "h.kwl", bytes: Array("GNOME_KEYRING".utf8), modified: 0)
+        }
+    }
+
     @Test func everyFlippedBitIsCaught() throws {
         let whole = try walletFixture("kdewallet.kwl")
         let salt = try whole.salt()
