@@ -22,7 +22,9 @@ let package = Package(
         // `package` symbols). Nothing builds it unless asked; see docs/robustness.md.
         .library(
             name: "LatchkeyFuzzSurface",
-            targets: ["SecretService", "KeychainRegistry", "GnomeKeyringImport", "Pinentry", "LoginControl"]),
+            targets: [
+                "SecretService", "KeychainRegistry", "GnomeKeyringImport", "KWalletImport", "Pinentry", "LoginControl",
+            ]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
@@ -75,6 +77,10 @@ let package = Package(
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         // KWallet's values with no bus and no file in them: QDataStream, the entry scheme, map and stream forms.
         .target(name: "KWalletFormat", dependencies: ["COpenSSL", "Posix"]),
+        // Reads KWallet's .kwl wallet files and writes them into a keychain; the import at login.
+        .target(
+            name: "KWalletImport",
+            dependencies: ["KWalletFormat", "GnomeKeyringImport", "KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         .target(
             name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "Keychain1", "DBus", "Posix"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient", "CallerIdentity"]),
@@ -83,8 +89,8 @@ let package = Package(
         .target(
             name: "KeychainRegistry",
             dependencies: [
-                "KeychainCore", "KeychainStore", "GnomeKeyringImport", "Pinentry", "Posix", "KeySlots", "TPMSealing",
-                "LoginControl",
+                "KeychainCore", "KeychainStore", "GnomeKeyringImport", "KWalletImport", "Pinentry", "Posix", "KeySlots",
+                "TPMSealing", "LoginControl",
             ]),
         // Keychain1's names and encoding, and the session key exchange and cipher (daemon and client).
         .target(name: "Keychain1", dependencies: ["KeychainCore", "DBus", "COpenSSL", "Posix"]),
@@ -115,7 +121,7 @@ let package = Package(
             name: "latchkeyd",
             dependencies: [
                 "DaemonLoop", "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore",
-                "GnomeKeyringImport",
+                "GnomeKeyringImport", "KWalletImport",
                 "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
@@ -123,7 +129,7 @@ let package = Package(
             name: "latchkey",
             dependencies: [
                 "KeychainClient", "Keychain1", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
-                "GnomeKeyringImport", "CallerIdentity", "KeySlots", "TPMSealing",
+                "GnomeKeyringImport", "KWalletImport", "CallerIdentity", "KeySlots", "TPMSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -179,6 +185,10 @@ let package = Package(
             dependencies: ["GnomeKeyringImport", "KeychainStore", "KeychainCore"],
             exclude: ["Fixtures"]),
         .testTarget(name: "KWalletFormatTests", dependencies: ["KWalletFormat", "Posix"]),
+        .testTarget(
+            name: "KWalletImportTests",
+            dependencies: ["KWalletImport", "KWalletFormat", "KeychainStore", "KeychainCore", "COpenSSL", "Posix"],
+            exclude: ["Fixtures"]),
     ]
 )
 

@@ -5,4 +5,5 @@
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <openssl/params.h>
+#include <openssl/provider.h>
 #include <openssl/rand.h>

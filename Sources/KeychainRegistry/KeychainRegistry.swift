@@ -1,4 +1,5 @@
 import FoundationEssentials
+import KWalletImport
 import KeychainCore
 import KeychainStore
 import Pinentry
@@ -18,6 +19,9 @@ package struct RegistryConfiguration: Sendable {
     /// Where Flatpak apps keep their data (`~/.var/app`): their libsecret files are imported at login
     /// with the keys gnome-keyring's Secret portal kept; nil: none.
     package var flatpakAppDirectory: String?
+    /// KWallet's wallet directory and kwalletrc, whose wallets the login password opens are imported at login;
+    /// nil: none.
+    package var kwallet: KWalletLocations?
     /// The TPM the login keychain's tpm2 slots are unsealed by (`LATCHKEY_TPM_TCTI`, default `/dev/tpmrm0`).
     package var sealing: KeySealing
     /// The `systemctl` asked for the desktop session's variables when a prompt has no display; nil: not asked.
@@ -29,8 +33,9 @@ package struct RegistryConfiguration: Sendable {
     package init(
         keychainDirectory: String, pinentry: Pinentry, kdf: KDFParameters = .production,
         gnomeKeyringDirectory: String? = nil, flatpakAppDirectory: String? = nil, sealing: KeySealing = KeySealing(),
-        systemctl: String? = "/usr/bin/systemctl", clock: RegistryClock = .system
+        systemctl: String? = "/usr/bin/systemctl", clock: RegistryClock = .system, kwallet: KWalletLocations? = nil
     ) {
+        self.kwallet = kwallet
         self.clock = clock
         self.sealing = sealing
         self.systemctl = systemctl

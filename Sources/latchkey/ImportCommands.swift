@@ -217,11 +217,13 @@ struct CollectionMaker {
 struct MigrationStatus: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "migration-status",
-        abstract: "Show which gnome-keyring keyrings were imported into a keychain and which are left.",
+        abstract: "Show which gnome-keyring keyrings and KWallet wallets were imported and which are left.",
         discussion: """
             Lists the imports recorded in the default keychain (or --keychain) and the collections beside it, with the \
             collection each keyring went to (no password needed), then every keyring file (by default \
-            $XDG_DATA_HOME/keyrings/*.keyring) that is left: never imported, changed since its import, or unreadable.
+            $XDG_DATA_HOME/keyrings/*.keyring) that is left: never imported, changed since its import, or unreadable. \
+            Then the same for KWallet's wallets ($XDG_DATA_HOME/kwalletd/*.kwl), as "imported wallet" and "left \
+            wallet" lines (under "kwallet" in the JSON).
 
             Example:
               latchkey migration-status
@@ -275,7 +277,11 @@ struct MigrationStatus: ParsableCommand {
                     ])
                 }
                 let remaining = left.map { JSONValue.object(["path": .string($0.path), "reason": .string($0.reason)]) }
-                print(JSONValue.object(["imported": .array(imported), "left": .array(remaining)]).text)
+                print(
+                    JSONValue.object([
+                        "imported": .array(imported), "left": .array(remaining),
+                        "kwallet": KWalletMigrationStatus.json(of: recorded),
+                    ]).text)
                 return
             }
             for (record, keychain) in placed {
@@ -286,6 +292,7 @@ struct MigrationStatus: ParsableCommand {
             }
             for entry in left { print("left \(entry.path): \(entry.reason)") }
             if records.isEmpty && left.isEmpty { print("no gnome-keyring keyrings in \(ImportPaths.directory)") }
+            for line in KWalletMigrationStatus.lines(of: recorded) { print(line) }
         }
     }
 }

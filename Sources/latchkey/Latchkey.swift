@@ -28,6 +28,7 @@ struct Latchkey: ParsableCommand {
             DumpKeychain.self, ListKeychains.self, DefaultKeychain.self, LoginKeychain.self,
             CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self,
             SetKeychainPassword.self, SetKeychainSettings.self, ShowKeychainInfo.self, ImportGnomeKeyring.self,
+            ImportKWallet.self,
             MigrationStatus.self, ListAccess.self, RemoveAccess.self, SetAccessPolicy.self, AddSlot.self,
             ListSlots.self, RemoveSlot.self, UpdateEnvironment.self,
         ])

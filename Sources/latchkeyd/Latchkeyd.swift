@@ -4,6 +4,7 @@ import DaemonLoop
 import FoundationEssentials
 import Glibc
 import GnomeKeyringImport
+import KWalletImport
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
@@ -167,7 +168,8 @@ struct Latchkeyd: ParsableCommand {
                         gnomeKeyringDirectory: KeyringFile.keyringDirectory(
                             environment: ProcessInfo.processInfo.environment),
                         flatpakAppDirectory: KeyringFile.flatpakAppDirectory(
-                            environment: ProcessInfo.processInfo.environment)),
+                            environment: ProcessInfo.processInfo.environment),
+                        kwallet: KWalletLocations(environment: ProcessInfo.processInfo.environment)),
                     limits: limits, identifiesCallers: true),
                 loginPassword: password)
         } catch {

@@ -16,6 +16,7 @@ extension UserLogin {
     /// the faces hear of the new collections and items, and the keyring gnome-keyring's `default` file names
     /// becomes the `default` alias. One import at a time: a login while one runs starts none.
     func importGnomeKeyrings(password: SharedSecret) {
+        importKWallets(password: password)
         guard let directory = configuration.gnomeKeyringDirectory, let login, !isImportingGnomeKeyrings else { return }
         let loginPath = login.keychain.path
         let flatpakApps = configuration.flatpakAppDirectory

@@ -81,6 +81,8 @@ package final class UserLogin {
     var unlocksAtLogin = 0
     /// Whether a login's import of gnome-keyring's keyrings is under way (a later login's waits for none).
     var isImportingGnomeKeyrings = false
+    /// Whether a login's import of KWallet's wallets is under way (a later login's waits for none).
+    var isImportingKWallets = false
 
     init(registry: KeychainRegistry) {
         self.registry = registry
