@@ -12,9 +12,8 @@ import FoundationEssentials
 import FuzzSupport
 
 @testable import KWalletFormat
-@testable import Posix
-
 @testable import KWalletImport
+@testable import Posix
 
 let fixtures = String(#filePath.split(separator: "/Fuzz/Sources/").first ?? "") + "/Tests/KWalletImportTests/Fixtures/"
 let password = Array("Pässwörd ✓ for kdewallet".utf8)
@@ -31,7 +30,8 @@ public func initialize(
     SeedCorpus.writeIfAsked {
         var seeds: [(name: String, bytes: [UInt8])] = []
         for name in ["kdewallet.kwl", "legacy.kwl", "Work ;C3;BC;2F2.kwl"] {
-            seeds.append((String(name.map { $0 == " " ? "-" : $0 }), [0] + (try KWalletFile(path: fixtures + name).bytes)))
+            seeds.append(
+                (String(name.map { $0 == " " ? "-" : $0 }), [0] + (try KWalletFile(path: fixtures + name).bytes)))
         }
         // The real wallet's serialized data, decrypted.
         let file = try KWalletFile(path: fixtures + "kdewallet.kwl")
