@@ -329,6 +329,9 @@ struct Latchkeyd: ParsableCommand {
         }
         try? connection.addMatch(
             "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged'")
+        // The KWallet face's names (docs/kwallet.md §4), queued behind any owner: a minimal request until the
+        // names and packaging work (issue 25) brings its own.
+        for name in ["org.kde.kwalletd5", "org.kde.kwalletd6"] { _ = try? connection.requestName(name, flags: []) }
         return nil
     }
 
