@@ -54,6 +54,18 @@ extension HeldKeychain {
         return best
     }
 
+    /// Every item of `folder` that has a key (whatever its type): what `removeFolder` deletes. An item with a
+    /// `server` and no `user` (a libsecret network password for a host) is no entry and stays.
+    func kwalletItems(folder: String) throws(KeychainError) -> [ItemReference] {
+        var references: [ItemReference] = []
+        for reference in try search([KWalletScheme.folderAttribute: folder]) {
+            guard let stored = try item(reference, returning: .attributes)?.attributes else { continue }
+            let attributes = AttributeMapping.secretServiceAttributes(stored, of: reference.itemClass)
+            if attributes[KWalletScheme.keyAttribute] != nil { references.append(reference) }
+        }
+        return references
+    }
+
     /// Every item with `folder` and `key`, whatever its type (a write replaces the newest; a remove takes all).
     func kwalletItems(folder: String, key: String) throws(KeychainError) -> [ItemReference] {
         try search([KWalletScheme.folderAttribute: folder, KWalletScheme.keyAttribute: key])

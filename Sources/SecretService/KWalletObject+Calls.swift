@@ -241,6 +241,26 @@ extension KWalletObject {
         return .deferred
     }
 
+    /// `changePassword`: the keychain's password change prompt (as gnome-keyring's `ChangeWithPrompt`), the
+    /// empty reply when it ends; at once for an unknown wallet.
+    func changePassword(of wallet: String, call: DBusMethodCall) -> DBusMethodResult {
+        guard isAcceptedName(wallet), let held = collection(named: wallet) else { return .reply([]) }
+        let pending = KWalletSessions.PendingRequest(owner: call.sender)
+        sessions.pending.append(pending)
+        var deferred = false
+        let ticket = registry.promptToChangePassword(of: held) { [daemon] changed in
+            guard daemon.kwallet.take(pending) else { return }
+            if changed {
+                daemon.emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
+            }
+            if deferred { daemon.reply(to: call, .success([])) }
+        }
+        guard sessions.pending.contains(where: { $0 === pending }) else { return .reply([]) }
+        deferred = true
+        pending.ticket = ticket
+        return .deferred
+    }
+
     /// `folderDoesNotExist`/`keyDoesNotExist`: from the keyed index, without a handle (works while locked);
     /// `true` for an unknown wallet.
     func doesNotExist(wallet: String, folder: String, key: String?) -> Bool {
@@ -350,7 +370,7 @@ extension KWalletObject {
     /// empty folder; `false` for a bad handle or a refusal.
     func removeFolder(_ number: Int32, _ folder: String, call: DBusMethodCall) -> DBusMethodResult {
         guard isAcceptedName(folder), let opened = session(number, call),
-            let references = try? opened.held.search([KWalletScheme.folderAttribute: folder])
+            let references = try? opened.held.kwalletItems(folder: folder)
         else { return .reply([.bool(false)]) }
         let held = opened.held
         let targets = references.map { SecretServiceDaemon.SecretTarget(held: held, reference: $0) }

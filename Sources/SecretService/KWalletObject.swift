@@ -135,8 +135,10 @@ struct KWalletObject: DBusObject {
         DBusMethod("deleteWallet", walletInput, returns: returnsInt()) { object, call, wallet in
             object.deleteWallet(wallet, call: call)
         },
-        // Declared without a result, as the XML does.
-        DBusMethod("changePassword", walletInput, windowInput, appidInput) { _, _, _, _, _ in .reply([]) },
+        // Declared without a result, as the XML does; the reply comes when the change prompt ends.
+        DBusMethod("changePassword", walletInput, windowInput, appidInput) { object, call, wallet, _, _ in
+            object.changePassword(of: wallet, call: call)
+        },
         DBusMethod("networkWallet", returns: [.init("result", String.self)]) { object, _ in
             .reply([.string(object.sessions.names.networkWallet)])
         },

@@ -48,6 +48,8 @@ private struct DeclaredInterface {
             (Keychain1Interface.rootPath, Keychain1ListObject.interfaces.map(DeclaredInterface.init)),
             (Keychain1Interface.path(collection: "login"), Keychain1Object.interfaces.map(DeclaredInterface.init)),
             (PortalSecretObject.path, PortalSecretObject.interfaces.map(DeclaredInterface.init)),
+            (KWalletObject.paths[0], KWalletObject.interfaces.map(DeclaredInterface.init)),
+            (KWalletObject.paths[1], KWalletObject.interfaces.map(DeclaredInterface.init)),
         ]
     }
 

@@ -2,6 +2,7 @@ import DBus
 import Foundation
 import KeychainCore
 import KeychainRegistry
+import KeychainStore
 import Testing
 
 @testable import SecretService
@@ -160,7 +161,11 @@ import Testing
         #expect(try Self.kw(inproc, "hasEntry", [h, .string("Mail"), .string("blob2"), app]) == [.bool(false)])
         #expect(try Self.kw(inproc, "removeEntry", [h, .string("Nope"), .string("x"), app]) == [.int32(0)])
         #expect(try Self.kw(inproc, "folderList", [h, app]) == [.array(elementSignature: "s", [.string("Mail")])])
+        // A libsecret item with that server and no user is no entry: removeFolder leaves it.
+        let session = try inproc.openPlainSession()
+        let host = try inproc.createItem(session: session, attributes: ["server": "Mail"], secret: "host")
         #expect(try Self.kw(inproc, "removeFolder", [h, .string("Mail"), app]) == [.bool(true)])
+        #expect(inproc.daemon.resolve(host) != nil)
         #expect(try Self.kw(inproc, "folderList", [h, app]) == [.array(elementSignature: "s", [])])
         #expect(
             try Self.kw(inproc, "keyDoesNotExist", [.string("kdewallet"), .string("Mail"), .string("me@example.org")])
@@ -417,6 +422,21 @@ import Testing
         #expect(try inproc.awaitCompletion(of: confirmed)?.arguments() == [.int32(0)])
         #expect(!inproc.daemon.registry.keychains.contains { $0.label == "Work" })
         #expect(try Self.kw(inproc, "isOpen", [.int32(handle)]) == [.bool(false)])
+    }
+
+    @Test func changePasswordRunsTheChangePromptAndRepliesWhenItEnds() throws {
+        let inproc = try InProcessDaemon(answers: ["cancel"])
+        let (now, call) = try inproc.send(
+            Self.path, Self.interface, "changePassword", [.string("kdewallet"), .int64(0), .string("test-app")])
+        #expect(now == nil, "the reply waits for the prompt")
+        let reply = try #require(inproc.awaitCompletion(of: call, seconds: 60))
+        #expect(reply.kind == .methodReturn)
+        #expect(try reply.arguments().isEmpty)
+        #expect(try inproc.pinentryCommands().contains { $0.command == "GETPIN" })
+        let file = try #require(inproc.daemon.registry.login?.keychain.path)
+        try Keychain(opening: file).unlock(password: InProcessDaemon.password)
+        let unknown = try Self.kw(inproc, "changePassword", [.string("no such wallet"), .int64(0), .string("a")])
+        #expect(unknown.isEmpty)
     }
 
     @Test func closeDisconnectAndCloseAllActOnlyOnTheCallersHandles() throws {
