@@ -109,7 +109,8 @@ extension KWalletObject {
         _ wallet: String, window: Int64, appid: String, call: DBusMethodCall,
         completion: @escaping (Int32) -> Void
     ) {
-        guard window >= 0, !wallet.isEmpty, isAcceptedName(wallet), isAcceptedName(appid) else { return completion(-1) }
+        // A window id below zero is taken, as kwalletd5 takes it (the KF6 bridge refuses it).
+        guard !wallet.isEmpty, isAcceptedName(wallet), isAcceptedName(appid) else { return completion(-1) }
         let owner = call.sender
         let path = path
         let issue = { [daemon] (held: HeldKeychain) -> Int32 in
@@ -357,10 +358,11 @@ extension KWalletObject {
         return served ?? .reply([empty])
     }
 
-    /// `createFolder`: an empty folder (in memory) unless it exists; `folderListUpdated` when it is new.
+    /// `createFolder`: an empty folder (in memory), `folderListUpdated`, and `true`; `false` when it exists
+    /// already (as kwalletd5 answers).
     func createFolder(_ number: Int32, _ folder: String, _ call: DBusMethodCall) -> Bool {
         guard isAcceptedName(folder), let opened = session(number, call) else { return false }
-        guard !folders(number, call).contains(folder) else { return true }
+        guard !folders(number, call).contains(folder) else { return false }
         sessions.emptyFolders[opened.held.id, default: []].insert(folder)
         broadcast(Self.folderListUpdated, opened.handle.wallet)
         return true
@@ -520,12 +522,13 @@ extension KWalletObject {
     }
 
     /// `removeEntry`: every item with that folder and key deleted once the caller may (as `Item.Delete`):
-    /// `0` (also when there is none), `-3` when refused, `-1` for a bad handle.
+    /// `0` (also when the folder does not exist), `-3` when refused or when the folder has no such key (as
+    /// kwalletd5 answers), `-1` for a bad handle.
     func removeEntry(_ number: Int32, _ folder: String, _ key: String, call: DBusMethodCall) -> DBusMethodResult {
         guard isAcceptedName(folder), isAcceptedName(key), let opened = session(number, call),
             let references = try? opened.held.kwalletItems(folder: folder, key: key)
         else { return .reply([.int32(-1)]) }
-        guard !references.isEmpty else { return .reply([.int32(0)]) }
+        guard !references.isEmpty else { return .reply([.int32(folders(number, call).contains(folder) ? -3 : 0)]) }
         let held = opened.held
         let targets = references.map { SecretServiceDaemon.SecretTarget(held: held, reference: $0) }
         let served = try? daemon.servingChange(.delete, of: targets, to: call) { [self] outcome in
