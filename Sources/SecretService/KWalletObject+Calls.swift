@@ -476,8 +476,8 @@ extension KWalletObject {
             daemon.recordApplicationUsage(of: call.sender, storing: bytes, in: held, at: made.reference)
             daemon.announceItems(
                 held, made.replaced ? CollectionObject.itemChanged : CollectionObject.itemCreated, made.reference)
+            // folderUpdated comes from announceItems, as for a change through the Secret Service.
             if !wasFolder { broadcast(Self.folderListUpdated, opened.handle.wallet) }
-            broadcast(Self.folderUpdated, opened.handle.wallet, folder)
             return .success([.int32(0)])
         }
         guard let replacing = existing?.reference ?? other else {
@@ -515,7 +515,6 @@ extension KWalletObject {
                 return .success([.int32(-1)])
             }
             daemon.announceItems(held, CollectionObject.itemChanged, found.reference)
-            broadcast(Self.folderUpdated, opened.handle.wallet, folder)
             return .success([.int32(0)])
         }
         return served ?? failed
@@ -587,6 +586,20 @@ extension SecretServiceDaemon {
         default:
             break
         }
+    }
+
+    /// `folderUpdated(wallet, folder)` to all for an item made or changed through either face that is a
+    /// KWallet entry, while some client holds a handle on its collection (only they listen; reading the
+    /// item's attributes costs a query).
+    func announceItemToKWallet(_ held: HeldKeychain, _ reference: ItemReference) {
+        guard kwallet.handles.values.contains(where: { $0.collection === held }), !held.isLocked,
+            let stored = (try? held.item(reference, returning: .attributes))?.attributes
+        else { return }
+        let attributes = AttributeMapping.secretServiceAttributes(stored, of: reference.itemClass)
+        guard let folder = attributes[KWalletScheme.folderAttribute], attributes[KWalletScheme.keyAttribute] != nil
+        else { return }
+        let face = KWalletObject(daemon: self, path: KWalletObject.paths[0])
+        face.broadcast(KWalletObject.folderUpdated, face.walletName(of: held), folder)
     }
 
     /// Forgets a client that left: its handles and the prompts its opens wait for.

@@ -442,6 +442,7 @@ package final class SecretServiceDaemon {
     func announceItems(_ held: HeldKeychain, _ signal: DBusSignal<ObjectPath>, _ reference: ItemReference) {
         emit(signal, at: held.path, ObjectPath(ObjectPaths.item(reference, in: held.id)))
         if signal.name != CollectionObject.itemChanged.name { invalidateItems(of: held) }
+        if signal.name != CollectionObject.itemDeleted.name { announceItemToKWallet(held, reference) }
     }
 
     /// Sends `PropertiesChanged` naming `Items` as invalidated.

@@ -197,9 +197,15 @@ import Testing
             try #require(paths.first), "org.freedesktop.DBus.Properties", "Get",
             [.string("org.freedesktop.Secret.Item"), .string("Label")])
         #expect(label == [.variant(.string("Web/alice"))])
-        // The other way: a libsecret network password (server and user, no type) is a KWallet password.
+        // The other way: a libsecret network password (server and user, no type) is a KWallet password, and
+        // KWallet clients are told its folder changed.
+        inproc.clearSignals()
         _ = try inproc.createItem(
             session: session, attributes: ["server": "Web", "user": "bob"], secret: "from libsecret")
+        let updated = inproc.signals.filter { $0.member == "folderUpdated" }
+        #expect(updated.count == 2, "from both paths")
+        #expect(try updated.first?.arguments() == [.string("kdewallet"), .string("Web")])
+        #expect(updated.allSatisfy { $0.destination == nil })
         #expect(
             try Self.kw(inproc, "readPassword", [h, .string("Web"), .string("bob"), app]) == [.string("from libsecret")]
         )
