@@ -66,6 +66,18 @@ extension HeldKeychain {
         return references
     }
 
+    /// Whether any item has `folder` as its `server` (from the keyed index, stopping at the first: cheap in a
+    /// large folder, and works while locked).
+    func hasKWalletFolder(_ folder: String) throws(KeychainError) -> Bool {
+        for itemClass in Self.shownClasses {
+            guard let mapped = AttributeMapping.storeAttributes([KWalletScheme.folderAttribute: folder], for: itemClass)
+            else { continue }
+            let query = ItemQuery(itemClass, attributes: mapped, synchronizable: .any, limit: .one)
+            if try !keychain.items(matching: query).isEmpty { return true }
+        }
+        return false
+    }
+
     /// Every item with `folder` and `key`, whatever its type (a write replaces the newest; a remove takes all).
     func kwalletItems(folder: String, key: String) throws(KeychainError) -> [ItemReference] {
         try search([KWalletScheme.folderAttribute: folder, KWalletScheme.keyAttribute: key])

@@ -268,10 +268,8 @@ extension KWalletObject {
         guard isAcceptedName(folder), isAcceptedName(key ?? ""), let held = collection(named: wallet) else {
             return true
         }
-        var attributes = [KWalletScheme.folderAttribute: folder]
-        if let key { attributes[KWalletScheme.keyAttribute] = key }
-        if key == nil, sessions.emptyFolders[held.id]?.contains(folder) == true { return false }
-        return ((try? held.search(attributes)) ?? []).isEmpty
+        guard let key else { return !folderExists(folder, in: held) }
+        return ((try? held.kwalletItems(folder: folder, key: key)) ?? []).isEmpty
     }
 
     // MARK: Folders and entries
@@ -284,6 +282,19 @@ extension KWalletObject {
         var folders = Set(entries.map(\.folder))
         folders.formUnion(sessions.emptyFolders[opened.held.id] ?? [])
         return folders.sorted()
+    }
+
+    /// `hasFolder`: whether `folder` exists through the caller's handle.
+    func hasFolder(_ number: Int32, _ folder: String, _ call: DBusMethodCall) -> Bool {
+        guard isAcceptedName(folder), let opened = session(number, call) else { return false }
+        return folderExists(folder, in: opened.held)
+    }
+
+    /// Whether `held` has `folder`: an empty one made by `createFolder`, or an item with that `server` (from
+    /// the keyed index, as `folderDoesNotExist` answers; the first found will do).
+    private func folderExists(_ folder: String, in held: HeldKeychain) -> Bool {
+        if sessions.emptyFolders[held.id]?.contains(folder) == true { return true }
+        return (try? held.hasKWalletFolder(folder)) ?? false
     }
 
     /// The entries of `folder` through the caller's handle.
@@ -362,7 +373,7 @@ extension KWalletObject {
     /// already (as kwalletd5 answers).
     func createFolder(_ number: Int32, _ folder: String, _ call: DBusMethodCall) -> Bool {
         guard isAcceptedName(folder), let opened = session(number, call) else { return false }
-        guard !folders(number, call).contains(folder) else { return false }
+        guard !folderExists(folder, in: opened.held) else { return false }
         sessions.emptyFolders[opened.held.id, default: []].insert(folder)
         broadcast(Self.folderListUpdated, opened.handle.wallet)
         return true
@@ -446,7 +457,7 @@ extension KWalletObject {
         } catch {
             return failed
         }
-        let wasFolder = folders(number, call).contains(folder)
+        let wasFolder = folderExists(folder, in: held)
         let write = { [self] () -> Result<[DBusValue], DBusError> in
             guard !held.isLocked else { return .success([.int32(-1)]) }
             var attributes = existing?.attributes ?? [:]
@@ -527,7 +538,7 @@ extension KWalletObject {
         guard isAcceptedName(folder), isAcceptedName(key), let opened = session(number, call),
             let references = try? opened.held.kwalletItems(folder: folder, key: key)
         else { return .reply([.int32(-1)]) }
-        guard !references.isEmpty else { return .reply([.int32(folders(number, call).contains(folder) ? -3 : 0)]) }
+        guard !references.isEmpty else { return .reply([.int32(folderExists(folder, in: opened.held) ? -3 : 0)]) }
         let held = opened.held
         let targets = references.map { SecretServiceDaemon.SecretTarget(held: held, reference: $0) }
         let served = try? daemon.servingChange(.delete, of: targets, to: call) { [self] outcome in

@@ -165,7 +165,7 @@ struct KWalletObject: DBusObject {
         },
         DBusMethod("hasFolder", handleInput, folderInput, appidInput, returns: returnsBool()) {
             object, call, handle, folder, _ in
-            .reply([.bool(object.folders(handle, call).contains(folder))])
+            .reply([.bool(object.hasFolder(handle, folder, call))])
         },
         DBusMethod("entryList", handleInput, folderInput, appidInput, returns: returnsList()) {
             object, call, handle, folder, _ in
