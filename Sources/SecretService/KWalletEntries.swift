@@ -103,84 +103,92 @@ extension HeldKeychain {
 
 /// KWallet's key patterns (`readEntryList` and its kin; Qt's wildcard syntax over the whole key): `*` any run,
 /// `?` any one character, `[…]` one of a set (`[!…]` or `[^…]` none of it, `a-z` ranges), anything else
-/// itself. Matched in time proportional to the pattern's length times the key's (no backtracking blow-up).
+/// itself. Matched by Unicode scalar with one backtracking point (time proportional to the pattern's length
+/// times the key's at worst), and within a budget of steps shared by every key of one call: a hostile
+/// pattern over many long keys stops matching (the rest are left out) instead of holding the daemon.
 struct KWalletPattern {
+    /// The steps one call may take over all its keys.
+    static let stepBudget = 4_000_000
+
     private enum Token {
-        case character(Character)
+        case scalar(Unicode.Scalar)
         case any
         case run
-        case set([ClosedRange<Character>], negated: Bool)
+        case set([ClosedRange<Unicode.Scalar>], negated: Bool)
 
-        func matches(_ character: Character) -> Bool {
+        func matches(_ scalar: Unicode.Scalar) -> Bool {
             switch self {
-            case .character(let expected): expected == character
+            case .scalar(let expected): expected == scalar
             case .any: true
             case .run: false
-            case .set(let ranges, let negated): ranges.contains { $0.contains(character) } != negated
+            case .set(let ranges, let negated): ranges.contains { $0.contains(scalar) } != negated
             }
         }
     }
 
     private let tokens: [Token]
+    /// Steps left for this pattern's calls of ``matches(_:)``.
+    private var budget = stepBudget
 
     /// The pattern `text`.
     init(_ text: String) {
         var tokens: [Token] = []
-        var characters = Array(text)[...]
-        while let character = characters.popFirst() {
-            switch character {
+        var scalars = Array(text.unicodeScalars)[...]
+        while let scalar = scalars.popFirst() {
+            switch scalar {
             case "*": tokens.append(.run)
             case "?": tokens.append(.any)
             case "[":
-                guard let set = Self.set(&characters) else {
-                    tokens.append(.character("["))
+                guard let set = Self.set(&scalars) else {
+                    tokens.append(.scalar("["))
                     continue
                 }
                 tokens.append(set)
-            default: tokens.append(.character(character))
+            default: tokens.append(.scalar(scalar))
             }
         }
         self.tokens = tokens
     }
 
     /// A set after its `[`, consuming through its `]`; nil (nothing consumed) when it is not closed.
-    private static func set(_ characters: inout ArraySlice<Character>) -> Token? {
-        var rest = characters
+    private static func set(_ scalars: inout ArraySlice<Unicode.Scalar>) -> Token? {
+        var rest = scalars
         var negated = false
         if let first = rest.first, first == "!" || first == "^" {
             negated = true
             rest.removeFirst()
         }
-        var ranges: [ClosedRange<Character>] = []
+        var ranges: [ClosedRange<Unicode.Scalar>] = []
         var first = true
-        while let character = rest.popFirst() {
-            if character == "]", !first {
-                characters = rest
+        while let scalar = rest.popFirst() {
+            if scalar == "]", !first {
+                scalars = rest
                 return .set(ranges, negated: negated)
             }
             first = false
-            if rest.count >= 2, rest.first == "-", let upper = rest.dropFirst().first, upper != "]", character <= upper
-            {
+            if rest.count >= 2, rest.first == "-", let upper = rest.dropFirst().first, upper != "]", scalar <= upper {
                 rest.removeFirst(2)
-                ranges.append(character...upper)
+                ranges.append(scalar...upper)
             } else {
-                ranges.append(character...character)
+                ranges.append(scalar...scalar)
             }
         }
         return nil
     }
 
-    /// Whether `text` matches the whole pattern.
-    func matches(_ text: String) -> Bool {
-        let characters = Array(text)
+    /// Whether `text` matches the whole pattern; false once the budget is spent.
+    mutating func matches(_ text: String) -> Bool {
+        let scalars = Array(text.unicodeScalars)
         var position = 0
         var index = 0
         var lastRun: (token: Int, position: Int)?
-        while position < characters.count {
+        while position < scalars.count {
+            budget -= 1
+            guard budget > 0 else { return false }
             if index < tokens.count, case .run = tokens[index] {
                 lastRun = (index, position)
                 index += 1
-            } else if index < tokens.count, tokens[index].matches(characters[position]) {
+            } else if index < tokens.count, tokens[index].matches(scalars[position]) {
                 index += 1
                 position += 1
             } else if let run = lastRun {

@@ -356,7 +356,7 @@ extension KWalletObject {
         guard isAcceptedName(pattern ?? ""), let (opened, all) = entries(number, folder, call) else {
             return .reply([empty])
         }
-        let matcher = pattern.map(KWalletPattern.init)
+        var matcher = pattern.map(KWalletPattern.init)
         let chosen = all.filter { kind.takes($0.form) && (matcher?.matches($0.key) ?? true) }
         let targets = chosen.map { SecretServiceDaemon.SecretTarget(held: opened.held, reference: $0.reference) }
         let served = try? daemon.servingSecrets(of: targets, to: call) { allowed, _ in

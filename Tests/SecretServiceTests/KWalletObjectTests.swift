@@ -102,6 +102,28 @@ import Testing
         #expect(KWalletNames.read(path: small).networkWallet == "small")
     }
 
+    @Test func keyPatternsAreQtWildcardsWithinABudget() {
+        func matches(_ pattern: String, _ key: String) -> Bool {
+            var compiled = KWalletPattern(pattern)
+            return compiled.matches(key)
+        }
+        #expect(matches("*@*", "me@example.org") && !matches("*@*", "me"))
+        #expect(matches("*", "") && matches("*", "anything") && !matches("", "x"))
+        #expect(matches("a?c", "abc") && !matches("a?c", "ac"))
+        #expect(matches("[bs]*", "blob") && matches("[bs]*", "settings") && !matches("[bs]*", "mail"))
+        #expect(matches("[!a]x", "bx") && !matches("[!a]x", "ax") && matches("[a-c]1", "b1"))
+        #expect(matches("[x", "[x"), "an unclosed set is itself")
+        #expect(matches("ü*", "über") && !matches("abc", "abcd"))
+        // A pattern that backtracks over many long keys: the budget ends it, at once.
+        var hostile = KWalletPattern("*" + String(repeating: "a", count: 2_000) + "b")
+        let key = String(repeating: "a", count: 16_000)
+        let started = Date()
+        var matched = 0
+        for _ in 0..<1_000 where hostile.matches(key) { matched += 1 }
+        #expect(matched == 0)
+        #expect(Date().timeIntervalSince(started) < 5)
+    }
+
     @Test func passwordsMapsAndStreamsKeepKDEsWireForms() throws {
         let inproc = try InProcessDaemon()
         let handle = try Self.open(inproc)
