@@ -18,6 +18,7 @@ from jeepney.io.blocking import open_dbus_connection
 from jeepney.low_level import MessageType
 
 from conftest import LOGIN_PASSWORD, secret_tool
+from flatpak_caller import SANDBOXED_CALLER, needs_root
 
 CLIENT = pathlib.Path(__file__).with_name("kwallet_client.py")
 PATH = "/modules/kwalletd5"
@@ -236,3 +237,58 @@ def test_an_appid_is_no_identity_another_program_is_asked_as_for_get_secret(make
     daemon.set_pinentry_answers(["cancel"])
     assert client(bus, "--appid", "A", "write", "Shop", "login", "B's", script=program_b)["result"] == -1
     assert client(bus, "read", "Shop", "login", script=program_a)["result"] == "A's password"
+
+
+# A Flatpak application as flatpak_caller.py makes one, whose calls print their replies (KWallet answers
+# failures as values, not errors); "HANDLE" in the arguments stands for the handle its last `open` gave.
+KWALLET_SANDBOXED_CALLER = SANDBOXED_CALLER.replace(
+    """        call(path, interface, member, signature, fill(args))
+        print("ok", flush=True)""",
+    """        reply = call(path, interface, member, signature, fill(args)).unpack()
+        if member == "open":
+            handle = reply[0]
+        print(json.dumps(reply), flush=True)""").replace(
+    """    if value == "SESSION":""",
+    """    if value == "HANDLE":
+        return handle
+    if value == "SESSION":""").replace(
+    """for path, interface, member, signature, args in json.loads(sys.argv[3]):""",
+    """handle = -1
+for path, interface, member, signature, args in json.loads(sys.argv[3]):""")
+assert KWALLET_SANDBOXED_CALLER.count("HANDLE") == 1 and "handle = -1" in KWALLET_SANDBOXED_CALLER
+
+
+def as_flatpak_kwallet(bus, tmp_path, calls, app_id="org.kde.Sneaky"):
+    """The replies of KWallet `calls` ([member, signature, args]) made as the Flatpak application `app_id`."""
+    root = tmp_path / "app-root"
+    root.mkdir(exist_ok=True)
+    (root / ".flatpak-info").write_text(f"[Application]\nname={app_id}\nruntime=runtime/x/x86_64/1\n")
+    full = [[PATH, INTERFACE, member, signature, args] for member, signature, args in calls]
+    result = subprocess.run([sys.executable, "-c", KWALLET_SANDBOXED_CALLER, bus.address, str(root), json.dumps(full)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+@needs_root
+def test_a_flatpak_app_with_the_kwallet_name_is_asked_for_others_entries_and_new_wallets(make_daemon, bus, tmp_path):
+    """KDE's Flatpak apps are commonly let talk to org.kde.kwalletd5/6: such an app opens the wallet and sees
+    names, but another program's entry is the person's to give it, and so is a new wallet."""
+    daemon = make_daemon(access_policy="prompt").start()
+    wait_for_kwallet_name(bus)
+    assert client(bus, "write", "Bank", "me", "the bank password")["result"] == 0
+    daemon.set_pinentry_answers(["cancel", "cancel", "cancel"])
+    replies = as_flatpak_kwallet(bus, tmp_path, [
+        ["open", "(sxs)", ["kdewallet", 0, "org.kde.Sneaky"]],
+        ["hasEntry", "(isss)", ["HANDLE", "Bank", "me", "x"]],
+        ["readPassword", "(isss)", ["HANDLE", "Bank", "me", "x"]],
+        ["writePassword", "(issss)", ["HANDLE", "Bank", "me", "overwritten", "x"]],
+        ["open", "(sxs)", ["Sneaky wallet", 0, "org.kde.Sneaky"]],
+    ])
+    assert replies[0][0] > 0
+    assert replies[1:] == [[True], [""], [-1], [-1]]
+    descriptions = [json.loads(line)["argument"] for line in daemon.pinentry_log().splitlines()
+                    if json.loads(line)["command"] == "SETDESC"]
+    assert len(descriptions) == 3 and all("org.kde.Sneaky" in text for text in descriptions), descriptions
+    assert client(bus, "read", "Bank", "me")["result"] == "the bank password"
+    assert "Sneaky wallet" not in KWallet(bus).call("wallets")
