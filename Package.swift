@@ -110,7 +110,7 @@ let package = Package(
             name: "SecretService",
             dependencies: [
                 "KeychainCore", "KeychainStore", "KeychainRegistry", "Keychain1", "DBus", "Posix",
-                "COpenSSL", "CallerIdentity", "AccessControl",
+                "COpenSSL", "CallerIdentity", "AccessControl", "KWalletFormat",
             ]),
         // latchkeyd's serving loop (poll, termination signals) and its watches of logind and the screen saver,
         // over the bus face and the control socket: SecretService does no I/O of its own.

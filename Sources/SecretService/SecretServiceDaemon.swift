@@ -54,7 +54,7 @@ package final class SecretServiceDaemon {
     package private(set) var hasLostName = false
     private var serial: UInt64 = 0
     /// What to send, gathered while a message is handled.
-    private var outbox: [DBusMessage] = []
+    var outbox: [DBusMessage] = []
     /// Calls that came while a login's unlock was under way, in order: served when it is done.
     private var heldCalls: [DBusMessage] = []
     /// Who may call the Secret portal's backend: the owner of `org.freedesktop.portal.Desktop`, as followed.
@@ -68,6 +68,8 @@ package final class SecretServiceDaemon {
     var accessTickets: [String: [PromptTicket]] = [:]
     /// What each application stored, across collections, for the per-application quotas (ApplicationUsage.swift).
     var applicationUsage = ApplicationUsage()
+    /// The KWallet face's handles, waiting opens, empty folders and kwalletrc names (KWalletSessions.swift).
+    var kwallet = KWalletSessions()
 
     /// Serves `registry`; with `identifiesCallers`, each client is identified before its calls are served. The
     /// Secret portal's backend answers only `portalProgram` (``PortalGate``).
@@ -264,6 +266,7 @@ package final class SecretServiceDaemon {
                 registry.withdraw(confirmation.ticket)
             }
             policyConfirmations.removeAll { $0.owner == name }
+            forgetKWalletClient(name)
         }
     }
 
@@ -275,6 +278,7 @@ package final class SecretServiceDaemon {
         if let children = nodeChildren(path) { return DBusNode(children: children).serve(call) }
         if path == Keychain1Interface.rootPath { return Keychain1ListObject(daemon: self).serve(call) }
         if path == PortalSecretObject.path { return PortalSecretObject(daemon: self).serve(call) }
+        if KWalletObject.paths.contains(path) { return KWalletObject(daemon: self, path: path).serve(call) }
         if let request = portalRequests[path] { return PortalRequestObject(daemon: self, request: request).serve(call) }
         if path.hasPrefix(Keychain1Interface.pathPrefix) {
             guard let held = registry.keychain(id: String(path.dropFirst(Keychain1Interface.pathPrefix.count))) else {
@@ -302,7 +306,8 @@ package final class SecretServiceDaemon {
     /// The children of a path that is only a node of the tree, nil for other paths.
     private func nodeChildren(_ path: String) -> [String]? {
         switch path {
-        case "/": ["org"]
+        case "/": ["modules", "org"]
+        case "/modules": ["kwalletd5", "kwalletd6"]
         case "/org": ["freedesktop", "latchkey"]
         case "/org/freedesktop": ["portal", "secrets"]
         case "/org/freedesktop/portal": ["desktop"]
@@ -390,6 +395,7 @@ package final class SecretServiceDaemon {
     }
 
     private func announce(_ event: RegistryEvent) {
+        announceToKWallet(event)
         switch event {
         case .lockChanged(let held): announceLockChange(held)
         case .created(let held): announceCollections(ServiceObject.collectionCreated, held)
@@ -436,6 +442,7 @@ package final class SecretServiceDaemon {
     func announceItems(_ held: HeldKeychain, _ signal: DBusSignal<ObjectPath>, _ reference: ItemReference) {
         emit(signal, at: held.path, ObjectPath(ObjectPaths.item(reference, in: held.id)))
         if signal.name != CollectionObject.itemChanged.name { invalidateItems(of: held) }
+        if signal.name != CollectionObject.itemDeleted.name { announceItemToKWallet(held, reference) }
     }
 
     /// Sends `PropertiesChanged` naming `Items` as invalidated.

@@ -139,7 +139,7 @@ struct ServiceObject: DBusObject {
     }
 
     /// Makes a collection under the login key (within the bound on collections), with `alias` when given.
-    private func create(label: String, alias: String) throws(DBusError) -> [DBusValue] {
+    func create(label: String, alias: String) throws(DBusError) -> [DBusValue] {
         let registry = daemon.registry
         try daemon.limits.check(collectionsHeld: registry.madeKeychainCount)
         let created: HeldKeychain

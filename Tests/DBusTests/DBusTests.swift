@@ -261,6 +261,31 @@ final class PrivateBus {
         #expect(changed.interface == "org.freedesktop.DBus.Properties" && changed.signature == "sa{sv}as")
     }
 
+    /// A name declared twice with other inputs (KWallet's `close(sb)` and `close(ibs)`): each call reaches the
+    /// declaration its signature names, introspection lists both, and a signature neither takes is
+    /// `InvalidArgs` naming the method.
+    @Test func anOverloadedMethodIsChosenByItsInputSignature() throws {
+        func call(_ arguments: [DBusValue]) throws -> DBusMessage? {
+            let message = try DBusMessage.methodCall(
+                destination: "org.example", path: "/", interface: "org.example.Overloaded", member: "close",
+                arguments: arguments)
+            message.stampAsDelivered(from: ":1.9", serial: 1)
+            return Overloaded().serve(try #require(DBusMethodCall(message)))
+        }
+        let byName = try #require(try call([.string("kdewallet"), .bool(true)]))
+        #expect(try byName.arguments() == [.string("by name kdewallet")])
+        let byHandle = try #require(try call([.int32(7), .bool(false), .string("app")]))
+        #expect(try byHandle.arguments() == [.string("by handle 7")])
+        let wrong = try #require(try call([.int32(7)]))
+        #expect(wrong.errorName == "org.freedesktop.DBus.Error.InvalidArgs")
+        let text = try wrong.arguments().first?.text ?? ""
+        #expect(text.contains("close") && text.contains("(sb)") && text.contains("(ibs)"), "\(text)")
+        let xml = Overloaded().introspectionDocument
+        #expect(xml.contains("<arg name=\"wallet\" type=\"s\" direction=\"in\"/>"))
+        #expect(xml.contains("<arg name=\"handle\" type=\"i\" direction=\"in\"/>"))
+        #expect(xml.components(separatedBy: "<method name=\"close\">").count == 3)
+    }
+
     /// `NameOwnerChanged` is read only from the bus itself, with its three names.
     @Test func aNameOwnerChangeCountsOnlyFromTheBus() throws {
         func signal(
@@ -304,5 +329,24 @@ private struct Announcer: DBusObject {
     static let interfaces: [DBusInterface<Announcer>] =
         standardInterfaces() + [
             DBusInterface("org.example.Announcer", signals: [moved.declaration, ended.declaration])
+        ]
+}
+
+/// An object with one method name declared twice, for the overload test.
+private struct Overloaded: DBusObject {
+    static let interfaces: [DBusInterface<Overloaded>] =
+        standardInterfaces() + [
+            DBusInterface(
+                "org.example.Overloaded",
+                methods: [
+                    DBusMethod(
+                        "close", DBusInput("wallet", String.self), DBusInput("force", Bool.self),
+                        returns: [.init("how", String.self)]
+                    ) { _, _, wallet, _ in .reply([.string("by name \(wallet)")]) },
+                    DBusMethod(
+                        "close", DBusInput("handle", Int32.self), DBusInput("force", Bool.self),
+                        DBusInput("appid", String.self), returns: [.init("how", String.self)]
+                    ) { _, _, handle, _, _ in .reply([.string("by handle \(handle)")]) },
+                ])
         ]
 }

@@ -48,6 +48,8 @@ private struct DeclaredInterface {
             (Keychain1Interface.rootPath, Keychain1ListObject.interfaces.map(DeclaredInterface.init)),
             (Keychain1Interface.path(collection: "login"), Keychain1Object.interfaces.map(DeclaredInterface.init)),
             (PortalSecretObject.path, PortalSecretObject.interfaces.map(DeclaredInterface.init)),
+            (KWalletObject.paths[0], KWalletObject.interfaces.map(DeclaredInterface.init)),
+            (KWalletObject.paths[1], KWalletObject.interfaces.map(DeclaredInterface.init)),
         ]
     }
 
@@ -212,6 +214,7 @@ private struct DeclaredInterface {
             ServiceObject.interfaces.map(DeclaredInterface.init),
             CollectionObject.interfaces.map(DeclaredInterface.init),
             ItemObject.interfaces.map(DeclaredInterface.init), PromptObject.interfaces.map(DeclaredInterface.init),
+            KWalletObject.interfaces.map(DeclaredInterface.init),
         ].flatMap { $0 }
         let members = Set(daemon.signals.compactMap(\.member))
         #expect(
@@ -220,8 +223,10 @@ private struct DeclaredInterface {
             ]))
         for signal in daemon.signals {
             let interface = try #require(declared.first { $0.name == signal.interface }, "\(signal.interface ?? "")")
+            // A name may be declared twice with other arguments (KWallet's `walletClosed(s)` and `(i)`).
             let declaration = try #require(
-                interface.signals.first { $0.name == signal.member }, "\(signal.member ?? "")")
+                interface.signals.first { $0.name == signal.member && $0.signature == signal.signature }
+                    ?? interface.signals.first { $0.name == signal.member }, "\(signal.member ?? "")")
             #expect(signal.signature == declaration.signature, "\(signal.member ?? "")")
         }
     }

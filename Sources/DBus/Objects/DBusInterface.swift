@@ -176,7 +176,9 @@ package struct DBusInterface<Object>: Sendable {
     package let properties: [DBusProperty<Object>]
     /// The signals.
     package let signals: [DBusSignalDeclaration]
-    private let methodIndex: [String: Int]
+    /// The positions of the methods of each name: more than one when a name is overloaded (declared again with
+    /// other inputs, as KWallet's `close(sb)` and `close(ibs)`).
+    private let methodIndex: [String: [Int]]
 
     /// An interface named `name`.
     package init(
@@ -187,14 +189,23 @@ package struct DBusInterface<Object>: Sendable {
         self.methods = methods
         self.properties = properties
         self.signals = signals
-        var index: [String: Int] = [:]
-        for (position, method) in methods.enumerated() { index[method.name] = position }
+        var index: [String: [Int]] = [:]
+        for (position, method) in methods.enumerated() { index[method.name, default: []].append(position) }
         self.methodIndex = index
     }
 
-    /// The method named `member`, if declared.
-    package func method(_ member: String) -> DBusMethod<Object>? {
-        methodIndex[member].map { methods[$0] }
+    /// The method named `member` whose inputs are `signature`; when none of that name takes it, the first
+    /// declared of that name (whose call then refuses the signature, naming the method); nil when no method
+    /// has that name.
+    package func method(_ member: String, signature: String) -> DBusMethod<Object>? {
+        guard let positions = methodIndex[member], let first = positions.first else { return nil }
+        let matching = positions.first { methods[$0].inputSignature == signature } ?? first
+        return methods[matching]
+    }
+
+    /// Every method named `member`, in declaration order.
+    package func methods(named member: String) -> [DBusMethod<Object>] {
+        (methodIndex[member] ?? []).map { methods[$0] }
     }
 
     /// The property named `name`, if declared.

@@ -12,8 +12,8 @@ package protocol DBusObject: SendableMetatype {
 extension DBusObject {
     package var childNodes: [String] { [] }
 
-    /// Serves `call` on this object: finds the method by interface and member (any interface when the call
-    /// names none), checks the signature, decodes the arguments and runs the handler. The reply or the
+    /// Serves `call` on this object: finds the method by interface, member and, for an overloaded name, input
+    /// signature (any interface when the call names none), checks the signature, decodes the arguments and runs the handler. The reply or the
     /// error reply; nil when the handler answers later or the caller wants no reply.
     package func serve(_ call: DBusMethodCall) -> DBusMessage? {
         let outcome: Result<DBusMethodResult, DBusError>
@@ -40,7 +40,12 @@ extension DBusObject {
     private func dispatch(_ call: DBusMethodCall) throws(DBusError) -> DBusMethodResult {
         let named = call.message.interface
         for interface in Self.interfaces where named == nil || named == interface.name {
-            guard let method = interface.method(call.member) else { continue }
+            guard let method = interface.method(call.member, signature: call.message.signature) else { continue }
+            let overloads = interface.methods(named: call.member)
+            if overloads.count > 1, !overloads.contains(where: { $0.inputSignature == call.message.signature }) {
+                let accepted = overloads.map { "(\($0.inputSignature))" }.joined(separator: " or ")
+                throw DBusError(.invalidArgs, "\(call.member) takes \(accepted), not (\(call.message.signature))")
+            }
             let result = try method.call(self, call)
             if case .reply(let values) = result {
                 let signature = values.map(\.signature).joined()

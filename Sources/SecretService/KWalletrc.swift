@@ -1,0 +1,145 @@
+import Glibc
+
+/// The wallet names the user's kwalletrc gives (docs/kwallet.md §2): `[Wallet] Default Wallet` (the network
+/// wallet, `kdewallet` unless set), and `Local Wallet` (`localwallet`) when `Use One Wallet` is false, else
+/// the network wallet again. Both name the `default` collection. Read by a small bounded reader of its own:
+/// only those three keys of that group; a file that is not a regular file, is larger than
+/// ``maximumFileBytes``, or gives a name that is empty, not UTF-8 or longer than ``maximumNameBytes`` leaves
+/// the defaults.
+struct KWalletrc: Equatable {
+    /// The network wallet's name when kwalletrc names none.
+    static let defaultNetworkWallet = "kdewallet"
+    /// The local wallet's name when kwalletrc names none (and uses two wallets).
+    static let defaultLocalWallet = "localwallet"
+    /// The largest kwalletrc read; a larger one gives the defaults.
+    static let maximumFileBytes = 64 * 1024
+    /// The longest wallet name taken from kwalletrc.
+    static let maximumNameBytes = 255
+
+    /// What `networkWallet` answers.
+    var networkWallet = defaultNetworkWallet
+    /// What `localWallet` answers.
+    var localWallet = defaultNetworkWallet
+
+    /// The defaults.
+    init() {}
+
+    /// The names `text`, a kwalletrc, gives.
+    init(kwalletrc text: String) {
+        var inWallet = false
+        var network: String?
+        var local: String?
+        var oneWallet = true
+        for rawLine in text.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+            let line = rawLine.drop { $0 == " " || $0 == "\t" }
+            if line.first == "#" { continue }
+            if line.first == "[" {
+                // `[Wallet]`, or `[Wallet][$i]` (immutable); `[Wallet][Sub]` is another group.
+                let header = line.trimmingSpaces
+                inWallet = header == "[Wallet]" || header.hasPrefix("[Wallet][$")
+                continue
+            }
+            guard inWallet, let equals = line.firstIndex(of: "=") else { continue }
+            var key = line[..<equals].trimmingSpaces
+            // A flag (`Default Wallet[$i]`) names the same key; a locale (`[de]`) another.
+            if let flag = key.firstRange(of: "[$"), key.hasSuffix("]") { key = String(key[..<flag.lowerBound]) }
+            let value = Self.unescaped(line[line.index(after: equals)...].trimmingSpaces)
+            switch key {
+            case "Default Wallet": network = Self.validName(value)
+            case "Local Wallet": local = Self.validName(value)
+            case "Use One Wallet": oneWallet = Self.boolean(value) ?? true
+            default: break
+            }
+        }
+        networkWallet = network ?? Self.defaultNetworkWallet
+        localWallet = oneWallet ? networkWallet : (local ?? Self.defaultLocalWallet)
+    }
+
+    /// The names of the kwalletrc at `path`; the defaults when it cannot be read or is not a small regular
+    /// file.
+    static func read(path: String) -> KWalletrc {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        guard descriptor >= 0 else { return KWalletrc() }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG,
+            status.st_size <= maximumFileBytes
+        else { return KWalletrc() }
+        var bytes = [UInt8](repeating: 0, count: maximumFileBytes + 1)
+        var filled = 0
+        while filled < bytes.count {
+            let got = bytes.withUnsafeMutableBytes { buffer in
+                Glibc.read(descriptor, buffer.baseAddress.map { $0 + filled }, buffer.count - filled)
+            }
+            if got < 0, errno == EINTR { continue }
+            guard got > 0 else { break }
+            filled += got
+        }
+        // Grown past the bound since fstat: not read.
+        guard filled <= maximumFileBytes else { return KWalletrc() }
+        return KWalletrc(kwalletrc: String(decoding: bytes[..<filled], as: UTF8.self))
+    }
+
+    /// `$XDG_CONFIG_HOME/kwalletrc`, else `~/.config/kwalletrc` (nil when neither variable is set).
+    static func configurationPath() -> String? {
+        if let base = getenv("XDG_CONFIG_HOME").map({ String(cString: $0) }), base.hasPrefix("/") {
+            return base + "/kwalletrc"
+        }
+        if let home = getenv("HOME").map({ String(cString: $0) }), home.hasPrefix("/") {
+            return home + "/.config/kwalletrc"
+        }
+        return nil
+    }
+
+    /// The names of the user's kwalletrc (``configurationPath()``).
+    static func current() -> KWalletrc {
+        configurationPath().map(read(path:)) ?? KWalletrc()
+    }
+
+    private static func validName(_ value: String) -> String? {
+        guard !value.isEmpty, value.utf8.count <= maximumNameBytes, !value.contains("\u{FFFD}") else { return nil }
+        return value
+    }
+
+    /// KConfig's booleans: `true`, `on`, `yes` or a non-zero number; `false`, `off`, `no` or zero.
+    private static func boolean(_ value: String) -> Bool? {
+        switch value.lowercased() {
+        case "true", "on", "yes": true
+        case "false", "off", "no": false
+        default: Int(value).map { $0 != 0 }
+        }
+    }
+
+    /// KConfig's escapes in a value: `\s` (a space), `\t`, `\n`, `\r`, `\\`; others are kept as written.
+    private static func unescaped(_ value: String) -> String {
+        guard value.contains("\\") else { return value }
+        var result = ""
+        var escaping = false
+        for character in value {
+            if escaping {
+                switch character {
+                case "s": result.append(" ")
+                case "t": result.append("\t")
+                case "n": result.append("\n")
+                case "r": result.append("\r")
+                case "\\": result.append("\\")
+                default: result.append("\\\(character)")
+                }
+                escaping = false
+            } else if character == "\\" {
+                escaping = true
+            } else {
+                result.append(character)
+            }
+        }
+        if escaping { result.append("\\") }
+        return result
+    }
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs.
+    fileprivate var trimmingSpaces: String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+}
