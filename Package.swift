@@ -161,7 +161,7 @@ let package = Package(
             name: "SecretServiceTests",
             dependencies: [
                 "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "Keychain1", "DBus", "Pinentry",
-                "Posix", "CallerIdentity", "ProcessMemoryMaps", "AccessControl",
+                "Posix", "CallerIdentity", "ProcessMemoryMaps", "AccessControl", "KWalletFormat",
             ]),
         .testTarget(
             name: "DaemonLoopTests",

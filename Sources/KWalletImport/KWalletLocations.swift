@@ -1,5 +1,6 @@
 import FoundationEssentials
 import GnomeKeyringImport
+import KWalletFormat
 
 /// Where a user's KWallet files are and which wallet is the default one.
 package struct KWalletLocations: Sendable, Equatable {
@@ -23,35 +24,14 @@ package struct KWalletLocations: Sendable, Equatable {
         self.init(directory: data + "/kwalletd", configuration: config + "/kwalletrc")
     }
 
-    /// The wallet KDE applications open by default: kwalletrc `[Wallet] Default Wallet`, default `kdewallet`. Its
-    /// items go into the login keychain. The file is read as a bounded regular file.
+    /// The wallet KDE applications open by default: kwalletrc `[Wallet] Default Wallet`, default `kdewallet`
+    /// (read as the KWallet face reads it, ``KWalletrc``). Its items go into the login keychain. The file is
+    /// read as a bounded regular file.
     package func defaultWallet() -> String {
-        guard let file = try? KeyringFile.readRegularFile(configuration, atMost: 1 << 20) else { return "kdewallet" }
-        return Self.defaultWallet(inConfiguration: String(decoding: file.bytes, as: UTF8.self))
-    }
-
-    /// `[Wallet] Default Wallet` of the INI text `text`, default `kdewallet`.
-    package static func defaultWallet(inConfiguration text: String) -> String {
-        var group = ""
-        var found: String?
-        func trimmed(_ text: Substring) -> Substring {
-            var text = text.drop { $0 == " " || $0 == "\t" }
-            while text.last == " " || text.last == "\t" { text = text.dropLast() }
-            return text
+        guard let file = try? KeyringFile.readRegularFile(configuration, atMost: KWalletrc.maximumFileBytes) else {
+            return KWalletrc.defaultNetworkWallet
         }
-        for rawLine in text.split(whereSeparator: \.isNewline) {
-            let line = trimmed(rawLine)
-            if line.hasPrefix("[") && line.hasSuffix("]") {
-                group = String(line.dropFirst().dropLast())
-                continue
-            }
-            guard group == "Wallet", let equals = line.firstIndex(of: "=") else { continue }
-            let key = trimmed(line[..<equals])
-            guard key == "Default Wallet" else { continue }
-            let value = trimmed(line[line.index(after: equals)...])
-            if !value.isEmpty { found = String(value) }
-        }
-        return found ?? "kdewallet"
+        return KWalletrc(kwalletrc: String(decoding: file.bytes, as: UTF8.self)).networkWallet
     }
 
     /// The wallet files: `*.kwl` in ``directory``, sorted, the default wallet first.

@@ -380,9 +380,9 @@ extension KWalletObject {
     }
 
     /// `removeFolder`: every entry of the folder deleted, once the caller may (as `Item.Delete`), and the
-    /// empty folder; `false` for a bad handle or a refusal.
+    /// empty folder; `false` for a bad handle, a folder that does not exist (as kwalletd5) or a refusal.
     func removeFolder(_ number: Int32, _ folder: String, call: DBusMethodCall) -> DBusMethodResult {
-        guard isAcceptedName(folder), let opened = session(number, call),
+        guard isAcceptedName(folder), let opened = session(number, call), folderExists(folder, in: opened.held),
             let references = try? opened.held.kwalletItems(folder: folder)
         else { return .reply([.bool(false)]) }
         let held = opened.held

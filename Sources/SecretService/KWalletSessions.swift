@@ -1,3 +1,4 @@
+import KWalletFormat
 import KeychainCore
 import KeychainRegistry
 import KeychainStore

@@ -264,11 +264,10 @@ final class ScratchDirectory {
     }
 
     @Test func kwalletrcNamesTheDefaultWallet() {
-        #expect(KWalletLocations.defaultWallet(inConfiguration: "") == "kdewallet")
+        #expect(KWalletrc(kwalletrc: "").networkWallet == "kdewallet")
         #expect(
-            KWalletLocations.defaultWallet(
-                inConfiguration: "[Other]\nDefault Wallet=no\n[Wallet]\nFirst Use=false\n Default Wallet = mine \n")
-                == "mine")
+            KWalletrc(kwalletrc: "[Other]\nDefault Wallet=no\n[Wallet]\nFirst Use=false\n Default Wallet = mine \n")
+                .networkWallet == "mine")
         let locations = KWalletLocations(environment: ["HOME": "/h", "XDG_DATA_HOME": "relative"])
         #expect(
             locations == KWalletLocations(directory: "/h/.local/share/kwalletd", configuration: "/h/.config/kwalletrc"))

@@ -1,5 +1,6 @@
 import DBus
 import Foundation
+import KWalletFormat
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
@@ -42,9 +43,9 @@ import Testing
         [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
     }
 
-    /// A `QMap<QString,QString>` as Qt 5 writes it (descending keys).
+    /// A `QMap<QString,QString>` as Debian 12's KF5 library writes it (ascending keys).
     static func qMap(_ pairs: [String: String]) -> [UInt8] {
-        pairs.keys.sorted(by: >).reduce(bigEndian(UInt32(pairs.count))) { $0 + qString($1) + qString(pairs[$1] ?? "") }
+        pairs.keys.sorted().reduce(bigEndian(UInt32(pairs.count))) { $0 + qString($1) + qString(pairs[$1] ?? "") }
     }
 
     /// The `a{sv}` reply as a dictionary.
