@@ -63,6 +63,32 @@ struct Match {
     var secretInSecretMemory: SharedSecret? = nil
 }
 
+extension SQLiteDatabase {
+    /// How many index rows a tag is counted up to when choosing which tag drives a query.
+    static let tagProbeRows = 32
+
+    /// `tags` with the one that has the fewest index rows first (counted up to ``tagProbeRows``; ties keep
+    /// the given order, most selective kind of attribute first). The rank alone cannot tell two extension
+    /// attributes apart, such as a KWallet entry's folder (`server`, shared by the folder's every entry) and
+    /// key (`user`): a query driven by the shared one reads every row of it.
+    func fewestRowsFirst(_ tags: [Data]) throws(KeychainError) -> [Data] {
+        guard tags.count > 1 else { return tags }
+        var counts: [Int64] = []
+        for tag in tags {
+            let count = try withStatement(
+                "SELECT count(*) FROM (SELECT 1 FROM attribute_index WHERE tag = \(tag) LIMIT \(Int64(Self.tagProbeRows)))"
+            ) { (statement) throws(KeychainError) -> Int64 in
+                try statement.step() ? statement.int64(0) : 0
+            }
+            counts.append(count)
+        }
+        guard let fewest = counts.indices.min(by: { counts[$0] < counts[$1] }), fewest != 0 else { return tags }
+        var ordered = tags
+        ordered.insert(ordered.remove(at: fewest), at: 0)
+        return ordered
+    }
+}
+
 extension Keychain.State {
     /// Runs a query against the index and opens what `returning` asks for.
     func find(
@@ -83,14 +109,17 @@ extension Keychain.State {
         // The first tag drives the search through the (tag, item) primary key;
         // the others are point lookups. Put the likely most selective first and
         // the synchronizable flag, which nearly every item shares, last.
-        let tags: [Data] = query.attributes.filter { $0.key.isIndexed }.sorted { $0.key.searchRank < $1.key.searchRank }
-            .map {
-                (name, value) in
-                if query.caseInsensitive, let folded = indexer.foldedTag(query.itemClass, name, value) {
-                    return folded
-                }
-                return indexer.tag(query.itemClass, name, value)
+        let ranked: [Data] = query.attributes.filter { $0.key.isIndexed }.sorted {
+            $0.key.searchRank < $1.key.searchRank
+        }
+        .map {
+            (name, value) in
+            if query.caseInsensitive, let folded = indexer.foldedTag(query.itemClass, name, value) {
+                return folded
             }
+            return indexer.tag(query.itemClass, name, value)
+        }
+        let tags = try db.fewestRowsFirst(ranked)
         let references = query.references?.filter { $0.itemClass == query.itemClass }
         if let references, references.isEmpty { return [] }
 
@@ -117,7 +146,10 @@ extension Keychain.State {
         if let references { sql += " AND i.uuid IN (\(list: references.map(\.identifier)))" }
         // Rows the decrypted attributes may still turn down are all read; the limit is counted below.
         let rowLimit = unindexed.isEmpty && !confirming ? Int64(limit ?? -1) : -1
-        sql += " ORDER BY i.id LIMIT \(rowLimit)"
+        // In the driving index's own order when there is one (the same as the items' ids): rows stream without a
+        // sort, so a query that wants one item stops at the first that confirms.
+        sql += tags.isEmpty ? " ORDER BY i.id" : " ORDER BY a0.item"
+        sql += " LIMIT \(rowLimit)"
 
         return try db.withStatement(sql) { (statement) throws(KeychainError) -> [Match] in
             var matches: [Match] = []

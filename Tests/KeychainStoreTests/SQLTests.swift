@@ -79,3 +79,31 @@ import Testing
         #expect(count == 2)
     }
 }
+
+/// Which index tag drives a query with several: the one with the fewest rows, so that a query naming a shared
+/// attribute (a KWallet folder) and a rare one (the entry's key) reads the rare one's rows.
+@Suite struct DrivingTagTests {
+    private func index(_ rows: [(tag: UInt8, items: Int)]) throws -> SQLiteDatabase {
+        let db = try SQLiteDatabase(path: ":memory:", create: true)
+        try db.execute(
+            "CREATE TABLE attribute_index (tag BLOB NOT NULL, item INTEGER NOT NULL, PRIMARY KEY (tag, item))")
+        for (tag, items) in rows {
+            for item in 0..<items { try db.run("INSERT INTO attribute_index VALUES (\(Data([tag])), \(Int64(item)))") }
+        }
+        return db
+    }
+
+    @Test func theTagWithTheFewestRowsComesFirst() throws {
+        let db = try index([(1, 100), (2, 3), (3, 40)])
+        #expect(try db.fewestRowsFirst([Data([1]), Data([3]), Data([2])]) == [Data([2]), Data([1]), Data([3])])
+        // A tag no item has drives: the query ends at once.
+        #expect(try db.fewestRowsFirst([Data([1]), Data([9])]) == [Data([9]), Data([1])])
+    }
+
+    @Test func tiesBeyondTheProbeKeepTheRankedOrder() throws {
+        let many = SQLiteDatabase.tagProbeRows + 5
+        let db = try index([(1, many), (2, many + 10)])
+        #expect(try db.fewestRowsFirst([Data([2]), Data([1])]) == [Data([2]), Data([1])])
+        #expect(try db.fewestRowsFirst([Data([1])]) == [Data([1])])
+    }
+}
