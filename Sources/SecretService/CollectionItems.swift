@@ -41,13 +41,20 @@ extension HeldKeychain {
 
     /// The items whose Secret Service attributes include all of `attributes`.
     func search(_ attributes: [String: String]) throws(KeychainError) -> [ItemReference] {
-        var references: [ItemReference] = []
+        try search(attributes, returning: []).map(\.reference)
+    }
+
+    /// The items whose Secret Service attributes include `attributes`, with what `returning` asks, read in the
+    /// same query (one per class).
+    func search(_ attributes: [String: String], returning: ReturnOptions) throws(KeychainError) -> [KeychainItem] {
+        var items: [KeychainItem] = []
         for itemClass in Self.shownClasses {
             guard let mapped = AttributeMapping.storeAttributes(attributes, for: itemClass) else { continue }
-            let query = ItemQuery(itemClass, attributes: mapped, synchronizable: .any, limit: .all)
-            references += try keychain.items(matching: query).map(\.reference)
+            let query = ItemQuery(
+                itemClass, attributes: mapped, synchronizable: .any, limit: .all, returning: returning)
+            items += try keychain.items(matching: query)
         }
-        return references
+        return items
     }
 
     /// One item, with what `returning` asks; nil if it is not in this collection.

@@ -21,16 +21,12 @@ extension HeldKeychain {
     /// The KWallet entries of `folder` (every folder when nil), one per key: of items with the same folder and
     /// key, the most recently modified.
     func kwalletEntries(folder: String?) throws(KeychainError) -> [KWalletEntry] {
-        let items: [KeychainItem]
-        if let folder {
-            var found: [KeychainItem] = []
-            for reference in try search([KWalletScheme.folderAttribute: folder]) {
-                if let item = try item(reference, returning: .attributes) { found.append(item) }
+        let items =
+            if let folder {
+                try search([KWalletScheme.folderAttribute: folder], returning: .attributes)
+            } else {
+                try allItems(returning: .attributes)
             }
-            items = found
-        } else {
-            items = try allItems(returning: .attributes)
-        }
         var newest: [String: KWalletEntry] = [:]
         for item in items {
             guard let entry = Self.kwalletEntry(item) else { continue }
@@ -44,10 +40,10 @@ extension HeldKeychain {
     /// The entry `key` of `folder`, nil when there is none.
     func kwalletEntry(folder: String, key: String) throws(KeychainError) -> KWalletEntry? {
         var best: KWalletEntry?
-        for reference in try search([KWalletScheme.folderAttribute: folder, KWalletScheme.keyAttribute: key]) {
-            guard let item = try item(reference, returning: .attributes), let entry = Self.kwalletEntry(item),
-                entry.folder == folder, entry.key == key
-            else { continue }
+        let items = try search(
+            [KWalletScheme.folderAttribute: folder, KWalletScheme.keyAttribute: key], returning: .attributes)
+        for item in items {
+            guard let entry = Self.kwalletEntry(item), entry.folder == folder, entry.key == key else { continue }
             if let current = best, current.modified > entry.modified { continue }
             best = entry
         }
@@ -58,10 +54,10 @@ extension HeldKeychain {
     /// `server` and no `user` (a libsecret network password for a host) is no entry and stays.
     func kwalletItems(folder: String) throws(KeychainError) -> [ItemReference] {
         var references: [ItemReference] = []
-        for reference in try search([KWalletScheme.folderAttribute: folder]) {
-            guard let stored = try item(reference, returning: .attributes)?.attributes else { continue }
-            let attributes = AttributeMapping.secretServiceAttributes(stored, of: reference.itemClass)
-            if attributes[KWalletScheme.keyAttribute] != nil { references.append(reference) }
+        for item in try search([KWalletScheme.folderAttribute: folder], returning: .attributes) {
+            guard let stored = item.attributes else { continue }
+            let attributes = AttributeMapping.secretServiceAttributes(stored, of: item.reference.itemClass)
+            if attributes[KWalletScheme.keyAttribute] != nil { references.append(item.reference) }
         }
         return references
     }
