@@ -177,6 +177,21 @@ def test_qtkeychain_entries_are_secret_service_items(kwallet, handle, qtkeychain
         f"data {b'from secret-tool'.hex()}"]
 
 
+def test_qtkeychain_long_service_and_key(kwallet, handle, qtkeychain_program):
+    # A service and a key of 3,000 characters each: each within latchkeyd's bound on a name (docs/kwallet.md,
+    # "Clients tested"), their label "folder/key" past the 4 KiB bound on labels. QtKeychain does not look at
+    # writePassword's answer, so a refusal would be a silent loss: "ok", then "Entry not found".
+    service, key = "s" * 2999 + "é", "k" * 2999 + "✓"
+    assert qtkeychain(kwallet, qtkeychain_program, ["write-text", service, key, b"long".hex()],
+                      ["read", service, key]) == ["ok", f"data {b'long'.hex()}"]
+    assert kwallet.value("readPassword", "isss", handle, service, key, APP) == "long"
+    assert kwallet.value("renameEntry", "issss", handle, service, key, key + "2", APP) == 0
+    assert kwallet.value("readPassword", "isss", handle, service, key + "2", APP) == "long"
+    if not kwallet.is_reference:
+        found = secret_tool(kwallet.bus, "lookup", "server", service, "user", key + "2")
+        assert found.stdout == b"long"
+
+
 # --- kwalletcli ------------------------------------------------------------------------------------------------
 
 
