@@ -457,7 +457,8 @@ extension KWalletObject {
     ) -> DBusMethodResult {
         let failed = DBusMethodResult.reply([.int32(-1)])
         let label = entryLabel(folder: folder, key: key)
-        guard let opened = session(number, call), secret.count <= daemon.limits.secretBytes,
+        guard isAcceptedName(folder), isAcceptedName(key), let opened = session(number, call),
+            secret.count <= daemon.limits.secretBytes,
             (try? daemon.limits.check(attributes: [
                 KWalletScheme.folderAttribute: folder, KWalletScheme.keyAttribute: key,
             ]))

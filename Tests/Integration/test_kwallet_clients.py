@@ -190,6 +190,11 @@ def test_qtkeychain_long_service_and_key(kwallet, handle, qtkeychain_program):
     if not kwallet.is_reference:
         found = secret_tool(kwallet.bus, "lookup", "server", service, "user", key + "2")
         assert found.stdout == b"long"
+        # A name past the 4 KiB bound is refused by the write as by every read (docs/kwallet.md, "Clients
+        # tested"), so that nothing is stored that the KWallet face could not find again.
+        too_long = "k" * 4097
+        assert kwallet.value("writePassword", "issss", handle, service, too_long, "x", APP) == -1
+        assert secret_tool(kwallet.bus, "lookup", "server", service, "user", too_long, check=False).stdout == b""
 
 
 # --- kwalletcli ------------------------------------------------------------------------------------------------
