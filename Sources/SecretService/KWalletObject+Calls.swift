@@ -78,6 +78,22 @@ extension KWalletObject {
         text.utf8.count <= daemon.limits.labelBytes && text.utf8.count <= daemon.limits.attributeValueBytes
     }
 
+    /// The label of the entry `key` of `folder`, `folder/key`, cut at a character boundary to the bound on
+    /// labels: the entry is its attributes and the label is only shown, so names each within their bound are
+    /// never refused for their label's length (kwalletd5 has no bound, and QtKeychain does not look at
+    /// `writePassword`'s answer: a refusal there is a silent loss).
+    private func entryLabel(folder: String, key: String) -> String {
+        let label = KWalletScheme.label(folder: folder, key: key)
+        var end = label.startIndex
+        var bytes = 0
+        for index in label.indices {
+            bytes += label[index].utf8.count
+            guard bytes <= daemon.limits.labelBytes else { return String(label[..<end]) }
+            end = label.index(after: index)
+        }
+        return label
+    }
+
     /// `open`: the handle, after the unlock prompt if the keychain is locked; a wallet no collection has is
     /// created (as `CreateCollection`). `-1` for a negative window id, a bad name, or a refusal.
     func open(_ wallet: String, window: Int64, appid: String, call: DBusMethodCall) -> DBusMethodResult {
@@ -440,9 +456,9 @@ extension KWalletObject {
         call: DBusMethodCall
     ) -> DBusMethodResult {
         let failed = DBusMethodResult.reply([.int32(-1)])
-        let label = KWalletScheme.label(folder: folder, key: key)
-        guard let opened = session(number, call), secret.count <= daemon.limits.secretBytes,
-            (try? daemon.limits.check(label: label)) != nil,
+        let label = entryLabel(folder: folder, key: key)
+        guard isAcceptedName(folder), isAcceptedName(key), let opened = session(number, call),
+            secret.count <= daemon.limits.secretBytes,
             (try? daemon.limits.check(attributes: [
                 KWalletScheme.folderAttribute: folder, KWalletScheme.keyAttribute: key,
             ]))
@@ -509,8 +525,7 @@ extension KWalletObject {
         _ number: Int32, _ folder: String, _ oldName: String, to newName: String, call: DBusMethodCall
     ) -> DBusMethodResult {
         let failed = DBusMethodResult.reply([.int32(-1)])
-        guard isAcceptedName(newName), (try? daemon.limits.check(label: folder + "/" + newName)) != nil,
-            let (opened, found) = entry(number, folder, oldName, call),
+        guard isAcceptedName(newName), let (opened, found) = entry(number, folder, oldName, call),
             (try? opened.held.kwalletItems(folder: folder, key: newName))?.isEmpty == true
         else { return failed }
         let held = opened.held
@@ -521,7 +536,7 @@ extension KWalletObject {
             attributes[KWalletScheme.keyAttribute] = newName
             do throws(KeychainError) {
                 try held.update(
-                    found.reference, label: KWalletScheme.label(folder: folder, key: newName), attributes: attributes)
+                    found.reference, label: entryLabel(folder: folder, key: newName), attributes: attributes)
             } catch {
                 return .success([.int32(-1)])
             }
