@@ -44,12 +44,7 @@ package enum GnomeKeyringImporter {
 
     /// The import records kept in `keychain` (readable while it is locked).
     package static func records(in keychain: Keychain) throws(KeychainError) -> [ImportRecord] {
-        guard let data = try keychain.metadata(recordsName) else { return [] }
-        do {
-            return try JSONDecoder().decode([ImportRecord].self, from: data)
-        } catch {
-            throw KeychainError(.decode, "the keychain's gnome-keyring import records are damaged: \(error)")
-        }
+        try ImportRecords.load(ImportRecord.self, named: recordsName, in: keychain, source: "gnome-keyring")
     }
 
     /// The record of an earlier import of this very file (same path, same contents), if any.

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import GnomeKeyringImport
 import KWalletFormat
 import KeychainCore
 import KeychainStore
@@ -64,12 +65,7 @@ package enum KWalletImporter {
 
     /// The import records kept in `keychain` (readable while it is locked).
     package static func records(in keychain: Keychain) throws(KeychainError) -> [KWalletImportRecord] {
-        guard let data = try keychain.metadata(recordsName) else { return [] }
-        do {
-            return try JSONDecoder().decode([KWalletImportRecord].self, from: data)
-        } catch {
-            throw KeychainError(.decode, "the keychain's KWallet import records are damaged: \(error)")
-        }
+        try ImportRecords.load(KWalletImportRecord.self, named: recordsName, in: keychain, source: "KWallet")
     }
 
     /// The record of an earlier import of this very file (same path, size, time and contents), if any.

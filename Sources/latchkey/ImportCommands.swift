@@ -35,14 +35,7 @@ struct ImportGnomeKeyring: ParsableCommand {
                 latchkey import-gnome-keyring --stdin
             """)
 
-    @Flag(help: "List what would be imported and change nothing (keyring passwords are still needed).")
-    var dryRun = false
-
-    @Flag(help: "Read passwords from standard input, one per line, instead of asking.")
-    var stdin = false
-
-    @Option(help: ArgumentHelp("The keychain to import into (default: the default keychain).", valueName: "keychain"))
-    var keychain: String?
+    @OptionGroup var importing: ImportOptions
 
     @Argument(help: "Keyring files (default: every *.keyring in $XDG_DATA_HOME/keyrings).")
     var paths: [String] = []
@@ -50,14 +43,14 @@ struct ImportGnomeKeyring: ParsableCommand {
     func run() throws {
         var failed = false
         try reportingFailures { () throws(KeychainError) in
-            var passwords = PasswordPool(lines: stdin ? try SecretInput.linesFromStandardInput() : nil)
+            var passwords = PasswordPool(lines: importing.stdin ? try SecretInput.linesFromStandardInput() : nil)
             defer { passwords.wipe() }
             let files = ImportPaths.resolve(paths)
             guard !files.isEmpty else {
                 print("no gnome-keyring keyrings in \(ImportPaths.directory)")
                 return
             }
-            let keychainPath = KeychainPaths.resolve(keychain)
+            let keychainPath = KeychainPaths.resolve(importing.keychain)
             let target = try ImportPaths.openKeychain(keychainPath)
             let places = ImportPlaces(target: target)
             let defaultKeyring = GnomeKeyringImporter.defaultKeyringPath(inDirectory: ImportPaths.directory)
@@ -79,7 +72,7 @@ struct ImportGnomeKeyring: ParsableCommand {
                     failed = true
                 }
             }
-            if dryRun {
+            if importing.dryRun {
                 for (file, keyring, destination) in ready {
                     print(
                         "would import \(keyring.items.count) items of keyring \"\(keyring.name)\" from \(file.path) "
@@ -454,4 +447,16 @@ struct PasswordPool {
             try daemon.unlock(withPassword: password)
         }
     }
+}
+
+/// The options every import command takes.
+struct ImportOptions: ParsableArguments {
+    @Flag(help: "List what would be imported and change nothing (the files' passwords are still needed).")
+    var dryRun = false
+
+    @Flag(help: "Read passwords from standard input, one per line, instead of asking.")
+    var stdin = false
+
+    @Option(help: ArgumentHelp("The keychain to import into (default: the default keychain).", valueName: "keychain"))
+    var keychain: String?
 }

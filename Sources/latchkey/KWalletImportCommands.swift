@@ -32,14 +32,7 @@ struct ImportKWallet: ParsableCommand {
                 latchkey import-kwallet --stdin
             """)
 
-    @Flag(help: "List what would be imported and change nothing (wallet passwords are still needed).")
-    var dryRun = false
-
-    @Flag(help: "Read passwords from standard input, one per line, instead of asking.")
-    var stdin = false
-
-    @Option(help: ArgumentHelp("The keychain to import into (default: the default keychain).", valueName: "keychain"))
-    var keychain: String?
+    @OptionGroup var importing: ImportOptions
 
     @Argument(help: "Wallet files (default: every *.kwl in $XDG_DATA_HOME/kwalletd).")
     var paths: [String] = []
@@ -47,7 +40,7 @@ struct ImportKWallet: ParsableCommand {
     func run() throws {
         var failed = false
         try reportingFailures { () throws(KeychainError) in
-            let lines = stdin ? try SecretInput.linesFromStandardInput() : nil
+            let lines = importing.stdin ? try SecretInput.linesFromStandardInput() : nil
             var wallets = WalletPasswords(lines: lines)
             var passwords = PasswordPool(lines: lines)
             defer {
@@ -60,7 +53,7 @@ struct ImportKWallet: ParsableCommand {
                 print("no KWallet wallets in \(locations.directory)")
                 return
             }
-            let target = try ImportPaths.openKeychain(KeychainPaths.resolve(keychain))
+            let target = try ImportPaths.openKeychain(KeychainPaths.resolve(importing.keychain))
             let places = ImportPlaces(target: target)
             let keychains = places.recorded.map(\.keychain)
             let defaultWallet = locations.defaultWallet()
@@ -85,7 +78,7 @@ struct ImportKWallet: ParsableCommand {
                     failed = true
                 }
             }
-            if dryRun {
+            if importing.dryRun {
                 for wallet in ready {
                     print(
                         "would import \(wallet.contents.entries.count) entries of wallet \"\(wallet.file.walletName)\" "

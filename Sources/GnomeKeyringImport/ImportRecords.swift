@@ -1,0 +1,20 @@
+import FoundationEssentials
+import KeychainCore
+import KeychainStore
+
+/// What an import keeps in the keychain it wrote (a metadata row of JSON records, one per file imported),
+/// so that no file is imported twice: gnome-keyring's keyrings and KWallet's wallets alike.
+package enum ImportRecords {
+    /// The records of type `Record` in `keychain`'s metadata row `name` (readable while it is locked); none when
+    /// the row is missing; `.decode` naming `source` when it is damaged.
+    package static func load<Record: Decodable>(
+        _ type: Record.Type, named name: String, in keychain: Keychain, source: String
+    ) throws(KeychainError) -> [Record] {
+        guard let data = try keychain.metadata(name) else { return [] }
+        do {
+            return try JSONDecoder().decode([Record].self, from: data)
+        } catch {
+            throw KeychainError(.decode, "the keychain's \(source) import records are damaged: \(error)")
+        }
+    }
+}
