@@ -603,12 +603,25 @@ extension SecretServiceDaemon {
     /// KWallet entry, while some client holds a handle on its collection (only they listen; reading the
     /// item's attributes costs a query).
     func announceItemToKWallet(_ held: HeldKeychain, _ reference: ItemReference) {
+        announceKWalletFolder(kwalletFolder(of: reference, in: held), in: held)
+    }
+
+    /// The folder of the KWallet entry `reference` is (an item with `server` and `user`), read while some
+    /// client holds a handle on `held` and it is unlocked; nil otherwise. Read before a deletion, so that the
+    /// folder can be announced after it.
+    func kwalletFolder(of reference: ItemReference, in held: HeldKeychain) -> String? {
         guard kwallet.handles.values.contains(where: { $0.collection === held }), !held.isLocked,
             let stored = (try? held.item(reference, returning: .attributes))?.attributes
-        else { return }
+        else { return nil }
         let attributes = AttributeMapping.secretServiceAttributes(stored, of: reference.itemClass)
         guard let folder = attributes[KWalletScheme.folderAttribute], attributes[KWalletScheme.keyAttribute] != nil
-        else { return }
+        else { return nil }
+        return folder
+    }
+
+    /// `folderUpdated(wallet, folder)` to all when `folder` is not nil (``kwalletFolder(of:in:)``).
+    func announceKWalletFolder(_ folder: String?, in held: HeldKeychain) {
+        guard let folder else { return }
         let face = KWalletObject(daemon: self, path: KWalletObject.paths[0])
         face.broadcast(KWalletObject.folderUpdated, face.walletName(of: held), folder)
     }
