@@ -136,8 +136,8 @@ struct KWalletObject: DBusObject {
             object.deleteWallet(wallet, call: call)
         },
         // Declared without a result, as the XML does; the reply comes when the change prompt ends.
-        DBusMethod("changePassword", walletInput, windowInput, appidInput) { object, call, wallet, _, _ in
-            object.changePassword(of: wallet, call: call)
+        DBusMethod("changePassword", walletInput, windowInput, appidInput) { object, call, wallet, window, _ in
+            object.changePassword(of: wallet, window: window, call: call)
         },
         DBusMethod("networkWallet", returns: [.init("result", String.self)]) { object, _ in
             .reply([.string(object.sessions.names.networkWallet)])
