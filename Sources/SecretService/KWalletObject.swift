@@ -124,8 +124,8 @@ struct KWalletObject: DBusObject {
         // Accepted and ignored: it never unlocks or creates a keychain (docs/kwallet.md §5).
         DBusMethod(
             "pamOpen", walletInput, DBusInput("passwordHash", [UInt8].self), DBusInput("sessionTimeout", Int32.self)
-        ) { _, _, _, hash, _ in
-            wipeSharedStorage(of: hash)
+        ) { object, _, wallet, hash, _ in
+            object.pamOpen(wallet, hash: hash)
             return .reply([])
         },
     ]

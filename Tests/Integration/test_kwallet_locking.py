@@ -6,18 +6,24 @@ that leaves takes its handles with it; pamOpen, whatever it is sent, unlocks, cr
 
 import json
 import os
+import pathlib
 import select
+import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 from jeepney import DBusAddress, new_method_call
 from jeepney.low_level import MessageType
 
 from conftest import LOGIN_PASSWORD
-from kwallet_daemons import INTERFACE, OBJECT, SERVICE, WALLET, SignalWatch, _hex, build_client, start_daemon
+from kwallet_daemons import WALLET, SignalWatch, _hex, build_client, start_daemon, wallet_hash
 
 LOGIN = "/org/freedesktop/secrets/collection/login"
+# kdewallet.kwl made by the real kwalletd5 (Tests/KWalletImportTests/Fixtures/README.md), with its password.
+FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "KWalletImportTests" / "Fixtures"
+FIXTURE_PASSWORD = "Pässwörd ✓ for kdewallet"
 
 
 @pytest.fixture
@@ -191,8 +197,8 @@ def test_change_password_prompts_are_parented_by_its_window_id(kwallet):
 
 
 def test_pam_open_never_unlocks_creates_or_changes_a_keychain(kwallet):
-    """pamOpen is any program's to call: with garbage, or a hash that would open a wallet, it touches no
-    keychain (docs/kwallet.md §5; latchkeyd only wipes the bytes)."""
+    """pamOpen is any program's to call: with garbage, or a hash for a wallet, it unlocks, makes and changes no
+    keychain (docs/kwallet.md §5): here no wallet file is there to import."""
     keychains = kwallet.latchkeyd.keychains
     before = {p.name: p.read_bytes() for p in keychains.iterdir() if p.is_file()}
     made = collections(kwallet)
@@ -221,3 +227,46 @@ def test_pam_open_never_unlocks_creates_or_changes_a_keychain(kwallet):
     assert replies == [()] * 8, replies
     assert kwallet.alive()
 
+
+
+def login_items(kwallet, attributes):
+    return secret_service(kwallet, "SearchItems", "a{ss}", attributes)[0]
+
+
+def test_pam_open_imports_the_local_wallet_its_key_opens_once_into_an_unlocked_login(kwallet):
+    wallets = kwallet.data_home / "kwalletd"
+    for name in ("kdewallet.kwl", "kdewallet.salt"):
+        shutil.copy(FIXTURES / name, wallets / name)
+    files = {p.name: p.read_bytes() for p in wallets.iterdir()}
+    key = wallet_hash(FIXTURE_PASSWORD, (wallets / "kdewallet.salt").read_bytes())
+    entry = {"server": "Passwords", "user": "mail@example.org"}
+    everything = {}
+
+    # Locked: the right key imports nothing and unlocks nothing.
+    lock_login(kwallet)
+    assert kwallet.call("pamOpen", "sayi", WALLET, key, 0) == ()
+    time.sleep(1)
+    assert login_locked(kwallet)
+    kwallet.latchkeyd.set_pinentry_answers([f"password {LOGIN_PASSWORD}"])
+    assert kwallet.value("open", "sxs", WALLET, 0, "unlocker", timeout=60) > 0
+    assert login_items(kwallet, entry) == []
+    # Unlocked: a wrong key, a key of the wrong length, another wallet's name import nothing.
+    for wallet, wrong in ((WALLET, bytes(56)), (WALLET, key[:55]), (WALLET, key + b"\0"), ("other", key)):
+        assert kwallet.call("pamOpen", "sayi", wallet, wrong, 0) == ()
+    time.sleep(1)
+    assert login_items(kwallet, entry) == []
+    before = len(login_items(kwallet, everything))
+
+    # The key that wallet's salt made: its entries come into the login keychain, once.
+    assert kwallet.call("pamOpen", "sayi", WALLET, key, 0) == ()
+    deadline = time.monotonic() + 20
+    while not login_items(kwallet, entry):
+        assert time.monotonic() < deadline, kwallet.stderr_text()[-2000:]
+        time.sleep(0.1)
+    imported = len(login_items(kwallet, everything))
+    assert imported > before
+    assert kwallet.call("pamOpen", "sayi", WALLET, key, 0) == ()
+    time.sleep(1)
+    assert len(login_items(kwallet, everything)) == imported
+    assert {p.name: p.read_bytes() for p in wallets.iterdir()} == files
+    assert kwallet.alive()
