@@ -17,7 +17,7 @@ import pytest
 from jeepney import DBusAddress, new_method_call
 from jeepney.low_level import MessageType
 
-from conftest import LOGIN_PASSWORD
+from conftest import LOGIN_PASSWORD, binary
 from kwallet_daemons import WALLET, SignalWatch, _hex, build_client, start_daemon, wallet_hash
 
 LOGIN = "/org/freedesktop/secrets/collection/login"
@@ -83,8 +83,16 @@ def secret_service(kwallet, member, signature=None, *body, path="/org/freedeskto
     return reply.body
 
 
-def lock_login(kwallet):
-    secret_service(kwallet, "Lock", "ao", [LOGIN])
+def lock_login(kwallet, through="secret-service"):
+    """Locks the login keychain through the Secret Service's Lock, or as the person does: `latchkey
+    lock-keychain` (the CLI asks the daemon over org.latchkey.Keychain1)."""
+    if through == "latchkey":
+        keychain = kwallet.latchkeyd.keychains / "login.keychain-db"
+        locked = subprocess.run([binary("latchkey"), "lock-keychain", str(keychain)], env=kwallet.env(),
+                                capture_output=True, text=True, timeout=60)
+        assert locked.returncode == 0, locked.stderr
+    else:
+        secret_service(kwallet, "Lock", "ao", [LOGIN])
     assert login_locked(kwallet)
 
 
@@ -111,7 +119,8 @@ def parent_windows(run):
     return [argument for command, argument in run if command == "OPTION" and argument.startswith("parent-wid")]
 
 
-def test_a_kf5_client_sees_its_wallet_closed_at_a_lock_and_reopens_through_the_prompt(kwallet, program):
+@pytest.mark.parametrize("through", ["secret-service", "latchkey"])
+def test_a_kf5_client_sees_its_wallet_closed_at_a_lock_and_reopens_through_the_prompt(kwallet, program, through):
     client = LiveClient(program, kwallet)
     watch = SignalWatch(kwallet)
     try:
@@ -123,7 +132,7 @@ def test_a_kf5_client_sees_its_wallet_closed_at_a_lock_and_reopens_through_the_p
         kwallet.latchkeyd.set_pinentry_answers([f"password {LOGIN_PASSWORD}"])
         logged = len(kwallet.latchkeyd.pinentry_log())
 
-        lock_login(kwallet)
+        lock_login(kwallet, through)
         # The handle's signals (walletClosedId, walletClosed(i)) go to the owner only: another connection
         # gets the broadcast walletClosed(s) and, the last handle gone, allWalletsClosed.
         seen = watch.drain(settle=1.0)
