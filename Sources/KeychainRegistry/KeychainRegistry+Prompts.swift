@@ -23,6 +23,8 @@ extension KeychainRegistry {
         let ticket = reused ?? newPromptTicket()
         if let key = dialog.sharingKey, let shared = prompts.shared(key) {
             shared.waiters.append((ticket.number, completion))
+            // One client's window never parents a prompt that also asks for another's request.
+            if shared.parentWindow != ticket.parentWindow { shared.parentWindow = nil }
             return ticket
         }
         let cancellation: PinentryCancellation
@@ -37,6 +39,7 @@ extension KeychainRegistry {
         }
         let queued = QueuedPrompt(dialog, cancellation: cancellation)
         queued.waiters.append((ticket.number, completion))
+        queued.parentWindow = ticket.parentWindow
         queued.isNext = showingNext
         prompts.append(queued)
         showNextPrompt()
@@ -83,9 +86,14 @@ extension KeychainRegistry {
     func showPrompt<Answer>(_ dialog: PromptDialog<Answer>, _ queued: QueuedPrompt, error: String?) {
         let (ask, cancellation) = (dialog.ask, queued.cancellation)
         let (pinentry, session, systemctl) = (configuration.pinentry, sessionEnvironment, configuration.systemctl)
+        let parent = queued.parentWindow
         offLoop(
             onOwnThread: true,
-            { ask(Self.pinentry(pinentry, in: session, systemctl: systemctl), error, cancellation) },
+            {
+                ask(
+                    Self.pinentry(pinentry, in: session, systemctl: systemctl).parented(by: parent), error, cancellation
+                )
+            },
             then: { [self] (reply: PromptReply<PromptAnswer<Answer>>) in
                 let answer: PromptAnswer<Answer>
                 switch reply {

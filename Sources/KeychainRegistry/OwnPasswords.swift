@@ -171,8 +171,11 @@ extension KeychainRegistry {
     /// current password is checked and the key re-wrapped (scrypt) on the worker; the change is saved and
     /// `held` unlocked (unless it was locked meanwhile) on the serving thread. `completion` gets whether the
     /// password changed; withdrawing the ticket ends whichever of the two prompts is queued or showing.
+    /// `parentWindow` (a client's window id, above zero) parents both prompts.
     @discardableResult
-    package func promptToChangePassword(of held: HeldKeychain, completion: @escaping (Bool) -> Void) -> PromptTicket? {
+    package func promptToChangePassword(
+        of held: HeldKeychain, parentWindow: Int64? = nil, completion: @escaping (Bool) -> Void
+    ) -> PromptTicket? {
         let underLogin: Bool
         switch held.unlocking {
         case .heldPassword:
@@ -210,6 +213,7 @@ extension KeychainRegistry {
             apply: { key in change.key = key },
             isSatisfied: { false })
         let ticket = newPromptTicket()
+        ticket.parentWindow = parentWindow
         _ = enqueuePrompt(current, ticket: ticket) { [self] accepted in
             guard accepted, let key = change.key else { return completion(false) }
             _ = enqueuePrompt(
@@ -279,11 +283,13 @@ extension KeychainRegistry {
     /// the same keychain share its prompt; each answer is tried on the worker and its key installed on the
     /// serving thread. `completion` gets whether every prompt was answered (or found its keychain unlocked
     /// already); withdrawing the ticket ends whichever prompt of the request is queued or showing.
+    /// `parentWindow` (a client's window id, above zero) parents the prompts this request starts.
     @discardableResult
     package func promptForPasswords(
-        unlocking waiting: [HeldKeychain], completion: @escaping (Bool) -> Void
+        unlocking waiting: [HeldKeychain], parentWindow: Int64? = nil, completion: @escaping (Bool) -> Void
     ) -> PromptTicket {
         let ticket = newPromptTicket()
+        ticket.parentWindow = parentWindow
         let ownPassword = waiting.filter {
             if case .ownPassword = $0.unlocking { return true }
             return false

@@ -7,6 +7,9 @@ import Posix
 /// through ``KeychainRegistry/withdraw(_:)``: a prompt nobody waits for any more is ended at once.
 package final class PromptTicket {
     let number: UInt64
+    /// The window of the client whose request this is (a KWallet `wId`), for the prompt it starts as its
+    /// parent window; nil for none.
+    var parentWindow: Int64?
 
     init(number: UInt64) {
         self.number = number
@@ -170,6 +173,8 @@ final class QueuedPrompt {
     var triesLeft: Int
     /// When its time limit passes (nanoseconds on the registry's clock), from when it began to show.
     var deadline: Int64?
+    /// The parent window of the request that started it; nil once a request with another one joined it.
+    var parentWindow: Int64?
 
     /// The key it takes turns by: its client's, "" for the daemon's own.
     var turnKey: String { client?.key ?? "" }

@@ -95,7 +95,7 @@ package struct Pinentry: Sendable {
     /// The environment the child runs with.
     package let environment: [String: String]
     /// How long a whole exchange may take before the child is killed.
-    package let timeout: Duration
+    package private(set) var timeout: Duration
     /// Whether a session's `PINENTRY` (``inSession(_:)``) chooses the program: true when the program came
     /// from an environment rather than being named outright.
     package let followsSessionProgram: Bool
@@ -103,6 +103,9 @@ package struct Pinentry: Sendable {
     /// alone looked for in ``PinentryProgram/protectedSearchPath``: true for a program the daemon takes from an
     /// environment (its own, a session's), which other processes of the user can set.
     package let requiresProtectedProgram: Bool
+    /// The window the prompt is a dialog of (`OPTION parent-wid`, as gpg-agent sends a client's
+    /// `--parent-wid`): an X11 window id a client gave, nil for none (``parented(by:)``).
+    package private(set) var parentWindow: Int64?
 
     /// `program` is a path or a name searched in PATH; `environment` is passed to the child (DISPLAY,
     /// WAYLAND_DISPLAY, GPG_TTY, DBUS_SESSION_BUS_ADDRESS … matter to real pinentries); `timeout` bounds the whole
@@ -153,16 +156,25 @@ package struct Pinentry: Sendable {
         var merged = environment.filter { !session.unset.contains($0.key) }
         merged.merge(session.values) { $1 }
         let chosen = followsSessionProgram ? session.values["PINENTRY"] ?? program : program
-        return Pinentry(
+        var result = Pinentry(
             program: chosen, environment: merged, timeout: timeout, followsSessionProgram: followsSessionProgram,
             requiresProtectedProgram: requiresProtectedProgram)
+        result.parentWindow = parentWindow
+        return result
+    }
+
+    /// This pinentry with `window` as the prompt's parent window when it is above zero; none otherwise.
+    package func parented(by window: Int64?) -> Pinentry {
+        var result = self
+        result.parentWindow = window.flatMap { $0 > 0 ? $0 : nil }
+        return result
     }
 
     /// This pinentry with an exchange bounded to `limit` at most.
     package func bounded(to limit: Duration) -> Pinentry {
-        Pinentry(
-            program: program, environment: environment, timeout: min(timeout, limit),
-            followsSessionProgram: followsSessionProgram, requiresProtectedProgram: requiresProtectedProgram)
+        var result = self
+        result.timeout = min(timeout, limit)
+        return result
     }
 
     /// Asks for a password (GETPIN). Blocking; `.cancelled` also when `cancellation` ends it.
@@ -228,6 +240,8 @@ package struct Pinentry: Sendable {
             for (name, value) in terminalOptions() {
                 _ = try session.command("OPTION", raw: "\(name)=\(value)")
             }
+            // A pinentry that does not know it answers an error, which is ignored (as gpg-agent does).
+            if let parentWindow { _ = try session.command("OPTION", raw: "parent-wid=\(parentWindow)") }
             let seconds = session.secondsLeft - 2
             if seconds >= 1 {
                 _ = try session.command("SETTIMEOUT", raw: String(seconds))

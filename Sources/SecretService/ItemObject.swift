@@ -30,7 +30,10 @@ struct ItemObject: DBusObject {
                         (object, call) throws(DBusError) in
                         try object.change(.delete, call: call, reply: [.objectPath(ObjectPaths.none)]) {
                             () throws(KeychainError) in
+                            // A KWallet entry's folder is read before it goes, for folderUpdated after.
+                            let folder = object.daemon.kwalletFolder(of: object.reference, in: object.collection)
                             try object.collection.delete(object.reference)
+                            object.daemon.announceKWalletFolder(folder, in: object.collection)
                         } then: {
                             object.daemon.releaseApplicationUsage(in: object.collection, [object.reference])
                             object.daemon.announceItems(

@@ -135,7 +135,7 @@ extension KWalletObject {
         }
         if let held = collection(named: wallet) {
             if held.isLocked, !registry.unlockWithoutPassword(held) {
-                return waitForUnlock(of: [held], owner: owner) { completion($0 ? issue(held) : -1) }
+                return waitForUnlock(of: [held], owner: owner, window: window) { completion($0 ? issue(held) : -1) }
             }
             return completion(issue(held))
         }
@@ -149,7 +149,7 @@ extension KWalletObject {
         case .denied: return completion(-1)
         case .allowed:
             guard let login = registry.login, login.isLocked else { return completion(create()) }
-            waitForUnlock(of: [login], owner: owner) { completion($0 ? create() : -1) }
+            waitForUnlock(of: [login], owner: owner, window: window) { completion($0 ? create() : -1) }
         case .ask(let question):
             let pending = KWalletSessions.PendingRequest(owner: owner)
             sessions.pending.append(pending)
@@ -165,11 +165,14 @@ extension KWalletObject {
     }
 
     /// Asks for the passwords of `collections` with the registry's unlock prompt; `completion` gets whether
-    /// they unlocked (never runs when the caller left meanwhile).
-    private func waitForUnlock(of collections: [HeldKeychain], owner: String, completion: @escaping (Bool) -> Void) {
+    /// they unlocked (never runs when the caller left meanwhile). The caller's `window` (its `wId`) parents the
+    /// prompt when it is above zero.
+    private func waitForUnlock(
+        of collections: [HeldKeychain], owner: String, window: Int64, completion: @escaping (Bool) -> Void
+    ) {
         let pending = KWalletSessions.PendingRequest(owner: owner)
         sessions.pending.append(pending)
-        let ticket = registry.promptForPasswords(unlocking: collections) { [daemon] unlocked in
+        let ticket = registry.promptForPasswords(unlocking: collections, parentWindow: window) { [daemon] unlocked in
             guard daemon.kwallet.take(pending) else { return }
             completion(unlocked && collections.allSatisfy { !$0.isLocked })
         }
@@ -259,13 +262,13 @@ extension KWalletObject {
     }
 
     /// `changePassword`: the keychain's password change prompt (as gnome-keyring's `ChangeWithPrompt`), the
-    /// empty reply when it ends; at once for an unknown wallet.
-    func changePassword(of wallet: String, call: DBusMethodCall) -> DBusMethodResult {
+    /// empty reply when it ends; at once for an unknown wallet. `window` parents the prompts when above zero.
+    func changePassword(of wallet: String, window: Int64, call: DBusMethodCall) -> DBusMethodResult {
         guard isAcceptedName(wallet), let held = collection(named: wallet) else { return .reply([]) }
         let pending = KWalletSessions.PendingRequest(owner: call.sender)
         sessions.pending.append(pending)
         var deferred = false
-        let ticket = registry.promptToChangePassword(of: held) { [daemon] changed in
+        let ticket = registry.promptToChangePassword(of: held, parentWindow: window) { [daemon] changed in
             guard daemon.kwallet.take(pending) else { return }
             if changed {
                 daemon.emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
@@ -618,12 +621,25 @@ extension SecretServiceDaemon {
     /// KWallet entry, while some client holds a handle on its collection (only they listen; reading the
     /// item's attributes costs a query).
     func announceItemToKWallet(_ held: HeldKeychain, _ reference: ItemReference) {
+        announceKWalletFolder(kwalletFolder(of: reference, in: held), in: held)
+    }
+
+    /// The folder of the KWallet entry `reference` is (an item with `server` and `user`), read while some
+    /// client holds a handle on `held` and it is unlocked; nil otherwise. Read before a deletion, so that the
+    /// folder can be announced after it.
+    func kwalletFolder(of reference: ItemReference, in held: HeldKeychain) -> String? {
         guard kwallet.handles.values.contains(where: { $0.collection === held }), !held.isLocked,
             let stored = (try? held.item(reference, returning: .attributes))?.attributes
-        else { return }
+        else { return nil }
         let attributes = AttributeMapping.secretServiceAttributes(stored, of: reference.itemClass)
         guard let folder = attributes[KWalletScheme.folderAttribute], attributes[KWalletScheme.keyAttribute] != nil
-        else { return }
+        else { return nil }
+        return folder
+    }
+
+    /// `folderUpdated(wallet, folder)` to all when `folder` is not nil (``kwalletFolder(of:in:)``).
+    func announceKWalletFolder(_ folder: String?, in held: HeldKeychain) {
+        guard let folder else { return }
         let face = KWalletObject(daemon: self, path: KWalletObject.paths[0])
         face.broadcast(KWalletObject.folderUpdated, face.walletName(of: held), folder)
     }

@@ -124,8 +124,8 @@ struct KWalletObject: DBusObject {
         // Accepted and ignored: it never unlocks or creates a keychain (docs/kwallet.md §5).
         DBusMethod(
             "pamOpen", walletInput, DBusInput("passwordHash", [UInt8].self), DBusInput("sessionTimeout", Int32.self)
-        ) { _, _, _, hash, _ in
-            wipeSharedStorage(of: hash)
+        ) { object, _, wallet, hash, _ in
+            object.pamOpen(wallet, hash: hash)
             return .reply([])
         },
     ]
@@ -136,8 +136,8 @@ struct KWalletObject: DBusObject {
             object.deleteWallet(wallet, call: call)
         },
         // Declared without a result, as the XML does; the reply comes when the change prompt ends.
-        DBusMethod("changePassword", walletInput, windowInput, appidInput) { object, call, wallet, _, _ in
-            object.changePassword(of: wallet, call: call)
+        DBusMethod("changePassword", walletInput, windowInput, appidInput) { object, call, wallet, window, _ in
+            object.changePassword(of: wallet, window: window, call: call)
         },
         DBusMethod("networkWallet", returns: [.init("result", String.self)]) { object, _ in
             .reply([.string(object.sessions.names.networkWallet)])

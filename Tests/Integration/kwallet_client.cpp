@@ -23,6 +23,10 @@
 //   folder-does-not-exist WALLET F             -> 1|0
 //   key-does-not-exist WALLET F K              -> 1|0
 //   close                                      -> done (deletes the Wallet, which closes its handle)
+//   open-sync-window WALLET WID                -> opened 1|0 (openWallet(WALLET, WID, Synchronous))
+//   wait-closed-reopen WALLET WID              -> CLOSED OPENED, 1|0 each: whether the Wallet's walletClosed
+//                                                 came within 20 s, then whether openWallet(WALLET, WID,
+//                                                 Synchronous) gave an open wallet (which replaces the old)
 //
 // Build: g++ -fPIC -std=c++17 -I/usr/include/KF5/KWallet $(pkg-config --cflags Qt5Core Qt5DBus Qt5Gui)
 //        kwallet_client.cpp -o kwallet_client -lKF5Wallet $(pkg-config --libs Qt5Core Qt5DBus Qt5Gui)
@@ -138,6 +142,24 @@ int main(int argc, char **argv)
                 loop.exec();
             }
             out = opened && wallet->isOpen() ? "1" : "0";
+        } else if (cmd == "open-sync-window") {
+            wallet.reset(Wallet::openWallet(arg(1), static_cast<WId>(f.size() > 2 ? std::stoll(f[2]) : 0),
+                                            Wallet::Synchronous));
+            out = wallet && wallet->isOpen() ? "1" : "0";
+        } else if (cmd == "wait-closed-reopen") {
+            bool closed = false;
+            if (wallet) {
+                QEventLoop loop;
+                QObject::connect(wallet.get(), &Wallet::walletClosed, &loop, [&]() {
+                    closed = true;
+                    loop.quit();
+                });
+                QTimer::singleShot(20000, &loop, &QEventLoop::quit);
+                loop.exec();
+            }
+            wallet.reset(Wallet::openWallet(arg(1), static_cast<WId>(f.size() > 2 ? std::stoll(f[2]) : 0),
+                                            Wallet::Synchronous));
+            out = std::string(closed ? "1" : "0") + "\t" + (wallet && wallet->isOpen() ? "1" : "0");
         } else if (cmd == "network-wallet") {
             out = encode(Wallet::NetworkWallet());
         } else if (cmd == "local-wallet") {

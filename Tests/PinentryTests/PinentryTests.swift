@@ -247,6 +247,17 @@ private final class TypingTerminal: Sendable {
             ])
     }
 
+    @Test func aParentWindowIsSentAsGpgAgentSendsIt() throws {
+        let sandbox = try Sandbox(answers: ["password x", "password y", "password z", "password w"])
+        for window: Int64? in [4242, 0, -3, nil] {
+            // Kept through the copies the daemon makes (session variables, a shorter bound).
+            _ = try sandbox.pinentry().parented(by: window).inSession(SessionEnvironment())
+                .bounded(to: .seconds(10)).askPassword(simpleRequest)
+        }
+        let windows = try sandbox.log().filter { $0.argument.hasPrefix("parent-wid") }.map(\.argument)
+        #expect(windows == ["parent-wid=4242"], "none for 0, a negative id or nil")
+    }
+
     @Test func retryAfterWrongPasswordShowsTheError() throws {
         let sandbox = try Sandbox(answers: ["password wrong", "password right"])
         let pinentry = sandbox.pinentry()

@@ -197,6 +197,30 @@ import Testing
                 == [.bool(true)])
     }
 
+    @Test func anEntryDeletedThroughTheSecretServiceUpdatesItsFolder() throws {
+        let inproc = try InProcessDaemon()
+        let handle = try Self.open(inproc)
+        let app = DBusValue.string("test-app")
+        try Self.kw(
+            inproc, "writePassword", [.int32(handle), .string("Mail"), .string("alice"), .string("pw"), app])
+        let session = try inproc.openPlainSession()
+        let plain = try inproc.createItem(session: session, attributes: ["note": "no folder"], secret: "x")
+        let found = try inproc.ok(
+            "/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "SearchItems",
+            [.stringDictionary(["server": "Mail", "user": "alice"])])
+        let entry = try #require(found.first?.objectPathList?.first)
+        inproc.clearSignals()
+        try inproc.ok(entry, "org.freedesktop.Secret.Item", "Delete")
+        let updated = inproc.signals.filter { $0.member == "folderUpdated" }
+        #expect(updated.count == 2, "from both paths")
+        #expect(try updated.first?.arguments() == [.string("kdewallet"), .string("Mail")])
+        #expect(updated.allSatisfy { $0.destination == nil })
+        // An item that is no KWallet entry sends none.
+        inproc.clearSignals()
+        try inproc.ok(plain, "org.freedesktop.Secret.Item", "Delete")
+        #expect(!inproc.signals.contains { $0.member == "folderUpdated" })
+    }
+
     @Test func anEntryIsTheSameItemThroughBothFaces() throws {
         let inproc = try InProcessDaemon()
         let handle = try Self.open(inproc)

@@ -24,7 +24,7 @@ extension UserLogin {
     }
 
     /// Finds or makes each opened wallet's keychain, then imports them on the worker.
-    private func placeWallets(_ wallets: [OpenedWallet]) {
+    func placeWallets(_ wallets: [OpenedWallet]) {
         var placed: [(wallet: OpenedWallet, held: HeldKeychain)] = []
         for wallet in wallets {
             let target: HeldKeychain?
