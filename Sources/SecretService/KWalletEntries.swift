@@ -100,8 +100,9 @@ extension HeldKeychain {
 /// KWallet's key patterns (`readEntryList` and its kin; Qt's wildcard syntax over the whole key): `*` any run,
 /// `?` any one character, `[…]` one of a set (`[!…]` or `[^…]` none of it, `a-z` ranges), anything else
 /// itself. Matched by Unicode scalar with one backtracking point (time proportional to the pattern's length
-/// times the key's at worst), and within a budget of steps shared by every key of one call: a hostile
-/// pattern over many long keys stops matching (the rest are left out) instead of holding the daemon.
+/// times the key's at worst), and within a budget of steps shared by every key of one call (a set's test costs
+/// its range count): a hostile pattern over many long keys stops matching (the rest are left out) instead of
+/// holding the daemon.
 struct KWalletPattern {
     /// The steps one call may take over all its keys.
     static let stepBudget = 4_000_000
@@ -111,6 +112,11 @@ struct KWalletPattern {
         case any
         case run
         case set([ClosedRange<Unicode.Scalar>], negated: Bool)
+
+        /// The steps one test of a character costs: a set's range count (each test looks at every range).
+        var cost: Int {
+            if case .set(let ranges, _) = self { max(1, ranges.count) } else { 1 }
+        }
 
         func matches(_ scalar: Unicode.Scalar) -> Bool {
             switch self {
@@ -124,7 +130,7 @@ struct KWalletPattern {
 
     private let tokens: [Token]
     /// Steps left for this pattern's calls of ``matches(_:)``.
-    private var budget = stepBudget
+    private(set) var budget = stepBudget
 
     /// The pattern `text`.
     init(_ text: String) {
@@ -159,7 +165,7 @@ struct KWalletPattern {
         while let scalar = rest.popFirst() {
             if scalar == "]", !first {
                 scalars = rest
-                return .set(ranges, negated: negated)
+                return .set(merged(ranges), negated: negated)
             }
             first = false
             if rest.count >= 2, rest.first == "-", let upper = rest.dropFirst().first, upper != "]", scalar <= upper {
@@ -172,14 +178,28 @@ struct KWalletPattern {
         return nil
     }
 
-    /// Whether `text` matches the whole pattern; false once the budget is spent.
+    /// `ranges` sorted, the ones that overlap or touch joined (`[bbbb]` is one range, `[a-cb-e]` one).
+    private static func merged(_ ranges: [ClosedRange<Unicode.Scalar>]) -> [ClosedRange<Unicode.Scalar>] {
+        var joined: [ClosedRange<Unicode.Scalar>] = []
+        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = joined.last, UInt64(range.lowerBound.value) <= UInt64(last.upperBound.value) + 1 {
+                joined[joined.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)
+            } else {
+                joined.append(range)
+            }
+        }
+        return joined
+    }
+
+    /// Whether `text` matches the whole pattern; false once the budget is spent. Each character tested costs
+    /// the token's ``Token/cost`` (a set its range count), so a call's work is bounded whatever its sets.
     mutating func matches(_ text: String) -> Bool {
         let scalars = Array(text.unicodeScalars)
         var position = 0
         var index = 0
         var lastRun: (token: Int, position: Int)?
         while position < scalars.count {
-            budget -= 1
+            budget -= index < tokens.count ? tokens[index].cost : 1
             guard budget > 0 else { return false }
             if index < tokens.count, case .run = tokens[index] {
                 lastRun = (index, position)

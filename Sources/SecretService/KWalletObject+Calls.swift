@@ -151,8 +151,7 @@ extension KWalletObject {
             guard let login = registry.login, login.isLocked else { return completion(create()) }
             waitForUnlock(of: [login], owner: owner, window: window) { completion($0 ? create() : -1) }
         case .ask(let question):
-            let pending = KWalletSessions.PendingRequest(owner: owner)
-            sessions.pending.append(pending)
+            guard let pending = sessions.wait(for: owner) else { return completion(-1) }
             pending.ticket = registry.confirmKeychainCreation(
                 label: wallet, requester: daemon.confirmationName(of: question.asker, sender: owner),
                 client: daemon.promptClient(of: owner)
@@ -170,13 +169,12 @@ extension KWalletObject {
     private func waitForUnlock(
         of collections: [HeldKeychain], owner: String, window: Int64, completion: @escaping (Bool) -> Void
     ) {
-        let pending = KWalletSessions.PendingRequest(owner: owner)
-        sessions.pending.append(pending)
+        guard let pending = sessions.wait(for: owner) else { return completion(false) }
         let ticket = registry.promptForPasswords(unlocking: collections, parentWindow: window) { [daemon] unlocked in
             guard daemon.kwallet.take(pending) else { return }
             completion(unlocked && collections.allSatisfy { !$0.isLocked })
         }
-        if sessions.pending.contains(where: { $0 === pending }) { pending.ticket = ticket }
+        if sessions.isWaiting(pending) { pending.ticket = ticket }
     }
 
     /// Makes the collection labelled `wallet` through `CreateCollection`'s path: nil when it cannot be made.
@@ -226,9 +224,9 @@ extension KWalletObject {
     /// `users`: the appids of the caller's own sessions on the wallet.
     func users(of wallet: String, caller: String) -> [String] {
         guard let held = collection(named: wallet) else { return [] }
-        var appids: [String] = []
+        var appids: Set<String> = []
         for handle in sessions.handles.values where handle.owner == caller && handle.collection === held {
-            for appid in handle.appids where !appids.contains(appid) { appids.append(appid) }
+            appids.formUnion(handle.appids.keys)
         }
         return appids.sorted()
     }
@@ -239,8 +237,7 @@ extension KWalletObject {
         guard let held = collection(named: wallet), held !== registry.keychain(alias: "default"),
             held.id != KeychainRegistry.loginID
         else { return .reply([.int32(-1)]) }
-        let pending = KWalletSessions.PendingRequest(owner: call.sender)
-        sessions.pending.append(pending)
+        guard let pending = sessions.wait(for: call.sender) else { return .reply([.int32(-1)]) }
         var answered: Int32?
         var deferred = false
         let ticket = registry.deleteKeychain(
@@ -264,9 +261,9 @@ extension KWalletObject {
     /// `changePassword`: the keychain's password change prompt (as gnome-keyring's `ChangeWithPrompt`), the
     /// empty reply when it ends; at once for an unknown wallet. `window` parents the prompts when above zero.
     func changePassword(of wallet: String, window: Int64, call: DBusMethodCall) -> DBusMethodResult {
-        guard isAcceptedName(wallet), let held = collection(named: wallet) else { return .reply([]) }
-        let pending = KWalletSessions.PendingRequest(owner: call.sender)
-        sessions.pending.append(pending)
+        guard isAcceptedName(wallet), let held = collection(named: wallet),
+            let pending = sessions.wait(for: call.sender)
+        else { return .reply([]) }
         var deferred = false
         let ticket = registry.promptToChangePassword(of: held, parentWindow: window) { [daemon] changed in
             guard daemon.kwallet.take(pending) else { return }
@@ -275,7 +272,7 @@ extension KWalletObject {
             }
             if deferred { daemon.reply(to: call, .success([])) }
         }
-        guard sessions.pending.contains(where: { $0 === pending }) else { return .reply([]) }
+        guard sessions.isWaiting(pending) else { return .reply([]) }
         deferred = true
         pending.ticket = ticket
         return .deferred
@@ -389,10 +386,13 @@ extension KWalletObject {
     }
 
     /// `createFolder`: an empty folder (in memory), `folderListUpdated`, and `true`; `false` when it exists
-    /// already (as kwalletd5 answers).
+    /// already (as kwalletd5 answers), or when the collection holds
+    /// ``KWalletSessions/emptyFoldersPerCollection`` empty folders.
     func createFolder(_ number: Int32, _ folder: String, _ call: DBusMethodCall) -> Bool {
         guard isAcceptedName(folder), let opened = session(number, call) else { return false }
-        guard !folderExists(folder, in: opened.held) else { return false }
+        guard !folderExists(folder, in: opened.held),
+            sessions.emptyFolders[opened.held.id, default: []].count < KWalletSessions.emptyFoldersPerCollection
+        else { return false }
         sessions.emptyFolders[opened.held.id, default: []].insert(folder)
         broadcast(Self.folderListUpdated, opened.handle.wallet)
         return true

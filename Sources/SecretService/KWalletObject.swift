@@ -146,7 +146,7 @@ struct KWalletObject: DBusObject {
             .reply([.string(object.sessions.names.localWallet)])
         },
         DBusMethod("reconfigure") { object, _ in
-            object.sessions.names = KWalletrc.current()
+            object.sessions.reread(with: object.daemon.registry)
             return .reply([])
         },
         DBusMethod("folderDoesNotExist", walletInput, folderInput, returns: returnsBool()) {

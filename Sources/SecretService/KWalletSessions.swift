@@ -5,9 +5,10 @@ import KeychainStore
 
 /// The KWallet face's state, per connection (docs/kwallet.md §3): the handles each connection opened (a
 /// random int32 > 0 from the system's CSPRNG, never issued twice while the daemon runs, bound to one
-/// connection and one collection, with a count of sessions and the appids that opened them), the opens
+/// connection and one collection, with the count of sessions of each appid that opened it), the opens
 /// waiting for an unlock prompt, the transaction ids of `openAsync`, the empty folders per collection (kept in
-/// memory, shared by every connection, gone at restart), and the wallet names from kwalletrc.
+/// memory, shared by every connection, gone at restart), and the wallet names from kwalletrc. What a client
+/// can make it hold is bounded (``appidsPerHandle``, ``emptyFoldersPerCollection``, ``pendingPerConnection``).
 final class KWalletSessions {
     /// One connection's handle on one collection.
     struct Handle {
@@ -21,9 +22,19 @@ final class KWalletSessions {
         let wallet: String
         /// The object path it was opened at (`/modules/kwalletd5` or `…6`): its signals come from there.
         let path: String
-        /// The appid of each session on it, one per `open` (the client's word, for `users`).
-        var appids: [String]
+        /// The sessions on it by appid (the client's word, for `users`): how many `open`s each made. At most
+        /// ``KWalletSessions/appidsPerHandle`` appids.
+        var appids: [String: Int]
     }
+
+    /// The most distinct appids one handle holds: an `open` with a further one is refused (`-1`), so that
+    /// `users` and the handle stay small whatever a client sends.
+    static let appidsPerHandle = 64
+    /// The most empty folders (`createFolder`) one collection holds: beyond it `createFolder` answers false.
+    static let emptyFoldersPerCollection = 1_024
+    /// The most requests (opens, deletions, password changes) one connection may have waiting for a prompt:
+    /// beyond it the call fails at once.
+    static let pendingPerConnection = 16
 
     /// An `open`, `openAsync` or `deleteWallet` waiting for a prompt (an unlock, a confirmation): withdrawn
     /// when its connection leaves.
@@ -40,8 +51,12 @@ final class KWalletSessions {
     private var lastTransaction: Int32 = 0
     /// Empty folders made by `createFolder`, by collection id.
     var emptyFolders: [String: Set<String>] = [:]
-    /// Requests waiting for a prompt.
-    var pending: [PendingRequest] = []
+    /// Requests waiting for a prompt, by connection.
+    private var pending: [String: [ObjectIdentifier: PendingRequest]] = [:]
+    /// The kwalletrc `reconfigure` reads (``KWalletrc/configurationPath()`` at start).
+    var kwalletrcPath = KWalletrc.configurationPath()
+    /// Whether a `reconfigure` read is under way, and whether another call came meanwhile.
+    var rereading = (underWay: false, again: false)
 
     /// The state of a daemon starting, with the names of the user's kwalletrc.
     init(names: KWalletrc = .current()) {
@@ -58,17 +73,19 @@ final class KWalletSessions {
     }
 
     /// `owner`'s handle on `collection`, one more session on it for `appid`: the same handle when it has one,
-    /// else a new one (nil only when the CSPRNG fails).
+    /// else a new one (nil when the CSPRNG fails, or when the handle holds ``appidsPerHandle`` other appids).
     func open(
         _ collection: HeldKeychain, wallet: String, for owner: String, appid: String, path: String
     ) -> Int32? {
         if let number = handles.first(where: { $0.value.owner == owner && $0.value.collection === collection })?.key {
-            handles[number]?.appids.append(appid)
+            guard let appids = handles[number]?.appids, appids[appid] != nil || appids.count < Self.appidsPerHandle
+            else { return nil }
+            handles[number]?.appids[appid, default: 0] += 1
             return number
         }
         guard let number = newHandleNumber() else { return nil }
         handles[number] = Handle(
-            number: number, owner: owner, collection: collection, wallet: wallet, path: path, appids: [appid])
+            number: number, owner: owner, collection: collection, wallet: wallet, path: path, appids: [appid: 1])
         return number
     }
 
@@ -92,8 +109,8 @@ final class KWalletSessions {
     /// the handle whatever its count.
     func close(_ number: Int32, of owner: String, appid: String, force: Bool) -> (result: Int32, ended: Handle?) {
         guard var handle = handles[number], handle.owner == owner else { return (-1, nil) }
-        guard let position = handle.appids.firstIndex(of: appid) else { return (1, nil) }
-        handle.appids.remove(at: position)
+        guard let sessions = handle.appids[appid] else { return (1, nil) }
+        handle.appids[appid] = sessions > 1 ? sessions - 1 : nil
         guard handle.appids.isEmpty || force else {
             handles[number] = handle
             return (1, nil)
@@ -115,9 +132,9 @@ final class KWalletSessions {
         var had = false
         var ended: [Handle] = []
         for (number, var handle) in handles where handle.owner == owner && handle.collection === collection {
-            guard handle.appids.contains(appid) else { continue }
+            guard handle.appids[appid] != nil else { continue }
             had = true
-            handle.appids.removeAll { $0 == appid }
+            handle.appids[appid] = nil
             if handle.appids.isEmpty {
                 handles[number] = nil
                 ended.append(handle)
@@ -138,16 +155,52 @@ final class KWalletSessions {
     /// tickets, to withdraw).
     func forget(_ owner: String) -> (handles: [Handle], tickets: [PromptTicket]) {
         let ended = end { $0.owner == owner }
-        let tickets = pending.filter { $0.owner == owner }.compactMap(\.ticket)
-        pending.removeAll { $0.owner == owner }
+        let tickets = pending.removeValue(forKey: owner)?.values.compactMap(\.ticket) ?? []
         return (ended, tickets)
     }
+
+    /// A new request of `owner` on the waiting list: nil when it has ``pendingPerConnection`` waiting already.
+    func wait(for owner: String) -> PendingRequest? {
+        guard pending[owner, default: [:]].count < Self.pendingPerConnection else { return nil }
+        let request = PendingRequest(owner: owner)
+        pending[owner, default: [:]][ObjectIdentifier(request)] = request
+        return request
+    }
+
+    /// Whether `request` is still on the waiting list (not withdrawn).
+    func isWaiting(_ request: PendingRequest) -> Bool {
+        pending[request.owner]?[ObjectIdentifier(request)] === request
+    }
+
+    /// The number of requests waiting, of every connection.
+    var pendingCount: Int { pending.values.reduce(0) { $0 + $1.count } }
 
     /// Takes `request` off the waiting list when its prompt ended: false when it was withdrawn (its client
     /// left), and nothing more is to be done for it.
     func take(_ request: PendingRequest) -> Bool {
-        guard pending.contains(where: { $0 === request }) else { return false }
-        pending.removeAll { $0 === request }
+        guard isWaiting(request) else { return false }
+        pending[request.owner]?[ObjectIdentifier(request)] = nil
+        if pending[request.owner]?.isEmpty == true { pending[request.owner] = nil }
         return true
+    }
+
+    /// Reads kwalletrc again off the serving thread (on a thread of its own: a file whose read hangs holds
+    /// only that thread) and applies its names when the read returns. One read at a time: a call meanwhile
+    /// reads once more after it.
+    func reread(with registry: KeychainRegistry) {
+        guard !rereading.underWay else {
+            rereading.again = true
+            return
+        }
+        rereading = (true, false)
+        let path = kwalletrcPath
+        registry.offLoop(
+            onOwnThread: true, { path.map(KWalletrc.read(path:)) ?? KWalletrc() },
+            then: { [self] names in
+                self.names = names
+                let again = rereading.again
+                rereading = (false, false)
+                if again { reread(with: registry) }
+            })
     }
 }

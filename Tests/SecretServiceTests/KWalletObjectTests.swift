@@ -103,6 +103,29 @@ import Testing
         #expect(KWalletrc.read(path: small).networkWallet == "small")
     }
 
+    @Test func aSetCostsItsRangesAgainstThePatternBudget() throws {
+        // 4,000 one-character ranges that do not touch (so they stay 4,000 after merging): each test of the
+        // set looks at all of them, and the budget counts that.
+        let members = (0..<4_000).compactMap { Unicode.Scalar(0x4E00 + 2 * $0) }
+        let set = String(String.UnicodeScalarView(members))
+        let first = try #require(members.first)
+        var fresh = KWalletPattern("*[" + set + "]x")
+        let control = fresh.matches(String(first) + "x")
+        #expect(control)
+        var hostile = KWalletPattern("*[" + set + "]x")
+        let long = hostile.matches(String(repeating: "a", count: 4_000))
+        let after = hostile.matches(String(first) + "x")
+        #expect(!long)
+        #expect(hostile.budget <= 0, "4,000 set tests of 4,000 ranges spend the budget")
+        #expect(!after, "the rest of the call's keys are left out")
+        // Repeated members are one range: the reviewer's `[bbbb…]` costs one step per test.
+        var repeated = KWalletPattern("*[" + String(repeating: "b", count: 4_000) + "]x")
+        let missed = repeated.matches(String(repeating: "a", count: 4_000))
+        let found = repeated.matches("bx")
+        #expect(!missed && found)
+        #expect(repeated.budget > KWalletPattern.stepBudget - 10_000)
+    }
+
     @Test func keyPatternsAreQtWildcardsWithinABudget() {
         func matches(_ pattern: String, _ key: String) -> Bool {
             var compiled = KWalletPattern(pattern)
@@ -452,13 +475,13 @@ import Testing
         let (now, _) = try inproc.send(
             Self.path, Self.interface, "open", [.string("kdewallet"), .int64(0), .string("test-app")], sender: ":1.7")
         #expect(now == nil)
-        #expect(inproc.daemon.kwallet.pending.count == 1)
+        #expect(inproc.daemon.kwallet.pendingCount == 1)
         // Meanwhile the names answer at once.
         let started = Date()
         #expect(try Self.kw(inproc, "networkWallet", sender: ":1.8") == [.string("kdewallet")])
         #expect(Date().timeIntervalSince(started) < 0.5)
         try inproc.leave(":1.7")
-        #expect(inproc.daemon.kwallet.pending.isEmpty)
+        #expect(inproc.daemon.kwallet.pendingCount == 0)
         inproc.settle()
         #expect(inproc.daemon.registry.promptCount == 0, "its prompt was withdrawn")
     }
