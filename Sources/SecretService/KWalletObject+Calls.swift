@@ -95,7 +95,8 @@ extension KWalletObject {
     }
 
     /// `open`: the handle, after the unlock prompt if the keychain is locked; a wallet no collection has is
-    /// created (as `CreateCollection`). `-1` for a negative window id, a bad name, or a refusal.
+    /// created (as `CreateCollection`). `-1` for a bad name, a refusal, or a new wallet while a confirmation the
+    /// caller (or its Flatpak app) asked for still waits; a negative window id is taken, as kwalletd5 takes it.
     func open(_ wallet: String, window: Int64, appid: String, call: DBusMethodCall) -> DBusMethodResult {
         var answered: Int32?
         var deferred = false
@@ -151,16 +152,23 @@ extension KWalletObject {
             guard let login = registry.login, login.isLocked else { return completion(create()) }
             waitForUnlock(of: [login], owner: owner, window: window) { completion($0 ? create() : -1) }
         case .ask(let question):
+            // As `CreateCollection`: within the bound on collections, and one confirmation waiting per
+            // connection and per Flatpak app (another answers -1 at once).
+            guard (try? daemon.limits.check(collectionsHeld: registry.madeKeychainCount)) != nil,
+                !daemon.isWaitingForConfirmation(owner)
+            else { return completion(-1) }
             let pending = KWalletSessions.PendingRequest(owner: owner)
             sessions.pending.append(pending)
-            pending.ticket = registry.confirmKeychainCreation(
-                label: wallet, requester: daemon.confirmationName(of: question.asker, sender: owner),
-                client: daemon.promptClient(of: owner)
-            ) { [daemon] outcome in
+            let ticket = daemon.trackConfirmation(for: call) { [registry, daemon] confirmed in
+                registry.confirmKeychainCreation(
+                    label: wallet, requester: daemon.confirmationName(of: question.asker, sender: owner),
+                    client: daemon.promptClient(of: owner), completion: confirmed)
+            } completion: { [daemon] outcome in
                 guard daemon.kwallet.take(pending) else { return }
                 guard case .success = outcome, daemon.registry.login?.isLocked == false else { return completion(-1) }
                 completion(create())
             }
+            if sessions.pending.contains(where: { $0 === pending }) { pending.ticket = ticket }
         }
     }
 
