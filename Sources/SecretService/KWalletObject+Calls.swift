@@ -400,9 +400,10 @@ extension KWalletObject {
     /// already (as kwalletd5 answers).
     func createFolder(_ number: Int32, _ folder: String, _ call: DBusMethodCall) -> Bool {
         guard isAcceptedName(folder), let opened = session(number, call) else { return false }
+        // kwalletd5 sends folderListUpdated also for a folder that was there (and answers false).
+        defer { broadcast(Self.folderListUpdated, opened.handle.wallet) }
         guard !folderExists(folder, in: opened.held) else { return false }
         sessions.emptyFolders[opened.held.id, default: []].insert(folder)
-        broadcast(Self.folderListUpdated, opened.handle.wallet)
         return true
     }
 
