@@ -70,24 +70,6 @@ import Testing
         #expect(windows.isEmpty, "neither client's window: \(windows)")
     }
 
-    /// The handle each reply in `calls` carries, collected over the deliveries (replies to several calls can
-    /// come from one delivery).
-    static func handles(_ inproc: InProcessDaemon, of calls: [DBusMessage]) throws -> [UInt32: Int32] {
-        var handles: [UInt32: Int32] = [:]
-        let deadline = Date().addingTimeInterval(30)
-        while handles.count < calls.count, Date() < deadline {
-            var entry = pollfd(fd: inproc.daemon.registry.inbox.fileDescriptor, events: Int16(POLLIN), revents: 0)
-            _ = poll(&entry, 1, 100)
-            for reply in inproc.daemon.deliverCompletions() where reply.kind != .signal {
-                guard calls.contains(where: { $0.serial == reply.replySerial }),
-                    case .int32(let handle)? = try reply.arguments().first
-                else { continue }
-                handles[reply.replySerial] = handle
-            }
-        }
-        return handles
-    }
-
     @Test func aRequestDoesNotJoinAPromptShowingOverAnotherWindow() throws {
         let inproc = try InProcessDaemon(answers: ["wait 2 cancel", "password in-process password"])
         try PromptQueueTests.lockLogin(inproc)
@@ -96,9 +78,12 @@ import Testing
         // The unlock prompt shows over window 11: the second request, from window 22, waits for a prompt of its
         // own (shown only if the first did not unlock), not for the one over another client's window.
         let second = try open(inproc, window: 22, from: ":1.62")
-        let handles = try Self.handles(inproc, of: [first, second])
-        #expect(handles[first.serial] == -1, "the first prompt was cancelled")
-        #expect((handles[second.serial] ?? -1) > 0, "its own prompt unlocked: \(handles)")
+        let handles = try AccessPromptTests.awaitReplies(to: [first, second], in: inproc).map { reply in
+            guard case .int32(let handle)? = try reply?.arguments().first else { return Int32(0) }
+            return handle
+        }
+        #expect(handles.first == -1, "the first prompt was cancelled")
+        #expect((handles.last ?? -1) > 0, "its own prompt unlocked: \(handles)")
         let (windows, asking) = try Self.runs(inproc)
         #expect(asking.count == 2)
         #expect(asking.map { windows[$0] ?? [] } == [["parent-wid=11"], ["parent-wid=22"]], "\(windows)")
