@@ -20,10 +20,14 @@ package enum KWalletCrypto {
         var block = [UInt8](repeating: 0, count: 64)
         var words = [UInt32](repeating: 0, count: 80)
         func compress(_ block: [UInt8]) {
+            // Byte by byte into the word, with no array between (a heap copy of the password's bytes).
             for index in 0..<16 {
-                let b = (0..<4).map { UInt32(block[4 * index + $0]) }
-                words[index] =
-                    standard ? b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3] : b[3] << 24 | b[2] << 16 | b[1] << 8 | b[0]
+                var word: UInt32 = 0
+                for byte in 0..<4 {
+                    let value = UInt32(block[4 * index + byte])
+                    word |= standard ? value << (24 - 8 * UInt32(byte)) : value << (8 * UInt32(byte))
+                }
+                words[index] = word
             }
             for index in 16..<80 {
                 let mixed = words[index - 3] ^ words[index - 8] ^ words[index - 14] ^ words[index - 16]
@@ -41,7 +45,12 @@ package enum KWalletCrypto {
                 let next = (a << 5 | a >> 27) &+ f &+ e &+ k &+ words[index]
                 (a, b, c, d, e) = (next, a, b << 30 | b >> 2, c, d)
             }
-            state = [state[0] &+ a, state[1] &+ b, state[2] &+ c, state[3] &+ d, state[4] &+ e]
+            // In place: a new array each block would leave the last one's words in freed memory.
+            state[0] &+= a
+            state[1] &+= b
+            state[2] &+= c
+            state[3] &+= d
+            state[4] &+= e
         }
         var offset = 0
         while data.count - offset >= 64 {
@@ -60,20 +69,19 @@ package enum KWalletCrypto {
         for index in 0..<8 { block[56 + index] = UInt8(truncatingIfNeeded: bits >> (56 - 8 * UInt64(index))) }
         compress(block)
         defer {
-            for index in block.indices { block[index] = 0 }
-            for index in words.indices { words[index] = 0 }
+            wipeBytes(&block)
+            words.withUnsafeMutableBytes { wipeBytes($0) }
+            state.withUnsafeMutableBytes { wipeBytes($0) }
         }
-        return state.flatMap { word in
-            standard
-                ? [
-                    UInt8(word >> 24), UInt8(truncatingIfNeeded: word >> 16), UInt8(truncatingIfNeeded: word >> 8),
-                    UInt8(truncatingIfNeeded: word),
-                ]
-                : [
-                    UInt8(truncatingIfNeeded: word), UInt8(truncatingIfNeeded: word >> 8),
-                    UInt8(truncatingIfNeeded: word >> 16), UInt8(word >> 24),
-                ]
+        // Into one array (the caller wipes it), not an array per word.
+        var digest = [UInt8](repeating: 0, count: 20)
+        for (index, word) in state.enumerated() {
+            for byte in 0..<4 {
+                let shift = standard ? 24 - 8 * UInt32(byte) : 8 * UInt32(byte)
+                digest[4 * index + byte] = UInt8(truncatingIfNeeded: word >> shift)
+            }
         }
+        return digest
     }
 
     /// The legacy key of a wallet whose minor version is 0 (`password2hash`, kwalletbackend.cc): each 16-byte

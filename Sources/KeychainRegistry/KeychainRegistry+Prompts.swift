@@ -21,9 +21,11 @@ extension KeychainRegistry {
         completion: @escaping (Bool) -> Void
     ) -> PromptTicket {
         let ticket = reused ?? newPromptTicket()
-        if let key = dialog.sharingKey, let shared = prompts.shared(key) {
+        // One client's window never parents a prompt that also asks for another's request: a queued prompt
+        // joined with another window loses its parent; one already showing over another window is not joined
+        // (this request queues its own, which ends unshown if the other satisfied it).
+        if let key = dialog.sharingKey, let shared = prompts.shared(key, parentWindow: ticket.parentWindow) {
             shared.waiters.append((ticket.number, completion))
-            // One client's window never parents a prompt that also asks for another's request.
             if shared.parentWindow != ticket.parentWindow { shared.parentWindow = nil }
             return ticket
         }

@@ -209,9 +209,13 @@ struct PromptQueue {
         return PromptTicket(number: ticketNumber)
     }
 
-    /// The prompt a request with `sharingKey` joins, if one is queued or showing.
-    func shared(_ sharingKey: String) -> QueuedPrompt? {
-        prompts.first { $0.sharingKey == sharingKey && !$0.cancellation.isCancelled }
+    /// The prompt a request with `sharingKey` and `parentWindow` joins, if one is queued, or showing with that
+    /// same parent window (never one showing over another request's window).
+    func shared(_ sharingKey: String, parentWindow: Int64?) -> QueuedPrompt? {
+        prompts.first {
+            $0.sharingKey == sharingKey && !$0.cancellation.isCancelled
+                && (!$0.isShowing || $0.parentWindow == parentWindow)
+        }
     }
 
     /// The prompt `ticket` waits for.

@@ -95,7 +95,8 @@ extension KWalletObject {
     }
 
     /// `open`: the handle, after the unlock prompt if the keychain is locked; a wallet no collection has is
-    /// created (as `CreateCollection`). `-1` for a negative window id, a bad name, or a refusal.
+    /// created (as `CreateCollection`). `-1` for a bad name, a refusal, or a new wallet while a confirmation the
+    /// caller (or its Flatpak app) asked for still waits; a negative window id is taken, as kwalletd5 takes it.
     func open(_ wallet: String, window: Int64, appid: String, call: DBusMethodCall) -> DBusMethodResult {
         var answered: Int32?
         var deferred = false
@@ -151,15 +152,22 @@ extension KWalletObject {
             guard let login = registry.login, login.isLocked else { return completion(create()) }
             waitForUnlock(of: [login], owner: owner, window: window) { completion($0 ? create() : -1) }
         case .ask(let question):
+            // As `CreateCollection`: within the bound on collections, and one confirmation waiting per
+            // connection and per Flatpak app (another answers -1 at once).
+            guard (try? daemon.limits.check(collectionsHeld: registry.madeKeychainCount)) != nil,
+                !daemon.isWaitingForConfirmation(owner)
+            else { return completion(-1) }
             guard let pending = sessions.wait(for: owner) else { return completion(-1) }
-            pending.ticket = registry.confirmKeychainCreation(
-                label: wallet, requester: daemon.confirmationName(of: question.asker, sender: owner),
-                client: daemon.promptClient(of: owner)
-            ) { [daemon] outcome in
+            let ticket = daemon.trackConfirmation(for: call) { [registry, daemon] confirmed in
+                registry.confirmKeychainCreation(
+                    label: wallet, requester: daemon.confirmationName(of: question.asker, sender: owner),
+                    client: daemon.promptClient(of: owner), completion: confirmed)
+            } completion: { [daemon] outcome in
                 guard daemon.kwallet.take(pending) else { return }
                 guard case .success = outcome, daemon.registry.login?.isLocked == false else { return completion(-1) }
                 completion(create())
             }
+            if sessions.isWaiting(pending) { pending.ticket = ticket }
         }
     }
 
@@ -390,11 +398,12 @@ extension KWalletObject {
     /// ``KWalletSessions/emptyFoldersPerCollection`` empty folders.
     func createFolder(_ number: Int32, _ folder: String, _ call: DBusMethodCall) -> Bool {
         guard isAcceptedName(folder), let opened = session(number, call) else { return false }
+        // kwalletd5 sends folderListUpdated also for a folder that was there (and answers false).
+        defer { broadcast(Self.folderListUpdated, opened.handle.wallet) }
         guard !folderExists(folder, in: opened.held),
             sessions.emptyFolders[opened.held.id, default: []].count < KWalletSessions.emptyFoldersPerCollection
         else { return false }
         sessions.emptyFolders[opened.held.id, default: []].insert(folder)
-        broadcast(Self.folderListUpdated, opened.handle.wallet)
         return true
     }
 

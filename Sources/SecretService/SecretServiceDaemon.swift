@@ -149,10 +149,7 @@ package final class SecretServiceDaemon {
         then succeed: @escaping () throws(DBusError) -> [DBusValue],
         _ start: (_ completion: @escaping (Result<Void, KeychainError>) -> Void) -> PromptTicket?
     ) -> DBusMethodResult {
-        var finished = false
-        let ticket = start { [self] outcome in
-            finished = true
-            policyConfirmations.removeAll { $0.call.message === call.message }
+        _ = trackConfirmation(for: call, start) { [self] outcome in
             if case .failure(let error) = outcome { return reply(to: call, .failure(failure(error))) }
             do throws(DBusError) {
                 reply(to: call, .success(try succeed()))
@@ -160,8 +157,35 @@ package final class SecretServiceDaemon {
                 reply(to: call, .failure(error))
             }
         }
-        if let ticket, !finished { policyConfirmations.append((call.sender, call, ticket)) }
         return .deferred
+    }
+
+    /// Starts the confirmation `start` asks for `call`, kept in ``policyConfirmations`` while it waits (so that
+    /// it is withdrawn when the caller leaves, and counts in ``isWaitingForConfirmation(_:)``); `completion`
+    /// gets its outcome. The ticket, nil when no prompt was queued.
+    func trackConfirmation(
+        for call: DBusMethodCall,
+        _ start: (_ completion: @escaping (Result<Void, KeychainError>) -> Void) -> PromptTicket?,
+        completion: @escaping (Result<Void, KeychainError>) -> Void
+    ) -> PromptTicket? {
+        var finished = false
+        let ticket = start { [self] outcome in
+            finished = true
+            policyConfirmations.removeAll { $0.call.message === call.message }
+            completion(outcome)
+        }
+        if let ticket, !finished { policyConfirmations.append((call.sender, call, ticket)) }
+        return ticket
+    }
+
+    /// Whether `sender`, or another connection of the same Flatpak app, has a confirmation waiting for the
+    /// user: one at a time per connection and per app (`CreateCollection`, KWallet's `open` of a new wallet),
+    /// so that a client cannot queue prompts without end.
+    func isWaitingForConfirmation(_ sender: String) -> Bool {
+        let application = application(of: sender)
+        return policyConfirmations.contains { waiting in
+            waiting.owner == sender || (application != nil && self.application(of: waiting.owner) == application)
+        }
     }
 
     /// Identifies `sender` from the credentials the bus gave, on the registry's quick worker (it reads `/proc`

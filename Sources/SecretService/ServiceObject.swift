@@ -117,13 +117,7 @@ struct ServiceObject: DBusObject {
         case .ask(let question): requester = daemon.confirmationName(of: question.asker, sender: call.sender)
         }
         // One waiting confirmation per connection, and per Flatpak app over all its connections.
-        let application = daemon.application(of: call.sender)
-        var asking = false
-        for waiting in daemon.policyConfirmations {
-            if waiting.owner == call.sender { asking = true }
-            if let application, daemon.application(of: waiting.owner) == application { asking = true }
-        }
-        guard !asking else {
+        guard !daemon.isWaitingForConfirmation(call.sender) else {
             throw DBusError(.limitsExceeded, "a confirmation this client asked for is still waiting for the user")
         }
         let daemon = daemon

@@ -351,9 +351,10 @@ struct PasswordPool {
         for item in keyring.items where item.attributes["app_id"] != nil { known.append(item.secret) }
     }
 
-    /// Wipes every password.
+    /// Wipes every password in place, in the storage every copy shares (the lines `import-kwallet` gives this
+    /// pool and its ``WalletPasswords`` both): for the end of the import.
     mutating func wipe() {
-        for index in known.indices { wipeBytes(&known[index]) }
+        for password in known { wipeSharedStorage(of: password) }
         known = []
     }
 

@@ -150,9 +150,10 @@ struct WalletPasswords {
         fromStandardInput = lines != nil
     }
 
-    /// Wipes every password.
+    /// Wipes every password in place, in the storage every copy shares (the lines this and the keychains'
+    /// ``PasswordPool`` both hold): for the end of the import.
     mutating func wipe() {
-        for index in known.indices { wipeBytes(&known[index]) }
+        for password in known { wipeSharedStorage(of: password) }
         known = []
     }
 

@@ -244,7 +244,10 @@ def test_an_appid_is_no_identity_another_program_is_asked_as_for_get_secret(make
 KWALLET_SANDBOXED_CALLER = SANDBOXED_CALLER.replace(
     """        call(path, interface, member, signature, fill(args))
         print("ok", flush=True)""",
-    """        reply = call(path, interface, member, signature, fill(args)).unpack()
+    """        if member == "sleep":
+            time.sleep(args[0])
+            continue
+        reply = call(path, interface, member, signature, fill(args)).unpack()
         if member == "open":
             handle = reply[0]
         print(json.dumps(reply), flush=True)""").replace(
@@ -253,7 +256,8 @@ KWALLET_SANDBOXED_CALLER = SANDBOXED_CALLER.replace(
         return handle
     if value == "SESSION":""").replace(
     """for path, interface, member, signature, args in json.loads(sys.argv[3]):""",
-    """handle = -1
+    """import time
+handle = -1
 for path, interface, member, signature, args in json.loads(sys.argv[3]):""")
 assert KWALLET_SANDBOXED_CALLER.count("HANDLE") == 1 and "handle = -1" in KWALLET_SANDBOXED_CALLER
 
@@ -292,3 +296,25 @@ def test_a_flatpak_app_with_the_kwallet_name_is_asked_for_others_entries_and_new
     assert len(descriptions) == 3 and all("org.kde.Sneaky" in text for text in descriptions), descriptions
     assert client(bus, "read", "Bank", "me")["result"] == "the bank password"
     assert "Sneaky wallet" not in KWallet(bus).call("wallets")
+
+
+@needs_root
+def test_a_flatpak_app_queues_one_new_wallet_confirmation_at_a_time(make_daemon, bus, tmp_path):
+    """As `CreateCollection`: while one "create keychain?" confirmation the app asked for waits, opening another
+    new wallet answers -1 at once rather than queueing a prompt; once it is answered the app may ask again."""
+    daemon = make_daemon(access_policy="prompt").start()
+    wait_for_kwallet_name(bus)
+    daemon.set_pinentry_answers(["wait 2 cancel"] + ["cancel"] * 12)
+    calls = [["openAsync", "(sxsb)", [f"Flood {n}", 0, "org.kde.Sneaky", False]] for n in range(8)]
+    calls += [["open", "(sxs)", ["Flood last", 0, "org.kde.Sneaky"]], ["sleep", "", [4]],
+              ["open", "(sxs)", ["Flood again", 0, "org.kde.Sneaky"]]]
+    started = time.monotonic()
+    replies = as_flatpak_kwallet(bus, tmp_path, calls)
+    assert all(reply[0] > 0 for reply in replies[:8]), replies
+    assert replies[8:] == [[-1], [-1]]
+    descriptions = [json.loads(line)["argument"] for line in daemon.pinentry_log().splitlines()
+                    if json.loads(line)["command"] == "SETDESC"]
+    assert len(descriptions) == 2, descriptions
+    assert "Flood 0" in descriptions[0] and "Flood again" in descriptions[1], descriptions
+    assert time.monotonic() - started < 15
+    assert not [name for name in KWallet(bus).call("wallets") if name.startswith("Flood")]

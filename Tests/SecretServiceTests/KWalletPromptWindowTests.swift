@@ -69,4 +69,23 @@ import Testing
         #expect(asking.count == 2, "the change prompt, then one unlock prompt for both")
         #expect(windows.isEmpty, "neither client's window: \(windows)")
     }
+
+    @Test func aRequestDoesNotJoinAPromptShowingOverAnotherWindow() throws {
+        let inproc = try InProcessDaemon(answers: ["wait 2 cancel", "password in-process password"])
+        try PromptQueueTests.lockLogin(inproc)
+        let first = try open(inproc, window: 11, from: ":1.61")
+        try PromptQueueTests.wait(inproc) { try inproc.pinentryCommands().contains { $0.command == "GETPIN" } }
+        // The unlock prompt shows over window 11: the second request, from window 22, waits for a prompt of its
+        // own (shown only if the first did not unlock), not for the one over another client's window.
+        let second = try open(inproc, window: 22, from: ":1.62")
+        let handles = try AccessPromptTests.awaitReplies(to: [first, second], in: inproc).map { reply in
+            guard case .int32(let handle)? = try reply?.arguments().first else { return Int32(0) }
+            return handle
+        }
+        #expect(handles.first == -1, "the first prompt was cancelled")
+        #expect((handles.last ?? -1) > 0, "its own prompt unlocked: \(handles)")
+        let (windows, asking) = try Self.runs(inproc)
+        #expect(asking.count == 2)
+        #expect(asking.map { windows[$0] ?? [] } == [["parent-wid=11"], ["parent-wid=22"]], "\(windows)")
+    }
 }
