@@ -335,3 +335,28 @@ class KWalletClient:
         count = int(fields[0])
         assert len(fields) == 1 + 2 * count, fields
         return [(_unhex(fields[1 + 2 * i]), _unhex(fields[2 + 2 * i])) for i in range(count)]
+
+
+class ServiceBus(Bus):
+    """A private session bus whose only service directory is `services` (what makes a name activatable); the
+    programs it activates inherit `env` (default: this process's)."""
+
+    def __init__(self, directory, services, env=None):
+        config = directory / "bus.conf"
+        config.write_text(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:tmpdir=/tmp</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>{services}</servicedir>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+""")
+        out = subprocess.run(["dbus-daemon", f"--config-file={config}", "--fork", "--print-address=1",
+                              "--print-pid=1"], env=env, check=True, capture_output=True, text=True).stdout.split()
+        self.address, self.pid = out[0], int(out[1])

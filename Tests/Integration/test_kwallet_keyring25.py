@@ -16,7 +16,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, Bus, Daemon, binary
+from conftest import ROOT, Daemon, binary
+from kwallet_daemons import ServiceBus
 
 KEYRING_VERSION = "25.7.0"
 CACHE = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "latchkey-tests"
@@ -55,30 +56,6 @@ def keyring25():
             pytest.skip(f"pip could not install keyring {KEYRING_VERSION} from PyPI: {pip.stderr.strip()[-300:]}")
         marker.write_text(KEYRING_VERSION)
     return python
-
-
-class ServiceBus(Bus):
-    """A private session bus whose only service directory is `services` (what makes a name activatable)."""
-
-    def __init__(self, directory, services):
-        config = directory / "bus.conf"
-        config.write_text(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:tmpdir=/tmp</listen>
-  <auth>EXTERNAL</auth>
-  <servicedir>{services}</servicedir>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-""")
-        out = subprocess.run(["dbus-daemon", f"--config-file={config}", "--fork", "--print-address=1",
-                              "--print-pid=1"], check=True, capture_output=True, text=True).stdout.split()
-        self.address, self.pid = out[0], int(out[1])
 
 
 def run_client(python, bus, tmp_path):

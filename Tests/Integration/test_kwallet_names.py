@@ -18,6 +18,7 @@ import dbus.lowlevel
 import pytest
 
 from conftest import ROOT, binary
+from kwallet_daemons import ServiceBus
 
 KWALLETD5 = "/usr/bin/kwalletd5"
 SECRETS = "org.freedesktop.secrets"
@@ -304,28 +305,12 @@ def test_activation_of_org_kde_kwalletd5_starts_latchkeyd(tmp_path):
     assert "SystemdService=latchkeyd.service" in shipped.splitlines()
     (services / "org.kde.kwalletd5.service").write_text(
         shipped.replace("/usr/bin/latchkeyd", f"{binary('latchkeyd')} --keychain-directory {tmp_path / 'kc'}"))
-    config = tmp_path / "bus.conf"
-    config.write_text(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:tmpdir=/tmp</listen>
-  <auth>EXTERNAL</auth>
-  <servicedir>{services}</servicedir>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-""")
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
     env = dict(os.environ, XDG_RUNTIME_DIR=str(runtime), DBUS_SYSTEM_BUS_ADDRESS=f"unix:path={tmp_path}/none",
                XDG_DATA_HOME=str(tmp_path / "data"), HOME=str(tmp_path))
-    out = subprocess.run(["dbus-daemon", f"--config-file={config}", "--fork", "--print-address=1", "--print-pid=1"],
-                         env=env, check=True, capture_output=True, text=True).stdout.split()
-    address, bus_pid = out[0], int(out[1])
+    bus = ServiceBus(tmp_path, services, env=env)
+    address, bus_pid = bus.address, bus.pid
     latchkeyd_pid = None
     try:
         connection = dbus.bus.BusConnection(address)
