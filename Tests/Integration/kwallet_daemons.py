@@ -2,14 +2,9 @@
 (libkf5wallet-bin 5.103, the reference) and latchkeyd (its org.kde.KWallet face, docs/kwallet.md), each on a
 private dbus-daemon under a scratch HOME with the kwalletrc of docs/kwallet.md §6.
 
-A test module uses it as
+A test module imports the module fixture `kwallet` (one daemon per module and parameter of DAEMONS)
 
-    from kwallet_daemons import DAEMONS, KWalletClient, start_daemon
-
-    @pytest.fixture(scope="module", params=DAEMONS)
-    def kwallet(request, tmp_path_factory):
-        with start_daemon(request.param, tmp_path_factory.mktemp(request.param)) as daemon:
-            yield daemon
+    from kwallet_daemons import kwallet
 
 and then `kwallet.kind` ("kwalletd5" | "latchkeyd"), `kwallet.is_reference` (True for kwalletd5),
 `kwallet.address` (the bus address), `kwallet.env()` (the environment for a client program: bus, scratch
@@ -37,6 +32,7 @@ import signal
 import subprocess
 import time
 
+import pytest
 from jeepney import DBusAddress, MatchRule, MessageType, message_bus, new_method_call
 from jeepney.io.blocking import open_dbus_connection
 
@@ -244,6 +240,14 @@ def start_daemon(kind, directory):
         yield daemon
     finally:
         daemon.stop()
+
+
+@pytest.fixture(scope="module", params=DAEMONS)
+def kwallet(request, tmp_path_factory):
+    """One daemon per module and parameter, its wallet "kdewallet" open; checked alive at the module's end."""
+    with start_daemon(request.param, tmp_path_factory.mktemp(request.param)) as daemon:
+        yield daemon
+        assert daemon.alive(), f"{daemon.kind} died: {daemon.stderr_text()}"
 
 
 class SignalWatch:

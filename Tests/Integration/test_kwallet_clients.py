@@ -32,19 +32,11 @@ from jeepney.bus_messages import Monitoring
 from jeepney.io.blocking import open_dbus_connection
 
 from conftest import secret_tool
-from kwallet_daemons import DAEMONS, INTERFACE, start_daemon
+from kwallet_daemons import INTERFACE, kwallet  # noqa: F401  (kwallet: the module fixture)
 
 HERE = pathlib.Path(__file__).resolve().parent
 QTKEYCHAIN_SOURCE = HERE / "qtkeychain_client.cpp"
 APP = "clients-test"
-
-
-@pytest.fixture(scope="module", params=DAEMONS)
-def kwallet(request, tmp_path_factory):
-    """One daemon per module and parameter, its wallet "kdewallet" open."""
-    with start_daemon(request.param, tmp_path_factory.mktemp(request.param)) as daemon:
-        yield daemon
-        assert daemon.alive(), f"{daemon.kind} died: {daemon.stderr_text()}"
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ keyring 25 comes from PyPI into a virtual environment that sees the system's pyt
 machine in $XDG_CACHE_HOME/latchkey-tests (pip needs PyPI, which CI reaches); where pip cannot reach it, the
 test is skipped and says why."""
 
+import contextlib
 import os
 import pathlib
 import subprocess
-import sys
 
 import pytest
 
@@ -58,21 +58,24 @@ def keyring25():
     return python
 
 
-def run_client(python, bus, tmp_path):
+def run_client(python, bus, tmp_path, source=CLIENT):
+    """Runs `source` with keyring 25 in a KDE session on `bus`; its `name: value` lines as a dictionary."""
     home = tmp_path / "home"
     (home / ".config").mkdir(parents=True, exist_ok=True)
     env = bus.env(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
                   XDG_CURRENT_DESKTOP="KDE", PYTHONPATH="")
     env.pop("DISPLAY", None)
     script = tmp_path / "keyring_client.py"
-    script.write_text(CLIENT)
+    script.write_text(source)
     out = subprocess.run([str(python), str(script)], env=env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, (out.stdout, out.stderr)
     return dict(line.split(": ", 1) for line in out.stdout.splitlines() if ": " in line)
 
 
-@pytest.mark.parametrize("activatable", [True, False], ids=["activatable", "not-activatable"])
-def test_keyring_25_uses_the_kwallet_face_only_when_the_name_is_also_activatable(keyring25, tmp_path, activatable):
+@contextlib.contextmanager
+def latchkeyd_owning_the_name(tmp_path, activatable):
+    """latchkeyd on a private bus, owning org.kde.kwalletd5; the name also activatable (the package's
+    activation file in the bus's service directory) when `activatable`. Yields the bus."""
     services = tmp_path / "services"
     services.mkdir()
     if activatable:
@@ -83,42 +86,32 @@ def test_keyring_25_uses_the_kwallet_face_only_when_the_name_is_also_activatable
     try:
         daemon.start()
         assert bus.has_owner("org.kde.kwalletd5")
-        result = run_client(keyring25, bus, tmp_path)
-        if not activatable:
-            # Owned but not activatable: keyring 25 will not use KWallet, and takes the Secret Service.
-            assert "neither running nor activatable" in result.get("kwallet refused", ""), result
-            assert result["first backend"] == "keyring.backends.SecretService.Keyring", result
-            return
-        assert result["first backend"] == "keyring.backends.kwallet.DBusKeyring", result
-        assert result["kwallet priority"] == "5.1", result
-        assert result["read"] == "pässwörd ✓", result
-        assert result["after delete"] == "None", result
+        yield bus
     finally:
         daemon.stop()
         bus.stop()
 
 
+@pytest.mark.parametrize("activatable", [True, False], ids=["activatable", "not-activatable"])
+def test_keyring_25_uses_the_kwallet_face_only_when_the_name_is_also_activatable(keyring25, tmp_path, activatable):
+    with latchkeyd_owning_the_name(tmp_path, activatable) as bus:
+        result = run_client(keyring25, bus, tmp_path)
+    if not activatable:
+        # Owned but not activatable: keyring 25 will not use KWallet, and takes the Secret Service.
+        assert "neither running nor activatable" in result.get("kwallet refused", ""), result
+        assert result["first backend"] == "keyring.backends.SecretService.Keyring", result
+        return
+    assert result["first backend"] == "keyring.backends.kwallet.DBusKeyring", result
+    assert result["kwallet priority"] == "5.1", result
+    assert result["read"] == "pässwörd ✓", result
+    assert result["after delete"] == "None", result
+
+
 def test_an_entry_keyring_25_stores_is_a_secret_service_item(keyring25, tmp_path):
-    services = tmp_path / "services"
-    services.mkdir()
-    shipped = (ROOT / "dbus" / "org.kde.kwalletd5.service").read_text()
-    (services / "org.kde.kwalletd5.service").write_text(shipped.replace("/usr/bin/latchkeyd", binary("latchkeyd")))
-    bus = ServiceBus(tmp_path, services)
-    daemon = Daemon(bus, tmp_path)
-    try:
-        daemon.start()
-        home = tmp_path / "home"
-        (home / ".config").mkdir(parents=True, exist_ok=True)
-        env = bus.env(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_CURRENT_DESKTOP="KDE",
-                      PYTHONPATH="")
-        script = tmp_path / "store.py"
-        script.write_text("import keyring\nkeyring.set_password('latchkey-test', 'bob', 'stored by keyring 25')\n")
-        out = subprocess.run([str(keyring25), str(script)], env=env, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, (out.stdout, out.stderr)
+    with latchkeyd_owning_the_name(tmp_path, activatable=True) as bus:
+        run_client(keyring25, bus, tmp_path,
+                   "import keyring\nkeyring.set_password('latchkey-test', 'bob', 'stored by keyring 25')\n")
         # keyring's KWallet backend: folder = the service, key = the username (KDE's scheme: server, user).
         looked_up = subprocess.run(["secret-tool", "lookup", "server", "latchkey-test", "user", "bob"],
                                    env=bus.env(), capture_output=True, text=True, timeout=30)
         assert looked_up.stdout == "stored by keyring 25", looked_up
-    finally:
-        daemon.stop()
-        bus.stop()

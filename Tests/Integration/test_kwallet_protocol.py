@@ -13,17 +13,9 @@ import time
 
 import pytest
 
-from kwallet_daemons import DAEMONS, KWalletClient, SignalWatch, build_client, start_daemon
+from kwallet_daemons import KWalletClient, SignalWatch, build_client, kwallet  # noqa: F401  (the fixture)
 
 APP = "protocol-test"
-
-
-@pytest.fixture(scope="module", params=DAEMONS)
-def kwallet(request, tmp_path_factory):
-    """One daemon per module and parameter, its wallet "kdewallet" open."""
-    with start_daemon(request.param, tmp_path_factory.mktemp(request.param)) as daemon:
-        yield daemon
-        assert daemon.alive(), f"{daemon.kind} died: {daemon.stderr_text()}"
 
 
 @pytest.fixture(scope="session")
