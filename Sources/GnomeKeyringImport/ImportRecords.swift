@@ -17,4 +17,18 @@ package enum ImportRecords {
             throw KeychainError(.decode, "the keychain's \(source) import records are damaged: \(error)")
         }
     }
+
+    /// Adds `items` to `keychain` together with `records` (the earlier ones and this import's) in the metadata
+    /// row `name`: one transaction, so the items are there exactly when the record says so.
+    package static func add<Record: Encodable>(
+        _ items: [NewItem], recording records: [Record], named name: String, in keychain: Keychain
+    ) throws(KeychainError) {
+        let encoded: Data
+        do {
+            encoded = try JSONEncoder().encode(records)
+        } catch {
+            throw KeychainError(.internalComponent, "cannot encode the import records: \(error)")
+        }
+        try keychain.add(items, metadata: [name: encoded])
+    }
 }

@@ -102,13 +102,7 @@ package enum GnomeKeyringImporter {
             path: file.path, digest: file.digest, fileModified: file.modified, keyring: keyring.name,
             added: added.count, alreadyPresent: present, imported: UInt64(max(0, now.timeIntervalSince1970)))
         records.append(record)
-        let encoded: Data
-        do {
-            encoded = try JSONEncoder().encode(records)
-        } catch {
-            throw KeychainError(.internalComponent, "cannot encode the import records: \(error)")
-        }
-        try keychain.add(added, metadata: [recordsName: encoded])
+        try ImportRecords.add(added, recording: records, named: recordsName, in: keychain)
         return .imported(record)
     }
 

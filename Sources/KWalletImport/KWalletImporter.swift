@@ -177,13 +177,7 @@ package enum KWalletImporter {
             wallet: file.walletName, added: added.count, alreadyPresent: present, skipped: skipped,
             imported: UInt64(max(0, now.timeIntervalSince1970)))
         records.append(record)
-        let encoded: Data
-        do {
-            encoded = try JSONEncoder().encode(records)
-        } catch {
-            throw KeychainError(.internalComponent, "cannot encode the import records: \(error)")
-        }
-        try keychain.add(added, metadata: [recordsName: encoded])
+        try ImportRecords.add(added, recording: records, named: recordsName, in: keychain)
         return .imported(record)
     }
 }
