@@ -14,7 +14,17 @@ struct KWalletEntry {
     let form: KWalletStoredForm
     /// The item's Secret Service attributes (kept when the entry is written again).
     let attributes: [String: String]
+    /// The item's stored attributes as the search read them: the access decision takes them instead of
+    /// reading the item again.
+    let stored: ItemAttributes
     let modified: Date
+}
+
+extension KWalletEntry {
+    /// The entry as the access decision sees it, with the attributes already read.
+    func target(in held: HeldKeychain) -> SecretServiceDaemon.SecretTarget {
+        SecretServiceDaemon.SecretTarget(held: held, reference: reference, attributes: stored)
+    }
 }
 
 extension HeldKeychain {
@@ -88,7 +98,8 @@ extension HeldKeychain {
         var modified = Date.distantPast
         if case .date(let date) = stored[.modificationDate] { modified = date }
         return KWalletEntry(
-            reference: item.reference, folder: folder, key: key, form: form, attributes: attributes, modified: modified)
+            reference: item.reference, folder: folder, key: key, form: form, attributes: attributes, stored: stored,
+            modified: modified)
     }
 
     /// The secret of `entry`'s item in secret memory, nil when it has none or is gone.

@@ -363,7 +363,7 @@ extension KWalletObject {
         guard let (opened, entry) = entry(number, folder, key, call), kind.takes(entry.form) else {
             return .reply([kind.emptyValue])
         }
-        let target = SecretServiceDaemon.SecretTarget(held: opened.held, reference: entry.reference)
+        let target = entry.target(in: opened.held)
         let served = try? daemon.servingSecrets(of: [target], to: call) { allowed, _ in
             guard allowed.first == true else { return .success([kind.emptyValue]) }
             return .success([Self.wireValue(entry, in: opened.held, kind) ?? kind.emptyValue])
@@ -382,7 +382,7 @@ extension KWalletObject {
         }
         var matcher = pattern.map(KWalletPattern.init)
         let chosen = all.filter { kind.takes($0.form) && (matcher?.matches($0.key) ?? true) }
-        let targets = chosen.map { SecretServiceDaemon.SecretTarget(held: opened.held, reference: $0.reference) }
+        let targets = chosen.map { $0.target(in: opened.held) }
         let served = try? daemon.servingSecrets(of: targets, to: call) { allowed, _ in
             var values: [String: DBusValue] = [:]
             for (index, entry) in chosen.enumerated() where allowed[index] {
@@ -541,7 +541,7 @@ extension KWalletObject {
             (try? opened.held.kwalletItems(folder: folder, key: newName))?.isEmpty == true
         else { return failed }
         let held = opened.held
-        let target = SecretServiceDaemon.SecretTarget(held: held, reference: found.reference)
+        let target = found.target(in: held)
         let served = try? daemon.servingChange(.change, of: [target], to: call) { [self] outcome in
             guard case .allowed = outcome, !held.isLocked else { return .success([.int32(-1)]) }
             var attributes = found.attributes
