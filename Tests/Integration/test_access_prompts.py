@@ -629,3 +629,33 @@ def test_the_deny_all_question_ends_when_the_applications_requests_leave(program
         time.sleep(0.05)
     assert not os.path.exists("/proc/%d" % hanging[0]), "the deny-all question outlived the requests it was about"
     assert time.monotonic() - left < 3
+
+
+def test_a_hung_prompt_holds_another_applications_prompt_for_a_few_seconds_only(programs, prompting, bus, tmp_path):
+    """A pinentry that never answers one application's question keeps another application's unrelated question
+    waiting for the queue's hold limit (3 s), not for the first one's whole 20 s: it is then shown beside it
+    (docs/robustness.md, "Prompts in several places"). On 1321345 the second waited the 20 s."""
+    creator, other = programs
+    third = another_application(creator, tmp_path, "third-app")
+    for key in ("k", "m"):
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    prompting.set_pinentry_answers(["hang", "ok"])
+    hung = subprocess.Popen([str(other), "lookup", "k"], env=bus.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_confirms(prompting, 1)
+        asked = time.monotonic()
+        answered = lookup(third, bus, "m")
+        waited = time.monotonic() - asked
+        print("the other application's prompt answered after %.1f s" % waited)
+        assert answered.returncode == 0 and answered.stdout == "secret of m\n", answered.stderr
+        assert waited < 10, "held %.1f s by the hung prompt" % waited
+        # Shown beside it: the first one's pinentry still shows, its call still waits.
+        assert hung.poll() is None
+        descriptions = arguments(prompting, "SETDESC")
+        assert len(descriptions) == 2 and str(third) in descriptions[1]
+        out, err = hung.communicate(timeout=40)
+        assert hung.returncode == 2 and "AccessDenied" in err, err
+    finally:
+        hung.kill()
+        hung.wait()
