@@ -34,7 +34,12 @@ import Testing
         var dialog = PromptDialog<Bool>(
             sharingKey: sharingKey,
             question: { pinentry, cancellation in
-                (try? pinentry.confirm(request, cancellation: cancellation)) == true ? .answered(true) : .unanswered
+                switch try? pinentry.confirm(request, cancellation: cancellation) {
+                case true?: .answered(true)
+                // Cancel is the person's Deny, as on an access prompt.
+                case false? where !cancellation.isCancelled: .declined
+                default: .unanswered
+                }
             },
             apply: { _ in answered() }, isSatisfied: satisfied)
         dialog.client = PromptClient(key: client, name: client)
@@ -60,10 +65,16 @@ import Testing
         return shown
     }
 
+    /// How many answers the scripted pinentries took (so that the next pinentry takes the next one).
+    static func taken(_ fixture: Fixture) -> Int {
+        let position = try? String(contentsOfFile: fixture.directory + "/answers.pos", encoding: .utf8)
+        return Int(position?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+    }
+
     /// Waits (real time, `seconds` at most) until `count` pinentries asked, then a moment longer to see that no
     /// other does.
     static func settle(_ fixture: Fixture, shown count: Int, seconds: Double = 20) {
-        fixture.deliver(seconds: seconds) { confirmed(fixture).count >= count }
+        fixture.deliver(seconds: seconds) { confirmed(fixture).count >= count && taken(fixture) >= count }
         fixture.deliver(seconds: 0.3) { false }
     }
 
@@ -175,6 +186,35 @@ import Testing
         _ = registry.runTimers()
         fixture.deliver { registry.promptCount == 0 && !registry.hasWorkInProgress }
         #expect(outcomes.allSatisfy { $0.accepted == false })
+    }
+
+    /// Deny all is about one place: after a Deny on the desktop, the question counts and denies the client's
+    /// questions waiting there, not its questions showing or waiting on a terminal.
+    @Test func denyAllDeniesTheClientsQuestionsOfOnePlace() throws {
+        let clock = ManualClock()
+        let fixture = try Fixture(clock: clock, answers: ["hang", "cancel", "ok"])
+        let registry = fixture.registry
+        let onTerminal = Self.ask(registry, "a on terminal 1", client: "a", place: "terminal:1")
+        Self.settle(fixture, shown: 1)
+        let waitingOnTerminal = Self.ask(registry, "a's second on terminal 1", client: "a", place: "terminal:1")
+        let first = Self.ask(registry, "a's first", client: "a")
+        let second = Self.ask(registry, "a's second", client: "a")
+        fixture.deliver { second.accepted != nil }
+        #expect(first.accepted == false)
+        #expect(second.accepted == false, "denied with the others")
+        let shown = Self.confirmed(fixture)
+        #expect(shown.count == 3)
+        #expect(shown.last?.contains("has 1 more question waiting") == true, "the terminal's not counted")
+        #expect(onTerminal.accepted == nil, "the terminal's question still shows")
+        #expect(waitingOnTerminal.accepted == nil, "and the one waiting there still waits")
+        clock.advance(by: .seconds(20))
+        _ = registry.runTimers()
+        fixture.deliver { onTerminal.accepted != nil }
+        #expect(onTerminal.accepted == false)
+        clock.advance(by: .seconds(20))
+        _ = registry.runTimers()
+        fixture.deliver { registry.promptCount == 0 && !registry.hasWorkInProgress }
+        #expect(waitingOnTerminal.accepted == false)
     }
 
     /// The same question asked in two places is asked in each (a terminal's request does not join the
