@@ -71,6 +71,13 @@ import Testing
         return Int(position?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
     }
 
+    /// Lets the prompts' 20 s time limits pass, then waits until the queue is empty and every pinentry reaped.
+    static func endByTimeLimits(_ fixture: Fixture, _ clock: ManualClock) {
+        clock.advance(by: .seconds(20))
+        _ = fixture.registry.runTimers()
+        fixture.deliver { fixture.registry.promptCount == 0 && !fixture.registry.hasWorkInProgress }
+    }
+
     /// Waits (real time, `seconds` at most) until `count` pinentries asked, then a moment longer to see that no
     /// other does.
     static func settle(_ fixture: Fixture, shown count: Int, seconds: Double = 20) {
@@ -123,9 +130,7 @@ import Testing
         #expect(other.accepted == true)
         #expect(desktop.accepted == nil)
         #expect(Self.confirmed(fixture) == ["on the desktop", "on terminal 1", "on terminal 2"])
-        clock.advance(by: .seconds(20))
-        _ = registry.runTimers()
-        fixture.deliver { registry.promptCount == 0 && !registry.hasWorkInProgress }
+        Self.endByTimeLimits(fixture, clock)
         #expect(desktop.accepted == false)
     }
 
@@ -182,9 +187,7 @@ import Testing
         _ = registry.runTimers()
         fixture.deliver { Self.confirmed(fixture).count == 5 }
         #expect(Self.confirmed(fixture).last == "a2")
-        clock.advance(by: .seconds(20))
-        _ = registry.runTimers()
-        fixture.deliver { registry.promptCount == 0 && !registry.hasWorkInProgress }
+        Self.endByTimeLimits(fixture, clock)
         #expect(outcomes.allSatisfy { $0.accepted == false })
     }
 
@@ -211,9 +214,7 @@ import Testing
         _ = registry.runTimers()
         fixture.deliver { onTerminal.accepted != nil }
         #expect(onTerminal.accepted == false)
-        clock.advance(by: .seconds(20))
-        _ = registry.runTimers()
-        fixture.deliver { registry.promptCount == 0 && !registry.hasWorkInProgress }
+        Self.endByTimeLimits(fixture, clock)
         #expect(waitingOnTerminal.accepted == false)
     }
 
