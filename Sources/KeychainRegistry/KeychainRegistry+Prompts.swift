@@ -6,8 +6,8 @@ import Posix
 /// The registry's prompt steps over its ``PromptQueue``: a queue per place, the clients taking turns in each.
 extension KeychainRegistry {
     /// Queues a prompt in the place its ticket names (``PromptTicket/queueKey``): each place is a queue of its
-    /// own, and prompts of different places never wait for each other. In a place, each client's prompts show
-    /// one at a time, and a showing prompt keeps the place's other clients waiting for
+    /// own, and prompts of different places never wait for each other. In a place, each application's prompts
+    /// show one at a time, and a showing prompt keeps the place's other prompts waiting for
     /// ``PromptQueue/holdLimit`` at most: then the next shows beside it on the desktop (up to
     /// ``PromptQueue/desktopShowingLimit`` at once); a terminal shows one at a time. The clients take turns
     /// (``PromptDialog/client``: the next prompt shown is the oldest of the client served least recently, so

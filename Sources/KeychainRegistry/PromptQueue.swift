@@ -203,8 +203,8 @@ final class QueuedPrompt {
 
 /// The prompts waiting or showing and the clients' turns: the prompt seam's state, held by
 /// ``KeychainRegistry``. Each place (``PromptTicket/queueKey``) is a queue of its own, with its own showing
-/// prompts and turns: prompts of different places never wait for each other. Within a place a client's
-/// prompts show one at a time, and a prompt holds the place's other clients for ``holdLimit`` at most: then
+/// prompts and turns: prompts of different places never wait for each other. Within a place an
+/// application's prompts show one at a time, and a prompt holds the place's other prompts for ``holdLimit`` at most: then
 /// the next shows beside it, on the desktop up to ``desktopShowingLimit`` at once; a terminal shows one at a
 /// time (docs/robustness.md, "Prompts in several places").
 struct PromptQueue {
@@ -270,8 +270,8 @@ struct PromptQueue {
     mutating func remove(where shouldBeRemoved: (QueuedPrompt) -> Bool) { prompts.removeAll(where: shouldBeRemoved) }
 
     /// The prompt of the place `queueKey` whose turn it is at `now` (nanoseconds on the registry's clock),
-    /// its client's turn taken; nil when none may show yet. Of the prompts waiting whose client has none
-    /// showing in the place: one to be shown next, else the oldest of the client whose last turn is the
+    /// its client's turn taken; nil when none may show yet. Of the prompts waiting whose application has none
+    /// showing in the place (``mayShow(of:)``): one to be shown next, else the oldest of the client whose last turn is the
     /// oldest (a client not served since it last had nothing waiting comes first). A prompt to be shown next
     /// needs only room in the place; any other also needs every prompt showing there to have shown for
     /// ``holdLimit``.
@@ -279,8 +279,7 @@ struct PromptQueue {
         let place = prompts.filter { $0.queueKey == queueKey }
         let showing = place.filter(\.isShowing)
         guard showing.count < Self.showingLimit(of: queueKey) else { return nil }
-        let busy = Set(showing.map(\.turnKey))
-        let candidates = place.filter { !$0.isShowing && !busy.contains($0.turnKey) }
+        let candidates = Self.mayShow(of: place)
         let held = showing.contains { now - ($0.shownAt ?? now) < RegistryClock.nanoseconds(Self.holdLimit) }
         let chosen =
             candidates.first(where: \.isNext)
@@ -299,12 +298,18 @@ struct PromptQueue {
             let place = prompts.filter { $0.queueKey == queueKey }
             let showing = place.filter(\.isShowing)
             guard showing.count < Self.showingLimit(of: queueKey) else { return nil }
-            let busy = Set(showing.map(\.turnKey))
-            guard place.contains(where: { !$0.isShowing && !busy.contains($0.turnKey) }),
-                let youngest = showing.compactMap(\.shownAt).max()
+            guard !Self.mayShow(of: place).isEmpty, let youngest = showing.compactMap(\.shownAt).max()
             else { return nil }
             return youngest + RegistryClock.nanoseconds(Self.holdLimit)
         }.min()
+    }
+
+    /// The prompts of one place's `prompts` that may show beside the ones showing there: those waiting whose
+    /// application has none showing (an application's prompts show one at a time). The daemon's own prompts
+    /// (no ``PromptClient``: unlocks, changes) are asked for any client, so one may show beside another.
+    private static func mayShow(of place: [QueuedPrompt]) -> [QueuedPrompt] {
+        let busy = Set(place.filter(\.isShowing).compactMap(\.client?.key))
+        return place.filter { prompt in !prompt.isShowing && !(prompt.client.map { busy.contains($0.key) } ?? false) }
     }
 
     private func turn(of prompt: QueuedPrompt) -> UInt64 {

@@ -25,7 +25,7 @@ import Testing
     /// answered elsewhere, `answered` runs when its own OK is applied.
     @discardableResult
     static func ask(
-        _ registry: KeychainRegistry, _ name: String, client: String, place: String = PromptQueue.desktop,
+        _ registry: KeychainRegistry, _ name: String, client: String?, place: String = PromptQueue.desktop,
         sharingKey: String? = nil, satisfied: @escaping () -> Bool = { false }, answered: @escaping () -> Void = {}
     ) -> Outcome {
         let outcome = Outcome()
@@ -42,7 +42,7 @@ import Testing
                 }
             },
             apply: { _ in answered() }, isSatisfied: satisfied)
-        dialog.client = PromptClient(key: client, name: client)
+        dialog.client = client.map { PromptClient(key: $0, name: $0) }
         dialog.timeLimit = .seconds(20)
         let ticket = registry.newPromptTicket()
         ticket.queueKey = place
@@ -112,6 +112,30 @@ import Testing
         #expect(first.accepted == false, "a ends at its own time limit")
         fixture.deliver { registry.promptCount == 0 && !registry.hasWorkInProgress }
         #expect(registry.promptCount == 0)
+    }
+
+    /// An application's prompts show one at a time, but the daemon's own (unlocks, changes: asked for whichever
+    /// client) are held by each other for the hold limit only, like different applications' prompts.
+    @Test func theDaemonsOwnPromptsAreHeldByEachOtherForTheHoldLimitOnly() throws {
+        let clock = ManualClock()
+        let fixture = try Fixture(clock: clock, answers: ["hang", "hang", "ok"])
+        let registry = fixture.registry
+        let outcomes = [
+            Self.ask(registry, "a1", client: "a"), Self.ask(registry, "a2", client: "a"),
+            Self.ask(registry, "unlock X", client: nil),
+        ]
+        let second = Self.ask(registry, "unlock Y", client: nil)
+        Self.settle(fixture, shown: 1)
+        clock.advance(by: .seconds(3))
+        _ = registry.runTimers()
+        Self.settle(fixture, shown: 2)
+        clock.advance(by: .seconds(3))
+        _ = registry.runTimers()
+        fixture.deliver { second.accepted != nil }
+        #expect(Self.confirmed(fixture) == ["a1", "unlock X", "unlock Y"], "a2 waits for a1")
+        #expect(second.accepted == true)
+        Self.endByTimeLimits(fixture, clock)
+        #expect(outcomes.allSatisfy { $0.accepted == false })
     }
 
     /// Prompts of different places do not wait for each other: with the desktop's prompt hanging, a
