@@ -667,3 +667,31 @@ def test_a_hung_prompt_holds_another_applications_prompt_for_a_few_seconds_only(
     finally:
         hung.kill()
         hung.wait()
+
+
+def test_a_flooding_application_shows_one_prompt_at_a_time_however_long_it_hangs(programs, prompting, bus, tmp_path):
+    """Prompts show beside a hung one, but never an application's beside its own: one flooding the queue with
+    questions nobody answers has one dialog up however long they wait (it cannot fill the screen), and another
+    application's question shows beside it at once (docs/robustness.md, "Prompts in several places")."""
+    creator, flooder = programs
+    real = another_application(creator, tmp_path, "real-app")
+    keys = ["k%d" % n for n in range(5)]
+    for key in keys + ["real"]:
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    prompting.set_pinentry_answers(["hang", "ok"])
+    flooding = flood(flooder, bus, keys)
+    try:
+        wait_for_confirms(prompting, 1)
+        time.sleep(4)
+        assert len(arguments(prompting, "CONFIRM")) == 1, "the flood's other questions wait behind its first"
+        asked = time.monotonic()
+        read = lookup(real, bus, "real")
+        waited = time.monotonic() - asked
+        assert read.returncode == 0 and read.stdout == "secret of real\n", read.stderr
+        assert waited < 5, "the other application waited %.1f s" % waited
+        descriptions = arguments(prompting, "SETDESC")
+        assert len(descriptions) == 2 and str(real) in descriptions[1], descriptions
+    finally:
+        for process in flooding:
+            process.kill()
+            process.wait()
