@@ -57,9 +57,9 @@ extension KeychainRegistry {
 
     // MARK: The serving loop's timers and results
 
-    /// Locks every keychain whose lock timeout has passed, starts due checkpoints, ends prompts whose time
-    /// limit has passed and shows those whose hold lapsed (``runPromptTimers(now:)``), all on the registry's clock (``RegistryConfiguration/clock``); the milliseconds until
-    /// the next timer, nil when none is set.
+    /// Locks every keychain whose lock timeout has passed, starts due checkpoints, ends prompts whose time limit has
+    /// passed and shows those whose hold lapsed (``runPromptTimers(now:)``), all on the registry's clock
+    /// (``RegistryConfiguration/clock``); the milliseconds until the next timer, nil when none is set.
     package func runTimers() -> Int32? {
         let now = configuration.clock.nanoseconds()
         var next: Int64?

@@ -5,17 +5,16 @@ import Posix
 
 /// The registry's prompt steps over its ``PromptQueue``: a queue per place, the clients taking turns in each.
 extension KeychainRegistry {
-    /// Queues a prompt in the place its ticket names (``PromptTicket/queueKey``): each place is a queue of its
-    /// own, and prompts of different places never wait for each other. In a place, each application's prompts
-    /// show one at a time, and a showing prompt keeps the place's other prompts waiting for
-    /// ``PromptQueue/holdLimit`` at most: then the next shows beside it on the desktop (up to
-    /// ``PromptQueue/desktopShowingLimit`` at once); a terminal shows one at a time. The clients take turns
-    /// (``PromptDialog/client``: the next prompt shown is the oldest of the client served least recently, so
-    /// that a client with many questions waiting has one of them shown between two of any other's, and the
-    /// daemon's own prompts take their turn as one client); each client's prompts are shown first come first
-    /// shown. A request whose `dialog` shares its key with one queued or showing in its place joins it (one
-    /// pinentry for both); in another place it is asked again, and the first answer accepted ends the other
-    /// places' prompts it satisfied. `completion` runs on the serving thread once the prompt has ended (true when an answer was
+    /// Queues a prompt in the place its ticket names (``PromptTicket/queueKey``): each place is a queue of its own, and
+    /// prompts of different places never wait for each other. In a place, each application's prompts show one at a
+    /// time, and a showing prompt keeps the place's other prompts waiting for ``PromptQueue/holdLimit`` at most: then
+    /// the next shows beside it on the desktop (up to ``PromptQueue/desktopShowingLimit`` at once); a terminal shows
+    /// one at a time. The clients take turns (``PromptDialog/client``: the next prompt shown is the oldest of the
+    /// client served least recently, so that a client with many questions waiting has one of them shown between two of
+    /// any other's, and the daemon's own prompts take their turn as one client); each client's prompts are shown first
+    /// come first shown. A request whose `dialog` shares its key with one queued or showing in its place joins it (one
+    /// pinentry for both); in another place it is asked again, and the first answer accepted ends the other places'
+    /// prompts it satisfied. `completion` runs on the serving thread once the prompt has ended (true when an answer was
     /// accepted and applied, or the prompt was already satisfied), unless the ticket was withdrawn first.
     ///
     /// A request made of several prompts in turn passes the first one's ticket to the next (`ticket`, from
@@ -213,10 +212,10 @@ extension KeychainRegistry {
         return next.map { RegistryClock.milliseconds(from: now, until: $0) }
     }
 
-    /// After the person denied one of `client`'s questions, while others of its questions wait in the same
-    /// place (`queueKey`): asks there, next, whether to deny them all ("Deny all N" / "Ask each", within the access prompts' time bound; anything but
-    /// OK asks each in its turn). Every question of the client still waiting when the person says yes is
-    /// denied, as its Deny would (the requests get `AccessDenied`, or `errSecUserCanceled` on Keychain1).
+    /// After the person denied one of `client`'s questions, while others of its questions wait in the same place
+    /// (`queueKey`): asks there, next, whether to deny them all ("Deny all N" / "Ask each", within the access prompts'
+    /// time bound; anything but OK asks each in its turn). Every question of the client still waiting when the person
+    /// says yes is denied, as its Deny would (the requests get `AccessDenied`, or `errSecUserCanceled` on Keychain1).
     private func offerToDenyAll(of client: PromptClient, in queueKey: String) {
         let count = prompts.waiting(of: client, in: queueKey).count
         guard count > 0, let cancellation = try? PinentryCancellation() else { return }

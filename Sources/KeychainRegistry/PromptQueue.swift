@@ -201,12 +201,11 @@ final class QueuedPrompt {
     }
 }
 
-/// The prompts waiting or showing and the clients' turns: the prompt seam's state, held by
-/// ``KeychainRegistry``. Each place (``PromptTicket/queueKey``) is a queue of its own, with its own showing
-/// prompts and turns: prompts of different places never wait for each other. Within a place an
-/// application's prompts show one at a time, and a prompt holds the place's other prompts for ``holdLimit`` at most: then
-/// the next shows beside it, on the desktop up to ``desktopShowingLimit`` at once; a terminal shows one at a
-/// time (docs/robustness.md, "Prompts in several places").
+/// The prompts waiting or showing and the clients' turns: the prompt seam's state, held by ``KeychainRegistry``. Each
+/// place (``PromptTicket/queueKey``) is a queue of its own, with its own showing prompts and turns: prompts of
+/// different places never wait for each other. Within a place an application's prompts show one at a time, and a prompt
+/// holds the place's other prompts for ``holdLimit`` at most: then the next shows beside it, on the desktop up to
+/// ``desktopShowingLimit`` at once; a terminal shows one at a time (docs/robustness.md, "Prompts in several places").
 struct PromptQueue {
     /// The desktop session's place, the one place where prompts show beside each other.
     static let desktop = "desktop"
@@ -269,12 +268,11 @@ struct PromptQueue {
 
     mutating func remove(where shouldBeRemoved: (QueuedPrompt) -> Bool) { prompts.removeAll(where: shouldBeRemoved) }
 
-    /// The prompt of the place `queueKey` whose turn it is at `now` (nanoseconds on the registry's clock),
-    /// its client's turn taken; nil when none may show yet. Of the prompts waiting whose application has none
-    /// showing in the place (``mayShow(of:)``): one to be shown next, else the oldest of the client whose last turn is the
-    /// oldest (a client not served since it last had nothing waiting comes first). A prompt to be shown next
-    /// needs only room in the place; any other also needs every prompt showing there to have shown for
-    /// ``holdLimit``.
+    /// The prompt of the place `queueKey` whose turn it is at `now` (nanoseconds on the registry's clock), its client's
+    /// turn taken; nil when none may show yet. Of the prompts waiting whose application has none showing in the place
+    /// (``mayShow(of:)``): one to be shown next, else the oldest of the client whose last turn is the oldest (a client
+    /// not served since it last had nothing waiting comes first). A prompt to be shown next needs only room in the
+    /// place; any other also needs every prompt showing there to have shown for ``holdLimit``.
     mutating func takeTurn(in queueKey: String, now: Int64) -> QueuedPrompt? {
         let place = prompts.filter { $0.queueKey == queueKey }
         let showing = place.filter(\.isShowing)
