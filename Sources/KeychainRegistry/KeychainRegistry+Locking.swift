@@ -57,9 +57,9 @@ extension KeychainRegistry {
 
     // MARK: The serving loop's timers and results
 
-    /// Locks every keychain whose lock timeout has passed, starts due checkpoints and ends a prompt whose time
-    /// limit has passed, all on the registry's clock (``RegistryConfiguration/clock``); the milliseconds until
-    /// the next timer, nil when none is set.
+    /// Locks every keychain whose lock timeout has passed, starts due checkpoints, ends prompts whose time limit has
+    /// passed and shows those whose hold lapsed (``runPromptTimers(now:)``), all on the registry's clock
+    /// (``RegistryConfiguration/clock``); the milliseconds until the next timer, nil when none is set.
     package func runTimers() -> Int32? {
         let now = configuration.clock.nanoseconds()
         var next: Int64?
@@ -77,7 +77,7 @@ extension KeychainRegistry {
             }
         }
         if let due = startDueCheckpoint() { next = min(next ?? due, due) }
-        if let due = expireShowingPrompt(now: now) { next = min(next ?? due, due) }
+        if let due = runPromptTimers(now: now) { next = min(next ?? due, due) }
         return next.map { Int32(clamping: max(0, $0)) }
     }
 }

@@ -3,14 +3,18 @@ import KeychainCore
 import Pinentry
 import Posix
 
-/// The registry's prompt steps over its ``PromptQueue``: one pinentry at a time, the clients taking turns.
+/// The registry's prompt steps over its ``PromptQueue``: a queue per place, the clients taking turns in each.
 extension KeychainRegistry {
-    /// Queues a prompt: one pinentry at a time for the whole daemon (one user). The clients take turns
-    /// (``PromptDialog/client``: the next prompt shown is the oldest of the client served least recently, so
-    /// that a client with many questions waiting has one of them shown between two of any other's, and the
-    /// daemon's own prompts take their turn as one client); each client's prompts are shown first come first
-    /// shown. A request whose `dialog` shares its key with one queued or showing joins it (one pinentry for
-    /// both). `completion` runs on the serving thread once the prompt has ended (true when an answer was
+    /// Queues a prompt in the place its ticket names (``PromptTicket/queueKey``): each place is a queue of its own, and
+    /// prompts of different places never wait for each other. In a place, each application's prompts show one at a
+    /// time, and a showing prompt keeps the place's other prompts waiting for ``PromptQueue/holdLimit`` at most: then
+    /// the next shows beside it on the desktop (up to ``PromptQueue/desktopShowingLimit`` at once); a terminal shows
+    /// one at a time. The clients take turns (``PromptDialog/client``: the next prompt shown is the oldest of the
+    /// client served least recently, so that a client with many questions waiting has one of them shown between two of
+    /// any other's, and the daemon's own prompts take their turn as one client); each client's prompts are shown first
+    /// come first shown. A request whose `dialog` shares its key with one queued or showing in its place joins it (one
+    /// pinentry for both); in another place it is asked again, and the first answer accepted ends the other places'
+    /// prompts it satisfied. `completion` runs on the serving thread once the prompt has ended (true when an answer was
     /// accepted and applied, or the prompt was already satisfied), unless the ticket was withdrawn first.
     ///
     /// A request made of several prompts in turn passes the first one's ticket to the next (`ticket`, from
@@ -24,7 +28,9 @@ extension KeychainRegistry {
         // One client's window never parents a prompt that also asks for another's request: a queued prompt
         // joined with another window loses its parent; one already showing over another window is not joined
         // (this request queues its own, which ends unshown if the other satisfied it).
-        if let key = dialog.sharingKey, let shared = prompts.shared(key, parentWindow: ticket.parentWindow) {
+        if let key = dialog.sharingKey,
+            let shared = prompts.shared(key, parentWindow: ticket.parentWindow, in: ticket.queueKey)
+        {
             shared.waiters.append((ticket.number, completion))
             if shared.parentWindow != ticket.parentWindow { shared.parentWindow = nil }
             return ticket
@@ -39,12 +45,12 @@ extension KeychainRegistry {
             completion(false)
             return ticket
         }
-        let queued = QueuedPrompt(dialog, cancellation: cancellation)
+        let queued = QueuedPrompt(dialog, cancellation: cancellation, queueKey: ticket.queueKey)
         queued.waiters.append((ticket.number, completion))
         queued.parentWindow = ticket.parentWindow
         queued.isNext = showingNext
         prompts.append(queued)
-        showNextPrompt()
+        showNextPrompt(in: queued.queueKey)
         return ticket
     }
 
@@ -62,24 +68,30 @@ extension KeychainRegistry {
         guard queued.waiters.isEmpty else { return }
         queued.cancellation.cancel()
         if !queued.isShowing { prompts.remove { $0 === queued } }
-        // The question whether to deny all of a client's questions goes with the last of them.
-        if let client = queued.client, prompts.waiting(of: client).isEmpty {
-            for followUp in prompts.prompts where followUp.client?.key == client.key && followUp.waiters.isEmpty {
+        // The question whether to deny all of a client's questions in a place goes with the last of them.
+        let place = queued.queueKey
+        if let client = queued.client, prompts.waiting(of: client, in: place).isEmpty {
+            let isFollowUp = { (prompt: QueuedPrompt) in
+                prompt.queueKey == place && prompt.client?.key == client.key && prompt.waiters.isEmpty
+            }
+            for followUp in prompts.prompts where isFollowUp(followUp) {
                 followUp.cancellation.cancel()
             }
-            prompts.remove { $0.client?.key == client.key && $0.waiters.isEmpty && !$0.isShowing }
+            prompts.remove { isFollowUp($0) && !$0.isShowing }
         }
     }
 
-    /// Prompts queued or showing (one shows at a time).
+    /// Prompts queued or showing, in every place.
     package var promptCount: Int { prompts.prompts.count }
 
-    /// Shows the next prompt, unless one is showing (``PromptQueue/takeTurn()``).
-    private func showNextPrompt() {
-        guard let next = prompts.takeTurn() else { return }
+    /// Shows the next prompt of the place `queueKey`, if one may show now (``PromptQueue/takeTurn(in:now:)``).
+    private func showNextPrompt(in queueKey: String) {
+        let now = configuration.clock.nanoseconds()
+        guard let next = prompts.takeTurn(in: queueKey, now: now) else { return }
         if next.isSatisfied() { return finishPrompt(next, .accepted) }
         next.isShowing = true
-        next.deadline = next.timeLimit.map { configuration.clock.nanoseconds() + RegistryClock.nanoseconds($0) }
+        next.shownAt = now
+        next.deadline = next.timeLimit.map { now + RegistryClock.nanoseconds($0) }
         next.show(self, next, nil)
     }
 
@@ -143,43 +155,69 @@ extension KeychainRegistry {
         return base.inSession(session)
     }
 
-    /// Ends a prompt: its waiting requests' continuations run, and the next prompt shows. When the person
-    /// declined it and its client has more prompts waiting, the next prompt asks whether to deny them all.
+    /// Ends a prompt: its waiting requests' continuations run, and the next prompt of its place shows. When
+    /// the person declined it and its client has more prompts waiting there, the next prompt asks whether to
+    /// deny them all. When its answer was accepted, the prompts of the same question (its sharing key) that
+    /// it satisfied end too, in every place.
     private func finishPrompt(_ queued: QueuedPrompt, _ ending: PromptEnding) {
         prompts.remove { $0 === queued }
         queued.isShowing = false
         if case .declined = ending, let client = queued.client {
-            offerToDenyAll(of: client)
+            offerToDenyAll(of: client, in: queued.queueKey)
         }
         let waiters = queued.waiters
         queued.waiters.removeAll()
         for waiter in waiters { waiter.completion(ending.isAccepted) }
+        if ending.isAccepted, let key = queued.sharingKey { endSatisfied(sharing: key) }
         prompts.forgetIdleTurns()
-        showNextPrompt()
+        showNextPrompt(in: queued.queueKey)
     }
 
-    /// Ends the showing prompt if its time limit has passed at `now` (nanoseconds on the registry's clock): its
-    /// dialog's ``PromptDialog/expire`` runs, its requests are told it was not answered, then its pinentry is
-    /// ended (the next prompt shows once the pinentry's thread is back). The milliseconds until its deadline
-    /// when it has one still to come.
-    func expireShowingPrompt(now: Int64) -> Int64? {
-        guard let showing = prompts.showing, let deadline = showing.deadline else { return nil }
-        guard deadline <= now else { return RegistryClock.milliseconds(from: now, until: deadline) }
-        showing.deadline = nil
-        showing.expire()
-        let waiters = showing.waiters
-        showing.waiters.removeAll()
-        for waiter in waiters { waiter.completion(false) }
-        showing.cancellation.cancel()
-        return nil
+    /// Ends the prompts asking the question `sharingKey` whose purpose is done (an unlock answered in another
+    /// place, or over another window): their requests are told it was accepted; one waiting leaves the queue,
+    /// one showing has its pinentry ended (it leaves the queue once its thread is back).
+    private func endSatisfied(sharing sharingKey: String) {
+        let settled = prompts.prompts.filter { $0.sharingKey == sharingKey && !$0.waiters.isEmpty && $0.isSatisfied() }
+        prompts.remove { prompt in !prompt.isShowing && settled.contains { $0 === prompt } }
+        for prompt in settled {
+            prompt.cancellation.cancel()
+            let waiters = prompt.waiters
+            prompt.waiters.removeAll()
+            for waiter in waiters { waiter.completion(true) }
+        }
     }
 
-    /// After the person denied one of `client`'s questions, while others of its questions wait: asks, next,
-    /// whether to deny them all ("Deny all N" / "Ask each", within the access prompts' time bound; anything but
-    /// OK asks each in its turn). Every question of the client still waiting when the person says yes is
-    /// denied, as its Deny would (the requests get `AccessDenied`, or `errSecUserCanceled` on Keychain1).
-    private func offerToDenyAll(of client: PromptClient) {
-        let count = prompts.waiting(of: client).count
+    /// The prompt queue's timers at `now` (nanoseconds on the registry's clock): ends each showing prompt whose
+    /// time limit has passed (its dialog's ``PromptDialog/expire`` runs, its requests are told it was not
+    /// answered, then its pinentry is ended, and the next prompt of its place shows once the pinentry's
+    /// thread is back), and shows, beside the ones showing, a prompt that waited ``PromptQueue/holdLimit``
+    /// for them. The milliseconds until the next deadline or end of a hold, when one is still to come.
+    func runPromptTimers(now: Int64) -> Int64? {
+        var next: Int64?
+        for showing in prompts.showing {
+            guard let deadline = showing.deadline else { continue }
+            guard deadline <= now else {
+                next = min(next ?? deadline, deadline)
+                continue
+            }
+            showing.deadline = nil
+            showing.expire()
+            let waiters = showing.waiters
+            showing.waiters.removeAll()
+            for waiter in waiters { waiter.completion(false) }
+            showing.cancellation.cancel()
+        }
+        for place in prompts.placesWaiting { showNextPrompt(in: place) }
+        if let lapse = prompts.nextHoldLapse() { next = min(next ?? lapse, lapse) }
+        return next.map { RegistryClock.milliseconds(from: now, until: $0) }
+    }
+
+    /// After the person denied one of `client`'s questions, while others of its questions wait in the same place
+    /// (`queueKey`): asks there, next, whether to deny them all ("Deny all N" / "Ask each", within the access prompts'
+    /// time bound; anything but OK asks each in its turn). Every question of the client still waiting when the person
+    /// says yes is denied, as its Deny would (the requests get `AccessDenied`, or `errSecUserCanceled` on Keychain1).
+    private func offerToDenyAll(of client: PromptClient, in queueKey: String) {
+        let count = prompts.waiting(of: client, in: queueKey).count
         guard count > 0, let cancellation = try? PinentryCancellation() else { return }
         let request = Self.denyAllRequest(client, count: count)
         var dialog = PromptDialog<Bool>(
@@ -189,11 +227,11 @@ extension KeychainRegistry {
                     request, cancellation: cancellation)
                 return confirmed == true ? .answered(true) : .unanswered
             },
-            apply: { [self] _ in denyAll(of: client) },
-            isSatisfied: { [self] in prompts.waiting(of: client).isEmpty })
+            apply: { [self] _ in denyAll(of: client, in: queueKey) },
+            isSatisfied: { [self] in prompts.waiting(of: client, in: queueKey).isEmpty })
         dialog.client = client
         dialog.timeLimit = Self.accessPromptTimeout
-        let followUp = QueuedPrompt(dialog, cancellation: cancellation)
+        let followUp = QueuedPrompt(dialog, cancellation: cancellation, queueKey: queueKey)
         followUp.isNext = true
         prompts.append(followUp)
     }
@@ -208,9 +246,9 @@ extension KeychainRegistry {
             prompt: "", okLabel: count == 1 ? "Deny it too" : "Deny all \(count)", cancelLabel: "Ask each")
     }
 
-    /// Denies every question of `client` waiting, as their Deny would.
-    private func denyAll(of client: PromptClient) {
-        let denied = prompts.waiting(of: client)
+    /// Denies every question of `client` waiting in the place `queueKey`, as their Deny would.
+    private func denyAll(of client: PromptClient, in queueKey: String) {
+        let denied = prompts.waiting(of: client, in: queueKey)
         prompts.remove { prompt in denied.contains { $0 === prompt } }
         for prompt in denied {
             prompt.cancellation.cancel()

@@ -10,6 +10,10 @@ package final class PromptTicket {
     /// The window of the client whose request this is (a KWallet `wId`), for the prompt it starts as its
     /// parent window; nil for none.
     var parentWindow: Int64?
+    /// The place its prompts show, which is the queue they wait in: "desktop" (the desktop session's
+    /// display), "terminal:<id>" (one terminal), …. Prompts of different places never wait for each other
+    /// (docs/robustness.md, "Prompts in several places").
+    var queueKey: String = "desktop"
 
     init(number: UInt64) {
         self.number = number
@@ -175,12 +179,17 @@ final class QueuedPrompt {
     var deadline: Int64?
     /// The parent window of the request that started it; nil once a request with another one joined it.
     var parentWindow: Int64?
+    /// The queue it waits in: the place it shows (``PromptTicket/queueKey`` of the request that started it).
+    let queueKey: String
+    /// When it began to show (nanoseconds on the registry's clock), for ``PromptQueue/holdLimit``.
+    var shownAt: Int64?
 
     /// The key it takes turns by: its client's, "" for the daemon's own.
     var turnKey: String { client?.key ?? "" }
 
-    init<Answer>(_ dialog: PromptDialog<Answer>, cancellation: PinentryCancellation) {
+    init<Answer>(_ dialog: PromptDialog<Answer>, cancellation: PinentryCancellation, queueKey: String) {
         self.sharingKey = dialog.sharingKey
+        self.queueKey = queueKey
         self.client = dialog.client
         self.isSatisfied = dialog.isSatisfied
         self.timeLimit = dialog.timeLimit
@@ -192,16 +201,39 @@ final class QueuedPrompt {
     }
 }
 
-/// The prompts waiting or showing and the clients' turns: the prompt seam's state, held by
-/// ``KeychainRegistry``, which shows them one at a time.
+/// The prompts waiting or showing and the clients' turns: the prompt seam's state, held by ``KeychainRegistry``. Each
+/// place (``PromptTicket/queueKey``) is a queue of its own, with its own showing prompts and turns: prompts of
+/// different places never wait for each other. Within a place an application's prompts show one at a time, and a prompt
+/// holds the place's other prompts for ``holdLimit`` at most: then the next shows beside it, on the desktop up to
+/// ``desktopShowingLimit`` at once; a terminal shows one at a time (docs/robustness.md, "Prompts in several places").
 struct PromptQueue {
-    /// Prompts waiting or showing, the one showing first (see `enqueuePrompt`).
+    /// The desktop session's place, the one place where prompts show beside each other.
+    static let desktop = "desktop"
+    /// How long a showing prompt keeps the other clients of its place waiting: once every prompt showing in a
+    /// place has shown this long, the next client's prompt shows beside them (when the place has room).
+    static let holdLimit: Duration = .seconds(3)
+    /// How many prompts the desktop shows at once at most, so that a flood cannot fill the screen.
+    static let desktopShowingLimit = 3
+
+    /// Prompts waiting or showing, in the order they came.
     private(set) var prompts: [QueuedPrompt] = []
     private var ticketNumber: UInt64 = 0
-    /// Each client's last turn at the prompt, by ``PromptClient/key`` ("" for the daemon's own prompts), and
-    /// the turn count.
-    private var turns: [String: UInt64] = [:]
+    /// Each client's last turn at its place's prompt, by place and ``PromptClient/key`` ("" for the daemon's
+    /// own prompts), and the turn count.
+    private var turns: [Turn: UInt64] = [:]
     private var turnNumber: UInt64 = 0
+
+    /// A client's turns in one place.
+    private struct Turn: Hashable {
+        let queueKey: String
+        let client: String
+    }
+
+    /// How many prompts the place `queueKey` shows at once at most: several on the desktop, one anywhere
+    /// else (a terminal shows one at a time).
+    static func showingLimit(of queueKey: String) -> Int {
+        queueKey == desktop ? desktopShowingLimit : 1
+    }
 
     /// A new ticket.
     mutating func newTicket() -> PromptTicket {
@@ -209,11 +241,12 @@ struct PromptQueue {
         return PromptTicket(number: ticketNumber)
     }
 
-    /// The prompt a request with `sharingKey` and `parentWindow` joins, if one is queued, or showing with that
-    /// same parent window (never one showing over another request's window).
-    func shared(_ sharingKey: String, parentWindow: Int64?) -> QueuedPrompt? {
+    /// The prompt a request with `sharingKey` and `parentWindow` in the place `queueKey` joins, if one is
+    /// queued there, or showing there with that same parent window (never one showing over another request's
+    /// window, nor one of another place: each place asks its own).
+    func shared(_ sharingKey: String, parentWindow: Int64?, in queueKey: String) -> QueuedPrompt? {
         prompts.first {
-            $0.sharingKey == sharingKey && !$0.cancellation.isCancelled
+            $0.queueKey == queueKey && $0.sharingKey == sharingKey && !$0.cancellation.isCancelled
                 && (!$0.isShowing || $0.parentWindow == parentWindow)
         }
     }
@@ -223,36 +256,77 @@ struct PromptQueue {
         prompts.first { $0.waiters.contains { $0.number == ticket.number } }
     }
 
-    /// The prompt showing now.
-    var showing: QueuedPrompt? { prompts.first(where: \.isShowing) }
+    /// The prompts showing now, in every place.
+    var showing: [QueuedPrompt] { prompts.filter(\.isShowing) }
+
+    /// The places where prompts wait for their turn.
+    var placesWaiting: [String] {
+        prompts.filter { !$0.isShowing }.map(\.queueKey).reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
+    }
 
     mutating func append(_ queued: QueuedPrompt) { prompts.append(queued) }
 
     mutating func remove(where shouldBeRemoved: (QueuedPrompt) -> Bool) { prompts.removeAll(where: shouldBeRemoved) }
 
-    /// The prompt whose turn it is, its client's turn taken: one to be shown next, else the oldest of the
-    /// client whose last turn is the oldest (a client not served since it last had nothing waiting comes
-    /// first). Nil when one is showing or none waits.
-    mutating func takeTurn() -> QueuedPrompt? {
-        guard showing == nil else { return nil }
+    /// The prompt of the place `queueKey` whose turn it is at `now` (nanoseconds on the registry's clock), its client's
+    /// turn taken; nil when none may show yet. Of the prompts waiting whose application has none showing in the place
+    /// (``mayShow(of:)``): one to be shown next, else the oldest of the client whose last turn is the oldest (a client
+    /// not served since it last had nothing waiting comes first). A prompt to be shown next needs only room in the
+    /// place; any other also needs every prompt showing there to have shown for ``holdLimit``.
+    mutating func takeTurn(in queueKey: String, now: Int64) -> QueuedPrompt? {
+        let place = prompts.filter { $0.queueKey == queueKey }
+        let showing = place.filter(\.isShowing)
+        guard showing.count < Self.showingLimit(of: queueKey) else { return nil }
+        let candidates = Self.mayShow(of: place)
+        let held = showing.contains { now - ($0.shownAt ?? now) < RegistryClock.nanoseconds(Self.holdLimit) }
         let chosen =
-            prompts.first(where: \.isNext)
-            ?? prompts.min { (turns[$0.turnKey] ?? 0) < (turns[$1.turnKey] ?? 0) }
+            candidates.first(where: \.isNext)
+            ?? (held ? nil : candidates.min { turn(of: $0) < turn(of: $1) })
         guard let next = chosen else { return nil }
         turnNumber += 1
-        turns[next.turnKey] = turnNumber
+        turns[Turn(queueKey: queueKey, client: next.turnKey)] = turnNumber
         return next
     }
 
-    /// Forgets the turns of clients with nothing waiting (keeping the daemon's own): a bounded table.
-    mutating func forgetIdleTurns() {
-        guard turns.count > prompts.count + 1 else { return }
-        let waiting = Set(prompts.map(\.turnKey))
-        turns = turns.filter { $0.key.isEmpty || waiting.contains($0.key) }
+    /// When (nanoseconds on the registry's clock) the next prompt held by ``holdLimit`` may show: the
+    /// earliest moment in the places where a prompt waits that could show beside the ones showing once they
+    /// have shown long enough; nil for none.
+    func nextHoldLapse() -> Int64? {
+        placesWaiting.compactMap { queueKey -> Int64? in
+            let place = prompts.filter { $0.queueKey == queueKey }
+            let showing = place.filter(\.isShowing)
+            guard showing.count < Self.showingLimit(of: queueKey) else { return nil }
+            guard !Self.mayShow(of: place).isEmpty, let youngest = showing.compactMap(\.shownAt).max()
+            else { return nil }
+            return youngest + RegistryClock.nanoseconds(Self.holdLimit)
+        }.min()
     }
 
-    /// The prompts of `client` waiting for their turn (not the one showing, nor one to be shown next).
-    func waiting(of client: PromptClient) -> [QueuedPrompt] {
-        prompts.filter { $0.client?.key == client.key && !$0.isShowing && !$0.isNext }
+    /// The prompts of one place's `prompts` that may show beside the ones showing there: those waiting whose
+    /// application has none showing (an application's prompts show one at a time). The daemon's own prompts
+    /// (no ``PromptClient``: unlocks, changes) are asked for any client, so one may show beside another.
+    private static func mayShow(of place: [QueuedPrompt]) -> [QueuedPrompt] {
+        let busy = Set(place.filter(\.isShowing).compactMap(\.client?.key))
+        return place.filter { prompt in !prompt.isShowing && !(prompt.client.map { busy.contains($0.key) } ?? false) }
+    }
+
+    private func turn(of prompt: QueuedPrompt) -> UInt64 {
+        turns[Turn(queueKey: prompt.queueKey, client: prompt.turnKey)] ?? 0
+    }
+
+    /// Forgets the turns of clients with nothing waiting in a place (keeping the daemon's own on the
+    /// desktop): a bounded table.
+    mutating func forgetIdleTurns() {
+        guard turns.count > prompts.count + 1 else { return }
+        let waiting = Set(prompts.map { Turn(queueKey: $0.queueKey, client: $0.turnKey) })
+        turns = turns.filter { ($0.key.client.isEmpty && $0.key.queueKey == Self.desktop) || waiting.contains($0.key) }
+    }
+
+    /// The prompts of `client` in the place `queueKey` waiting for their turn (not one showing, nor one to be
+    /// shown next).
+    func waiting(of client: PromptClient, in queueKey: String) -> [QueuedPrompt] {
+        prompts.filter {
+            $0.queueKey == queueKey && $0.client?.key == client.key && !$0.isShowing && !$0.isNext
+        }
     }
 }

@@ -214,7 +214,8 @@ def test_another_application_neither_answers_nor_dismisses_the_first_ones_prompt
         time.sleep(0.05)
     intruder = subprocess.Popen([str(third), "lookup", "k"], env=bus.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-    time.sleep(2)
+    # Gone well before the queue's 3 s hold would show its prompt beside the first one.
+    time.sleep(1)
     intruder.kill()
     intruder.wait()
     out, err = first.communicate(timeout=30)
@@ -503,7 +504,8 @@ def test_a_flooding_application_cannot_bury_another_applications_prompt(programs
 def test_deny_offers_to_deny_all_of_the_applications_waiting_questions(programs, prompting, bus, tmp_path):
     """After Deny, when the same application has more questions waiting, the person is asked whether to deny
     them all: OK denies every one of them at once (each request gets AccessDenied); another application's
-    question still comes in its turn."""
+    question still comes in its turn (asked while the first shows for longer than the queue's hold limit, it is
+    shown beside it: docs/robustness.md, "Prompts in several places")."""
     creator, flooder = programs
     real = another_application(creator, tmp_path, "real-app")
     keys = ["k%d" % n for n in range(10)]
@@ -522,10 +524,16 @@ def test_deny_offers_to_deny_all_of_the_applications_waiting_questions(programs,
     descriptions = arguments(prompting, "SETDESC")
     assert len(arguments(prompting, "CONFIRM")) == 3, descriptions
     assert str(flooder) in descriptions[0]
-    assert str(flooder) in descriptions[1] and "9 more questions" in descriptions[1], descriptions[1]
-    assert arguments(prompting, "SETOK")[1] == "Deny all 9"
-    assert arguments(prompting, "SETCANCEL")[1] == "Ask each"
-    assert str(real) in descriptions[2]
+    # Each pinentry's words, by process: the Deny-all question, and the other application's own question.
+    shown = {}
+    for entry in pinentry_entries(prompting):
+        shown.setdefault(entry["pid"], {})[entry["command"]] = entry["argument"]
+    deny_all = [words for words in shown.values() if "more questions" in words.get("SETDESC", "")]
+    assert len(deny_all) == 1, descriptions
+    assert str(flooder) in deny_all[0]["SETDESC"] and "9 more questions" in deny_all[0]["SETDESC"]
+    assert deny_all[0]["SETOK"] == "Deny all 9"
+    assert deny_all[0]["SETCANCEL"] == "Ask each"
+    assert sum(str(real) in words.get("SETDESC", "") for words in shown.values()) == 1, descriptions
 
 
 def test_ask_each_after_deny_asks_the_applications_other_questions_in_turn(programs, prompting, bus):
@@ -629,3 +637,61 @@ def test_the_deny_all_question_ends_when_the_applications_requests_leave(program
         time.sleep(0.05)
     assert not os.path.exists("/proc/%d" % hanging[0]), "the deny-all question outlived the requests it was about"
     assert time.monotonic() - left < 3
+
+
+def test_a_hung_prompt_holds_another_applications_prompt_for_a_few_seconds_only(programs, prompting, bus, tmp_path):
+    """A pinentry that never answers one application's question keeps another application's unrelated question
+    waiting for the queue's hold limit (3 s), not for the first one's whole 20 s: it is then shown beside it
+    (docs/robustness.md, "Prompts in several places"). On 1321345 the second waited the 20 s."""
+    creator, other = programs
+    third = another_application(creator, tmp_path, "third-app")
+    for key in ("k", "m"):
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    prompting.set_pinentry_answers(["hang", "ok"])
+    hung = subprocess.Popen([str(other), "lookup", "k"], env=bus.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_confirms(prompting, 1)
+        asked = time.monotonic()
+        answered = lookup(third, bus, "m")
+        waited = time.monotonic() - asked
+        print("the other application's prompt answered after %.1f s" % waited)
+        assert answered.returncode == 0 and answered.stdout == "secret of m\n", answered.stderr
+        assert waited < 10, "held %.1f s by the hung prompt" % waited
+        # Shown beside it: the first one's pinentry still shows, its call still waits.
+        assert hung.poll() is None
+        descriptions = arguments(prompting, "SETDESC")
+        assert len(descriptions) == 2 and str(third) in descriptions[1]
+        out, err = hung.communicate(timeout=40)
+        assert hung.returncode == 2 and "AccessDenied" in err, err
+    finally:
+        hung.kill()
+        hung.wait()
+
+
+def test_a_flooding_application_shows_one_prompt_at_a_time_however_long_it_hangs(programs, prompting, bus, tmp_path):
+    """Prompts show beside a hung one, but never an application's beside its own: one flooding the queue with
+    questions nobody answers has one dialog up however long they wait (it cannot fill the screen), and another
+    application's question shows beside it at once (docs/robustness.md, "Prompts in several places")."""
+    creator, flooder = programs
+    real = another_application(creator, tmp_path, "real-app")
+    keys = ["k%d" % n for n in range(5)]
+    for key in keys + ["real"]:
+        assert run(creator, bus, "store", key, "secret of " + key).returncode == 0
+    prompting.set_pinentry_answers(["hang", "ok"])
+    flooding = flood(flooder, bus, keys)
+    try:
+        wait_for_confirms(prompting, 1)
+        time.sleep(4)
+        assert len(arguments(prompting, "CONFIRM")) == 1, "the flood's other questions wait behind its first"
+        asked = time.monotonic()
+        read = lookup(real, bus, "real")
+        waited = time.monotonic() - asked
+        assert read.returncode == 0 and read.stdout == "secret of real\n", read.stderr
+        assert waited < 5, "the other application waited %.1f s" % waited
+        descriptions = arguments(prompting, "SETDESC")
+        assert len(descriptions) == 2 and str(real) in descriptions[1], descriptions
+    finally:
+        for process in flooding:
+            process.kill()
+            process.wait()

@@ -207,11 +207,16 @@ import Testing
         _ = registry.setSettings(KeychainSettings(lockTimeout: 300), of: login, requester: "a test") {
             settingsOutcome = $0
         }
+        // The second shows beside the first once that one held it for the queue's hold limit (3 s), so its
+        // deadline comes 3 s after the first's.
+        let log = { (try? String(contentsOfFile: fixture.pinentryLog, encoding: .utf8)) ?? "" }
+        fixture.deliver { log().components(separatedBy: "\"CONFIRM\"").count == 2 }
+        clock.advance(by: .seconds(3))
+        _ = registry.runTimers()
+        fixture.deliver { log().components(separatedBy: "\"CONFIRM\"").count == 3 }
         for index in 0..<2 {
             let outcome: () -> Result<Void, KeychainError>? = { index == 0 ? policyOutcome : settingsOutcome }
-            let log = { (try? String(contentsOfFile: fixture.pinentryLog, encoding: .utf8)) ?? "" }
-            fixture.deliver { log().components(separatedBy: "\"CONFIRM\"").count == index + 2 }
-            clock.advance(by: .milliseconds(19_999))
+            clock.advance(by: .milliseconds(index == 0 ? 16_999 : 2_999))
             _ = registry.runTimers()
             #expect(outcome() == nil, "still asking before the deadline")
             clock.advance(by: .milliseconds(1))
