@@ -130,11 +130,14 @@ enum AccessVerbs {
         return items
     }
 
-    /// How access lists name the application `argument` gives: `flatpak:APP-ID` as it is, a path with its
-    /// links resolved and a script with its interpreter (the file need not exist any more: a program
-    /// uninstalled is still revoked; a name as `list-access` prints it is taken as it is).
+    /// How access lists name the application `argument` gives: `flatpak:APP-ID` and a program in a container
+    /// (`container:podman:dev:/usr/bin/secret-tool`, docs/containers.md) as they are, a path with its links
+    /// resolved and a script with its interpreter (the file need not exist any more: a program uninstalled is
+    /// still revoked; a name as `list-access` prints it is taken as it is).
     static func listedName(_ argument: String) throws(KeychainError) -> String {
-        if argument.hasPrefix(TrustedApplicationArgument.flatpakPrefix) { return argument }
+        if argument.hasPrefix(TrustedApplicationArgument.flatpakPrefix) || argument.hasPrefix("container:") {
+            return argument
+        }
         if let path = try? TrustedApplicationArgument.canonicalPath(argument) {
             return TrustedApplicationArgument.listedName(ofProgramAt: path)
         }

@@ -62,8 +62,8 @@ class Podman:
         self.root = root
         self.options = options
 
-    def command(self, bus_socket, *command, name=None, privileged=True, terminal=False, cidfile=None):
-        args = ["podman", "run", "--rm", *self.options,
+    def command(self, bus_socket, *command, name=None, privileged=True, terminal=False, cidfile=None, extra=()):
+        args = ["podman", "run", "--rm", *self.options, *extra,
                 "-v", f"{bus_socket}:{INNER_BUS}", "--env", f"DBUS_SESSION_BUS_ADDRESS=unix:path={INNER_BUS}"]
         args += ["--name", name] if name else []
         args += ["--privileged"] if privileged else []
@@ -168,6 +168,29 @@ def test_an_item_made_in_a_container_trusts_that_containers_program_only(podman,
     descriptions = arguments(cli.daemon, "SETDESC")
     assert len(arguments(cli.daemon, "CONFIRM")) == 2, descriptions
     assert "in podman container “c26-other”" in descriptions[-1], descriptions
+
+    # `latchkey remove-access` takes the name as list-access shows it (a change to the item: confirmed).
+    cli.daemon.set_pinentry_answers(["confirm"])
+    cli.ok("remove-access", "-s", "s2", "container:podman:c26-maker:/usr/bin/secret-tool")
+    assert trusted(cli, "s2") == []
+
+
+def test_a_toolbox_container_sharing_the_hosts_pids_is_named_as_toolbox(podman, cli, bus, socket_path, tmp_path):
+    """As toolbox runs its containers: --privileged, --pid host (the caller's pid is the host's own), with
+    /run/.toolboxenv beside podman's marker."""
+    host_secret_tool(bus, "store", "--label=host item", "service", "s5", input="the secret")
+    marker = tmp_path / "toolboxenv"
+    marker.write_text("")
+    cli.daemon.set_pinentry_answers(["cancel"])
+    try:
+        inside = podman.run(socket_path, "/usr/bin/secret-tool", "lookup", "service", "s5", name="c26-toolbox",
+                            extra=["--pid", "host", "-v", f"{marker}:/run/.toolboxenv"])
+    finally:
+        # The mount point podman made in the shared root, which would make the next container a toolbox.
+        (podman.root / "run" / ".toolboxenv").unlink(missing_ok=True)
+    assert inside.stdout == ""
+    description = arguments(cli.daemon, "SETDESC")[-1]
+    assert "/usr/bin/secret-tool in toolbox container “c26-toolbox”" in description, description
 
 
 def test_a_container_without_a_name_in_its_marker_is_named_by_its_cgroup_id(podman, cli, bus, socket_path,
