@@ -134,20 +134,14 @@ package final class ProcessInspector {
     /// - every directory above it, up to `/`, is owned by root and writable by neither group nor others, so
     ///   that no one but root could have placed or renamed it there.
     package func runsSystemProgram(_ directory: String, executable: String) -> Bool {
-        var root = stat()
-        var ours = stat()
-        guard stat(directory + "/root", &root) == 0, stat("/", &ours) == 0, root.st_dev == ours.st_dev,
-            root.st_ino == ours.st_ino
-        else { return false }
+        guard hasOurRoot(directory) else { return false }
         var running = stat()
         guard stat(directory + "/exe", &running) == 0, running.st_mode & S_IFMT == S_IFREG,
             Self.isRootOnly(running)
         else { return false }
         let deleted = (try? readLink(directory + "/exe"))?.hasSuffix(" (deleted)") ?? false
         if !deleted {
-            var named = stat()
-            guard lstat(executable, &named) == 0, named.st_dev == running.st_dev, named.st_ino == running.st_ino
-            else { return false }
+            guard names(executable, fileRunIn: directory) else { return false }
         }
         guard executable.hasPrefix("/") else { return false }
         var parent = Substring(executable)
@@ -159,6 +153,24 @@ package final class ProcessInspector {
             else { return false }
         }
         return true
+    }
+
+    /// Whether the process in `directory` (`/proc/PID`) has the daemon's root directory (same device and inode):
+    /// not a container's, a sandbox's or a chroot's.
+    private func hasOurRoot(_ directory: String) -> Bool {
+        var root = stat()
+        var ours = stat()
+        return stat(directory + "/root", &root) == 0 && stat("/", &ours) == 0 && root.st_dev == ours.st_dev
+            && root.st_ino == ours.st_ino
+    }
+
+    /// Whether `path` names here the very file the process in `directory` runs (same device and inode as
+    /// `/proc/PID/exe`), and not another file a mount of the process's own hid it behind.
+    private func names(_ path: String, fileRunIn directory: String) -> Bool {
+        var running = stat()
+        var named = stat()
+        return stat(directory + "/exe", &running) == 0 && lstat(path, &named) == 0 && named.st_dev == running.st_dev
+            && named.st_ino == running.st_ino
     }
 
     /// Owned by root, and writable by neither its group nor others.
@@ -338,20 +350,7 @@ package final class ProcessInspector {
     /// A mount namespace of the process's own that puts another file at the path is a container too: its
     /// path names another program on the host.
     func container(of directory: String, executable: String, deleted: Bool) -> Container? {
-        var root = stat()
-        var ours = stat()
-        let sameRoot =
-            stat(directory + "/root", &root) == 0 && stat("/", &ours) == 0 && root.st_dev == ours.st_dev
-            && root.st_ino == ours.st_ino
-        if sameRoot {
-            if deleted { return nil }
-            var running = stat()
-            var named = stat()
-            guard stat(directory + "/exe", &running) == 0 else { return nil }
-            if stat(executable, &named) == 0, named.st_dev == running.st_dev, named.st_ino == running.st_ino {
-                return nil
-            }
-        }
+        if hasOurRoot(directory), deleted || names(executable, fileRunIn: directory) { return nil }
         let marker = { (path: String) -> String? in
             (try? self.readBytes(directory + "/root" + path)).map { String(decoding: $0, as: UTF8.self) }
         }
