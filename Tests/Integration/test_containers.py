@@ -149,6 +149,23 @@ def test_a_container_program_at_a_host_path_does_not_get_the_host_programs_trust
     assert "package" not in description, description
 
 
+def test_another_program_at_a_host_programs_path_is_not_named_as_the_hosts_package(podman, cli, bus, socket_path,
+                                                                                    tmp_path):
+    """Other bytes at /usr/bin/secret-tool inside: the prompt names the container's program, not "changed"
+    host secret-tool of the host's package libsecret-tools (dpkg knows the host's files only)."""
+    host_secret_tool(bus, "store", "--label=host item", "service", "s6", input="the secret")
+    other = tmp_path / "secret-tool"
+    other.write_bytes(pathlib.Path("/usr/bin/secret-tool").read_bytes() + b"\0other bytes")
+    other.chmod(0o755)
+    cli.daemon.set_pinentry_answers(["cancel"])
+    inside = podman.run(socket_path, "/usr/bin/secret-tool", "lookup", "service", "s6", name="c26-other-bytes",
+                        extra=["-v", f"{other}:/usr/bin/secret-tool:ro"])
+    assert inside.stdout == ""
+    description = arguments(cli.daemon, "SETDESC")[-1]
+    assert "/usr/bin/secret-tool in podman container “c26-other-bytes”" in description, description
+    assert "package" not in description and "changed" not in description.lower(), description
+
+
 def test_an_item_made_in_a_container_trusts_that_containers_program_only(podman, cli, bus, socket_path):
     stored = podman.run(socket_path, "/usr/bin/secret-tool", "store", "--label=inner item", "service", "s2",
                         input="made inside", name="c26-maker")
