@@ -19,6 +19,9 @@ package struct Container: Hashable, Sendable, CustomStringConvertible {
         case toolbox
         /// docker, which writes `/.dockerenv`.
         case docker
+        /// A snap's confinement (its root is its base snap's), named by the snap its cgroup names
+        /// (`snap.chromium.chromium-….scope`).
+        case snap
         /// Another root with no marker: a chroot, bubblewrap, another engine.
         case other
     }
@@ -41,6 +44,7 @@ package struct Container: Hashable, Sendable, CustomStringConvertible {
     package var description: String {
         switch engine {
         case .other: "a container or chroot (\(name))"
+        case .snap: "snap “\(name)”"
         default: "\(engine.rawValue) container “\(name)”"
         }
     }
@@ -69,6 +73,19 @@ package struct Container: Hashable, Sendable, CustomStringConvertible {
                     let id = part.dropFirst(prefix.count)
                     if id.count == 64, id.allSatisfy(\.isHexDigit) { return String(id.prefix(12)) }
                 }
+            }
+        }
+        return nil
+    }
+
+    /// The snap a `/proc/PID/cgroup` text names (`…/snap.chromium.chromium-1f2e….scope`: `chromium`), nil when
+    /// none.
+    static func cgroupSnapName(_ text: String) -> String? {
+        for line in text.split(separator: "\n") {
+            for part in line.split(separator: "/") where part.hasPrefix("snap.") {
+                let rest = part.dropFirst("snap.".count)
+                guard let dot = rest.firstIndex(of: "."), let name = sanitized(rest[..<dot]) else { continue }
+                return name
             }
         }
         return nil

@@ -354,7 +354,8 @@ package final class ProcessInspector {
         let marker = { (path: String) -> String? in
             (try? self.readBytes(directory + "/root" + path)).map { String(decoding: $0, as: UTF8.self) }
         }
-        let cgroupID = (try? readText(directory + "/cgroup")).flatMap(Container.cgroupContainerID)
+        let cgroup = (try? readText(directory + "/cgroup")) ?? ""
+        let cgroupID = Container.cgroupContainerID(cgroup)
         let engine: Container.Engine
         var name: String?
         if let environment = marker("/run/.containerenv") {
@@ -362,6 +363,9 @@ package final class ProcessInspector {
             name = Container.containerEnvironmentName(environment)
         } else if marker("/.dockerenv") != nil {
             engine = .docker
+        } else if let snap = Container.cgroupSnapName(cgroup) {
+            engine = .snap
+            name = snap
         } else {
             engine = .other
         }

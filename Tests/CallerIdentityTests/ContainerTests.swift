@@ -33,6 +33,17 @@ import Testing
         #expect(Container.cgroupContainerID("0::/libpod-1234\n") == nil)
     }
 
+    @Test func aSnapIsNamedByTheSnapItsCgroupNames() {
+        let text = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/snap.chromium.chromium-1f2e3d.scope\n"
+        #expect(Container.cgroupSnapName(text) == "chromium")
+        #expect(Container.cgroupSnapName("0::/user.slice/user-1000.slice/session-2.scope\n") == nil)
+        let inside = Application.inContainer(
+            Container(engine: .snap, name: "chromium"),
+            .executable(path: "/snap/chromium/2541/usr/lib/chromium-browser/chrome", digest: Self.digest))
+        #expect(inside.name == "container:snap:chromium:/snap/chromium/2541/usr/lib/chromium-browser/chrome")
+        #expect(inside.description == "/snap/chromium/2541/usr/lib/chromium-browser/chrome in snap “chromium”")
+    }
+
     @Test func aContainersProgramIsNamedApartFromTheHostsAndKeepsItsKind() {
         let host = Application.executable(path: "/usr/bin/secret-tool", digest: Self.digest)
         let inside = Application.inContainer(Container(engine: .toolbox, name: "fedora-toolbox-40"), host)
