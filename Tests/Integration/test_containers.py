@@ -5,7 +5,7 @@ libraries), the test bus's socket bind-mounted into it as toolbox and distrobox 
 - a program in a container is named as being in it (`/usr/bin/secret-tool in podman container “NAME”`), in the
   prompt and in the access list (`container:podman:NAME:/usr/bin/secret-tool`), with no host package named;
 - it never gets the trust of the host's program at the same path, even with the same bytes (the abuse test);
-- an item it makes trusts it, in that container only;
+- an item it makes trusts it, in that container only; a script is named with the container's interpreter;
 - a container with no name in its markers is named by the id in its cgroup.
 
 Skipped, saying why, where podman cannot run a container (not installed, not root, no runtime that works
@@ -16,6 +16,8 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sysconfig
+import textwrap
 import time
 
 import pytest
@@ -25,7 +27,12 @@ from test_access_prompts import arguments
 from test_cli import Cli
 
 # What the root holds: these programs and the libraries they load.
-PROGRAMS = ["/usr/bin/secret-tool", "/bin/sh", "/usr/bin/cat", "/usr/bin/sleep"]
+PYTHON = os.path.realpath("/usr/bin/python3")
+PROGRAMS = ["/usr/bin/secret-tool", "/bin/sh", "/usr/bin/cat", "/usr/bin/sleep", PYTHON]
+# Python's library and its modules (secretstorage, jeepney, cryptography), mounted read-only for the scripts'
+# tests rather than copied, with the host's libraries.
+PYTHON_MOUNTS = [f"{directory}:{directory}:ro" for directory in
+                 [sysconfig.get_paths()["stdlib"], "/usr/lib/python3/dist-packages", "/usr/lib/x86_64-linux-gnu"]]
 # Where the user's bus is inside, as toolbox mounts $XDG_RUNTIME_DIR.
 INNER_BUS = "/run/user-bus/bus"
 
@@ -44,7 +51,8 @@ def copy_with_libraries(program, root):
 
 
 def make_root(root):
-    for directory in ["usr/bin", "etc", "tmp", "run/user-bus", "proc", "sys", "dev", "root"]:
+    for directory in ["usr/bin", "etc", "tmp", "run/user-bus", "proc", "sys", "dev", "root", "app",
+                      sysconfig.get_paths()["stdlib"].lstrip("/"), "usr/lib/python3/dist-packages"]:
         (root / directory).mkdir(parents=True, exist_ok=True)
     for link, target in [("lib", "usr/lib"), ("lib64", "usr/lib64"), ("bin", "usr/bin")]:
         (root / link).symlink_to(target)
@@ -164,6 +172,32 @@ def test_another_program_at_a_host_programs_path_is_not_named_as_the_hosts_packa
     description = arguments(cli.daemon, "SETDESC")[-1]
     assert "/usr/bin/secret-tool in podman container “c26-other-bytes”" in description, description
     assert "package" not in description and "changed" not in description.lower(), description
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import secretstorage
+    collection = secretstorage.get_default_collection(secretstorage.dbus_init())
+    if sys.argv[1] == "store":
+        collection.create_item("scripted", {"service": "s7"}, b"from the script")
+    else:
+        print(next(collection.search_items({"service": "s7"})).get_secret().decode())
+""")
+
+
+def test_a_script_in_a_container_is_its_script_there(podman, cli, bus, socket_path, tmp_path):
+    """A python script inside: named with the container's interpreter and its path inside, and read back by
+    the same script in the same container unasked."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "keep.py").write_text(SCRIPT)
+    mounts = [option for mount in PYTHON_MOUNTS + [f"{app}:/app:ro"] for option in ["-v", mount]]
+    stored = podman.run(socket_path, PYTHON, "/app/keep.py", "store", name="c26-script", extra=mounts)
+    assert stored.returncode == 0, stored.stderr
+    assert trusted(cli, "s7") == [f"container:podman:c26-script:{PYTHON} /app/keep.py"]
+    read = podman.run(socket_path, PYTHON, "/app/keep.py", "lookup", name="c26-script", extra=mounts)
+    assert read.stdout == "from the script\n", read.stderr
+    assert arguments(cli.daemon, "CONFIRM") == []
 
 
 def test_an_item_made_in_a_container_trusts_that_containers_program_only(podman, cli, bus, socket_path):
