@@ -30,11 +30,12 @@ extension AccessDecision.Question {
         }
     }
 
-    /// The file whose package a prompt names: a script's, else the executable's; none for a Flatpak app.
+    /// The file whose package a prompt names: a script's, else the executable's; none for a Flatpak app, nor
+    /// for a program in a container (the host's package database knows the host's files, not the container's).
     private static func packagedPath(_ application: Application) -> String? {
         switch application {
         case .executable(let path, _), .script(_, let path, _): path
-        case .flatpak: nil
+        case .flatpak, .inContainer: nil
         }
     }
 }

@@ -58,15 +58,16 @@ package struct AccessRules: Sendable {
                 offersAlways: offersAlways))
     }
 
-    /// Whether `caller` may do `action`: any identified program of the user outside a sandbox may; a Flatpak
-    /// application or an unidentified caller is refused, but asked about when it makes a collection (a
-    /// sandboxed app holds only what the portal gives it, and an unknown program is not to fill the collection
-    /// list unasked).
+    /// Whether `caller` may do `action`: any identified program of the user outside a sandbox (on the host or in
+    /// a container) may; a Flatpak application or an unidentified caller is refused, but asked about when it makes
+    /// a collection (a sandboxed app holds only what the portal gives it, and an unknown program is not to fill
+    /// the collection list unasked).
     package func decide(action: CallerAction, caller: Requester) -> AccessDecision {
         guard identifiesCallers else { return .allowed }
         let refusal: AccessDecision.Refusal
         switch caller {
-        case .application(.executable), .application(.script): return .allowed
+        // A program in a container is the user's own, as a host program is (docs/containers.md).
+        case .application(.executable), .application(.script), .application(.inContainer): return .allowed
         case .application(.flatpak(let appID)): refusal = .sandboxed(appID: appID)
         case .unidentified(let why): refusal = .unidentified(why)
         }

@@ -3,7 +3,7 @@
 ///
 /// An application is named by where it lives and fingerprinted by the SHA-256 of its file, so that an
 /// upgrade (same name, other bytes) is recognised as the same application that changed.
-package enum Application: Hashable, Sendable, CustomStringConvertible {
+package indirect enum Application: Hashable, Sendable, CustomStringConvertible {
     /// A compiled program: its executable's path (as `/proc/PID/exe` names it) and the digest of the file
     /// that is running.
     case executable(path: String, digest: FileDigest)
@@ -13,10 +13,14 @@ package enum Application: Hashable, Sendable, CustomStringConvertible {
     /// A Flatpak application, by the app id its sandbox declares (`/.flatpak-info` inside it, written by
     /// Flatpak and read-only to the app).
     case flatpak(appID: String)
+    /// A program (`.executable` or `.script`, its paths the container's) run inside a container: another
+    /// application than the host's program at the same path (docs/containers.md).
+    case inContainer(Container, Application)
 
     /// What stays the same across versions of the application: the executable's path, the interpreter's and
-    /// the script's paths (`/usr/bin/python3.11 /home/me/bin/sync.py`), or the Flatpak app id. Access lists
-    /// are keyed by it.
+    /// the script's paths (`/usr/bin/python3.11 /home/me/bin/sync.py`), or the Flatpak app id; in a container,
+    /// the container's key before it (`container:podman:dev:/usr/bin/secret-tool`), so that no host program's
+    /// entry matches it by path. Access lists are keyed by it.
     ///
     /// A script is named with its interpreter: the same file run by another program (a copy of python3
     /// elsewhere, or any program named `python3`) is another application.
@@ -25,6 +29,7 @@ package enum Application: Hashable, Sendable, CustomStringConvertible {
         case .executable(let path, _): path
         case .script(let interpreter, let path, _): Self.scriptName(interpreter: interpreter, script: path)
         case .flatpak(let appID): "flatpak:" + appID
+        case .inContainer(let container, let program): container.key + ":" + program.name
         }
     }
 
@@ -36,18 +41,32 @@ package enum Application: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .executable(_, let digest), .script(_, _, let digest): digest
         case .flatpak: nil
+        case .inContainer(_, let program): program.digest
         }
     }
 
     /// How a prompt names it: `/usr/bin/git`, `/home/me/bin/sync.py (python3 script)`,
-    /// `org.example.App (Flatpak)`.
+    /// `org.example.App (Flatpak)`, `/usr/bin/secret-tool in podman container “dev”`.
     package var description: String {
         switch self {
         case .executable(let path, _): path
         case .script(let interpreter, let path, _):
             "\(path) (\(interpreter.split(separator: "/").last.map(String.init) ?? interpreter) script)"
         case .flatpak(let appID): "\(appID) (Flatpak)"
+        case .inContainer(let container, let program): "\(program) in \(container)"
         }
+    }
+
+    /// The container it runs in, nil on the host (and for a Flatpak app, which is its sandbox).
+    package var container: Container? {
+        if case .inContainer(let container, _) = self { return container }
+        return nil
+    }
+
+    /// The program itself, outside the container it may run in.
+    package var program: Application {
+        if case .inContainer(_, let program) = self { return program }
+        return self
     }
 }
 
@@ -86,6 +105,8 @@ extension Application {
             return Self.keychainCommands.contains(name) ? .keychainCommand : nil
         case .flatpak:
             return nil
+        case .inContainer(_, let program):
+            return program.genericTool
         }
     }
 }

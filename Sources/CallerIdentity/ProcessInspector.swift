@@ -134,20 +134,14 @@ package final class ProcessInspector {
     /// - every directory above it, up to `/`, is owned by root and writable by neither group nor others, so
     ///   that no one but root could have placed or renamed it there.
     package func runsSystemProgram(_ directory: String, executable: String) -> Bool {
-        var root = stat()
-        var ours = stat()
-        guard stat(directory + "/root", &root) == 0, stat("/", &ours) == 0, root.st_dev == ours.st_dev,
-            root.st_ino == ours.st_ino
-        else { return false }
+        guard hasOurRoot(directory) else { return false }
         var running = stat()
         guard stat(directory + "/exe", &running) == 0, running.st_mode & S_IFMT == S_IFREG,
             Self.isRootOnly(running)
         else { return false }
         let deleted = (try? readLink(directory + "/exe"))?.hasSuffix(" (deleted)") ?? false
         if !deleted {
-            var named = stat()
-            guard lstat(executable, &named) == 0, named.st_dev == running.st_dev, named.st_ino == running.st_ino
-            else { return false }
+            guard names(executable, fileRunIn: directory) else { return false }
         }
         guard executable.hasPrefix("/") else { return false }
         var parent = Substring(executable)
@@ -159,6 +153,24 @@ package final class ProcessInspector {
             else { return false }
         }
         return true
+    }
+
+    /// Whether the process in `directory` (`/proc/PID`) has the daemon's root directory (same device and inode):
+    /// not a container's, a sandbox's or a chroot's.
+    private func hasOurRoot(_ directory: String) -> Bool {
+        var root = stat()
+        var ours = stat()
+        return stat(directory + "/root", &root) == 0 && stat("/", &ours) == 0 && root.st_dev == ours.st_dev
+            && root.st_ino == ours.st_ino
+    }
+
+    /// Whether `path` names here the very file the process in `directory` runs (same device and inode as
+    /// `/proc/PID/exe`), and not another file a mount of the process's own hid it behind.
+    private func names(_ path: String, fileRunIn directory: String) -> Bool {
+        var running = stat()
+        var named = stat()
+        return stat(directory + "/exe", &running) == 0 && lstat(path, &named) == 0 && named.st_dev == running.st_dev
+            && named.st_ino == running.st_ino
     }
 
     /// Owned by root, and writable by neither its group nor others.
@@ -219,7 +231,9 @@ package final class ProcessInspector {
                 now.stackStart == image.stackStart
             else { return false }
         }
-        guard let target = image.target, case .script(let interpreter, _, _) = caller.application else { return true }
+        guard let target = image.target, case .script(let interpreter, _, _) = caller.application.program else {
+            return true
+        }
         guard let arguments = try? commandLine(directory) else { return false }
         return InterpreterCommandLine.target(of: arguments, executable: interpreter) == target
     }
@@ -312,16 +326,58 @@ package final class ProcessInspector {
         let link = try readLink(directory + "/exe")
         let executable = link.hasSuffix(" (deleted)") ? String(link.dropLast(" (deleted)".count)) : link
         let target = InterpreterCommandLine.target(of: arguments, executable: executable)
+        let program: Application
         switch target {
         case .file(let script)?:
             let path = script.hasPrefix("/") ? script : try readLink(directory + "/cwd") + "/" + script
             // Opened through the process's root, as the process sees its files.
             let digest = try digester.digest(ofFileAt: directory + "/root" + path)
-            return (.script(interpreter: executable, path: Self.normalized(path), digest: digest), target)
+            program = .script(interpreter: executable, path: Self.normalized(path), digest: digest)
         case .module, .inline, nil:
             // The running file itself, even if its path now holds another (an upgrade in progress).
-            return (.executable(path: executable, digest: try digester.digest(ofFileAt: directory + "/exe")), target)
+            program = .executable(path: executable, digest: try digester.digest(ofFileAt: directory + "/exe"))
         }
+        let deleted = link.hasSuffix(" (deleted)")
+        guard let container = container(of: directory, executable: executable, deleted: deleted) else {
+            return (program, target)
+        }
+        return (.inContainer(container, program), target)
+    }
+
+    /// The container the process in `directory` (`/proc/PID`), running `executable` (its `exe` link without
+    /// " (deleted)"), runs in; nil when it runs on the host: its root is the daemon's (same device and inode)
+    /// and `executable` names here the very file it runs (or that file was deleted: an upgrade while it ran).
+    /// A mount namespace of the process's own that puts another file at the path is a container too: its
+    /// path names another program on the host.
+    func container(of directory: String, executable: String, deleted: Bool) -> Container? {
+        if hasOurRoot(directory), deleted || names(executable, fileRunIn: directory) { return nil }
+        let marker = { (path: String) -> String? in
+            (try? self.readBytes(directory + "/root" + path)).map { String(decoding: $0, as: UTF8.self) }
+        }
+        let cgroup = (try? readText(directory + "/cgroup")) ?? ""
+        let cgroupID = Container.cgroupContainerID(cgroup)
+        let engine: Container.Engine
+        var name: String?
+        if let environment = marker("/run/.containerenv") {
+            engine = marker("/run/.toolboxenv") != nil ? .toolbox : .podman
+            name = Container.containerEnvironmentName(environment)
+        } else if marker("/.dockerenv") != nil {
+            engine = .docker
+        } else if let snap = Container.cgroupSnapName(cgroup) {
+            engine = .snap
+            name = snap
+        } else {
+            engine = .other
+        }
+        name = name ?? cgroupID
+        if name == nil, let namespace = try? readLink(directory + "/ns/mnt") {
+            // A chroot in the daemon's mount namespace: its directory; else the namespace ("mnt:[4026532177]").
+            name =
+                namespace == (try? readLink("/proc/self/ns/mnt"))
+                ? (try? readLink(directory + "/root")).flatMap { Container.sanitized($0[...]) }
+                : "mnt-" + namespace.filter(\.isNumber)
+        }
+        return Container(engine: engine, name: name ?? "unknown")
     }
 
     /// The app id a Flatpak sandbox declares in its `/.flatpak-info` (`[Application]`, `name=`), nil outside one.

@@ -50,8 +50,9 @@ struct RemoveAccess: ParsableCommand {
         abstract: "Take an application off items' access lists: it is asked again next time.",
         usage: "latchkey remove-access [<options>] [<application>] [<keychain>]",
         discussion: """
-            APP is a program's path (links resolved, as the lists keep it) or flatpak:APP-ID. Without -s, -a or -l \
-            every item of the keychain is changed. -A removes "any application" instead of APP.
+            APP is a program's path (links resolved, as the lists keep it), flatpak:APP-ID, or a program in a \
+            container as list-access prints it (container:ENGINE:NAME:PATH). Without -s, -a or -l every item of \
+            the keychain is changed. -A removes "any application" instead of APP.
 
             Examples:
               latchkey remove-access /usr/bin/git
@@ -71,7 +72,7 @@ struct RemoveAccess: ParsableCommand {
     @Flag(name: .customShort("A"), help: "Remove \"any application\" from the lists instead of one application.")
     var anyApplication = false
 
-    @Argument(help: "The application: a program's path or flatpak:APP-ID.")
+    @Argument(help: "The application: a program's path, flatpak:APP-ID or container:ENGINE:NAME:PATH.")
     var application: String?
 
     @Argument(help: "The keychain; the default keychain if omitted.")
@@ -130,11 +131,14 @@ enum AccessVerbs {
         return items
     }
 
-    /// How access lists name the application `argument` gives: `flatpak:APP-ID` as it is, a path with its
-    /// links resolved and a script with its interpreter (the file need not exist any more: a program
-    /// uninstalled is still revoked; a name as `list-access` prints it is taken as it is).
+    /// How access lists name the application `argument` gives: `flatpak:APP-ID` and a program in a container
+    /// (`container:podman:dev:/usr/bin/secret-tool`, docs/containers.md) as they are, a path with its links
+    /// resolved and a script with its interpreter (the file need not exist any more: a program uninstalled is
+    /// still revoked; a name as `list-access` prints it is taken as it is).
     static func listedName(_ argument: String) throws(KeychainError) -> String {
-        if argument.hasPrefix(TrustedApplicationArgument.flatpakPrefix) { return argument }
+        if argument.hasPrefix(TrustedApplicationArgument.flatpakPrefix) || argument.hasPrefix("container:") {
+            return argument
+        }
         if let path = try? TrustedApplicationArgument.canonicalPath(argument) {
             return TrustedApplicationArgument.listedName(ofProgramAt: path)
         }

@@ -199,9 +199,11 @@ import Testing
         defer { sandboxed.stop() }
         var inside: [Caller] = []
         for pid in Self.descendants(of: sandboxed.pid) { inside.append(try identify(pid, inspector)) }
-        let sh = inside.filter { $0.application.name == shell }
+        let sh = inside.filter { $0.application.program.name == shell }
         #expect(!sh.isEmpty, "\(inside.map(\.application))")
         #expect(sh.allSatisfy { !$0.runsSystemProgram })
+        // Its root is the sandbox's, with no marker: named as in another root, not as the host's sh.
+        #expect(sh.allSatisfy { $0.application.container?.engine == .other && $0.application.name != shell })
     }
 
     static func descendants(of pid: pid_t) -> [pid_t] {
