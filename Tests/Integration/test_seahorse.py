@@ -141,8 +141,9 @@ def test_seahorse_lists_the_login_keyring_and_its_items(make_daemon, bus, xserve
 
 def test_seahorse_changes_the_login_keyring_password(make_daemon, bus, xserver, tmp_path):
     """The sidebar's menu, "Change Password": Seahorse calls ChangeWithPrompt, pinentry asks for the current
-    password and the new one twice, and the login keychain opens with the new password only."""
-    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}", "password horse battery", "password horse battery"])
+    password, then for the new one with its confirmation in one dialog (SETREPEAT), and the login keychain opens
+    with the new password only."""
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}", "password horse battery"])
     daemon.start()
     seahorse = Seahorse(bus, xserver, tmp_path)
     watcher = open_dbus_connection(bus=bus.address)
@@ -160,7 +161,8 @@ def test_seahorse_changes_the_login_keyring_password(make_daemon, bus, xserver, 
     finally:
         watcher.close()
         seahorse.stop()
-    assert "GETPIN" in daemon.pinentry_log()
+    assert daemon.pinentry_log().count('"GETPIN"') == 2, daemon.pinentry_log()
+    assert '"SETREPEAT"' in daemon.pinentry_log()
     session = DHSession(bus)
     try:
         session.lock(LOGIN)
