@@ -37,20 +37,31 @@ struct ItemProperties: Equatable {
     }
 }
 
-/// What a locked collection's items show: their ``ItemProperties`` as they were when it locked, read then,
-/// while the key was still there, and kept in the daemon's memory until it unlocks again, is deleted or the
-/// daemon exits (docs/threat-model.md, "Item labels while locked"). A collection the daemon never held unlocked
-/// has none: its items show nothing while locked, as their values are sealed in the file.
+/// What a locked collection's items show: their ``ItemProperties`` as they were when it locked, kept in the
+/// daemon's memory until it unlocks again, is deleted or the daemon exits (docs/threat-model.md, "Item labels
+/// while locked"). A collection the daemon never held unlocked has none: its items show nothing while locked,
+/// as their values are sealed in the file.
+///
+/// The unlock already reads every item's properties (to announce them): they are kept with the file's
+/// ``Keychain/ChangeStamp`` of that moment, and a lock with nothing written since takes them as they are;
+/// otherwise the lock reads the items again (one query per class, attributes without secrets) while the key
+/// is still there.
 struct LockedItemViews {
     private var views: [String: [ItemReference: ItemProperties]] = [:]
+    private var readAtUnlock: [String: (stamp: Keychain.ChangeStamp, view: [ItemReference: ItemProperties])] = [:]
 
     /// The properties `reference` showed when its collection `id` locked; nil if it has none.
     func properties(of reference: ItemReference, in id: String) -> ItemProperties? {
         views[id]?[reference]
     }
 
-    /// Keeps what `held`'s items show (it is about to lock: one query per class, attributes without secrets).
+    /// Keeps what `held`'s items show: it is about to lock.
     mutating func keep(_ held: HeldKeychain) {
+        let stamp = try? held.keychain.changeStamp()
+        if let read = readAtUnlock.removeValue(forKey: held.id), let stamp, read.stamp == stamp {
+            views[held.id] = read.view
+            return
+        }
         guard let items = try? held.allItems(returning: .attributes) else {
             views[held.id] = nil
             return
@@ -64,8 +75,20 @@ struct LockedItemViews {
         views[held.id] = view
     }
 
-    /// Drops and returns the view of collection `id` (it unlocked or was deleted).
-    mutating func drop(_ id: String) -> [ItemReference: ItemProperties]? {
+    /// Drops and returns the view of collection `id`: it unlocked.
+    mutating func unlocked(_ id: String) -> [ItemReference: ItemProperties]? {
         views.removeValue(forKey: id)
+    }
+
+    /// Keeps what `held`'s items show now that it unlocked (read by the unlock's announcement, `stamp` taken
+    /// before that read), for its next lock.
+    mutating func read(_ view: [ItemReference: ItemProperties], of held: HeldKeychain, at stamp: Keychain.ChangeStamp) {
+        readAtUnlock[held.id] = (stamp, view)
+    }
+
+    /// Forgets collection `id`: it was deleted.
+    mutating func forget(_ id: String) {
+        views[id] = nil
+        readAtUnlock[id] = nil
     }
 }

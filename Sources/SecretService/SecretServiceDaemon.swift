@@ -427,7 +427,7 @@ package final class SecretServiceDaemon {
         case .lockChanged(let held): announceLockChange(held)
         case .created(let held): announceCollections(ServiceObject.collectionCreated, held)
         case .deleted(let held):
-            _ = lockedViews.drop(held.id)
+            lockedViews.forget(held.id)
             announceCollections(ServiceObject.collectionDeleted, held)
         case .itemsAdded(let held):
             invalidateItems(of: held)
@@ -449,14 +449,18 @@ package final class SecretServiceDaemon {
         let locked = DBusValue.bool(held.isLocked)
         emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Locked": locked])
         emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
-        let shownWhileLocked = held.isLocked ? nil : lockedViews.drop(held.id)
+        let shownWhileLocked = held.isLocked ? nil : lockedViews.unlocked(held.id)
+        let stamp = held.isLocked ? nil : try? held.keychain.changeStamp()
         let items = (try? held.allItems(returning: held.isLocked ? [] : .attributes)) ?? []
+        var view: [ItemReference: ItemProperties] = [:]
+        if stamp != nil { view.reserveCapacity(items.count) }
         for item in items {
             let path = ObjectPaths.item(item.reference, in: held.id)
             var changed: [String: DBusValue] = ["Locked": locked]
             var properties: ItemProperties?
             if let attributes = item.attributes {
                 let now = ItemProperties(attributes, of: item.reference.itemClass)
+                if stamp != nil { view[item.reference] = now }
                 if now != shownWhileLocked?[item.reference] { properties = now }
             }
             if let properties { changed.merge(properties.changedValues) { $1 } }
@@ -465,6 +469,7 @@ package final class SecretServiceDaemon {
                 emit(CollectionObject.itemChanged, at: held.path, ObjectPath(path))
             }
         }
+        if let stamp { lockedViews.read(view, of: held, at: stamp) }
     }
 
     /// Announces a changed item list of a collection: the Secret Service

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import LOGIN_PASSWORD, secret_tool
 from dbus_client import Client
-from test_gnome_keyring_private import DHSession
+from test_gnome_keyring_private import LOGIN, DHSession
 
 HELPER_SOURCE = pathlib.Path("/usr/share/doc/git/contrib/credential/libsecret")
 CLIENT_SOURCE = pathlib.Path(__file__).with_name("libsecret_locked_client.c")
@@ -119,6 +119,14 @@ def test_a_locked_item_shows_what_it_showed_when_it_locked_never_its_secret(make
     daemon = make_daemon().start()
     store_git_credential(bus)
     [path] = search_paths(bus, {"server": "example.com"})[0]
+    # Locked and unlocked once (the unlock reads what the items show, kept for the next lock if nothing is
+    # written before it), then changed: the next lock shows the change.
+    session = DHSession(bus)
+    try:
+        session.lock(LOGIN)
+        assert not session.unlock(LOGIN, LOGIN_PASSWORD).is_error
+    finally:
+        session.close()
     set_label(bus, path, "Renamed")
     lock_login(bus)
     assert search_paths(bus, {"server": "example.com"}) == ([], [path])
