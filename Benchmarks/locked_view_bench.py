@@ -66,7 +66,7 @@ def run(latchkeyd, count):
         conftest.binary = lambda name: str(pathlib.Path(latchkeyd).parent / name)
     with tempfile.TemporaryDirectory() as directory:
         bus = Bus()
-        daemon = Daemon(bus, pathlib.Path(directory)).start()
+        daemon = Daemon(bus, pathlib.Path(directory), extra_args=["--max-items-per-application", str(count + 10)]).start()
         try:
             fill(bus, count)
             watcher = open_dbus_connection(bus=bus.address)
