@@ -16,6 +16,7 @@ import pytest
 
 from conftest import LOGIN_PASSWORD, secret_tool
 from dbus_client import Client
+from test_libsecret_c import compile_libsecret_program
 from test_gnome_keyring_private import LOGIN, DHSession
 
 HELPER_SOURCE = pathlib.Path("/usr/share/doc/git/contrib/credential/libsecret")
@@ -40,11 +41,7 @@ def git_helper(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def locked_client(tmp_path_factory):
-    output = tmp_path_factory.mktemp("c") / "libsecret_locked_client"
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libsecret-1"], check=True, capture_output=True,
-                           text=True).stdout.split()
-    subprocess.run(["gcc", "-Wall", "-Werror", "-o", str(output), str(CLIENT_SOURCE), *flags], check=True)
-    return str(output)
+    return compile_libsecret_program(CLIENT_SOURCE, tmp_path_factory)
 
 
 def store_git_credential(bus):
