@@ -11,6 +11,7 @@ extension KeychainRegistry {
         if held.id == Self.loginID { userLogin.locksOfLogin += 1 }
         held.locks += 1
         guard !held.isLocked else { return }
+        beforeLocking?(held)
         held.keychain.lock()
         announce(.lockChanged(held))
     }

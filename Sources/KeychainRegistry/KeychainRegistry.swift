@@ -91,6 +91,9 @@ package final class KeychainRegistry {
     /// Ids of keychains with a password of their own whose files are being made on the worker.
     var reservedKeychainIDs: Set<String> = []
     private var events: [RegistryEvent] = []
+    /// Called by ``lock(_:)`` with a keychain about to be locked, while its key is still in memory (the Secret
+    /// Service keeps what it shows of the items while locked).
+    package var beforeLocking: ((HeldKeychain) -> Void)?
     /// Keychain files whose write-ahead log must still be emptied.
     var checkpoints = CheckpointSchedule()
 

@@ -224,8 +224,8 @@ extension KeychainRegistry {
         return ticket
     }
 
-    /// The second prompt of a password change: the new password, twice; re-wrapped with `key` on the worker,
-    /// saved on the serving thread.
+    /// The second prompt of a password change: the new password with its confirmation; re-wrapped with `key` on
+    /// the worker, saved on the serving thread.
     private func newPasswordDialog(
         for held: HeldKeychain, label: String, key: UnwrappedKeychainKey, underLogin: Bool,
         _ change: PasswordChangeInProgress
@@ -251,17 +251,36 @@ extension KeychainRegistry {
             isSatisfied: { false })
     }
 
-    /// Asks for a new password and then for it again, until both match (three tries); nil when cancelled.
+    /// Asks for a new password with its confirmation: in one dialog (pinentry's `SETREPEAT`: the program
+    /// itself asks until the two match), else, from a program that does not know `SETREPEAT` or did not confirm
+    /// the repeat, a second dialog asks for it again, until both match (three tries); nil when cancelled.
     private static func askNewPassword(
         _ label: String, _ pinentry: Pinentry, _ cancellation: PinentryCancellation
     ) -> SharedSecret? {
         var request = PinentryRequest(
             title: "Change Keychain Password",
             description: "Choose a new password for the \u{201C}\(label)\u{201D} keychain.",
-            prompt: "New password:", error: nil, okLabel: "Continue")
+            prompt: "New password:", error: nil, okLabel: "Change Password")
+        let oneDialog = try? pinentry.askNewPassword(
+            request, repeatPrompt: "Confirm:", mismatchError: "The passwords did not match. Try again.",
+            cancellation: cancellation)
+        var typedOnce: SharedSecret?
+        switch oneDialog {
+        case .confirmed(let password)?: return password
+        case .cancelled?: return nil
+        case .unconfirmed(let password)?: typedOnce = password
+        case nil: break
+        }
+        request.okLabel = "Continue"
         for _ in 0..<3 {
-            guard case .password(let first)? = try? pinentry.askPassword(request, cancellation: cancellation) else {
-                return nil
+            let first: SharedSecret
+            if let typed = typedOnce {
+                first = typed
+                typedOnce = nil
+            } else {
+                guard case .password(let typed)? = try? pinentry.askPassword(request, cancellation: cancellation)
+                else { return nil }
+                first = typed
             }
             var confirmation = request
             confirmation.description = "Enter the new password for the \u{201C}\(label)\u{201D} keychain again."

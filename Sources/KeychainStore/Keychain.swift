@@ -361,6 +361,24 @@ public final class Keychain: Sendable {
         }
     }
 
+    /// Where the file's contents stand: equal stamps taken at two moments mean nothing was written in between,
+    /// through this keychain (any row: items, metadata) or by another connection's commit
+    /// (`PRAGMA data_version`). Read also while locked.
+    public func changeStamp() throws(KeychainError) -> ChangeStamp {
+        try state.withLock { (state) throws(KeychainError) in
+            let dataVersion = try state.db.withStatement("PRAGMA data_version") { (statement) throws(KeychainError) in
+                try statement.step() ? statement.int64(0) : 0
+            }
+            return ChangeStamp(ownChanges: state.db.totalChanges, dataVersion: dataVersion)
+        }
+    }
+
+    /// What ``changeStamp()`` returns.
+    public struct ChangeStamp: Equatable, Sendable {
+        let ownChanges: Int64
+        let dataVersion: Int64
+    }
+
     // MARK: Internals
 
     private static func configure(_ db: SQLiteDatabase) throws(KeychainError) {

@@ -25,6 +25,9 @@ final class AssuanSession {
     private var reaped = false
     /// Ends the exchange from another thread; nil: only the deadline does.
     private let cancellation: PinentryCancellation?
+    /// The keywords of the status lines (`S KEYWORD …`) the last command's response carried, in order
+    /// (`PIN_REPEATED` after a `GETPIN` whose repeat matched).
+    private(set) var statusKeywords: [String] = []
 
     /// How long a child told to stop (`SIGTERM`) may take before it is killed (`SIGKILL`).
     static let terminationGraceMilliseconds = 300
@@ -146,6 +149,7 @@ final class AssuanSession {
         if let line {
             try send(line + [UInt8(ascii: "\n")])
         }
+        statusKeywords = []
         while true {
             var response = try readLine()
             defer { AssuanText.wipe(&response) }
@@ -160,7 +164,11 @@ final class AssuanSession {
                 try receive(response.dropFirst(2))
             } else if Self.keyword(response, is: "INQUIRE") {
                 try send(Array("END\n".utf8))
-            } else if !(Self.keyword(response, is: "S") || response.first == UInt8(ascii: "#")) {
+            } else if Self.keyword(response, is: "S") {
+                // The keyword only: a status line's arguments may be anything.
+                let keyword = response.dropFirst(2).prefix { $0 != UInt8(ascii: " ") }
+                statusKeywords.append(Self.printable(keyword))
+            } else if response.first != UInt8(ascii: "#") {
                 throw PinentryError(reason: "unexpected line from the program: \"\(Self.printable(response))\"")
             }
         }

@@ -65,6 +65,18 @@ package enum PinentryOutcome: Sendable, Equatable {
     case cancelled
 }
 
+/// How a new-password dialog with its confirmation (``Pinentry/askNewPassword(_:repeatPrompt:mismatchError:cancellation:)``)
+/// ended.
+package enum NewPasswordOutcome: Sendable, Equatable {
+    /// The password, typed twice alike (the program said `S PIN_REPEATED`).
+    case confirmed(SharedSecret)
+    /// The password, typed once: the program took `SETREPEAT` but did not say the repeat matched, so it still
+    /// needs a confirmation.
+    case unconfirmed(SharedSecret)
+    /// The user dismissed the prompt.
+    case cancelled
+}
+
 /// A failure to run the prompt at all (program missing, protocol error, timeout).
 package struct PinentryError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong, in words.
@@ -201,6 +213,44 @@ package struct Pinentry: Sendable {
         switch reply {
         case .ok:
             return .password(SharedSecret(pin))
+        case .error(let code, _) where code & 0xFFFF == Self.canceledCode:
+            return .cancelled
+        case .error(let code, let text):
+            throw PinentryError(reason: "GETPIN failed with error \(code): \(text)")
+        }
+    }
+
+    /// Asks for a new password with its confirmation in one dialog, as gpg-agent does: `SETREPEAT` (the
+    /// confirmation field's label) and `SETREPEATERROR` (shown when the two differ), then `GETPIN`. The program
+    /// asks again itself until both match (pinentry-tty and -curses show the error and ask both again;
+    /// pinentry-gnome3 shows gcr's new-password prompt) and says so with the status `S PIN_REPEATED`.
+    /// Nil when the program does not know `SETREPEAT` (it answers an error): ask twice then. Blocking.
+    package func askNewPassword(
+        _ request: PinentryRequest, repeatPrompt: String, mismatchError: String,
+        cancellation: PinentryCancellation? = nil
+    ) throws(PinentryError) -> NewPasswordOutcome? {
+        var pin: SecretBytes
+        do {
+            pin = try SecretBytes(capacity: AssuanText.maxLineLength)
+        } catch {
+            throw PinentryError(reason: "\(error)")
+        }
+        let answer: (reply: AssuanReply, repeated: Bool)?
+        do throws(PinentryError) {
+            answer = try converse(request, cancellation) { (session) throws(PinentryError) -> (AssuanReply, Bool)? in
+                guard try session.command("SETREPEAT", text: repeatPrompt) == .ok else { return nil }
+                _ = try session.command("SETREPEATERROR", text: mismatchError)
+                let reply = try session.transact(Array("GETPIN".utf8), secret: &pin)
+                return (reply, session.statusKeywords.contains("PIN_REPEATED"))
+            }
+        } catch {
+            if error == .cancelled { return .cancelled }
+            throw error
+        }
+        guard let answer else { return nil }
+        switch answer.reply {
+        case .ok:
+            return answer.repeated ? .confirmed(SharedSecret(pin)) : .unconfirmed(SharedSecret(pin))
         case .error(let code, _) where code & 0xFFFF == Self.canceledCode:
             return .cancelled
         case .error(let code, let text):

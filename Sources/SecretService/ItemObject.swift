@@ -11,12 +11,12 @@ struct ItemObject: DBusObject {
     let daemon: SecretServiceDaemon
     let collection: HeldKeychain
     let reference: ItemReference
-    /// The item's attributes, read once per call (`GetAll` asks for four properties made from them).
-    private let read = ReadAttributes()
+    /// The item's properties, read once per call (`GetAll` asks for four made from its attributes).
+    private let read = ReadProperties()
 
     /// What one call has read of the item.
-    private final class ReadAttributes {
-        var attributes: ItemAttributes?
+    private final class ReadProperties {
+        var properties: ItemProperties?
     }
 
     static let interfaceName = "org.freedesktop.Secret.Item"
@@ -70,10 +70,7 @@ struct ItemObject: DBusObject {
                     DBusProperty("Locked", Bool.self) { $0.collection.isLocked },
                     DBusProperty(
                         "Attributes", [String: String].self,
-                        get: { (object) throws(DBusError) in
-                            AttributeMapping.secretServiceAttributes(
-                                try object.attributes(), of: object.reference.itemClass)
-                        },
+                        get: { (object) throws(DBusError) in try object.properties().attributes },
                         set: { (object, call, attributes) throws(DBusError) in
                             try object.daemon.limits.check(attributes: attributes)
                             try HeldKeychain.refuseLatchkeyNames(attributes)
@@ -85,10 +82,7 @@ struct ItemObject: DBusObject {
                         }),
                     DBusProperty(
                         "Label", String.self,
-                        get: { (object) throws(DBusError) in
-                            if case .string(let label) = try object.attributes()[.label] { return label }
-                            return ""
-                        },
+                        get: { (object) throws(DBusError) in try object.properties().label },
                         set: { (object, call, label) throws(DBusError) in
                             try object.daemon.limits.check(label: label)
                             return try object.change(.change, call: call) { () throws(KeychainError) in
@@ -98,30 +92,29 @@ struct ItemObject: DBusObject {
                             }
                         }),
                     DBusProperty("Created", UInt64.self) { (object) throws(DBusError) in
-                        Self.unixSeconds(try object.attributes()[.creationDate])
+                        try object.properties().created
                     },
                     DBusProperty("Modified", UInt64.self) { (object) throws(DBusError) in
-                        Self.unixSeconds(try object.attributes()[.modificationDate])
+                        try object.properties().modified
                     },
                 ])
         ]
 
-    /// The item's attributes; a locked item's label, attributes and dates are sealed: they read as empty.
-    private func attributes() throws(DBusError) -> ItemAttributes {
-        guard !collection.isLocked else { return [:] }
-        if let attributes = read.attributes { return attributes }
+    /// The item's label, attributes and dates. A locked item's are sealed in the file: it shows what it showed
+    /// when its collection locked (``LockedItemViews``), else nothing (empty and zero).
+    private func properties() throws(DBusError) -> ItemProperties {
+        guard !collection.isLocked else {
+            return daemon.lockedViews.properties(of: reference, in: collection.id) ?? ItemProperties()
+        }
+        if let properties = read.properties { return properties }
         do {
             let attributes = try collection.item(reference, returning: .attributes)?.attributes ?? [:]
-            read.attributes = attributes
-            return attributes
+            let properties = ItemProperties(attributes, of: reference.itemClass)
+            read.properties = properties
+            return properties
         } catch {
             throw SecretServiceError.from(error)
         }
-    }
-
-    private static func unixSeconds(_ value: AttributeValue?) -> UInt64 {
-        guard case .date(let date) = value else { return 0 }
-        return UInt64(max(0, date.timeIntervalSince1970))
     }
 
     /// Changes or deletes the item (`kind`) once the caller may (AccessChecks.swift: the item trusts it, the

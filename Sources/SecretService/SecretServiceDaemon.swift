@@ -70,6 +70,8 @@ package final class SecretServiceDaemon {
     var applicationUsage = ApplicationUsage()
     /// The KWallet face's handles, waiting opens, empty folders and kwalletrc names (KWalletSessions.swift).
     var kwallet = KWalletSessions()
+    /// What locked collections' items show: their properties as they were when each locked.
+    var lockedViews = LockedItemViews()
 
     /// Serves `registry`; with `identifiesCallers`, each client is identified before its calls are served. The
     /// Secret portal's backend answers only `portalProgram` (``PortalGate``).
@@ -81,6 +83,7 @@ package final class SecretServiceDaemon {
         self.limits = limits
         self.callers = identifiesCallers ? CallerDirectory() : nil
         self.portalGate = PortalGate(programName: portalProgram)
+        registry.beforeLocking = { [weak self] held in self?.lockedViews.keep(held) }
     }
 
     /// Opens the keychains (with `loginPassword`, unlocking or creating the login keychain) and serves them.
@@ -423,7 +426,9 @@ package final class SecretServiceDaemon {
         switch event {
         case .lockChanged(let held): announceLockChange(held)
         case .created(let held): announceCollections(ServiceObject.collectionCreated, held)
-        case .deleted(let held): announceCollections(ServiceObject.collectionDeleted, held)
+        case .deleted(let held):
+            lockedViews.forget(held.id)
+            announceCollections(ServiceObject.collectionDeleted, held)
         case .itemsAdded(let held):
             invalidateItems(of: held)
             emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
@@ -434,30 +439,37 @@ package final class SecretServiceDaemon {
     }
 
     /// Announces a collection's new lock state, on it and on each of its items: `Locked` alone when it
-    /// locked; on unlock, each item's label and attributes (read as empty while locked) with it, and
-    /// `ItemChanged`, so that clients that cache item properties (libsecret) show them again. What changed
-    /// only: the items are read in one pass per class, their attributes without their secrets.
+    /// locked (its items keep showing what they showed, ``LockedItemViews``); on unlock, with `Locked`, each
+    /// item's `Label`, `Attributes`, `Created` and `Modified` and the collection's `ItemChanged` (libsecret
+    /// reads the item again then), for the items whose values differ from what they showed while locked:
+    /// all of them when the daemon never held the collection unlocked (they showed nothing), none that stayed
+    /// the same since it locked. The items are read in one pass per class, their attributes without secrets.
     private func announceLockChange(_ held: HeldKeychain) {
         held.markUsed()
         let locked = DBusValue.bool(held.isLocked)
         emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Locked": locked])
         emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
+        let shownWhileLocked = held.isLocked ? nil : lockedViews.unlocked(held.id)
+        let stamp = held.isLocked ? nil : try? held.keychain.changeStamp()
         let items = (try? held.allItems(returning: held.isLocked ? [] : .attributes)) ?? []
+        var view: [ItemReference: ItemProperties] = [:]
+        if stamp != nil { view.reserveCapacity(items.count) }
         for item in items {
             let path = ObjectPaths.item(item.reference, in: held.id)
             var changed: [String: DBusValue] = ["Locked": locked]
+            var properties: ItemProperties?
             if let attributes = item.attributes {
-                var label = ""
-                if case .string(let text) = attributes[.label] { label = text }
-                changed["Label"] = .string(label)
-                changed["Attributes"] = .stringDictionary(
-                    AttributeMapping.secretServiceAttributes(attributes, of: item.reference.itemClass))
+                let now = ItemProperties(attributes, of: item.reference.itemClass)
+                if stamp != nil { view[item.reference] = now }
+                if now != shownWhileLocked?[item.reference] { properties = now }
             }
+            if let properties { changed.merge(properties.changedValues) { $1 } }
             emitPropertiesChanged(path, ItemObject.interfaceName, changed)
-            if item.attributes != nil {
+            if properties != nil {
                 emit(CollectionObject.itemChanged, at: held.path, ObjectPath(path))
             }
         }
+        if let stamp { lockedViews.read(view, of: held, at: stamp) }
     }
 
     /// Announces a changed item list of a collection: the Secret Service

@@ -90,7 +90,7 @@ def pinentry_requests(daemon):
 def test_seahorse_changes_the_login_keychain_password_through_a_pinentry_prompt(make_daemon, bus):
     pytest.importorskip("gi")
     daemon = make_daemon(answers=["password not the password", f"password {LOGIN_PASSWORD}",
-                                  "password new login", "password new login"]).start()
+                                  "password new login"]).start()
     secret_tool(bus, "store", "--label=Kept", "kept", "across", input=b"still here")
     result = subprocess.run(
         ["/usr/bin/python3", "-c", SEAHORSE_CHANGE, LOGIN],
@@ -99,9 +99,12 @@ def test_seahorse_changes_the_login_keychain_password_through_a_pinentry_prompt(
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "changed ''", result.stdout
     asked = pinentry_requests(daemon)
-    assert len(asked) == 4, asked
+    # The new password and its confirmation in one dialog (SETREPEAT), as pinentry-gnome3 shows gcr's
+    # new-password prompt: three dialogs in all, not four.
+    assert len(asked) == 3, asked
     assert "current password" in asked[0] and "current password" in asked[1]
-    assert "new password" in asked[2].lower() and "again" in asked[3]
+    assert "new password" in asked[2].lower()
+    assert repeat_requests(daemon) == [("Confirm:", "The passwords did not match. Try again.")]
 
     session = DHSession(bus)
     try:
@@ -114,6 +117,47 @@ def test_seahorse_changes_the_login_keychain_password_through_a_pinentry_prompt(
     finally:
         session.close()
     assert secret_tool(bus, "lookup", "kept", "across").stdout == b"still here"
+
+
+def repeat_requests(daemon):
+    """The (SETREPEAT, SETREPEATERROR) texts sent before each GETPIN that had them."""
+    repeat, error, asked = None, None, []
+    for line in daemon.pinentry_log().splitlines():
+        entry = json.loads(line)
+        if entry["command"] == "SETREPEAT":
+            repeat = entry["argument"]
+        elif entry["command"] == "SETREPEATERROR":
+            error = entry["argument"]
+        elif entry["command"] == "GETPIN" and repeat is not None:
+            asked.append((repeat, error))
+        elif entry["command"] == "BYE":
+            repeat, error = None, None
+    return asked
+
+
+@pytest.mark.parametrize("pinentry_kind", ["no SETREPEAT", "repeat not confirmed"])
+def test_a_new_password_is_asked_twice_when_the_pinentry_does_not_confirm_it(make_daemon, bus, pinentry_kind):
+    """A pinentry that does not know SETREPEAT (it answers an error), or took it and answered without
+    `S PIN_REPEATED`: a second dialog asks for the new password again, and the change needs both alike."""
+    pytest.importorskip("gi")
+    new = "password new login" if pinentry_kind == "no SETREPEAT" else "password-unrepeated new login"
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}", new, "password new login"],
+                         extra_env={"SCRIPTED_PINENTRY_NO_REPEAT": "1"} if pinentry_kind == "no SETREPEAT" else {})
+    daemon.start()
+    result = subprocess.run(
+        ["/usr/bin/python3", "-c", SEAHORSE_CHANGE, LOGIN],
+        env=bus.env(SCRIPTED_PINENTRY_ANSWERS=str(daemon.answers), SCRIPTED_PINENTRY_LOG=str(daemon.log)),
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    asked = pinentry_requests(daemon)
+    assert len(asked) == 3, asked
+    assert "new password" in asked[1].lower() and "again" in asked[2]
+    session = DHSession(bus)
+    try:
+        session.lock(LOGIN)
+        assert not session.unlock(LOGIN, "new login").is_error
+    finally:
+        session.close()
 
 
 def test_a_cancelled_change_prompt_changes_nothing(make_daemon, bus):

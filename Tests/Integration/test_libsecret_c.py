@@ -8,13 +8,18 @@ import pytest
 SOURCE = pathlib.Path(__file__).with_name("libsecret_client.c")
 
 
-@pytest.fixture(scope="module")
-def program(tmp_path_factory):
-    output = tmp_path_factory.mktemp("c") / "libsecret_client"
+def compile_libsecret_program(source, tmp_path_factory):
+    """`source` (a C file) built against libsecret-1 into a temporary directory; the program's path."""
+    output = tmp_path_factory.mktemp("c") / source.stem
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libsecret-1"], check=True, capture_output=True,
                            text=True).stdout.split()
-    subprocess.run(["gcc", "-Wall", "-Werror", "-o", str(output), str(SOURCE), *flags], check=True)
+    subprocess.run(["gcc", "-Wall", "-Werror", "-o", str(output), str(source), *flags], check=True)
     return str(output)
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    return compile_libsecret_program(SOURCE, tmp_path_factory)
 
 
 def test_schema_store_lookup_search_clear_proxy_and_alias(program, daemon, bus):

@@ -34,10 +34,10 @@ def test_items_cached_while_locked_show_their_label_and_attributes_after_unlock(
     pytest.importorskip("gi")
     daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
     secret_tool(bus, "store", "--label=Cached label", "cache", "me", "user", "alice", input=b"s3cret")
-    subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
-                    "/org/freedesktop/secrets", "org.freedesktop.Secret.Service.Lock",
-                    "array:objpath:/org/freedesktop/secrets/collection/login"],
-                   env=bus.env(), check=True, capture_output=True)
+    # Started again without the password: the daemon never held the login keychain unlocked, so its items show
+    # nothing while locked (a keychain locked after use shows what it showed then: test_locked_items.py).
+    daemon.stop()
+    daemon.start(unlock=False)
     result = subprocess.run(["/usr/bin/python3", "-c", CLIENT], env=daemon_env(daemon, bus), capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -399,3 +399,76 @@ def test_the_login_keychain_unlocks_with_the_password_typed_into_the_real_prompt
             lookup.kill()
             lookup.wait()
     assert lookup.returncode == 0 and out == b"the secret", err
+
+
+def test_setrepeat_shows_gcrs_new_password_prompt_and_answers_pin_repeated(bus, desktop, start_pinentry):
+    """What latchkeyd asks a new password with (OwnPasswords.askNewPassword): SETREPEAT and SETREPEATERROR, then
+    one GETPIN. pinentry-gnome3 shows gcr's new-password prompt (a password field and a confirmation field, OK
+    only once both match) and answers with "S PIN_REPEATED": one dialog, not two."""
+    pinentry = start_pinentry(pinentry_env(bus, desktop))
+    pinentry.set_texts(title="Change Keychain Password", desc="Choose a new password for the “k” keychain.",
+                       prompt="New password:", repeat="Confirm:",
+                       repeaterror="The passwords did not match. Try again.")
+    pinentry.send("GETPIN")
+    prompt = GcrPrompt.wait(desktop, "Change Keychain Password")
+    prompt.type("new horse 2")
+    prompt.key("Tab")
+    prompt.type("new horse 2")
+    prompt.key("Return")
+    reply = pinentry.reply()
+    assert reply.ok and reply.data == b"new horse 2", reply
+    assert "PIN_REPEATED" in reply.status, reply
+    prompt.wait_closed()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None or shutil.which("pinentry-tty") is None,
+                    reason="tmux or pinentry-tty is not installed (see .ci/packages)")
+def test_pinentry_tty_asks_a_new_password_and_its_confirmation_until_they_match(tmp_path):
+    """pinentry-tty on a terminal (a tmux pane, OPTION ttyname as gpg-agent sends it): after SETREPEAT it asks
+    "New password:" then "Confirm:" in one GETPIN, shows SETREPEATERROR's text and asks both again when they
+    differ, and answers "S PIN_REPEATED" with the password once they match: the behaviour the scripted pinentry
+    copies (Tests/Support/scripted-pinentry, SETREPEAT)."""
+    socket = str(tmp_path / "tmux.sock")
+    subprocess.run(["tmux", "-S", socket, "new-session", "-d", "-x", "80", "-y", "24", "sleep 120"], check=True)
+    try:
+        tty = subprocess.run(["tmux", "-S", socket, "display", "-p", "#{pane_tty}"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+
+        def pane():
+            return subprocess.run(["tmux", "-S", socket, "capture-pane", "-p"], capture_output=True, text=True,
+                                  check=True).stdout
+
+        def wait_for_pane(text, count=1):
+            deadline = time.monotonic() + 10
+            while pane().count(text) < count:
+                assert time.monotonic() < deadline, f"the pane never showed {text!r} {count} times: {pane()!r}"
+                time.sleep(0.05)
+
+        def type_line(text):
+            subprocess.run(["tmux", "-S", socket, "send-keys", "-l", text], check=True)
+            subprocess.run(["tmux", "-S", socket, "send-keys", "Enter"], check=True)
+
+        pinentry = Pinentry({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, tmp_path / "tty.stderr",
+                            program=shutil.which("pinentry-tty"))
+        try:
+            for line in (f"OPTION ttyname={tty}", "OPTION ttytype=xterm"):
+                assert pinentry.command(line).ok
+            pinentry.set_texts(desc="Choose a new password.", prompt="New password:", repeat="Confirm:",
+                               repeaterror="They differ")
+            pinentry.send("GETPIN")
+            wait_for_pane("New password:")
+            type_line("first")
+            wait_for_pane("Confirm:")
+            type_line("other")
+            wait_for_pane("They differ")
+            wait_for_pane("New password:", 2)
+            type_line("same one")
+            wait_for_pane("Confirm:", 2)
+            type_line("same one")
+            reply = pinentry.reply()
+            assert reply.ok and reply.data == b"same one", reply
+            assert reply.status == ["PIN_REPEATED"], reply
+        finally:
+            pinentry.close()
+    finally:
+        subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True)

@@ -141,8 +141,9 @@ def test_seahorse_lists_the_login_keyring_and_its_items(make_daemon, bus, xserve
 
 def test_seahorse_changes_the_login_keyring_password(make_daemon, bus, xserver, tmp_path):
     """The sidebar's menu, "Change Password": Seahorse calls ChangeWithPrompt, pinentry asks for the current
-    password and the new one twice, and the login keychain opens with the new password only."""
-    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}", "password horse battery", "password horse battery"])
+    password, then for the new one with its confirmation in one dialog (SETREPEAT), and the login keychain opens
+    with the new password only."""
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}", "password horse battery"])
     daemon.start()
     seahorse = Seahorse(bus, xserver, tmp_path)
     watcher = open_dbus_connection(bus=bus.address)
@@ -160,7 +161,8 @@ def test_seahorse_changes_the_login_keyring_password(make_daemon, bus, xserver, 
     finally:
         watcher.close()
         seahorse.stop()
-    assert "GETPIN" in daemon.pinentry_log()
+    assert daemon.pinentry_log().count('"GETPIN"') == 2, daemon.pinentry_log()
+    assert '"SETREPEAT"' in daemon.pinentry_log()
     session = DHSession(bus)
     try:
         session.lock(LOGIN)
@@ -212,3 +214,45 @@ def locate(png, word, leftmost=False):
 def word_in(label, text):
     """Whether every word of `label` is in the OCR'd text (as a word)."""
     return all(re.search(rf"\b{re.escape(word)}\b", text, re.IGNORECASE) for word in label.split())
+
+
+def test_seahorse_started_on_a_locked_login_keychain_shows_every_row_after_its_unlock_button(make_daemon, bus,
+                                                                                          xserver, tmp_path):
+    """Seahorse started while the login keychain is locked (the daemon started without the password, as after a
+    key-based SSH login) and unlocked from its own "Unlock" button: the item list that appears shows every
+    row's label and type. Seahorse (libsecret 0.20) built its item objects while the keychain was locked, when
+    labels and attributes read as empty, and keeps them: it reads them again only for the `ItemChanged` (libsecret
+    refreshes the item) and `PropertiesChanged` values latchkeyd sends at the unlock. Without both, every row
+    shows no label and the generic type "Password or Secret", as the issue saw."""
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
+    secret_tool(bus, "store", f"--label={LABELS[0]}", "xdg:schema", "org.gnome.keyring.NetworkPassword",
+                "server", "mail.example", "user", "alice", "protocol", "imap", input=b"secret 0")
+    for number, label in enumerate(LABELS[1:], start=1):
+        secret_tool(bus, "store", f"--label={label}", "seahorse-test", str(number), input=f"secret {number}".encode())
+    daemon.stop()
+    daemon.start(unlock=False)
+    seahorse = Seahorse(bus, xserver, tmp_path)
+    text = ""
+    try:
+        seahorse.click(*seahorse.login_in_sidebar())
+        # "Keyring is locked", and below it the Unlock button (white on blue, which tesseract does not read).
+        locked = wait_for(lambda: locate(seahorse.capture(), "locked"), 45, "the locked keyring's page")
+        keyring = locate(seahorse.screenshot, "Keyring")
+        seahorse.click((keyring[0] + locked[0]) // 2, locked[1] + 72)
+
+        def shows_every_row():
+            nonlocal text
+            text = read_text(seahorse.capture())
+            # The rows' labels, and their types: "Network password" (the network schema), "Password or Secret" (others).
+            return all(word_in(label, text) for label in [*LABELS, "Network password", "Password or Secret"])
+
+        try:
+            wait_for(shows_every_row, 45, "Seahorse to show every row's label and type after the unlock")
+        except AssertionError:
+            raise AssertionError(f"Seahorse shows: {text!r}") from None
+        assert "GETPIN" in daemon.pinentry_log()
+    finally:
+        seahorse.stop()
+        kept = os.environ.get("LATCHKEY_SEAHORSE_SCREENSHOT")
+        if kept and seahorse.screenshot.exists():
+            shutil.copy(seahorse.screenshot, kept)

@@ -38,6 +38,26 @@ import Testing
         #expect(try keychain.usage() == other.usage())
     }
 
+    /// The change stamp stays while nothing is written (reads, a lock and an unlock) and moves with a write
+    /// through this keychain or a commit by another connection to the file, also while locked.
+    @Test func changeStampMovesWithEveryWriteOnly() throws {
+        let keychain = try makeKeychain()
+        try keychain.add(.genericPassword, attributes: [.account: .string("a")], secret: Data([1]))
+        let stamp = try keychain.changeStamp()
+        _ = try keychain.items(matching: genericQuery("a"))
+        keychain.lock()
+        try keychain.unlock(password: "pw")
+        #expect(try keychain.changeStamp() == stamp)
+        try keychain.update(matching: genericQuery("a"), with: ItemChanges(secret: Data([2])))
+        let updated = try keychain.changeStamp()
+        #expect(updated != stamp)
+        keychain.lock()
+        let other = try Keychain(opening: path)
+        try other.unlock(password: "pw")
+        try other.add(.genericPassword, attributes: [.account: .string("b")], secret: Data([3]))
+        #expect(try keychain.changeStamp() != updated)
+    }
+
     /// A key, a certificate and an identity keep the access list they are given, across a reopening; one given
     /// none (as every such item stored before they could hold one) reads back with none.
     @Test func everyClassKeepsItsAccessListAcrossAReopening() throws {

@@ -30,7 +30,7 @@ import Testing
         return String(decoding: received, as: UTF8.self)
     }
 
-    /// Replies are read as a pinentry writes them: status and comment lines skipped, `D` lines percent-decoded
+    /// Replies are read as a pinentry writes them: status lines' keywords kept, comment lines skipped, `D` lines percent-decoded
     /// and joined, `ERR` with its code and text; `BYE` ends it and closes the socket.
     @Test func readsRepliesFromTheConnectedPeer() throws {
         let (ours, theirs) = try Self.socketPair()
@@ -42,8 +42,11 @@ import Testing
         var pin: [UInt8] = []
         #expect(try session.transact(Array("GETPIN".utf8), data: &pin) == .ok)
         #expect(pin == Array("a%b\nc".utf8))
+        // Status keywords are kept for the command they answered (a new password's `S PIN_REPEATED`).
+        #expect(session.statusKeywords == ["PIN_REPEATED"])
         #expect(
             try session.command("CONFIRM", raw: "") == .error(code: 83_886_179, text: "Operation cancelled <Pinentry>"))
+        #expect(session.statusKeywords.isEmpty)
         session.finish()
         #expect(Self.readAll(theirs) == "GETPIN\nCONFIRM \nBYE\n")
     }

@@ -206,6 +206,8 @@ final class SQLiteStatement {
 extension SQLiteDatabase {
     /// The number of rows the last INSERT, UPDATE or DELETE changed.
     var changes: Int { Int(sqlite3_changes(handle)) }
+    /// The rows this connection changed since it opened (every INSERT, UPDATE and DELETE, any table).
+    var totalChanges: Int64 { sqlite3_total_changes64(handle) }
     /// The rowid of the last INSERT.
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 }

@@ -1,0 +1,169 @@
+"""What clients see of a locked collection's items, and after its unlock, when they run no main loop.
+
+libsecret before 0.21 (Debian 12 has 0.20.5) makes a search's item objects before it unlocks
+(secret_service_search_sync; fixed by libsecret 7387774, "sync-search: unlock keyring before getting secret
+attributes", libsecret#6), and a client without a main loop (git-credential-libsecret, most C tools) never takes
+in the PropertiesChanged and ItemChanged that latchkeyd sends at the unlock: those objects keep what they read
+while locked. latchkeyd therefore shows, while a collection is locked, what its items showed when it locked
+(kept in memory, never read from the file, where it is sealed), as gnome-keyring does; a collection the daemon
+never held unlocked shows nothing (docs/threat-model.md, "Item labels while locked")."""
+
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import LOGIN_PASSWORD, secret_tool
+from dbus_client import Client
+from test_libsecret_c import compile_libsecret_program
+from test_gnome_keyring_private import LOGIN, DHSession
+
+HELPER_SOURCE = pathlib.Path("/usr/share/doc/git/contrib/credential/libsecret")
+CLIENT_SOURCE = pathlib.Path(__file__).with_name("libsecret_locked_client.c")
+IS_LOCKED = "org.freedesktop.Secret.Error.IsLocked"
+ITEM = "org.freedesktop.Secret.Item"
+PROPERTIES = "org.freedesktop.DBus.Properties"
+
+
+@pytest.fixture(scope="module")
+def git_helper(tmp_path_factory):
+    """git's libsecret credential helper, built from the source Debian's git ships (make; gcc, libsecret-1-dev and
+    libglib2.0-dev: .ci/packages)."""
+    if not (HELPER_SOURCE / "Makefile").exists() or shutil.which("make") is None:
+        pytest.skip("git's contrib/credential/libsecret or make is not installed (see .ci/packages)")
+    directory = tmp_path_factory.mktemp("git-credential-libsecret")
+    for source in HELPER_SOURCE.iterdir():
+        shutil.copy(source, directory)
+    subprocess.run(["make", "-s"], cwd=directory, check=True, capture_output=True, timeout=120)
+    return str(directory / "git-credential-libsecret")
+
+
+@pytest.fixture(scope="module")
+def locked_client(tmp_path_factory):
+    return compile_libsecret_program(CLIENT_SOURCE, tmp_path_factory)
+
+
+def store_git_credential(bus):
+    secret_tool(bus, "store", "--label=Git: https://example.com/", "xdg:schema", "org.gnome.keyring.NetworkPassword",
+                "protocol", "https", "server", "example.com", "user", "alice", input=b"s3cret")
+
+
+def lock_login(bus):
+    subprocess.run(["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
+                    "/org/freedesktop/secrets", "org.freedesktop.Secret.Service.Lock",
+                    "array:objpath:/org/freedesktop/secrets/collection/login"], env=bus.env(), check=True,
+                   capture_output=True)
+
+
+def git_get(helper, daemon, bus):
+    return subprocess.run([helper, "get"], input=b"protocol=https\nhost=example.com\n\n", capture_output=True,
+                          timeout=60, env=bus.env(SCRIPTED_PINENTRY_ANSWERS=str(daemon.answers),
+                                                  SCRIPTED_PINENTRY_LOG=str(daemon.log)))
+
+
+def test_git_credential_libsecret_run_while_locked_prints_username_and_password(git_helper, make_daemon, bus):
+    """The issue's case: the keychain locked (idle, screen lock, `latchkey lock`) after being used; git's helper
+    searches, the prompt unlocks, and it prints the username (an attribute it read while locked) and the
+    password."""
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
+    store_git_credential(bus)
+    lock_login(bus)
+    result = git_get(git_helper, daemon, bus)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode() == "username=alice\npassword=s3cret\n", result.stdout
+    assert "GETPIN" in daemon.pinentry_log()
+
+
+def test_git_credential_libsecret_on_a_daemon_started_locked_prints_the_password(git_helper, make_daemon, bus):
+    """The daemon started without the password (D-Bus activation after a key-based SSH login) has never seen the
+    items: their labels and attributes are sealed in the file until the unlock. The helper unlocks through the
+    prompt and prints the password; its username it read while locked, from libsecret 0.20's item objects
+    made before the unlock, so it has one only with libsecret 0.21 or later (gnome-keyring alike: its locked
+    items show hashed attributes then)."""
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
+    store_git_credential(bus)
+    daemon.stop()
+    daemon.start(unlock=False)
+    result = git_get(git_helper, daemon, bus)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().endswith("password=s3cret\n"), result.stdout
+    version = subprocess.run(["pkg-config", "--modversion", "libsecret-1"], capture_output=True, text=True).stdout
+    if tuple(int(part) for part in version.strip().split(".")[:2]) >= (0, 21):
+        assert result.stdout.decode().startswith("username=alice\n"), result.stdout
+
+
+def test_a_c_client_that_read_items_while_locked_sees_label_and_attributes_after_the_unlock(locked_client,
+                                                                                            make_daemon, bus):
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
+    store_git_credential(bus)
+    lock_login(bus)
+    result = subprocess.run([locked_client], capture_output=True, text=True, timeout=60,
+                            env=bus.env(SCRIPTED_PINENTRY_ANSWERS=str(daemon.answers),
+                                        SCRIPTED_PINENTRY_LOG=str(daemon.log)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "before label='Git: https://example.com/' user='alice'",
+        "unlocked 1",
+        "after label='Git: https://example.com/' user='alice'",
+    ], result.stdout
+
+
+def test_a_locked_item_shows_what_it_showed_when_it_locked_never_its_secret(make_daemon, bus):
+    """Abuse: any client of the user on the bus reads a locked item's label and attributes (as it could while it
+    was unlocked), never its secret; a daemon that never held the keychain unlocked shows nothing of it (the file
+    keeps them sealed), and a changed item shows its new values after the next lock."""
+    daemon = make_daemon().start()
+    store_git_credential(bus)
+    [path] = search_paths(bus, {"server": "example.com"})[0]
+    # Locked and unlocked once (the unlock reads what the items show, kept for the next lock if nothing is
+    # written before it), then changed: the next lock shows the change.
+    session = DHSession(bus)
+    try:
+        session.lock(LOGIN)
+        assert not session.unlock(LOGIN, LOGIN_PASSWORD).is_error
+    finally:
+        session.close()
+    set_label(bus, path, "Renamed")
+    lock_login(bus)
+    assert search_paths(bus, {"server": "example.com"}) == ([], [path])
+    properties = item_properties(bus, path)
+    assert properties["Label"] == "Renamed" and properties["Attributes"]["user"] == "alice", properties
+    assert properties["Locked"] is True and properties["Created"] > 0, properties
+    session = DHSession(bus)
+    try:
+        reply = session.client.call(path, ITEM, "GetSecret", "o", (session.path,))
+        assert reply.error_name == IS_LOCKED, reply.body
+        [secrets] = session.client.service("GetSecrets", "aoo", ([path], session.path))
+        assert secrets == {}, secrets
+    finally:
+        session.close()
+    daemon.stop()
+    daemon.start(unlock=False)
+    properties = item_properties(bus, path)
+    assert (properties["Label"], properties["Attributes"], properties["Created"]) == ("", {}, 0), properties
+
+
+def search_paths(bus, attributes):
+    client = Client(bus.address)
+    try:
+        return tuple(client.service("SearchItems", "a{ss}", (attributes,)))
+    finally:
+        client.close()
+
+
+def item_properties(bus, path):
+    client = Client(bus.address)
+    try:
+        [properties] = client.ok(path, PROPERTIES, "GetAll", "s", (ITEM,))
+        return {name: value for name, (_, value) in properties.items()}
+    finally:
+        client.close()
+
+
+def set_label(bus, path, label):
+    client = Client(bus.address)
+    try:
+        client.ok(path, PROPERTIES, "Set", "ssv", (ITEM, "Label", ("s", label)))
+    finally:
+        client.close()
