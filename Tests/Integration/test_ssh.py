@@ -102,6 +102,14 @@ class Sshd:
             self.process.wait()
 
 
+def latchkey_for_users(installed):
+    """The latchkey command beside the installed module, where the test users can run it."""
+    path = installed / "latchkey"
+    shutil.copy(binary("latchkey"), path)
+    os.chmod(path, 0o755)
+    return path
+
+
 # Asked in the ssh session: the login collection's Locked property, over the user's bus.
 LOCKED = ("dbus-send --session --print-reply --dest=org.freedesktop.secrets /org/freedesktop/secrets/collection/login"
           " org.freedesktop.DBus.Properties.Get string:org.freedesktop.Secret.Collection string:Locked")
@@ -124,9 +132,10 @@ def ssh_setup(make_service, user, tmp_path):
     would (XDG_RUNTIME_DIR, where the user's bus is) plus PINENTRY and any `extra` variables."""
     made = []
 
-    def make(extra=""):
+    def make(extra="", user_bus=True):
         envfile = tmp_path / "pam-env"
-        envfile.write_text(f"XDG_RUNTIME_DIR={user.runtime}\nPINENTRY={user.env()['PINENTRY']}\n{extra}")
+        runtime = f"XDG_RUNTIME_DIR={user.runtime}\n" if user_bus else ""
+        envfile.write_text(f"{runtime}PINENTRY={user.env()['PINENTRY']}\n{extra}")
         os.chmod(envfile, 0o644)
         service = make_service(session_prefix=f"session   required  pam_env.so envfile={envfile}\n")
         login(service, user)
@@ -165,9 +174,7 @@ def test_a_tpm2_slot_without_a_pin_unlocks_at_a_key_login(ssh_setup, user, insta
     an ssh key login is such a login."""
     tpm = make_tpm()
     sshd = ssh_setup(extra=f"LATCHKEY_TPM_TCTI={tpm.tcti}\n")
-    shutil.copy(binary("latchkey"), installed / "latchkey")
-    os.chmod(installed / "latchkey", 0o755)
-    added = user.run(["env", f"LATCHKEY_TPM_TCTI={tpm.tcti}", str(installed / "latchkey"), "add-slot", "tpm2",
+    added = user.run(["env", f"LATCHKEY_TPM_TCTI={tpm.tcti}", str(latchkey_for_users(installed)), "add-slot", "tpm2",
                       "--stdin"], input=PASSWORD + "\n")
     assert added.returncode == 0, added.stderr
     user.stop_daemon()
@@ -177,6 +184,20 @@ def test_a_tpm2_slot_without_a_pin_unlocks_at_a_key_login(ssh_setup, user, insta
     assert result.stdout.endswith("s3cret"), result.stdout
     asked = user.pinentry_log.read_text() if user.pinentry_log.exists() else ""
     assert "GETPIN" not in asked
+
+
+def test_a_session_without_a_user_bus_gets_one_clear_line_from_latchkey(ssh_setup, user, installed):  # noqa: F811
+    """No pam_systemd / dbus-user-session (docs/ssh.md): the ssh session has no XDG_RUNTIME_DIR and no
+    DBUS_SESSION_BUS_ADDRESS. `latchkey unlock-keychain` says there is no session bus, in one line, at once."""
+    sshd = ssh_setup(user_bus=False)
+    start = time.monotonic()
+    result = sshd.run_with_key(user, f"{latchkey_for_users(installed)} unlock-keychain")
+    elapsed = time.monotonic() - start
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        "latchkey: no session bus (DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus is missing): no"
+        " latchkeyd to unlock the keychain in (docs/ssh.md: a user bus)"], result.stderr
+    assert elapsed < 10, elapsed
 
 
 @pytest.mark.xfail(strict=False, reason="needs place26")
