@@ -138,7 +138,16 @@ struct Latchkeyd: ParsableCommand {
         var password: SecretBytes? = unlock ? try readPassword() : nil
         var handOver = login ? try readHandOver() : nil
 
-        let connection = try? DBusConnection.session()
+        let connection: DBusConnection?
+        do throws(DBusError) {
+            connection = try DBusConnection.session()
+        } catch {
+            // An ssh login without a user bus (docs/ssh.md): the control socket serves logins meanwhile.
+            connection = nil
+            printError(
+                "latchkeyd: no session bus yet (\(error.message)): serving the control socket; "
+                    + "org.freedesktop.secrets is claimed once a bus appears at $XDG_RUNTIME_DIR/bus")
+        }
         // The control socket before the bus name: a client the bus starts this daemon for and a login's
         // hand-over may come at once, and pam_latchkey, finding the socket, hands over to this daemon (or,
         // finding it taken by the time the daemon it started looks, hands over again here). A daemon replacing
@@ -249,6 +258,7 @@ struct Latchkeyd: ParsableCommand {
     private func connectLater() -> ServiceLoop.BusAttempt {
         guard let connection = try? DBusConnection.session() else { return .notYet }
         if let refusal = claimName(connection) { return .refused(refusal) }
+        printError("latchkeyd: the session bus appeared: serving org.freedesktop.secrets on it")
         return .connected(connection)
     }
 
