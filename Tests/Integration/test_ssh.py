@@ -77,21 +77,29 @@ class Sshd:
         return ["-p", str(self.port), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                 "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"]
 
-    def run_with_key(self, user, command, timeout=30):
-        """`command` over ssh as `user`, logged in with the client key (no password reaches PAM)."""
-        return subprocess.run(
-            ["ssh", *self.options(), "-i", str(self.client_key), "-o", "BatchMode=yes",
+    def run_with_key(self, user, command, timeout=30, tty=False):
+        """`command` over ssh as `user`, logged in with the client key (no password reaches PAM); with `tty`,
+        in a pty on the server (`ssh -tt`), as a person's shell runs it."""
+        return self._finish(subprocess.run(
+            ["ssh", *self.options(), *(["-tt"] if tty else []), "-i", str(self.client_key), "-o", "BatchMode=yes",
              "-o", "PreferredAuthentications=publickey", f"{user.name}@127.0.0.1", command],
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout))
 
-    def run_with_password(self, user, command, password=PASSWORD, timeout=30):
+    def run_with_password(self, user, command, password=PASSWORD, timeout=30, tty=False):
         """`command` over ssh as `user`, logged in with a password typed at ssh's prompt (sshpass answers it on
-        the pty it gives ssh)."""
-        return subprocess.run(
-            ["sshpass", "-e", "ssh", *self.options(), "-o", "PreferredAuthentications=password",
-             "-o", "PubkeyAuthentication=no", "-o", "NumberOfPasswordPrompts=1", f"{user.name}@127.0.0.1", command],
+        the pty it gives ssh); with `tty`, in a pty on the server too."""
+        return self._finish(subprocess.run(
+            ["sshpass", "-e", "ssh", *self.options(), *(["-tt"] if tty else []),
+             "-o", "PreferredAuthentications=password", "-o", "PubkeyAuthentication=no",
+             "-o", "NumberOfPasswordPrompts=1", f"{user.name}@127.0.0.1", command],
             env={**os.environ, "SSHPASS": password}, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-            timeout=timeout)
+            timeout=timeout))
+
+    @staticmethod
+    def _finish(result):
+        """The result with a pty's line ends made plain."""
+        result.stdout = result.stdout.replace("\r\n", "\n")
+        return result
 
     def stop(self):
         self.process.terminate()
@@ -156,9 +164,9 @@ def ssh_setup(make_service, user, tmp_path):
 def test_a_password_login_over_ssh_unlocks_the_login_keychain(ssh_setup, user):
     sshd = ssh_setup()
     user.stop_daemon()
-    result = sshd.run_with_password(user, LOCKED + "; secret-tool lookup service mail")
+    result = sshd.run_with_password(user, LOCKED + "; secret-tool lookup service mail", tty=True)
     assert session_sees(result) == "unlocked"
-    assert result.stdout.endswith("s3cret"), result.stdout
+    assert result.stdout.splitlines()[-1] == "s3cret", result.stdout
 
 
 def test_a_key_login_over_ssh_leaves_the_login_keychain_locked(ssh_setup, user):
@@ -180,9 +188,9 @@ def test_a_tpm2_slot_without_a_pin_unlocks_at_a_key_login(ssh_setup, user, insta
     assert added.returncode == 0, added.stderr
     user.stop_daemon()
     user.set_pinentry_answers([])
-    result = sshd.run_with_key(user, LOCKED + "; secret-tool lookup service mail")
+    result = sshd.run_with_key(user, LOCKED + "; secret-tool lookup service mail", tty=True)
     assert session_sees(result) == "unlocked"
-    assert result.stdout.endswith("s3cret"), result.stdout
+    assert result.stdout.splitlines()[-1] == "s3cret", result.stdout
     asked = user.pinentry_log.read_text() if user.pinentry_log.exists() else ""
     assert "GETPIN" not in asked
 
