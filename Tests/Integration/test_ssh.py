@@ -33,7 +33,7 @@ def free_port():
 class Sshd:
     """sshd on 127.0.0.1 for one PAM service, and the ssh client's key and options to log in to it."""
 
-    def __init__(self, directory, service):
+    def __init__(self, directory, service, keyboard_interactive=False):
         self.directory = directory
         directory.mkdir(mode=0o700, exist_ok=True)
         pathlib.Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # the privilege separation directory
@@ -46,7 +46,9 @@ class Sshd:
         config = directory / "sshd_config"
         config.write_text(
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.host_key}\nPidFile {directory}/sshd.pid\n"
-            "UsePAM yes\nPasswordAuthentication yes\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
+            "UsePAM yes\nPubkeyAuthentication yes\n"
+            + ("PasswordAuthentication no\nKbdInteractiveAuthentication yes\n" if keyboard_interactive
+               else "PasswordAuthentication yes\nKbdInteractiveAuthentication no\n") +
             "AuthorizedKeysFile .ssh/authorized_keys\nPermitRootLogin no\nStrictModes yes\nLogLevel VERBOSE\n")
         # The program's name is the PAM service's: sshd runs as `service.name`.
         self.program = directory / service.name
@@ -90,7 +92,7 @@ class Sshd:
         the pty it gives ssh); with `tty`, in a pty on the server too."""
         return self._finish(subprocess.run(
             ["sshpass", "-e", "ssh", *self.options(), *(["-tt"] if tty else []),
-             "-o", "PreferredAuthentications=password", "-o", "PubkeyAuthentication=no",
+             "-o", "PreferredAuthentications=password,keyboard-interactive", "-o", "PubkeyAuthentication=no",
              "-o", "NumberOfPasswordPrompts=1", f"{user.name}@127.0.0.1", command],
             env={**os.environ, "SSHPASS": password}, stdin=subprocess.DEVNULL, capture_output=True, text=True,
             timeout=timeout))
@@ -140,7 +142,7 @@ def ssh_setup(make_service, user, tmp_path):
     would (XDG_RUNTIME_DIR, where the user's bus is) plus PINENTRY and any `extra` variables."""
     made = []
 
-    def make(extra="", user_bus=True, pinentry=True):
+    def make(extra="", user_bus=True, pinentry=True, keyboard_interactive=False):
         envfile = tmp_path / "pam-env"
         runtime = f"XDG_RUNTIME_DIR={user.runtime}\n" if user_bus else ""
         named = f"PINENTRY={user.env()['PINENTRY']}\n" if pinentry else ""
@@ -151,7 +153,7 @@ def ssh_setup(make_service, user, tmp_path):
         user.wait_for_name()
         stored = user.secret_tool("store", "--label=mail", "service", "mail", input="s3cret")
         assert stored.returncode == 0, stored.stderr
-        sshd = Sshd(tmp_path / "sshd", service)
+        sshd = Sshd(tmp_path / "sshd", service, keyboard_interactive=keyboard_interactive)
         made.append(sshd)
         sshd.authorize(user)
         return sshd
@@ -167,6 +169,15 @@ def test_a_password_login_over_ssh_unlocks_the_login_keychain(ssh_setup, user):
     result = sshd.run_with_password(user, LOCKED + "; secret-tool lookup service mail", tty=True)
     assert session_sees(result) == "unlocked"
     assert result.stdout.splitlines()[-1] == "s3cret", result.stdout
+
+
+def test_a_keyboard_interactive_password_login_leaves_it_locked(ssh_setup, user):
+    """docs/ssh.md: with KbdInteractiveAuthentication sshd runs PAM's auth in a child process, so the password
+    pam_latchkey's auth step kept there never reaches the session step: the keychain stays locked, as after a
+    key login."""
+    sshd = ssh_setup(keyboard_interactive=True)
+    user.stop_daemon()
+    assert session_sees(sshd.run_with_password(user, LOCKED)) == "locked"
 
 
 def test_a_key_login_over_ssh_leaves_the_login_keychain_locked(ssh_setup, user):
