@@ -40,6 +40,8 @@ package final class DaemonKeychain: KeychainBackend {
                 }
                 self.bus = bus
                 return bus
+            } catch  where DaemonWait.timedOut(error) {
+                throw KeychainError(.notAvailable, error.message)
             } catch {
                 throw KeychainError(.notAvailable, "the session bus cannot be reached: \(error.message)")
             }
@@ -71,7 +73,7 @@ package final class DaemonKeychain: KeychainBackend {
         let reply: [DBusValue]
         do throws(KeychainError) {
             reply = try call(path: Keychain1Interface.rootPath, "List", [], timeout: 5_000)
-        } catch  where error.reason.hasPrefix(DaemonWait.noAnswerPrefix) {
+        } catch  where DaemonWait.isNoAnswer(error) {
             throw error
         } catch {
             return nil

@@ -73,6 +73,12 @@ package enum DaemonWait {
     /// How the error of a call that got no answer in time begins.
     static let noAnswerPrefix = "latchkeyd (\(Keychain1Interface.busName) on the session bus) did not answer"
 
+    /// Whether `error` says the daemon or the bus did not answer in time (as opposed to: no bus, no daemon).
+    static func isNoAnswer(_ error: KeychainError) -> Bool {
+        error.reason.hasPrefix(noAnswerPrefix)
+            || (error.reason.hasPrefix("the bus at ") && error.reason.contains("did not answer"))
+    }
+
     /// The error a call that got no answer within `timeoutMilliseconds` ends with.
     static func noAnswer(_ member: String, _ timeoutMilliseconds: Int32) -> KeychainError {
         KeychainError(.notAvailable, "\(noAnswerPrefix) \(member) within \(timeoutMilliseconds / 1_000) s")

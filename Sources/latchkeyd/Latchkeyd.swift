@@ -139,7 +139,11 @@ struct Latchkeyd: ParsableCommand {
         var handOver = login ? try readHandOver() : nil
 
         let connection: DBusConnection?
+        // A bus socket that accepts and never answers holds each try for the DBus module's bound (10 s): tries
+        // after such a slow one wait 30 s, so the control socket is served meanwhile.
+        var busRetry = SlowBusRetry()
         do throws(DBusError) {
+            defer { busRetry.tried(since: busRetry.started) }
             connection = try DBusConnection.session()
         } catch {
             // An ssh login without a user bus (docs/ssh.md): the control socket serves logins meanwhile.
@@ -198,7 +202,12 @@ struct Latchkeyd: ParsableCommand {
         } catch {
             throw fail(error.reason)
         }
-        let exit = loop.run(connectBus: connectLater)
+        let exit = loop.run {
+            guard busRetry.due else { return .notYet }
+            let started = MonotonicClock.nanoseconds()
+            defer { busRetry.tried(since: started) }
+            return connectLater()
+        }
         loop.shutDown()
         switch exit {
         case .busGone: printError("latchkeyd: the session bus went away")
@@ -382,4 +391,20 @@ struct Latchkeyd: ParsableCommand {
 private func printError(_ line: String) {
     let bytes = Array((line + "\n").utf8)
     _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+/// When the serving loop next tries a session bus that is not there: at once, unless the last try took over a
+/// second (a socket that accepts and never answers), then 30 s later.
+private struct SlowBusRetry {
+    /// When the first try began, in ``MonotonicClock/nanoseconds()``.
+    let started = MonotonicClock.nanoseconds()
+    private var next = Deadline(millisecondsFromNow: 0)
+
+    /// Whether a try is due.
+    var due: Bool { next.hasPassed }
+
+    /// Notes a try that began at `start` (``MonotonicClock/nanoseconds()``).
+    mutating func tried(since start: Int64) {
+        if MonotonicClock.nanoseconds() - start > 1_000_000_000 { next = Deadline(millisecondsFromNow: 30_000) }
+    }
 }
