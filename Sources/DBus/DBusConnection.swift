@@ -1,5 +1,6 @@
 import CDBus
 import FoundationEssentials
+import Glibc
 
 /// A private connection to a message bus.
 ///
@@ -13,7 +14,12 @@ package final class DBusConnection: @unchecked Sendable {
     /// The unique name the bus gave this connection (`:1.42`).
     package let uniqueName: String
 
-    /// Connects to the bus at `address` and registers with it.
+    /// How long the bus may take to finish the authentication of a new connection.
+    package static let authenticationTimeoutMilliseconds: Int64 = 10_000
+
+    /// Connects to the bus at `address` and registers with it. The authentication is bounded
+    /// (``authenticationTimeoutMilliseconds``; libdbus bounds only the `Hello` after it): a socket that accepts
+    /// and never answers gives `NoReply`, not a hang.
     package init(address: String) throws(DBusError) {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
@@ -21,6 +27,11 @@ package final class DBusConnection: @unchecked Sendable {
             throw DBusError.consume(&error, fallback: "cannot connect to \(address)")
         }
         dbus_connection_set_exit_on_disconnect(connection, 0)
+        if let failure = Self.authenticate(connection, address: address) {
+            dbus_connection_close(connection)
+            dbus_connection_unref(connection)
+            throw failure
+        }
         guard dbus_bus_register(connection, &error) != 0 else {
             dbus_connection_close(connection)
             dbus_connection_unref(connection)
@@ -28,6 +39,31 @@ package final class DBusConnection: @unchecked Sendable {
         }
         pointer = connection
         uniqueName = dbus_bus_get_unique_name(connection).map { String(cString: $0) } ?? ""
+    }
+
+    /// Moves the connection's bytes until the bus has authenticated it, for at most
+    /// ``authenticationTimeoutMilliseconds``; the error when it did not.
+    private static func authenticate(_ connection: OpaquePointer, address: String) -> DBusError? {
+        let deadline = monotonicMilliseconds() + authenticationTimeoutMilliseconds
+        while dbus_connection_get_is_authenticated(connection) == 0 {
+            let remaining = deadline - monotonicMilliseconds()
+            guard dbus_connection_get_is_connected(connection) != 0 else {
+                return DBusError(.disconnected, "the bus at \(address) closed the connection while authenticating")
+            }
+            guard remaining > 0 else {
+                return DBusError(
+                    .noReply,
+                    "the bus at \(address) did not answer within \(authenticationTimeoutMilliseconds / 1_000) s")
+            }
+            _ = dbus_connection_read_write(connection, Int32(min(remaining, 100)))
+        }
+        return nil
+    }
+
+    private static func monotonicMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1_000 + Int64(now.tv_nsec) / 1_000_000
     }
 
     deinit {

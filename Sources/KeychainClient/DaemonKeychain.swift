@@ -30,9 +30,21 @@ package final class DaemonKeychain: KeychainBackend {
         /// The connection, made anew when there is none or it broke: a new connection is a new caller to the
         /// daemon, not identified yet and without a session.
         mutating func connected() throws(KeychainError) -> DBusConnection {
-            if bus?.isConnected != true { self = Link(bus: try? DBusConnection.session()) }
-            guard let bus else { throw KeychainError(.notAvailable, "the session bus cannot be reached") }
-            return bus
+            if let bus, bus.isConnected { return bus }
+            self = Link()
+            let address = DBusConnection.sessionBusAddress() ?? "(none)"
+            do throws(DBusError) {
+                // libdbus does not bound the authentication: a socket that accepts and never answers holds it for good.
+                let bus = try DaemonWait.announcing("the session bus at \(address) to answer", bound: 10_000) {
+                    () throws(DBusError) in try DBusConnection.session()
+                }
+                self.bus = bus
+                return bus
+            } catch  where DaemonWait.timedOut(error) {
+                throw KeychainError(.notAvailable, error.message)
+            } catch {
+                throw KeychainError(.notAvailable, "the session bus cannot be reached: \(error.message)")
+            }
         }
     }
 
@@ -50,10 +62,31 @@ package final class DaemonKeychain: KeychainBackend {
 
     /// The keychains the daemon holds, or nil when no Latchkey daemon answers on the session bus.
     package static func list() -> [KeychainDescription]? {
-        guard let reply = try? call(path: Keychain1Interface.rootPath, "List", [], timeout: 5_000),
-            case .array(_, let entries)? = reply.first
-        else { return nil }
+        (try? listIfRunning()) ?? nil
+    }
+
+    /// The keychains the daemon holds; nil when there is no session bus or no daemon on it (none owns the name
+    /// and none could be started). A daemon that owns the name but does not answer within 5 s (stopped, hung,
+    /// or slower to start than that) is an error, not "no daemon": a command must not work on a file such a
+    /// daemon holds.
+    package static func listIfRunning() throws(KeychainError) -> [KeychainDescription]? {
+        let reply: [DBusValue]
+        do throws(KeychainError) {
+            reply = try call(path: Keychain1Interface.rootPath, "List", [], timeout: 5_000)
+        } catch  where DaemonWait.isNoAnswer(error) {
+            throw error
+        } catch {
+            return nil
+        }
+        guard case .array(_, let entries)? = reply.first else { return nil }
         return entries.compactMap { try? Keychain1Interface.decodeDescription($0) }
+    }
+
+    /// Why no daemon can be reached when the process has no session bus address at all (an ssh login without a
+    /// user bus: docs/ssh.md); nil when it has one.
+    package static func missingSessionBus() -> String? {
+        guard DBusConnection.sessionBusAddress() == nil else { return nil }
+        return "no session bus (DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus is missing)"
     }
 
     /// Hands the daemon the desktop session's variables its prompts show with (`UpdateEnvironment`): a value
@@ -116,11 +149,15 @@ package final class DaemonKeychain: KeychainBackend {
                         destination: channel.daemon ?? Keychain1Interface.busName, path: path,
                         interface: Keychain1Interface.interface, member: member, arguments: sealed)
                     message.startsService = channel.daemon == nil
-                    let reply = try bus.call(message, timeoutMilliseconds: timeout).arguments()
+                    let reply = try DaemonWait.announcing(DaemonWait.callNotice(member), bound: timeout) {
+                        () throws(DBusError) in try bus.call(message, timeoutMilliseconds: timeout).arguments()
+                    }
                     current.answered = true
                     return (reply, channel)
                 } catch  where channel.daemon != nil && attempt == 1 && SecretChannel.isGone(error) {
                     current.session = nil
+                } catch  where DaemonWait.timedOut(error) {
+                    throw DaemonWait.noAnswer(member, timeout)
                 } catch {
                     throw Keychain1Interface.keychainError(error)
                 }
@@ -137,7 +174,11 @@ package final class DaemonKeychain: KeychainBackend {
                 destination: Keychain1Interface.busName, path: path, interface: interface,
                 member: member, arguments: arguments)
             message.startsService = startsService
-            return try bus.call(message, timeoutMilliseconds: timeout).arguments()
+            return try DaemonWait.announcing(DaemonWait.callNotice(member), bound: timeout) { () throws(DBusError) in
+                try bus.call(message, timeoutMilliseconds: timeout).arguments()
+            }
+        } catch  where DaemonWait.timedOut(error) {
+            throw DaemonWait.noAnswer(member, timeout)
         } catch {
             throw Keychain1Interface.keychainError(error)
         }

@@ -29,7 +29,11 @@ struct SecretChannel: Sendable {
                 interface: Keychain1Interface.interface,
                 member: "OpenSession",
                 arguments: [.string(Keychain1Interface.sessionAlgorithm), .variant(.bytes(key.publicKey))])
-            reply = try bus.call(message, timeoutMilliseconds: 25_000)
+            reply = try DaemonWait.announcing(DaemonWait.callNotice("OpenSession"), bound: 25_000) {
+                () throws(DBusError) in try bus.call(message, timeoutMilliseconds: 25_000)
+            }
+        } catch  where DaemonWait.timedOut(error) {
+            throw DaemonWait.noAnswer("OpenSession", 25_000)
         } catch  where error.name == DBusError.Name.unknownMethod.rawValue {
             // A daemon older than Keychain1 sessions: it reads and answers secrets plain, as it always did.
             return SecretChannel(daemon: nil, cipher: nil)

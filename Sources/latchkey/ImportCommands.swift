@@ -158,7 +158,7 @@ struct CollectionMaker {
     init(places: ImportPlaces) {
         self.places = places
         let canonical = KeychainPaths.canonical(places.target.path)
-        let held = places.collectionPerKeyring ? DaemonKeychain.list() : nil
+        let held = places.collectionPerKeyring ? KeychainTarget.daemonKeychains() : nil
         daemon =
             held?.first { !$0.file.isEmpty && KeychainPaths.canonical($0.file) == canonical }
             .flatMap { DaemonKeychain.connect(collection: $0.id) }

@@ -139,8 +139,10 @@ enum ItemVerbs {
             return answer.first.map { $0 | 0x20 == UInt8(ascii: "y") } ?? false
         }
         do throws(PinentryError) {
-            return try Pinentry.fromEnvironment(ProcessInfo.processInfo.environment).confirm(
-                PinentryRequest(title: "latchkey", description: question, okLabel: "Show", cancelLabel: "Cancel"))
+            return try PinentryWait.fromEnvironment { (pinentry) throws(PinentryError) in
+                try pinentry.confirm(
+                    PinentryRequest(title: "latchkey", description: question, okLabel: "Show", cancelLabel: "Cancel"))
+            }
         } catch {
             throw KeychainError(.interactionNotAllowed, "no terminal to confirm on, and \(error.description)")
         }

@@ -253,7 +253,8 @@ struct UnlockKeychain: ParsableCommand {
         usage: "latchkey unlock-keychain [<options>] [<keychain>]",
         discussion: """
             The password is asked without echo, unless -p or --stdin gives it. For a keychain the daemon does not hold \
-            (no daemon runs, or it was made with create-keychain) the password is only checked.
+            (no daemon runs, or it was made with create-keychain) the password is only checked. With no session bus \
+            at all (an ssh login without a user bus) it says so and asks nothing.
 
             Examples:
               latchkey unlock-keychain
@@ -270,6 +271,12 @@ struct UnlockKeychain: ParsableCommand {
 
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
+            // Over ssh with no user bus no daemon can hold the keychain unlocked for other programs: say so before
+            // asking for a password that could only be checked (docs/ssh.md).
+            if let missing = DaemonKeychain.missingSessionBus() {
+                throw KeychainError(
+                    .notAvailable, "\(missing): no latchkeyd to unlock the keychain in (docs/ssh.md: a user bus)")
+            }
             let target = try KeychainTarget.open(keychain, unlocked: false)
             if recovery { return try unlockWithRecoveryKey(target) }
             if var given = try password.given() {

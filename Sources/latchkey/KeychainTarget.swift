@@ -1,3 +1,4 @@
+import ArgumentParser
 import FoundationEssentials
 import Glibc
 import KeySlots
@@ -74,8 +75,17 @@ struct KeychainTarget {
     /// How the daemon holds it; nil when this process opened the file.
     let held: KeychainDescription?
 
-    /// The daemon's keychains, looked up once per command (nil: no daemon answers).
-    static func daemonKeychains() -> [KeychainDescription]? { DaemonKeychain.list() }
+    /// The daemon's keychains, looked up once per command (nil: no bus, or no daemon on it). A daemon that owns
+    /// the name and does not answer in time ends the command with one line: the files it holds are not opened
+    /// behind its back.
+    static func daemonKeychains() -> [KeychainDescription]? {
+        do throws(KeychainError) {
+            return try DaemonKeychain.listIfRunning()
+        } catch {
+            StandardError.write("latchkey: \(error.reason)")
+            Latchkey.exit(withError: ExitCode.failure)
+        }
+    }
 
     /// Opens the keychain `argument` names (the default one when nil). With
     /// `unlocked`, a locked keychain is unlocked first, asking for its password.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import KeychainClient
 import KeychainCore
 import Posix
@@ -47,6 +48,15 @@ struct Latchkey: ParsableCommand {
         ProcessHardening.overwriteFreedMemory()
         SecretBytes.reportLockFailures { StandardError.write("latchkey: \($0)") }
         TPMConfiguration.quietLibraryLog()
+        // A wait on the bus or the daemon longer than a second is told (docs/ssh.md).
+        DaemonWait.notices.withLock {
+            $0 = DaemonWait.Reporting(
+                waiting: { StandardError.write("latchkey: waiting for \($0)") },
+                gaveUp: {
+                    StandardError.write("latchkey: \($0)")
+                    _exit(1)
+                })
+        }
         let arguments = PasswordSourceOptions.rewritingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
         do {
             var command = try parseAsRoot(arguments)

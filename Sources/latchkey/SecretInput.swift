@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import KeychainClient
 import KeychainCore
 import Pinentry
 import Posix
@@ -117,7 +118,9 @@ enum SecretInput {
             description: "latchkey needs the password of the keychain\n\(path)", prompt: "Password:", error: error)
         let outcome: PinentryOutcome
         do throws(PinentryError) {
-            outcome = try Pinentry.fromEnvironment(ProcessInfo.processInfo.environment).askPassword(request)
+            outcome = try PinentryWait.fromEnvironment { (pinentry) throws(PinentryError) in
+                try pinentry.askPassword(request)
+            }
         } catch {
             throw KeychainError(
                 .interactionNotAllowed, "no terminal to ask the password on, and \(error.description)")
@@ -144,6 +147,23 @@ enum SecretInput {
             StandardError.write("latchkey: the passwords do not match; try again")
         }
         throw KeychainError(.param, "the passwords did not match")
+    }
+}
+
+/// Runs pinentry for the command, told after a second (docs/ssh.md): a prompt on a display the person does not
+/// look at (a forwarded or stale DISPLAY over ssh) is named, with its bound.
+enum PinentryWait {
+    /// Runs `body` with the pinentry the environment names.
+    static func fromEnvironment<T>(_ body: (Pinentry) throws(PinentryError) -> T) throws(PinentryError) -> T {
+        let pinentry = Pinentry.fromEnvironment(ProcessInfo.processInfo.environment)
+        let environment = pinentry.environment
+        let place =
+            environment["WAYLAND_DISPLAY"].map { "Wayland display \($0)" }
+            ?? environment["DISPLAY"].map { "display \($0)" } ?? "no display"
+        let seconds = pinentry.timeout.components.seconds
+        return try DaemonWait.announcing(
+            "the prompt of \(pinentry.program) on \(place)", bound: Int32(clamping: seconds * 1_000)
+        ) { () throws(PinentryError) in try body(pinentry) }
     }
 }
 

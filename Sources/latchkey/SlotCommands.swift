@@ -35,7 +35,9 @@ final class SlotSecrets {
         if let typed = try SecretInput.fromTerminal(prompt: prompt) { return typed }
         let outcome: PinentryOutcome
         do throws(PinentryError) {
-            outcome = try Pinentry.fromEnvironment(ProcessInfo.processInfo.environment).askPassword(request)
+            outcome = try PinentryWait.fromEnvironment { (pinentry) throws(PinentryError) in
+                try pinentry.askPassword(request)
+            }
         } catch {
             throw KeychainError(.interactionNotAllowed, "no terminal to ask on, and \(error.description)")
         }

@@ -138,7 +138,20 @@ struct Latchkeyd: ParsableCommand {
         var password: SecretBytes? = unlock ? try readPassword() : nil
         var handOver = login ? try readHandOver() : nil
 
-        let connection = try? DBusConnection.session()
+        let connection: DBusConnection?
+        // A bus socket that accepts and never answers holds each try for the DBus module's bound (10 s): tries
+        // after such a slow one wait 30 s, so the control socket is served meanwhile.
+        var busRetry = SlowBusRetry()
+        do throws(DBusError) {
+            defer { busRetry.tried(since: busRetry.started) }
+            connection = try DBusConnection.session()
+        } catch {
+            // An ssh login without a user bus (docs/ssh.md): the control socket serves logins meanwhile.
+            connection = nil
+            printError(
+                "latchkeyd: no session bus yet (\(error.message)): serving the control socket; "
+                    + "org.freedesktop.secrets is claimed once a bus appears at $XDG_RUNTIME_DIR/bus")
+        }
         // The control socket before the bus name: a client the bus starts this daemon for and a login's
         // hand-over may come at once, and pam_latchkey, finding the socket, hands over to this daemon (or,
         // finding it taken by the time the daemon it started looks, hands over again here). A daemon replacing
@@ -189,7 +202,12 @@ struct Latchkeyd: ParsableCommand {
         } catch {
             throw fail(error.reason)
         }
-        let exit = loop.run(connectBus: connectLater)
+        let exit = loop.run {
+            guard busRetry.due else { return .notYet }
+            let started = MonotonicClock.nanoseconds()
+            defer { busRetry.tried(since: started) }
+            return connectLater()
+        }
         loop.shutDown()
         switch exit {
         case .busGone: printError("latchkeyd: the session bus went away")
@@ -249,6 +267,7 @@ struct Latchkeyd: ParsableCommand {
     private func connectLater() -> ServiceLoop.BusAttempt {
         guard let connection = try? DBusConnection.session() else { return .notYet }
         if let refusal = claimName(connection) { return .refused(refusal) }
+        printError("latchkeyd: the session bus appeared: serving org.freedesktop.secrets on it")
         return .connected(connection)
     }
 
@@ -372,4 +391,20 @@ struct Latchkeyd: ParsableCommand {
 private func printError(_ line: String) {
     let bytes = Array((line + "\n").utf8)
     _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+/// When the serving loop next tries a session bus that is not there: at once, unless the last try took over a
+/// second (a socket that accepts and never answers), then 30 s later.
+private struct SlowBusRetry {
+    /// When the first try began, in ``MonotonicClock/nanoseconds()``.
+    let started = MonotonicClock.nanoseconds()
+    private var next = Deadline(millisecondsFromNow: 0)
+
+    /// Whether a try is due.
+    var due: Bool { next.hasPassed }
+
+    /// Notes a try that began at `start` (``MonotonicClock/nanoseconds()``).
+    mutating func tried(since start: Int64) {
+        if MonotonicClock.nanoseconds() - start > 1_000_000_000 { next = Deadline(millisecondsFromNow: 30_000) }
+    }
 }

@@ -221,6 +221,13 @@ def test_daemon_started_before_the_bus_claims_it_when_it_appears(tmp_path):
         process.wait()
         if bus:
             bus.stop()
+    # What it did is said (docs/ssh.md): no bus at the start, and the bus once it appeared.
+    log = process.stderr.read().decode().splitlines()
+    assert log[0] == (
+        "latchkeyd: no session bus yet (no session bus: DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus"
+        " is missing): serving the control socket; org.freedesktop.secrets is claimed once a bus appears at"
+        " $XDG_RUNTIME_DIR/bus"), log
+    assert "latchkeyd: the session bus appeared: serving org.freedesktop.secrets on it" in log, log
 
 
 def test_a_hand_over_on_a_pipe_is_refused(tmp_path):
