@@ -13,6 +13,18 @@ static inline int latchkey_is_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 }
 
+#include <signal.h>
+
+/* Asks for SIGKILL when the parent (the thread that started this process) ends. 0 on success. */
+static inline int latchkey_die_with_parent(void) {
+    return prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+}
+
+/* Sets the process's name as `ps` and /proc/PID/comm show it (at most 15 bytes are kept). 0 on success. */
+static inline int latchkey_set_process_name(const char *name) {
+    return prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
 #include <malloc.h>
 
 /* Makes free() overwrite every chunk it frees with `byte` (and malloc fill new chunks with its complement).
