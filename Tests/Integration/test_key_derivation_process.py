@@ -97,8 +97,18 @@ def test_a_traced_helper_refuses_before_it_reads_the_password(latchkeyd, tmp_pat
     assert "LKD1" not in trace.read_text()
 
 
-def helpers_of(pid):
-    return [child for child in robustness.children_of(pid) if robustness.is_key_derivation_helper(child)]
+def deriving_helpers_of(pid):
+    """The daemon's helpers that are deriving: scrypt's 64 MiB is filling (VmRSS of 16 MiB or more)."""
+    found = []
+    for child in robustness.children_of(pid):
+        if not robustness.is_key_derivation_helper(child):
+            continue
+        try:
+            if robustness.proc_status(child)["VmRSS"] >= 16 * 1024:
+                found.append(child)
+        except (OSError, KeyError):  # Gone meanwhile.
+            pass
+    return found
 
 
 def test_the_daemon_survives_its_helper_killed_mid_derivation(make_daemon):
@@ -110,7 +120,7 @@ def test_the_daemon_survives_its_helper_killed_mid_derivation(make_daemon):
     killed = []
 
     def kill_helper():
-        for helper in helpers_of(pid):
+        for helper in deriving_helpers_of(pid):
             try:
                 os.kill(helper, signal.SIGKILL)
                 killed.append(helper)
@@ -119,7 +129,7 @@ def test_the_daemon_survives_its_helper_killed_mid_derivation(make_daemon):
         return bool(killed)
 
     assert robustness.unlock_through_prompt(client, LOGIN, meanwhile=kill_helper) is False
-    assert killed, "no helper seen during the unlock"
+    assert killed, "no helper seen deriving during the unlock"
     assert daemon.alive()
     deadline = time.monotonic() + 5
     while robustness.children_of(pid) and time.monotonic() < deadline:
@@ -131,3 +141,38 @@ def test_the_daemon_survives_its_helper_killed_mid_derivation(make_daemon):
                        ("org.freedesktop.Secret.Collection", "Locked"))[0]
     assert locked == ("b", False)
     client.close()
+
+
+def running(pid):
+    """Whether process `pid` exists and has not ended (a zombie has)."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_a_helper_does_not_outlive_the_daemon(make_daemon):
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
+    pid = daemon.process.pid
+    client = Client(daemon.bus.address)
+    client.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", "ao", ([LOGIN],))
+    seen, left = [], []
+
+    def kill_daemon():
+        seen.extend(deriving_helpers_of(pid))
+        if not seen:
+            return False
+        daemon.process.kill()
+        daemon.process.wait(timeout=10)
+        # Killed with it (PR_SET_PDEATHSIG), not left to finish its derivation (a third of a second or more).
+        # Ended: gone, or a zombie waiting for whoever inherited it to reap it.
+        deadline = time.monotonic() + 0.25
+        while any(map(running, seen)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left.extend(filter(running, seen))
+        return True
+
+    with pytest.raises(TimeoutError):  # The daemon went: the prompt never completes.
+        robustness.unlock_through_prompt(client, LOGIN, timeout=5, meanwhile=kill_daemon)
+    assert seen, "no helper seen deriving during the unlock"
+    assert left == [], "the helper outlived the daemon"
