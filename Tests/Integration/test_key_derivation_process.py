@@ -176,3 +176,26 @@ def test_a_helper_does_not_outlive_the_daemon(make_daemon):
         robustness.unlock_through_prompt(client, LOGIN, timeout=5, meanwhile=kill_daemon)
     assert seen, "no helper seen deriving during the unlock"
     assert left == [], "the helper outlived the daemon"
+
+
+def test_a_helper_that_cannot_start_leaves_the_derivation_to_the_daemon(latchkeyd, tmp_path):
+    """The daemon's program file made non-executable after start: the helper cannot be started, and the
+    unlock is derived in the daemon, as before (its peak shows scrypt's 64 MiB), with a line saying why."""
+    program = tmp_path / "latchkeyd"
+    shutil.copy(latchkeyd, program)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    server = robustness.Latchkeyd(scratch, str(program), answers=[f"password {robustness.PASSWORD}"])
+    try:
+        server.start()
+        assert robustness.memory_figures(server.pid)["hwm_mib"] < SCRYPT_MIB * 0.75
+        program.chmod(0o644)
+        client = server.client()
+        robustness.lock_login(client)
+        assert robustness.unlock_through_prompt(client, LOGIN) is True
+        client.close()
+        assert robustness.memory_figures(server.pid)["hwm_mib"] > SCRYPT_MIB
+        log = (scratch / "daemon.stderr").read_text()
+        assert "latchkeyd: key derivation runs in this process: cannot start the helper: posix_spawn:" in log, log
+    finally:
+        server.close()
