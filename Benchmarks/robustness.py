@@ -29,6 +29,10 @@ Scenarios (each on its own private dbus-daemon and throwaway keychain directory)
               session collection; what was made and refused (and with which error), the daemon's descriptors,
               soft limit and RSS after each, how long a Lock and an Unlock of the full session collection took,
               and whether the next unlock prompt still shows and completes.
+  prompt-memory
+              the daemon's RSS and peak RSS (VmHWM) after start, after one unlock (latchkeyd: through its
+              prompt), then with C x P Unlock prompts shown and queued that are never answered (threads and
+              children too), and after their callers left.
 
 `scripts/stress` runs them with the full counts against a release build, gnome-keyring-daemon beside
 latchkeyd where the comparison means something; Tests/Integration/test_robustness.py runs them with small
@@ -746,13 +750,23 @@ def scenario_sessions(kind, binary, sessions=10_000, connections=100, mid_call=5
 
 # MARK: prompts
 
+def is_key_derivation_helper(pid):
+    """Whether process `pid` is latchkeyd's one-shot scrypt helper (`latchkeyd --derive-password-key`)."""
+    try:
+        return b"--derive-password-key" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 class PeakWatch:
-    """Samples a process's RSS and its number of children every 50 ms on a thread, keeping the highest."""
+    """Samples a process's RSS and its number of children every 50 ms on a thread, keeping the highest (the
+    children counted are the pinentries: latchkeyd's key derivation helpers are counted apart)."""
 
     def __init__(self, pid):
         self.pid = pid
         self.rss = 0
         self.children = 0
+        self.helpers = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run)
         self.thread.start()
@@ -760,13 +774,17 @@ class PeakWatch:
     def run(self):
         while not self.stop.is_set():
             self.rss = max(self.rss, proc_status(self.pid)["VmRSS"])
-            self.children = max(self.children, len(children_of(self.pid)))
+            children = children_of(self.pid)
+            helpers = sum(1 for child in children if is_key_derivation_helper(child))
+            self.children = max(self.children, len(children) - helpers)
+            self.helpers = max(self.helpers, helpers)
             time.sleep(0.05)
 
     def end(self):
         self.stop.set()
         self.thread.join()
-        return {"peak_rss_mib": round(self.rss / 1024, 1), "peak_children": self.children}
+        return {"peak_rss_mib": round(self.rss / 1024, 1), "peak_children": self.children,
+                "peak_helpers": self.helpers}
 
 
 def prompt_storm(server, clients, per_client, make_prompt, lock, lock_every, timeout):
@@ -853,6 +871,96 @@ def scenario_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeout=3
         outcome.update({"before": before, "after": settle_probe(server.pid, before),
                         "alive": server.process.poll() is None})
         outcome["peak_hwm_mib"] = round(proc_status(server.pid)["VmHWM"] / 1024, 1)
+    finally:
+        server.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return outcome
+
+
+# MARK: memory of a prompt storm
+
+def memory_figures(pid):
+    """VmRSS and VmHWM (MiB), threads and children of a process."""
+    status = proc_status(pid)
+    return {"rss_mib": round(status["VmRSS"] / 1024, 1), "hwm_mib": round(status["VmHWM"] / 1024, 1),
+            "threads": status["Threads"], "children": len(children_of(pid))}
+
+
+def unlock_through_prompt(client, collection, timeout=120, meanwhile=None):
+    """Unlock of `collection` through its prompt; whether it completed not dismissed (None: no prompt needed).
+    `meanwhile`, if given, is called every 5 ms while the prompt runs until it returns true."""
+    from jeepney import MatchRule, message_bus
+    from jeepney.io.blocking import Proxy
+
+    rule = MatchRule(type="signal", interface=PROMPT, member="Completed")
+    Proxy(message_bus, client.connection).AddMatch(rule)
+    with client.connection.filter(rule, bufsize=10) as queue:
+        _, prompt = client.service("Unlock", "ao", ([collection],))
+        if prompt == "/":
+            return None
+        client.ok(prompt, PROMPT, "Prompt", "s", ("",))
+        deadline = time.monotonic() + timeout
+        while meanwhile is not None and time.monotonic() < deadline:
+            if meanwhile():
+                break
+            try:
+                completed = client.connection.recv_until_filtered(queue, timeout=0.005)
+                return not completed.body[0]
+            except TimeoutError:
+                pass
+        completed = client.connection.recv_until_filtered(queue, timeout=max(0.0, deadline - time.monotonic()))
+        return not completed.body[0]
+
+
+def scenario_prompt_memory(kind, binary, clients=20, per_client=5, wait=2.0):
+    """Where a prompt storm's memory goes (docs/robustness.md, "Memory of a prompt storm"): the daemon's RSS and
+    peak RSS (VmHWM) after start (the login keychain unlocked with the password on standard input), after
+    the login collection was locked and unlocked once through a prompt answered with the right password
+    (latchkeyd; gnome-keyring, which needs a graphical prompter, through its private UnlockWithMasterPassword),
+    then with `clients` × `per_client` Unlock prompts shown and queued whose pinentry never answers (`wait`
+    seconds after the last Prompt()), and once their callers left."""
+    scratch = tempfile.mkdtemp(prefix="stress-prompt-memory-")
+    server = make_server(kind, scratch, binary)
+    if kind == "latchkeyd":
+        server.set_answers([f"password {PASSWORD}"])
+    outcome = {}
+    try:
+        server.start()
+        time.sleep(0.5)
+        outcome["after_start"] = memory_figures(server.pid)
+        client = server.client()
+        lock_login(client) if kind == "latchkeyd" else client.ok(SERVICE, SECRET_SERVICE, "Lock", "ao", ([DEFAULT],))
+        if kind == "latchkeyd":
+            outcome["unlocked"] = unlock_through_prompt(client, LOGIN)
+        else:
+            session = client.open_plain()
+            client.ok(SERVICE, GNOME_KEYRING, "UnlockWithMasterPassword", "o(oayays)",
+                      (DEFAULT, (session, b"", PASSWORD.encode(), "text/plain")))
+            outcome["unlocked"] = True
+        outcome["after_unlock"] = memory_figures(server.pid)
+        if kind == "latchkeyd":
+            server.set_answers(["hang"] * (clients * per_client))
+            lock_login(client)
+        else:
+            client.ok(SERVICE, SECRET_SERVICE, "Lock", "ao", ([DEFAULT],))
+        collection = LOGIN if kind == "latchkeyd" else DEFAULT
+        waiting = []
+        for _ in range(clients):
+            asker = server.client()
+            waiting.append(asker)
+            for _ in range(per_client):
+                _, prompt = asker.service("Unlock", "ao", ([collection],))
+                if prompt != "/":
+                    asker.ok(prompt, PROMPT, "Prompt", "s", ("",))
+        time.sleep(wait)
+        outcome["prompts"] = clients * per_client
+        outcome["with_prompts_waiting"] = memory_figures(server.pid)
+        for asker in waiting:
+            asker.close()
+        client.close()
+        time.sleep(1.0)
+        outcome["after_callers_left"] = memory_figures(server.pid)
+        outcome["alive"] = server.process.poll() is None
     finally:
         server.close()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -1194,7 +1302,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latchkeyd", required=True, help="the latchkeyd binary")
     parser.add_argument("--only", action="append", choices=["kill", "load", "sessions", "prompts", "own-prompts", "prompt-flood",
-                                                         "full-disk", "flood"],
+                                                         "full-disk", "flood", "prompt-memory"],
                         help="run only these scenarios (repeatable)")
     parser.add_argument("--no-gnome-keyring", action="store_true", help="leave out gnome-keyring-daemon")
     parser.add_argument("--kills", type=int, default=50)
@@ -1204,7 +1312,8 @@ def main():
     parser.add_argument("--disconnects", type=int, default=500)
     parser.add_argument("--json", help="also write the figures to this file")
     arguments = parser.parse_args()
-    chosen = arguments.only or ["kill", "load", "sessions", "prompts", "own-prompts", "prompt-flood", "full-disk", "flood"]
+    chosen = arguments.only or ["kill", "load", "sessions", "prompts", "own-prompts", "prompt-flood", "full-disk", "flood",
+                                "prompt-memory"]
     kinds = ["latchkeyd"] + ([] if arguments.no_gnome_keyring or not shutil.which("gnome-keyring-daemon")
                              else ["gnome-keyring"])
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -1226,6 +1335,8 @@ def main():
             record("sessions", kind, scenario_sessions(
                 kind, arguments.latchkeyd, sessions=arguments.sessions, mid_call=arguments.disconnects,
                 mid_prompt=arguments.disconnects if kind == "latchkeyd" else 0))
+        if "prompt-memory" in chosen:
+            record("prompt-memory", kind, scenario_prompt_memory(kind, arguments.latchkeyd))
     if "prompts" in chosen:
         record("prompts", "latchkeyd", scenario_prompts(arguments.latchkeyd))
     if "own-prompts" in chosen:

@@ -13,6 +13,18 @@ static inline int latchkey_is_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 }
 
+#include <signal.h>
+
+/* Asks for SIGKILL when the parent (the thread that started this process) ends. 0 on success. */
+static inline int latchkey_die_with_parent(void) {
+    return prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+}
+
+/* Sets the process's name as `ps` and /proc/PID/comm show it (at most 15 bytes are kept). 0 on success. */
+static inline int latchkey_set_process_name(const char *name) {
+    return prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
 #include <malloc.h>
 
 /* Makes free() overwrite every chunk it frees with `byte` (and malloc fill new chunks with its complement).
@@ -31,12 +43,24 @@ static inline int latchkey_started_in_secure_mode(void) {
 
 #include <string.h>
 
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 /* Overwrites 256 KiB of the calling thread's stack below the caller's frame: the frames of calls that have
    returned leave what they held (decrypted attributes, encodings made on the stack) where the next calls may
-   not reach. Not inlined, so that its buffer lies below the caller, where those frames were. */
+   not reach. Not inlined, so that its buffer lies below the caller, where those frames were. The wiped
+   pages then go back to the kernel (MADV_DONTNEED: they read as zeros when next touched), so the wipe does
+   not leave every thread that runs it holding 256 KiB of zeros. */
 static __attribute__((noinline)) void latchkey_wipe_dead_stack(void) {
     unsigned char buffer[262144];
     explicit_bzero(buffer, sizeof buffer);
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = ((uintptr_t)buffer + page - 1) & ~(page - 1);
+    uintptr_t end = ((uintptr_t)buffer + sizeof buffer) & ~(page - 1);
+    if (end > start) {
+        madvise((void *)start, end - start, MADV_DONTNEED);
+    }
 }
 
 #include <sys/syscall.h>

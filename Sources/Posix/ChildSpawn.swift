@@ -4,9 +4,11 @@ extension Posix {
     /// Starts `executable` (a path: no `PATH` search, no shell) with `arguments` after its name and exactly
     /// `environment` (`NAME=value` entries). Its standard input and output are `input` and `output` (nil:
     /// `/dev/null`), its standard error `/dev/null`; it starts with the default action for the signals a
-    /// daemon or a command may ignore or block, and none blocked. The child's pid; the caller reaps it.
+    /// daemon or a command may ignore or block, and none blocked. Its `argv[0]` is `name`, else `executable`.
+    /// The child's pid; the caller reaps it.
     package static func spawn(
-        _ executable: String, _ arguments: [String], environment: [String], input: Int32?, output: Int32?
+        _ executable: String, _ arguments: [String], environment: [String], input: Int32?, output: Int32?,
+        name: String? = nil
     ) throws(SystemError) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -28,7 +30,7 @@ extension Posix {
         for signal in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD] { sigaddset(&signals, signal) }
         posix_spawnattr_setsigdefault(&attributes, &signals)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let argv = ([name ?? executable] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
         defer { for pointer in argv + envp { free(pointer) } }
         var child: pid_t = 0

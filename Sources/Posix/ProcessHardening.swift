@@ -129,4 +129,41 @@ package enum ProcessHardening {
 
     /// Whether the process may be dumped.
     package static var isDumpable: Bool { latchkey_is_dumpable() == 1 }
+
+    /// Has the kernel send SIGKILL to this process when its parent ends (`PR_SET_PDEATHSIG`): a helper the
+    /// daemon started does not outlive it. The reason when it failed.
+    package static func endWithParent() -> String? {
+        guard latchkey_die_with_parent() == 0 else {
+            return "prctl(PR_SET_PDEATHSIG): \(String(cString: strerror(errno)))"
+        }
+        return nil
+    }
+
+    /// Names the process as `ps` shows it (`/proc/PID/comm`, at most 15 bytes): a program started through
+    /// `/proc/self/fd/N` is otherwise named `N`.
+    package static func setProcessName(_ name: String) {
+        _ = latchkey_set_process_name(name)
+    }
+
+    /// The pid of the process tracing this one (`TracerPid` in /proc/self/status): 0 when none; nil when it
+    /// cannot be read. Once the process is not dumpable no process of its user can attach any more, so a
+    /// check after ``forbidDumping()`` finds any tracer that attached before.
+    package static func tracerPID() -> Int? {
+        let descriptor = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var text: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        while text.count < 65_536 {
+            guard let count = try? Posix.read(descriptor, &buffer, buffer.count), count > 0 else { break }
+            text += buffer[0..<count]
+        }
+        for line in text.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("TracerPid:".utf8)) {
+            let digits = line.dropFirst("TracerPid:".count).filter {
+                $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t")
+            }
+            return Int(String(decoding: digits, as: UTF8.self))
+        }
+        return nil
+    }
 }

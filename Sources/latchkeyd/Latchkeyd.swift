@@ -100,6 +100,16 @@ struct Latchkeyd: ParsableCommand {
     @Option(help: "The most bytes one application's items may take, across collections.")
     var maxApplicationBytes = InputLimits().bytesPerApplication
 
+    /// The daemon, or (started by the daemon with ``KeyDerivationProcess/helperArgument`` alone) its one-shot key
+    /// derivation helper, which must not go through the daemon's start-up.
+    static func main() {
+        let arguments = CommandLine.arguments
+        if arguments.count == 2, arguments[1] == KeyDerivationProcess.helperArgument {
+            Glibc.exit(KeyDerivationProcess.serveHelperRequest())
+        }
+        main(nil)
+    }
+
     mutating func run() throws {
         // Before anything is read: freed heap memory is overwritten and never cached unwiped.
         let restartProblem = ProcessHardening.restartWithMallocTunables()
@@ -135,6 +145,11 @@ struct Latchkeyd: ParsableCommand {
         }
         // The --unlock password lives until the registry has opened the login keychain with it; the
         // hand-over's until the unlock (or creation) it starts is done (docs/threat-model.md, "In memory").
+        // scrypt's 64 MiB is a helper process's, given back when it exits, not the daemon's peak
+        // (docs/robustness.md, "Memory of a prompt storm").
+        if let problem = KeyDerivationProcess.runInHelperProcesses(report: { printError("latchkeyd: \($0)") }) {
+            printError("latchkeyd: key derivation runs in this process: \(problem)")
+        }
         var password: SecretBytes? = unlock ? try readPassword() : nil
         var handOver = login ? try readHandOver() : nil
 

@@ -64,10 +64,21 @@ public struct KDFParameters: Hashable, Sendable, CustomStringConvertible {
     /// These, or ``production`` where production costs more: what a password change wraps with.
     public var raisedToProduction: KDFParameters { work >= Self.production.work ? self : .production }
 
-    /// Derives a 256-bit key from `password` and `salt`. The password is copied into secret memory for
-    /// OpenSSL (which keeps its own copy in the context and cleanses it when the context is freed), and the
-    /// key is derived straight into the key's own pages.
+    /// Derives a 256-bit key from `password` and `salt`: in a helper process when the daemon installed one
+    /// and these need at least ``KeyDerivationProcess/minimumBytesForHelper`` (so that scrypt's memory is not
+    /// the daemon's), else in this process.
     func deriveKey(password: some Collection<UInt8>, salt: Data) throws(KeychainError) -> SecretKey {
+        guard isAcceptable else {
+            throw KeychainError(.invalidKeychain, "KDF parameters \(self) are out of range")
+        }
+        if let key = try KeyDerivationProcess.derive(self, password: password, salt: salt) { return key }
+        return try deriveInThisProcess(password: password, salt: salt)
+    }
+
+    /// Derives a 256-bit key from `password` and `salt` in this process. The password is copied into secret
+    /// memory for OpenSSL (which keeps its own copy in the context and cleanses it when the context is freed),
+    /// and the key is derived straight into the key's own pages.
+    func deriveInThisProcess(password: some Collection<UInt8>, salt: Data) throws(KeychainError) -> SecretKey {
         guard isAcceptable else {
             throw KeychainError(.invalidKeychain, "KDF parameters \(self) are out of range")
         }

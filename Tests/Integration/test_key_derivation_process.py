@@ -1,0 +1,201 @@
+"""scrypt in a one-shot helper process (docs/robustness.md, "Memory of a prompt storm"): latchkeyd runs each
+password derivation of production cost in a helper started from its own program, so the 64 MiB scrypt needs
+never become the daemon's peak. Asserted: the daemon's peak RSS (VmHWM) after an unlock through the prompt
+stays far below scrypt's 64 MiB; prompts that wait hold no thread; the helper refuses to run traced, answers
+junk with one line and a non-zero status and nothing on its output, derives exactly what OpenSSL's scrypt
+derives; the daemon survives its helper killed mid-derivation (that unlock fails, the next one works)."""
+
+import hashlib
+import os
+import pathlib
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import LOGIN_PASSWORD, binary
+from dbus_client import Client
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "Benchmarks"))
+import robustness  # noqa: E402
+
+LOGIN = "/org/freedesktop/secrets/collection/login"
+HELPER_ARGUMENT = "--derive-password-key"
+SCRYPT_MIB = 64  # KDFParameters.production: 128 * r * N = 128 * 8 * 2^16 bytes
+
+
+@pytest.fixture
+def latchkeyd():
+    return binary("latchkeyd")
+
+
+def request(password, salt=b"0123456789abcdef", log_n=16, r=8, p=2, magic=b"LKD1"):
+    """A key derivation request as latchkeyd writes it to its helper."""
+    return magic + struct.pack(">BIIII", log_n, r, p, len(salt), len(password)) + salt + password
+
+
+def run_helper(latchkeyd, data, prefix=()):
+    return subprocess.run([*prefix, latchkeyd, HELPER_ARGUMENT], input=data, capture_output=True, timeout=60,
+                          env={})
+
+
+def test_an_unlock_through_the_prompt_leaves_the_daemon_far_below_scrypts_memory(latchkeyd):
+    figures = robustness.scenario_prompt_memory("latchkeyd", latchkeyd, clients=4, per_client=5, wait=1.0)
+    assert figures["unlocked"] is True, figures
+    # Two production derivations ran (the login keychain at start, the unlock through the prompt): in the
+    # daemon, each would have raised its peak by 64 MiB over the baseline.
+    assert figures["after_unlock"]["hwm_mib"] < SCRYPT_MIB * 0.75, figures
+    # Waiting prompts hold no thread of their own: at most the showing prompt's (its pinentry).
+    waiting = figures["with_prompts_waiting"]
+    assert waiting["threads"] <= figures["after_unlock"]["threads"] + 1, figures
+    assert waiting["children"] <= 1, figures
+    assert figures["after_callers_left"]["threads"] <= figures["after_unlock"]["threads"], figures
+    assert figures["alive"], figures
+
+
+def test_the_helper_derives_what_openssl_scrypt_derives_and_nothing_else(latchkeyd):
+    password, salt = "pässword".encode(), os.urandom(16)
+    done = run_helper(latchkeyd, request(password, salt))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == hashlib.scrypt(password, salt=salt, n=1 << 16, r=8, p=2, maxmem=256 << 20, dklen=32)
+    assert done.stderr == b""
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"", "incomplete"),
+    (b"junk\n", "incomplete"),
+    (b"x" * 200, "not a key derivation request"),
+    (request(b"pw", magic=b"LKD0"), "not a key derivation request"),
+    (request(b"pw", log_n=40), "out of range"),
+    (request(b"pw", r=0), "out of range"),
+    (request(b"pw")[:-1], "incomplete"),
+    (request(b"pw") + b"more", "too long"),
+    (request(b"pw")[:17] + struct.pack(">I", 1 << 30), "too long"),
+])
+def test_the_helper_started_by_another_program_with_junk_says_so_and_writes_nothing(latchkeyd, data, words):
+    done = run_helper(latchkeyd, data)
+    assert done.returncode == 2, done
+    assert done.stdout == b"", done
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1 and words in lines[0] and lines[0].startswith(f"latchkeyd {HELPER_ARGUMENT}: "), lines
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_a_traced_helper_refuses_before_it_reads_the_password(latchkeyd, tmp_path):
+    trace = tmp_path / "trace"
+    done = run_helper(latchkeyd, request(b"secret password"), prefix=("strace", "-f", "-e", "trace=read",
+                                                                      "-o", str(trace)))
+    assert done.returncode == 3, done
+    assert done.stdout == b""
+    assert "traced by process" in done.stderr.decode(), done.stderr
+    # Nothing of the request was read (the status file was, for the check).
+    assert "secret password" not in trace.read_text()
+    assert "LKD1" not in trace.read_text()
+
+
+def deriving_helpers_of(pid):
+    """The daemon's helpers that are deriving: scrypt's 64 MiB is filling (VmRSS of 16 MiB or more)."""
+    found = []
+    for child in robustness.children_of(pid):
+        if not robustness.is_key_derivation_helper(child):
+            continue
+        try:
+            if robustness.proc_status(child)["VmRSS"] >= 16 * 1024:
+                found.append(child)
+        except (OSError, KeyError):  # Gone meanwhile.
+            pass
+    return found
+
+
+def test_the_daemon_survives_its_helper_killed_mid_derivation(make_daemon):
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"] * 2).start()
+    pid = daemon.process.pid
+    client = Client(daemon.bus.address)
+    client.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", "ao", ([LOGIN],))
+
+    killed = []
+
+    def kill_helper():
+        for helper in deriving_helpers_of(pid):
+            try:
+                os.kill(helper, signal.SIGKILL)
+                killed.append(helper)
+            except ProcessLookupError:  # It ended first: the next one is caught instead.
+                pass
+        return bool(killed)
+
+    assert robustness.unlock_through_prompt(client, LOGIN, meanwhile=kill_helper) is False
+    assert killed, "no helper seen deriving during the unlock"
+    assert daemon.alive()
+    deadline = time.monotonic() + 5
+    while robustness.children_of(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert robustness.children_of(pid) == [], "a helper or pinentry left behind (a zombie?)"
+    assert "latchkeyd: the key derivation process failed: it was ended by signal 9" in daemon.stderr.read_text()
+    assert robustness.unlock_through_prompt(client, LOGIN) is True
+    locked = client.ok(LOGIN, "org.freedesktop.DBus.Properties", "Get", "ss",
+                       ("org.freedesktop.Secret.Collection", "Locked"))[0]
+    assert locked == ("b", False)
+    client.close()
+
+
+def running(pid):
+    """Whether process `pid` exists and has not ended (a zombie has)."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_a_helper_does_not_outlive_the_daemon(make_daemon):
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
+    pid = daemon.process.pid
+    client = Client(daemon.bus.address)
+    client.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", "ao", ([LOGIN],))
+    seen, left = [], []
+
+    def kill_daemon():
+        seen.extend(deriving_helpers_of(pid))
+        if not seen:
+            return False
+        daemon.process.kill()
+        daemon.process.wait(timeout=10)
+        # Killed with it (PR_SET_PDEATHSIG), not left to finish its derivation (a third of a second or more).
+        # Ended: gone, or a zombie waiting for whoever inherited it to reap it.
+        deadline = time.monotonic() + 0.25
+        while any(map(running, seen)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left.extend(filter(running, seen))
+        return True
+
+    with pytest.raises(TimeoutError):  # The daemon went: the prompt never completes.
+        robustness.unlock_through_prompt(client, LOGIN, timeout=5, meanwhile=kill_daemon)
+    assert seen, "no helper seen deriving during the unlock"
+    assert left == [], "the helper outlived the daemon"
+
+
+def test_a_helper_that_cannot_start_leaves_the_derivation_to_the_daemon(latchkeyd, tmp_path):
+    """The daemon's program file made non-executable after start: the helper cannot be started, and the
+    unlock is derived in the daemon, as before (its peak shows scrypt's 64 MiB), with a line saying why."""
+    program = tmp_path / "latchkeyd"
+    shutil.copy(latchkeyd, program)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    server = robustness.Latchkeyd(scratch, str(program), answers=[f"password {robustness.PASSWORD}"])
+    try:
+        server.start()
+        assert robustness.memory_figures(server.pid)["hwm_mib"] < SCRYPT_MIB * 0.75
+        program.chmod(0o644)
+        client = server.client()
+        robustness.lock_login(client)
+        assert robustness.unlock_through_prompt(client, LOGIN) is True
+        client.close()
+        assert robustness.memory_figures(server.pid)["hwm_mib"] > SCRYPT_MIB
+        log = (scratch / "daemon.stderr").read_text()
+        assert "latchkeyd: key derivation runs in this process: cannot start the helper: posix_spawn:" in log, log
+    finally:
+        server.close()
