@@ -24,7 +24,10 @@ extension KeychainRegistry {
         // One client's window never parents a prompt that also asks for another's request: a queued prompt
         // joined with another window loses its parent; one already showing over another window is not joined
         // (this request queues its own, which ends unshown if the other satisfied it).
-        if let key = dialog.sharingKey, let shared = prompts.shared(key, parentWindow: ticket.parentWindow) {
+        // Nor does a prompt on one place answer for a request from another (a terminal, the desktop).
+        if let key = dialog.sharingKey, let shared = prompts.shared(key, parentWindow: ticket.parentWindow),
+            (shared.place?.queueKey ?? "desktop") == ticket.queueKey
+        {
             shared.waiters.append((ticket.number, completion))
             if shared.parentWindow != ticket.parentWindow { shared.parentWindow = nil }
             return ticket
@@ -42,6 +45,7 @@ extension KeychainRegistry {
         let queued = QueuedPrompt(dialog, cancellation: cancellation)
         queued.waiters.append((ticket.number, completion))
         queued.parentWindow = ticket.parentWindow
+        queued.place = ticket.place
         queued.isNext = showingNext
         prompts.append(queued)
         showNextPrompt()
@@ -50,7 +54,7 @@ extension KeychainRegistry {
 
     /// A ticket for a request whose first prompt is enqueued later (or never: withdrawing it is harmless).
     func newPromptTicket() -> PromptTicket {
-        prompts.newTicket()
+        placed(prompts.newTicket())
     }
 
     /// Hands back a request's place: its continuation will not run. A prompt left with no request is
@@ -88,13 +92,13 @@ extension KeychainRegistry {
     func showPrompt<Answer>(_ dialog: PromptDialog<Answer>, _ queued: QueuedPrompt, error: String?) {
         let (ask, cancellation) = (dialog.ask, queued.cancellation)
         let (pinentry, session, systemctl) = (configuration.pinentry, sessionEnvironment, configuration.systemctl)
-        let parent = queued.parentWindow
+        let (parent, place) = (queued.parentWindow, queued.place)
         offLoop(
             onOwnThread: true,
             {
-                ask(
-                    Self.pinentry(pinentry, in: session, systemctl: systemctl).parented(by: parent), error, cancellation
-                )
+                let prompter = Self.prompter(
+                    pinentry, at: place, in: session, systemctl: systemctl, sessionPinentry: Self.pinentry)
+                return ask(prompter.parented(by: parent), error, cancellation)
             },
             then: { [self] (reply: PromptReply<PromptAnswer<Answer>>) in
                 let answer: PromptAnswer<Answer>

@@ -10,6 +10,11 @@ package final class PromptTicket {
     /// The window of the client whose request this is (a KWallet `wId`), for the prompt it starts as its
     /// parent window; nil for none.
     var parentWindow: Int64?
+    /// Where the request's prompts show (the caller's place, docs/prompts-in-terminals.md); nil: no caller
+    /// known, or one pinentry named for every prompt.
+    var place: PromptPlace?
+    /// The queue its prompts wait in: ``PromptPlace/queueKey`` ("desktop", "terminal:ID", "nowhere").
+    var queueKey = "desktop"
 
     init(number: UInt64) {
         self.number = number
@@ -175,6 +180,8 @@ final class QueuedPrompt {
     var deadline: Int64?
     /// The parent window of the request that started it; nil once a request with another one joined it.
     var parentWindow: Int64?
+    /// Where it shows: the place of the request that started it (``PromptTicket/place``).
+    var place: PromptPlace?
 
     /// The key it takes turns by: its client's, "" for the daemon's own.
     var turnKey: String { client?.key ?? "" }

@@ -4,9 +4,11 @@ extension Posix {
     /// Starts `executable` (a path: no `PATH` search, no shell) with `arguments` after its name and exactly
     /// `environment` (`NAME=value` entries). Its standard input and output are `input` and `output` (nil:
     /// `/dev/null`), its standard error `/dev/null`; it starts with the default action for the signals a
-    /// daemon or a command may ignore or block, and none blocked. The child's pid; the caller reaps it.
+    /// daemon or a command may ignore or block, and none blocked. `third`, when given, is its descriptor 3
+    /// (a terminal a prompt shows on). The child's pid; the caller reaps it.
     package static func spawn(
-        _ executable: String, _ arguments: [String], environment: [String], input: Int32?, output: Int32?
+        _ executable: String, _ arguments: [String], environment: [String], input: Int32?, output: Int32?,
+        third: Int32? = nil
     ) throws(SystemError) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -19,6 +21,7 @@ extension Posix {
             }
         }
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        if let third { posix_spawn_file_actions_adddup2(&actions, third, 3) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

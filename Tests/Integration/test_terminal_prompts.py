@@ -1,0 +1,151 @@
+"""Where a prompt shows, chosen from the caller (docs/prompts-in-terminals.md). latchkeyd runs without --pinentry
+and without a display; clients are typed into a tmux pane, and the real /usr/bin/pinentry-curses shows on that
+pane's terminal: what the person sees is read with capture-pane, what they type is sent with send-keys. A client
+in a session of its own with no terminal gets an error that says what to do."""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import LOGIN_PASSWORD, binary, secret_tool
+
+NO_DESKTOP = {"DISPLAY": None, "WAYLAND_DISPLAY": None, "XAUTHORITY": None, "PINENTRY": None}
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("tmux") and os.path.exists("/usr/bin/pinentry-curses")), reason="needs tmux and pinentry-curses")
+
+
+def lock_login(bus):
+    subprocess.run(
+        ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
+         "org.freedesktop.Secret.Service.Lock", "array:objpath:/org/freedesktop/secrets/collection/login"],
+        env=bus.env(), check=True, capture_output=True)
+
+
+class Pane:
+    """A shell in a tmux pane on a server of its own (its socket in the test's directory)."""
+
+    def __init__(self, directory, bus, width=100, height=30):
+        self.socket = str(directory / "tmux.sock")
+        environment = {name: value for name, value in bus.env(**NO_DESKTOP, TERM="xterm", LANG="C.UTF-8",
+                                                            PS1="$ ").items() if value is not None}
+        subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", "new-session", "-d", "-x", str(width), "-y",
+                        str(height), "bash --norc --noprofile"], env=environment, check=True)
+        self.type("export PS1='$ '; clear")
+        self.wait_for(lambda screen: screen.strip() == "$")
+
+    def type(self, text, enter=True):
+        subprocess.run(["tmux", "-S", self.socket, "send-keys", "-t", "0", "-l", text], check=True)
+        if enter:
+            subprocess.run(["tmux", "-S", self.socket, "send-keys", "-t", "0", "Enter"], check=True)
+
+    def screen(self):
+        return subprocess.run(["tmux", "-S", self.socket, "capture-pane", "-p", "-t", "0"], check=True,
+                              capture_output=True, text=True).stdout
+
+    def in_alternate_screen(self):
+        return subprocess.run(["tmux", "-S", self.socket, "display-message", "-p", "-t", "0", "#{alternate_on}"],
+                              check=True, capture_output=True, text=True).stdout.strip() == "1"
+
+    def wait_for(self, condition, timeout=15):
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if condition(screen):
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the pane did not show what was waited for; it shows:\n{screen}")
+            time.sleep(0.02)
+
+    def stop(self):
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
+
+
+@pytest.fixture
+def locked(make_daemon, bus):
+    """latchkeyd chosing where prompts show (no --pinentry, no display), an item, the login keychain locked."""
+    daemon = make_daemon(pinentry=None, extra_env=NO_DESKTOP).start()
+    secret_tool(bus, "store", "--label=Mail", "service", "mail", input=b"the secret")
+    lock_login(bus)
+    return daemon
+
+
+@pytest.fixture
+def pane(tmp_path, bus):
+    started = Pane(tmp_path, bus)
+    yield started
+    started.stop()
+
+
+def shell_lines(screen):
+    return [line for line in screen.splitlines() if line.strip()]
+
+
+def test_a_lookup_typed_in_a_terminal_is_asked_for_the_password_on_that_terminal(locked, pane):
+    before = pane.screen()
+    started = time.monotonic()
+    pane.type("secret-tool lookup service mail; echo exit=$?")
+    prompt = pane.wait_for(lambda screen: "Enter your login password" in screen)
+    shown_after = time.monotonic() - started
+    assert pane.in_alternate_screen(), prompt
+    assert "Unlock" in prompt, prompt
+    pane.type(LOGIN_PASSWORD)
+    after = pane.wait_for(lambda screen: "\nexit=" in screen)
+    lines = shell_lines(after)
+    # The shell's lines as they were, then the command's output: nothing of the prompt left.
+    assert lines == ["$ secret-tool lookup service mail; echo exit=$?", "the secret", "exit=0", "$"], after
+    assert shell_lines(before) == ["$"] and not pane.in_alternate_screen()
+    print(f"request to prompt on the terminal: {shown_after * 1000:.0f} ms")
+
+
+def test_an_access_question_on_a_terminal_takes_the_password_not_a_key(make_daemon, bus, pane):
+    daemon = make_daemon(pinentry=None, extra_env=NO_DESKTOP, access_policy="prompt").start()
+    secret_tool(bus, "store", "--label=Mail", "service", "mail", input=b"the secret")
+    login = daemon.keychains / "login.keychain-db"
+    pane.type(f"{binary('latchkey')} find-generic-password -s mail -w {login}; echo exit=$?")
+    question = pane.wait_for(lambda screen: "wants the secret of" in screen)
+    assert "Type your login password" in question, question
+    # What a program sharing the terminal could push: a yes, then Enter alone. Neither allows.
+    pane.type("y")
+    pane.wait_for(lambda screen: "password was not correct" in screen)
+    pane.type("")
+    time.sleep(0.5)
+    assert "\nexit=" not in pane.screen()
+    pane.type(LOGIN_PASSWORD)
+    after = pane.wait_for(lambda screen: "\nexit=" in screen)
+    assert "the secret" in after and "exit=0" in after, after
+
+
+def test_a_client_that_leaves_takes_its_prompt_and_the_terminal_is_as_it_was(locked, pane, tmp_path):
+    pane.type(f"stty -g > {tmp_path}/modes-before; clear")
+    pane.wait_for(lambda screen: shell_lines(screen) == ["$"])
+    pane.type(f"secret-tool lookup service mail & wait; stty -g > {tmp_path}/modes-after; clear; echo done")
+    pane.wait_for(lambda screen: "Enter your login password" in screen)
+    # The person starts typing, then the client goes away (as when it is killed or its window closed).
+    pane.type("half typ", enter=False)
+    time.sleep(0.2)
+    listing = subprocess.run(["tmux", "-S", pane.socket, "list-panes", "-F", "#{pane_pid}"], capture_output=True,
+                             text=True, check=True).stdout.split()
+    shell = int(listing[0])
+    children = [int(p) for p in open(f"/proc/{shell}/task/{shell}/children").read().split()]
+    clients = [child for child in children if open(f"/proc/{child}/comm").read().strip() == "secret-tool"]
+    assert len(clients) == 1, children
+    os.kill(clients[0], signal.SIGKILL)
+    after = pane.wait_for(lambda screen: "done" in screen)
+    assert not pane.in_alternate_screen()
+    assert shell_lines(after) == ["done", "$"], after
+    assert (tmp_path / "modes-after").read_text() == (tmp_path / "modes-before").read_text()
+
+
+def test_a_client_with_no_terminal_and_no_display_is_told_what_to_do(locked, bus):
+    started = time.monotonic()
+    result = subprocess.run(["setsid", "--wait", "secret-tool", "lookup", "service", "mail"], env=bus.env(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    assert time.monotonic() - started < 5
+    assert result.returncode == 1 and result.stdout == ""
+    assert "The login keychain is locked and no prompt can be shown to this program (no display, no terminal):" \
+        ' run "latchkey unlock-keychain" in a terminal' in result.stderr, result.stderr
+    assert "no prompt can be shown to this program (no display, no terminal)" in locked.stderr.read_text()
