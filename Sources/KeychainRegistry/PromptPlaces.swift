@@ -84,7 +84,8 @@ extension KeychainRegistry {
         guard choosesPromptPlace, case .nowhere(let reason)? = promptPlaceOfRequest?() else { return nil }
         let names = keychains.map { $0.id == Self.loginID ? "login" : "“\(PromptText.field($0.label, bytes: 60))”" }
         let subject =
-            names.count == 1 ? "The \(names[0]) keychain is locked" : "The keychains \(names.joined(separator: ", ")) are locked"
+            names.count == 1
+            ? "The \(names[0]) keychain is locked" : "The keychains \(names.joined(separator: ", ")) are locked"
         let message = PromptPlace.nothingShown(subject, because: reason)
         Self.log(message)
         return message
@@ -127,7 +128,8 @@ extension PromptDialog where Answer == AccessAnswer {
     /// An access question that, on a terminal, is answered by typing a password (`check` tries it on the worker,
     /// `whose` names it in the prompt): a wrong one asks again within `tries`. Elsewhere `question` asks it.
     init(
-        sharingKey: String?, tries: Int, passwordCheck: (@Sendable ([SharedSecret]) -> Result<AccessAnswer, KeychainError>, String)?,
+        sharingKey: String?, tries: Int,
+        passwordCheck: (@Sendable ([SharedSecret]) -> Result<AccessAnswer, KeychainError>, String)?,
         request: @escaping @Sendable () -> PinentryRequest,
         question: @escaping @Sendable (Pinentry, PinentryCancellation) -> PromptReply<AccessAnswer>,
         failure: @escaping @Sendable (String) -> Void,

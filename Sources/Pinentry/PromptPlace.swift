@@ -112,7 +112,9 @@ package final class PromptTerminal: Sendable {
         guard let listing = opendir(directory) else { return nil }
         var numbers: [Int32] = []
         while numbers.count < maxDescriptorsLooked, let entry = readdir(listing) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             if let number = Int32(name) { numbers.append(number) }
         }
         closedir(listing)

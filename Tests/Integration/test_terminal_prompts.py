@@ -109,11 +109,13 @@ def test_an_access_question_on_a_terminal_takes_the_password_not_a_key(make_daem
     pane.type(f"{binary('latchkey')} find-generic-password -s mail -w {login}; echo exit=$?")
     question = pane.wait_for(lambda screen: "wants the secret of" in screen)
     assert "Type your login password" in question, question
-    # What a program sharing the terminal could push: a yes, then Enter alone. Neither allows.
-    pane.type("y")
-    pane.wait_for(lambda screen: "password was not correct" in screen)
+    # What a program sharing the terminal could push: Enter alone, then a yes. Neither allows; each asks again.
     pane.type("")
-    time.sleep(0.5)
+    pane.wait_for(lambda screen: "password was not correct" in screen)
+    pane.type("y", enter=False)
+    pane.wait_for(lambda screen: "Password: *_" in screen)
+    pane.type("")
+    pane.wait_for(lambda screen: "Password: __" in screen)
     assert "\nexit=" not in pane.screen()
     pane.type(LOGIN_PASSWORD)
     after = pane.wait_for(lambda screen: "\nexit=" in screen)
