@@ -80,12 +80,15 @@ extension KeychainRegistry {
 
     /// The error a request that needs a keychain unlocked gets when its caller is nowhere a prompt can show
     /// (``PromptPlace/nowhere(_:)``), nil when a prompt can be shown to it; said in the log too.
-    package func unlockRefusal(_ keychains: [HeldKeychain]) -> String? {
+    /// `subject` says what is locked in place of the keychains' names.
+    package func unlockRefusal(_ keychains: [HeldKeychain], subject: String? = nil) -> String? {
         guard choosesPromptPlace, case .nowhere(let reason)? = promptPlaceOfRequest?() else { return nil }
         let names = keychains.map { $0.id == Self.loginID ? "login" : "“\(PromptText.field($0.label, bytes: 60))”" }
         let subject =
-            names.count == 1
-            ? "The \(names[0]) keychain is locked" : "The keychains \(names.joined(separator: ", ")) are locked"
+            subject
+            ?? (names.count == 1
+                ? "The \(names[0]) keychain is locked"
+                : "The keychains \(names.joined(separator: " and ")) are locked")
         let message = PromptPlace.nothingShown(subject, because: reason)
         Self.log(message)
         return message

@@ -142,6 +142,15 @@ package final class SecretServiceDaemon {
     /// The program behind `sender` (a bus unique name), nil when it is not identified.
     func application(of sender: String?) -> Application? { callers?.application(of: sender) }
 
+    /// `IsLocked` for `collection`, and, when no prompt can be shown to the caller of the request being served,
+    /// what to do (the message clients such as `secret-tool search --unlock` print).
+    func lockedError(_ collection: HeldKeychain) -> DBusError {
+        guard let refusal = registry.unlockRefusal([collection], subject: "\(collection.path) is locked") else {
+            return SecretServiceError.isLocked("\(collection.path) is locked")
+        }
+        return SecretServiceError.isLocked(refusal)
+    }
+
     /// Where the prompts of `sender`'s requests show (docs/prompts-in-terminals.md); nil when its process is not
     /// known (callers not identified) or one pinentry shows every prompt (`--pinentry`).
     func promptPlace(of sender: String?) -> PromptPlace? {

@@ -29,8 +29,8 @@ def lock_login(bus):
 class Pane:
     """A shell in a tmux pane on a server of its own (its socket in the test's directory)."""
 
-    def __init__(self, directory, bus, width=100, height=30):
-        self.socket = str(directory / "tmux.sock")
+    def __init__(self, directory, bus, width=100, height=30, name="tmux"):
+        self.socket = str(directory / f"{name}.sock")
         environment = {name: value for name, value in bus.env(**NO_DESKTOP, TERM="xterm", LANG="C.UTF-8",
                                                             PS1="$ ").items() if value is not None}
         subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", "new-session", "-d", "-x", str(width), "-y",
@@ -60,6 +60,10 @@ class Pane:
             if time.monotonic() > deadline:
                 raise AssertionError(f"the pane did not show what was waited for; it shows:\n{screen}")
             time.sleep(0.02)
+
+    def tty(self):
+        return subprocess.run(["tmux", "-S", self.socket, "display-message", "-p", "-t", "0", "#{pane_tty}"],
+                              check=True, capture_output=True, text=True).stdout.strip()
 
     def stop(self):
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
@@ -151,3 +155,56 @@ def test_a_client_with_no_terminal_and_no_display_is_told_what_to_do(locked, bus
     assert "The login keychain is locked and no prompt can be shown to this program (no display, no terminal):" \
         ' run "latchkey unlock-keychain" in a terminal' in result.stderr, result.stderr
     assert "no prompt can be shown to this program (no display, no terminal)" in locked.stderr.read_text()
+
+
+def pinentry_environment(daemon):
+    """The environment of the pinentry the daemon runs now."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        children = open(f"/proc/{daemon.process.pid}/task/{daemon.process.pid}/children").read().split()
+        for task in os.listdir(f"/proc/{daemon.process.pid}/task"):
+            children += open(f"/proc/{daemon.process.pid}/task/{task}/children").read().split()
+        for child in set(children):
+            if open(f"/proc/{child}/comm").read().strip() == "pinentry-curses":
+                entries = open(f"/proc/{child}/environ", "rb").read().split(b"\0")
+                return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+        time.sleep(0.05)
+    raise AssertionError("no pinentry-curses running")
+
+
+def test_a_display_the_caller_names_and_a_terminal_it_holds_open_are_not_where_it_asks(locked, pane, tmp_path, bus):
+    """A caller naming a display of its own (it could run that X server and answer its own prompt) and holding
+    another terminal on its standard input: the prompt shows on its controlling terminal, nowhere else."""
+    other = Pane(tmp_path, bus, name="other")
+    try:
+        pane.type(f"DISPLAY=:99 WAYLAND_DISPLAY=wayland-9 secret-tool lookup service mail 0<>{other.tty()};"
+                  " echo exit=$?")
+        pane.wait_for(lambda screen: "Enter your login password" in screen)
+        assert pinentry_environment(locked).get("DISPLAY") is None
+        assert shell_lines(other.screen()) == ["$"] and not other.in_alternate_screen()
+        pane.type(LOGIN_PASSWORD)
+        after = pane.wait_for(lambda screen: "\nexit=" in screen)
+        assert "the secret" in after and "exit=0" in after, after
+    finally:
+        other.stop()
+
+
+def test_a_hostile_environment_gives_the_prompt_safe_terminal_settings(locked, pane, tmp_path):
+    """TERM with an escape sequence, LC_CTYPE with a line break, and TERM past the first 64 KiB of an environment
+    of 200 KB: refused or not read; the prompt shows with the defaults, and the daemon keeps serving."""
+    hostile = tmp_path / "hostile"
+    hostile.write_text("exec env -i DBUS_SESSION_BUS_ADDRESS=\"$DBUS_SESSION_BUS_ADDRESS\" TERM=\"$(printf 'xterm\\033[2J')\""
+                       " LC_CTYPE=\"$(printf 'C\\n.UTF-8')\" secret-tool lookup service mail\n")
+    huge = tmp_path / "huge"
+    huge.write_text("pad=$(head -c 100000 /dev/zero | tr '\\0' x)\n"
+                    "exec env -i DBUS_SESSION_BUS_ADDRESS=\"$DBUS_SESSION_BUS_ADDRESS\" A=$pad B=$pad TERM=xterm"
+                    " secret-tool lookup service mail\n")
+    for script in (hostile, huge):
+        pane.type(f"clear; sh {script}; echo exit=$?")
+        pane.wait_for(lambda screen: "Enter your login password" in screen)
+        shown = pinentry_environment(locked)
+        assert shown["TERM"] == "vt100" and "LC_CTYPE" not in shown, shown
+        pane.type(LOGIN_PASSWORD)
+        assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+        lock_login(locked.bus)
+    assert locked.alive()
