@@ -181,7 +181,8 @@ extension KeychainRegistry {
         completion: @escaping (Bool) -> Void
     ) -> PromptTicket {
         var dialog = PromptDialog<AccessAnswer>(
-            sharingKey: sharingKey.map { "access:" + $0 }, tries: 3, passwordCheck: accessPasswordCheck(for: keychain),
+            sharingKey: sharingKey.map { "access:" + $0 }, tries: 3, password: terminalPasswordCheck(for: keychain),
+            onTerminal: .allowOnce, consent: "allow it this once", cancelIsDecline: true,
             request: { question().request },
             question: { pinentry, cancellation in
                 let asked = question()
@@ -197,7 +198,8 @@ extension KeychainRegistry {
                     return .unanswered
                 }
             },
-            failure: { reason in
+            note: { noted in
+                guard case .failed(let reason) = noted else { return }
                 failure.record(reason)
                 Self.log("no way to ask on the terminal: \(reason); denied")
             },

@@ -153,7 +153,7 @@ extension KeychainRegistry {
         prompts.remove { $0 === queued }
         queued.isShowing = false
         if case .declined = ending, let client = queued.client {
-            offerToDenyAll(of: client)
+            offerToDenyAll(of: client, at: queued.place)
         }
         let waiters = queued.waiters
         queued.waiters.removeAll()
@@ -182,7 +182,7 @@ extension KeychainRegistry {
     /// whether to deny them all ("Deny all N" / "Ask each", within the access prompts' time bound; anything but
     /// OK asks each in its turn). Every question of the client still waiting when the person says yes is
     /// denied, as its Deny would (the requests get `AccessDenied`, or `errSecUserCanceled` on Keychain1).
-    private func offerToDenyAll(of client: PromptClient) {
+    private func offerToDenyAll(of client: PromptClient, at place: PromptPlace?) {
         let count = prompts.waiting(of: client).count
         guard count > 0, let cancellation = try? PinentryCancellation() else { return }
         let request = Self.denyAllRequest(client, count: count)
@@ -199,6 +199,7 @@ extension KeychainRegistry {
         dialog.timeLimit = Self.accessPromptTimeout
         let followUp = QueuedPrompt(dialog, cancellation: cancellation)
         followUp.isNext = true
+        followUp.place = place
         prompts.append(followUp)
     }
 

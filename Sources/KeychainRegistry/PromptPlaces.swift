@@ -94,13 +94,11 @@ extension KeychainRegistry {
         return message
     }
 
-    /// The access question's answer on a terminal: the keychain's password typed (as sudo asks), not a key a
-    /// program sharing the terminal could push into it (docs/threat-model.md, "Prompts on a terminal"). The
-    /// password of `held` when it has one of its own, else the login keychain's; checked on the worker as
-    /// an unlock attempt of the daemon's own prompt is. Nil when there is no password to ask.
-    func accessPasswordCheck(
-        for held: HeldKeychain?
-    ) -> (@Sendable ([SharedSecret]) -> Result<AccessAnswer, KeychainError>, String)? {
+    /// How a question on a terminal is answered: by typing a password (as sudo asks), not a key a program
+    /// sharing the terminal could push into it (docs/threat-model.md, "Prompts on a terminal"). The password
+    /// of `held` when it has one of its own, else the login keychain's; checked on the worker as an unlock
+    /// attempt of the daemon's own prompt is. Nil when there is no password to ask (no login keychain).
+    func terminalPasswordCheck(for held: HeldKeychain?) -> TerminalPasswordCheck? {
         let keychain: Keychain
         let whose: String
         if let held, case .ownPassword = held.unlocking {
@@ -112,12 +110,29 @@ extension KeychainRegistry {
         } else {
             return nil
         }
-        let check = Self.attempt { (password) throws(KeychainError) -> AccessAnswer in
+        let check = Self.attempt { (password) throws(KeychainError) in
             _ = try Self.unwrapKey(keychain, typed: password, inPrompt: true)
-            return .allowOnce
         }
-        return (check, whose)
+        return TerminalPasswordCheck(check: check, whose: whose)
     }
+}
+
+/// The password that answers a question on a terminal (``KeychainRegistry/terminalPasswordCheck(for:)``).
+struct TerminalPasswordCheck: Sendable {
+    /// Tries the password typed, on the worker.
+    let check: @Sendable ([SharedSecret]) -> Result<Void, KeychainError>
+    /// Whose password it is, as the prompt names it ("your login password").
+    let whose: String
+}
+
+/// What happened to a question asked on a terminal, for the dialog's own record of it.
+enum TerminalAnswerNote: Sendable {
+    /// A password was typed (to be tried).
+    case typed
+    /// The person chose Refuse.
+    case cancelled
+    /// No prompt could be shown, or there was no password to ask: why.
+    case failed(String)
 }
 
 /// What the registry keeps for choosing places: the systemd user manager's variables as last read.
@@ -127,16 +142,17 @@ struct PromptPlaceState {
     var isReadingSystemd = false
 }
 
-extension PromptDialog where Answer == AccessAnswer {
-    /// An access question that, on a terminal, is answered by typing a password (`check` tries it on the worker,
-    /// `whose` names it in the prompt): a wrong one asks again within `tries`. Elsewhere `question` asks it.
+extension PromptDialog {
+    /// A question that, on a terminal, is answered by typing a password (`password`, "to `consent`"): right,
+    /// it gives `onTerminal`; wrong, it asks again within `tries`; Refuse ends it declined when `cancelIsDecline`, else
+    /// unanswered (pinentry-curses: Tab to Refuse, Enter). Elsewhere `question` asks it (with a yes/no or three buttons). `note` hears what happened
+    /// on the terminal, on the prompt's thread.
     init(
-        sharingKey: String?, tries: Int,
-        passwordCheck: (@Sendable ([SharedSecret]) -> Result<AccessAnswer, KeychainError>, String)?,
-        request: @escaping @Sendable () -> PinentryRequest,
-        question: @escaping @Sendable (Pinentry, PinentryCancellation) -> PromptReply<AccessAnswer>,
-        failure: @escaping @Sendable (String) -> Void,
-        apply: @escaping (AccessAnswer) -> Void, isSatisfied: @escaping () -> Bool
+        sharingKey: String?, tries: Int, password: TerminalPasswordCheck?, onTerminal answer: Answer,
+        consent: String, cancelIsDecline: Bool, request: @escaping @Sendable () -> PinentryRequest,
+        question: @escaping @Sendable (Pinentry, PinentryCancellation) -> PromptReply<Answer>,
+        note: @escaping @Sendable (TerminalAnswerNote) -> Void,
+        apply: @escaping (Answer) -> Void, isSatisfied: @escaping () -> Bool
     ) {
         self.sharingKey = sharingKey
         self.tries = tries
@@ -149,25 +165,31 @@ extension PromptDialog where Answer == AccessAnswer {
                 case .unanswered: return .unanswered
                 }
             }
-            guard let (check, whose) = passwordCheck else {
-                failure("no password to ask on the terminal")
+            guard let password else {
+                note(.failed("there is no password to ask on the terminal"))
                 return .unanswered
             }
             var asked = request()
-            asked.description += "\n\nType \(whose) to allow it this once; Escape to deny."
+            asked.description += "\n\nType \(password.whose) to \(consent), or choose Refuse."
             asked.prompt = "Password:"
-            asked.okLabel = "Allow once"
-            asked.cancelLabel = "Deny"
+            asked.okLabel = "OK"
+            asked.cancelLabel = "Refuse"
             asked.notOKLabel = nil
             asked.followUp = nil
             asked.error = error
             do throws(PinentryError) {
                 switch try pinentry.askPassword(asked, cancellation: cancellation) {
-                case .password(let typed): return .answered(.toTry { check([typed]) })
-                case .cancelled: return cancellation.isCancelled ? .unanswered : .declined
+                case .password(let typed):
+                    note(.typed)
+                    let check = password.check
+                    return .answered(.toTry { check([typed]).map { answer } })
+                case .cancelled:
+                    if cancellation.isCancelled { return .unanswered }
+                    note(.cancelled)
+                    return cancelIsDecline ? .declined : .unanswered
                 }
             } catch {
-                failure(error.description)
+                note(.failed(error.description))
                 return .unanswered
             }
         }

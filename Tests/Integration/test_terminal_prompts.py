@@ -112,7 +112,7 @@ def test_an_access_question_on_a_terminal_takes_the_password_not_a_key(make_daem
     login = daemon.keychains / "login.keychain-db"
     pane.type(f"{binary('latchkey')} find-generic-password -s mail -w {login}; echo exit=$?")
     question = pane.wait_for(lambda screen: "wants the secret of" in screen)
-    assert "Type your login password" in question, question
+    assert "Type your login password to allow it this once, or choose Refuse" in question, question
     # What a program sharing the terminal could push: Enter alone, then a yes. Neither allows; each asks again.
     pane.type("")
     pane.wait_for(lambda screen: "password was not correct" in screen)
@@ -208,3 +208,26 @@ def test_a_hostile_environment_gives_the_prompt_safe_terminal_settings(locked, p
         assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
         lock_login(locked.bus)
     assert locked.alive()
+
+
+def test_a_confirmation_on_a_terminal_takes_the_password_not_a_key(make_daemon, bus, pane):
+    """Switching the login keychain to allow-all (every program reads every secret unasked) is confirmed: on a
+    terminal by the password, so that the program that asked cannot confirm it by pushing Enter."""
+    daemon = make_daemon(pinentry=None, extra_env=NO_DESKTOP, access_policy="prompt").start()
+    pane.type(f"{binary('latchkey')} set-access-policy allow-all {daemon.keychains / 'login.keychain-db'}; echo exit=$?")
+    question = pane.wait_for(lambda screen: "Type your login password to confirm" in screen)
+    assert "allow-all" in question or "every" in question, question
+    pane.type("")
+    pane.wait_for(lambda screen: "password was not correct" in screen)
+    # pinentry-curses: Tab to OK, Tab to Refuse, Enter.
+    for key in ("Tab", "Tab", "Enter"):
+        subprocess.run(["tmux", "-S", pane.socket, "send-keys", "-t", "0", key], check=True)
+        time.sleep(0.2)
+    refused = pane.wait_for(lambda screen: "\nexit=" in screen)
+    assert "exit=0" not in refused, refused
+    pane.type("clear")
+    pane.type(f"{binary('latchkey')} set-access-policy allow-all {daemon.keychains / 'login.keychain-db'}; echo exit=$?")
+    pane.wait_for(lambda screen: "Type your login password to confirm" in screen)
+    pane.type(LOGIN_PASSWORD)
+    assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+    daemon.wait_for_policy("allow-all")
