@@ -298,7 +298,10 @@ extension KeychainRegistry {
         // After the request's first prompt, each of its next ones shows before prompts asked for later.
         func askOwn(_ remaining: ArraySlice<HeldKeychain>, showingNext: Bool) {
             guard let held = remaining.first else { return completion(true) }
-            _ = enqueuePrompt(ownPasswordDialog(held), ticket: ticket, showingNext: showingNext) { accepted in
+            _ = enqueuePrompt(
+                ownPasswordDialog(held, onTerminal: ticket.place?.isTerminal == true), ticket: ticket,
+                showingNext: showingNext
+            ) { accepted in
                 guard accepted else { return completion(false) }
                 askOwn(remaining.dropFirst(), showingNext: true)
             }
@@ -315,7 +318,8 @@ extension KeychainRegistry {
     }
 
     /// The prompt for the password of a keychain with a password of its own, shared by the requests for it.
-    private func ownPasswordDialog(_ held: HeldKeychain) -> PromptDialog<UnwrappedKeychainKey> {
+    /// `onTerminal`: shown on a terminal, where the answers count as a program's attempts (``PromptPlace/isTerminal``).
+    private func ownPasswordDialog(_ held: HeldKeychain, onTerminal: Bool) -> PromptDialog<UnwrappedKeychainKey> {
         let keychain = held.keychain
         let label = PromptText.field(held.label.isEmpty ? held.id : held.label)
         let request = PinentryRequest(
@@ -329,7 +333,7 @@ extension KeychainRegistry {
             retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
             attempt: Self.attempt { (password) throws(KeychainError) in
-                try Self.unwrapKey(keychain, typed: password, inPrompt: true)
+                try Self.unwrapKey(keychain, typed: password, inPrompt: !onTerminal)
             },
             // Installed even when locked while the person typed: the answer was right and is delivered now.
             apply: { [self] key in applyUnlock(held, key) },

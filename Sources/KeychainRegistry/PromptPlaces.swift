@@ -111,7 +111,9 @@ extension KeychainRegistry {
             return nil
         }
         let check = Self.attempt { (password) throws(KeychainError) in
-            _ = try Self.unwrapKey(keychain, typed: password, inPrompt: true)
+            // Typed on a terminal, which the program that asked may hold (a pseudo-terminal of its own): under
+            // the wrong-password limit and counted, as a program's attempt.
+            _ = try Self.unwrapKey(keychain, typed: password, inPrompt: false)
         }
         return TerminalPasswordCheck(check: check, whose: whose)
     }

@@ -14,6 +14,13 @@ package enum PromptPlace: Sendable {
     /// No prompt can be shown to the caller: why, in words ("no display, no terminal").
     case nowhere(String)
 
+    /// Whether it is a terminal: answers typed there may come from a program that holds the terminal (its own
+    /// pseudo-terminal, say), so they count as a program's password attempts (the wrong-password limit).
+    package var isTerminal: Bool {
+        if case .terminal = self { return true }
+        return false
+    }
+
     /// The queue a prompt for this place waits in: "desktop", "terminal:ID" (one per terminal), "nowhere".
     package var queueKey: String {
         switch self {

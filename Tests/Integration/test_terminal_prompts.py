@@ -141,9 +141,9 @@ def test_a_client_that_leaves_takes_its_prompt_and_the_terminal_is_as_it_was(loc
     clients = [child for child in children if open(f"/proc/{child}/comm").read().strip() == "secret-tool"]
     assert len(clients) == 1, children
     os.kill(clients[0], signal.SIGKILL)
-    after = pane.wait_for(lambda screen: "done" in screen)
+    # The shell ran on: the prompt's box is gone, and what the shell printed after it is all there is.
+    pane.wait_for(lambda screen: shell_lines(screen) == ["done", "$"])
     assert not pane.in_alternate_screen()
-    assert shell_lines(after) == ["done", "$"], after
     assert (tmp_path / "modes-after").read_text() == (tmp_path / "modes-before").read_text()
 
 
@@ -231,3 +231,18 @@ def test_a_confirmation_on_a_terminal_takes_the_password_not_a_key(make_daemon, 
     pane.type(LOGIN_PASSWORD)
     assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
     daemon.wait_for_policy("allow-all")
+
+
+def test_a_wrong_password_typed_on_a_terminal_counts_as_a_programs_attempt(locked, pane):
+    """A caller can make a pseudo-terminal of its own and type into its own prompt: what is typed on a terminal
+    is under the wrong-password limit (the count kept in the keychain file), as a program's Unlock is."""
+    from conftest import keychain_rows
+    login = locked.keychains / "login.keychain-db"
+    assert "attempts" not in keychain_rows(login)
+    pane.type("secret-tool lookup service mail; echo exit=$?")
+    pane.wait_for(lambda screen: "Enter your login password" in screen)
+    pane.type("a guess")
+    pane.wait_for(lambda screen: "password was not correct" in screen)
+    assert "attempts" in keychain_rows(login)
+    pane.type(LOGIN_PASSWORD)
+    assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
