@@ -199,21 +199,23 @@ extension KeychainRegistry {
                     : "Enter its current password."),
             prompt: underLogin ? "Login password:" : "Current password:", error: nil, okLabel: "Continue")
         let change = PasswordChangeInProgress(locksBefore: held.locks)
+        let ticket = newPromptTicket()
+        ticket.parentWindow = parentWindow
+        // Typed on a terminal, which the program that asked may hold: counted as a program's attempt.
+        let onTerminal = ticket.place?.isTerminal == true
         let current = PromptDialog(
             sharingKey: nil, tries: 3, retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
             attempt: Self.attempt { (password) throws(KeychainError) in
-                // Typed into the daemon's own prompt: outside the programs' wrong-password count.
+                // Typed into the daemon's own prompt: outside the programs' wrong-password count, unless on a terminal.
                 guard underLogin, let login else {
-                    return try keychain.unwrapKey(password: password, limited: false, counted: false)
+                    return try keychain.unwrapKey(password: password, limited: onTerminal, counted: onTerminal)
                 }
                 return try keychain.unwrapKey(
-                    using: try login.unwrapKey(password: password, limited: false, counted: false))
+                    using: try login.unwrapKey(password: password, limited: onTerminal, counted: onTerminal))
             },
             apply: { key in change.key = key },
             isSatisfied: { false })
-        let ticket = newPromptTicket()
-        ticket.parentWindow = parentWindow
         _ = enqueuePrompt(current, ticket: ticket) { [self] accepted in
             guard accepted, let key = change.key else { return completion(false) }
             _ = enqueuePrompt(

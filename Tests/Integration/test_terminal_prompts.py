@@ -126,11 +126,30 @@ def test_an_access_question_on_a_terminal_takes_the_password_not_a_key(make_daem
     assert "the secret" in after and "exit=0" in after, after
 
 
+def pinentry_running(daemon):
+    """Whether a pinentry-curses of the daemon runs."""
+    pid = daemon.process.pid
+    children = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            children += open(f"/proc/{pid}/task/{task}/children").read().split()
+        except FileNotFoundError:
+            pass
+    for child in children:
+        try:
+            if open(f"/proc/{child}/comm").read().strip() == "pinentry-curses":
+                return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
 def test_a_client_that_leaves_takes_its_prompt_and_the_terminal_is_as_it_was(locked, pane, tmp_path):
     pane.type(f"stty -g > {tmp_path}/modes-before; clear")
     pane.wait_for(lambda screen: shell_lines(screen) == ["$"])
-    pane.type(f"secret-tool lookup service mail & wait; stty -g > {tmp_path}/modes-after; clear; echo done")
+    pane.type("secret-tool lookup service mail & wait")
     pane.wait_for(lambda screen: "Enter your login password" in screen)
+    assert pinentry_running(locked)
     # The person starts typing, then the client goes away (as when it is killed or its window closed).
     pane.type("half typ", enter=False)
     time.sleep(0.2)
@@ -141,9 +160,18 @@ def test_a_client_that_leaves_takes_its_prompt_and_the_terminal_is_as_it_was(loc
     clients = [child for child in children if open(f"/proc/{child}/comm").read().strip() == "secret-tool"]
     assert len(clients) == 1, children
     os.kill(clients[0], signal.SIGKILL)
-    # The shell ran on: the prompt's box is gone, and what the shell printed after it is all there is.
+    # The daemon withdraws the prompt: its pinentry ends, and the pane is the shell's again.
+    deadline = time.monotonic() + 10
+    while pinentry_running(locked) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not pinentry_running(locked)
+    # (The shell's new prompt may have gone to pinentry's screen in the milliseconds before it left it: not
+    # asserted; docs/prompts-in-terminals.md.)
+    after = pane.wait_for(lambda screen: not pane.in_alternate_screen())
+    assert shell_lines(after)[0] == "$ secret-tool lookup service mail & wait", after
+    assert "Enter your login password" not in after and "typ" not in after, after
+    pane.type(f"stty -g > {tmp_path}/modes-after; clear; echo done")
     pane.wait_for(lambda screen: shell_lines(screen) == ["done", "$"])
-    assert not pane.in_alternate_screen()
     assert (tmp_path / "modes-after").read_text() == (tmp_path / "modes-before").read_text()
 
 
