@@ -40,7 +40,10 @@ def before_the_desktop(make_daemon, bus):
 def latchkey(bus, *args, **env):
     """The latchkey command in a session whose variables are `env` (None: unset)."""
     environment = {name: value for name, value in bus.env(**{**NO_DESKTOP, **env}).items() if value is not None}
-    return subprocess.run([binary("latchkey"), *args], env=environment, capture_output=True, text=True, timeout=60)
+    # A session of its own: no controlling terminal, where the daemon would show its prompt instead of the
+    # desktop when the tests run in one (docs/prompts-in-terminals.md).
+    return subprocess.run([binary("latchkey"), *args], env=environment, capture_output=True, text=True, timeout=60,
+                          start_new_session=True)
 
 
 def read_secret(daemon):
