@@ -274,3 +274,13 @@ def test_a_wrong_password_typed_on_a_terminal_counts_as_a_programs_attempt(locke
     assert "attempts" in keychain_rows(login)
     pane.type(LOGIN_PASSWORD)
     assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+
+
+def test_a_client_holding_no_descriptor_of_its_terminal_is_asked_on_its_shells(locked, pane, tmp_path):
+    """git's credential helper runs with pipes on 0, 1 and 2: the terminal is found among its session leader's
+    (the shell's) descriptors, still the caller's controlling terminal."""
+    pane.type(f"secret-tool lookup service mail < /dev/null > {tmp_path}/out 2> /dev/null; echo exit=$?")
+    pane.wait_for(lambda screen: "Enter your login password" in screen)
+    pane.type(LOGIN_PASSWORD)
+    assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+    assert (tmp_path / "out").read_text() == "the secret"
