@@ -171,14 +171,19 @@ extension KeychainRegistry {
     /// asked). `completion` runs on the serving thread: true to hand the secret over, false when denied,
     /// dismissed, timed out or when pinentry could not ask (`failure` then says why). Withdraw the ticket
     /// when the client leaves. `client` is whom the prompt takes its turn for (``PromptClient``; nil: the
-    /// daemon's own turn); a Deny then offers to deny all of its questions waiting.
+    /// daemon's own turn); a Deny then offers to deny all of its questions waiting. On a terminal the
+    /// question is answered by typing the password of `keychain` (the item's keychain; the login keychain's
+    /// password unless it has one of its own), three tries, and offers no Always allow.
     package func promptForAccess(
-        sharingKey: String?, client: PromptClient? = nil, question: @escaping @Sendable () -> AccessQuestion,
+        sharingKey: String?, client: PromptClient? = nil, keychain: HeldKeychain? = nil,
+        question: @escaping @Sendable () -> AccessQuestion,
         failure: AccessPromptFailure, trust: @escaping () -> Void, isAllowed: @escaping () -> Bool,
         completion: @escaping (Bool) -> Void
     ) -> PromptTicket {
         var dialog = PromptDialog<AccessAnswer>(
-            sharingKey: sharingKey.map { "access:" + $0 },
+            sharingKey: sharingKey.map { "access:" + $0 }, tries: 3, password: terminalPasswordCheck(for: keychain),
+            onTerminal: .allowOnce, consent: "allow it this once", cancelIsDecline: true,
+            request: { question().request },
             question: { pinentry, cancellation in
                 let asked = question()
                 let bounded = pinentry.bounded(to: Self.accessPromptTimeout)
@@ -192,6 +197,11 @@ extension KeychainRegistry {
                     Self.log("no way to ask whether \(asked.subject): \(error.description); denied")
                     return .unanswered
                 }
+            },
+            note: { noted in
+                guard case .failed(let reason) = noted else { return }
+                failure.record(reason)
+                Self.log("no way to ask on the terminal: \(reason); denied")
             },
             apply: { answer in
                 if case .allowAlways = answer { trust() }

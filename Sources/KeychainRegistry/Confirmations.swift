@@ -56,7 +56,9 @@ extension KeychainRegistry {
     ) -> PromptTicket {
         let outcome = ConfirmationOutcome()
         var dialog = PromptDialog<Bool>(
-            sharingKey: nil,
+            // On a terminal: the password, not a key the program that asked could push into it.
+            sharingKey: nil, tries: 3, password: terminalPasswordCheck(for: nil), onTerminal: true,
+            consent: "confirm", cancelIsDecline: false, request: { request },
             question: { pinentry, cancellation in
                 do throws(PinentryError) {
                     let asking = bounded.map { pinentry.bounded(to: $0) } ?? pinentry
@@ -66,6 +68,13 @@ extension KeychainRegistry {
                 } catch {
                     outcome.record(.failed(error.reason))
                     return .unanswered
+                }
+            },
+            note: { noted in
+                switch noted {
+                // Tried on the worker next: wrong every time, it ends as the person's no.
+                case .typed, .cancelled: outcome.record(.answered(false))
+                case .failed(let reason): outcome.record(.failed(reason))
                 }
             },
             apply: { _ in }, isSatisfied: { false })

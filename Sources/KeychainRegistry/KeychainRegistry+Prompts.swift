@@ -48,6 +48,7 @@ extension KeychainRegistry {
         let queued = QueuedPrompt(dialog, cancellation: cancellation, queueKey: ticket.queueKey)
         queued.waiters.append((ticket.number, completion))
         queued.parentWindow = ticket.parentWindow
+        queued.place = ticket.place
         queued.isNext = showingNext
         prompts.append(queued)
         showNextPrompt(in: queued.queueKey)
@@ -56,7 +57,7 @@ extension KeychainRegistry {
 
     /// A ticket for a request whose first prompt is enqueued later (or never: withdrawing it is harmless).
     func newPromptTicket() -> PromptTicket {
-        prompts.newTicket()
+        placed(prompts.newTicket())
     }
 
     /// Hands back a request's place: its continuation will not run. A prompt left with no request is
@@ -100,13 +101,13 @@ extension KeychainRegistry {
     func showPrompt<Answer>(_ dialog: PromptDialog<Answer>, _ queued: QueuedPrompt, error: String?) {
         let (ask, cancellation) = (dialog.ask, queued.cancellation)
         let (pinentry, session, systemctl) = (configuration.pinentry, sessionEnvironment, configuration.systemctl)
-        let parent = queued.parentWindow
+        let (parent, place) = (queued.parentWindow, queued.place)
         offLoop(
             onOwnThread: true,
             {
-                ask(
-                    Self.pinentry(pinentry, in: session, systemctl: systemctl).parented(by: parent), error, cancellation
-                )
+                let prompter = Self.prompter(
+                    pinentry, at: place, in: session, systemctl: systemctl, sessionPinentry: Self.pinentry)
+                return ask(prompter.parented(by: parent), error, cancellation)
             },
             then: { [self] (reply: PromptReply<PromptAnswer<Answer>>) in
                 let answer: PromptAnswer<Answer>
@@ -163,7 +164,7 @@ extension KeychainRegistry {
         prompts.remove { $0 === queued }
         queued.isShowing = false
         if case .declined = ending, let client = queued.client {
-            offerToDenyAll(of: client, in: queued.queueKey)
+            offerToDenyAll(of: client, in: queued.queueKey, at: queued.place)
         }
         let waiters = queued.waiters
         queued.waiters.removeAll()
@@ -216,7 +217,7 @@ extension KeychainRegistry {
     /// (`queueKey`): asks there, next, whether to deny them all ("Deny all N" / "Ask each", within the access prompts'
     /// time bound; anything but OK asks each in its turn). Every question of the client still waiting when the person
     /// says yes is denied, as its Deny would (the requests get `AccessDenied`, or `errSecUserCanceled` on Keychain1).
-    private func offerToDenyAll(of client: PromptClient, in queueKey: String) {
+    private func offerToDenyAll(of client: PromptClient, in queueKey: String, at place: PromptPlace?) {
         let count = prompts.waiting(of: client, in: queueKey).count
         guard count > 0, let cancellation = try? PinentryCancellation() else { return }
         let request = Self.denyAllRequest(client, count: count)
@@ -233,6 +234,7 @@ extension KeychainRegistry {
         dialog.timeLimit = Self.accessPromptTimeout
         let followUp = QueuedPrompt(dialog, cancellation: cancellation, queueKey: queueKey)
         followUp.isNext = true
+        followUp.place = place
         prompts.append(followUp)
     }
 

@@ -88,6 +88,11 @@ package final class KeychainRegistry {
     package internal(set) var sessionEnvironment = SessionEnvironment()
     /// Prompts waiting or showing and the clients' turns (see `enqueuePrompt`).
     var prompts = PromptQueue()
+    /// Where the request being served has its prompts shown, set by the face while it serves one
+    /// (``PromptPlace``, memoized per request; nil: no caller known). See PromptPlaces.swift.
+    package var promptPlaceOfRequest: (() -> PromptPlace?)?
+    /// What choosing places keeps (``PromptPlaceState``).
+    var placeState = PromptPlaceState()
     /// Ids of keychains with a password of their own whose files are being made on the worker.
     var reservedKeychainIDs: Set<String> = []
     private var events: [RegistryEvent] = []
@@ -110,6 +115,8 @@ package final class KeychainRegistry {
         self.configuration = configuration
         self.jobs = try OffLoopJobs()
         try openKeychains(loginPassword: loginPassword)
+        // Whether the systemd user manager knows a display, read before the first prompt's place is chosen.
+        if choosesPromptPlace { refreshSystemdSession() }
     }
 
     /// The login keychain, when there is one.

@@ -199,21 +199,23 @@ extension KeychainRegistry {
                     : "Enter its current password."),
             prompt: underLogin ? "Login password:" : "Current password:", error: nil, okLabel: "Continue")
         let change = PasswordChangeInProgress(locksBefore: held.locks)
+        let ticket = newPromptTicket()
+        ticket.parentWindow = parentWindow
+        // Typed on a terminal, which the program that asked may hold: counted as a program's attempt.
+        let onTerminal = ticket.place?.isTerminal == true
         let current = PromptDialog(
             sharingKey: nil, tries: 3, retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
             attempt: Self.attempt { (password) throws(KeychainError) in
-                // Typed into the daemon's own prompt: outside the programs' wrong-password count.
+                // Typed into the daemon's own prompt: outside the programs' wrong-password count, unless on a terminal.
                 guard underLogin, let login else {
-                    return try keychain.unwrapKey(password: password, limited: false, counted: false)
+                    return try keychain.unwrapKey(password: password, limited: onTerminal, counted: onTerminal)
                 }
                 return try keychain.unwrapKey(
-                    using: try login.unwrapKey(password: password, limited: false, counted: false))
+                    using: try login.unwrapKey(password: password, limited: onTerminal, counted: onTerminal))
             },
             apply: { key in change.key = key },
             isSatisfied: { false })
-        let ticket = newPromptTicket()
-        ticket.parentWindow = parentWindow
         _ = enqueuePrompt(current, ticket: ticket) { [self] accepted in
             guard accepted, let key = change.key else { return completion(false) }
             _ = enqueuePrompt(
@@ -317,7 +319,10 @@ extension KeychainRegistry {
         // After the request's first prompt, each of its next ones shows before prompts asked for later.
         func askOwn(_ remaining: ArraySlice<HeldKeychain>, showingNext: Bool) {
             guard let held = remaining.first else { return completion(true) }
-            _ = enqueuePrompt(ownPasswordDialog(held), ticket: ticket, showingNext: showingNext) { accepted in
+            _ = enqueuePrompt(
+                ownPasswordDialog(held, onTerminal: ticket.place?.isTerminal == true), ticket: ticket,
+                showingNext: showingNext
+            ) { accepted in
                 guard accepted else { return completion(false) }
                 askOwn(remaining.dropFirst(), showingNext: true)
             }
@@ -334,7 +339,8 @@ extension KeychainRegistry {
     }
 
     /// The prompt for the password of a keychain with a password of its own, shared by the requests for it.
-    private func ownPasswordDialog(_ held: HeldKeychain) -> PromptDialog<UnwrappedKeychainKey> {
+    /// `onTerminal`: shown on a terminal, where the answers count as a program's attempts (``PromptPlace/isTerminal``).
+    private func ownPasswordDialog(_ held: HeldKeychain, onTerminal: Bool) -> PromptDialog<UnwrappedKeychainKey> {
         let keychain = held.keychain
         let label = PromptText.field(held.label.isEmpty ? held.id : held.label)
         let request = PinentryRequest(
@@ -348,7 +354,7 @@ extension KeychainRegistry {
             retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
             attempt: Self.attempt { (password) throws(KeychainError) in
-                try Self.unwrapKey(keychain, typed: password, inPrompt: true)
+                try Self.unwrapKey(keychain, typed: password, inPrompt: !onTerminal)
             },
             // Installed even when locked while the person typed: the answer was right and is delivered now.
             apply: { [self] key in applyUnlock(held, key) },

@@ -10,10 +10,11 @@ package final class PromptTicket {
     /// The window of the client whose request this is (a KWallet `wId`), for the prompt it starts as its
     /// parent window; nil for none.
     var parentWindow: Int64?
-    /// The place its prompts show, which is the queue they wait in: "desktop" (the desktop session's
-    /// display), "terminal:<id>" (one terminal), …. Prompts of different places never wait for each other
-    /// (docs/robustness.md, "Prompts in several places").
-    var queueKey: String = "desktop"
+    /// Where the request's prompts show (the caller's place, docs/prompts-in-terminals.md); nil: no caller
+    /// known, or one pinentry named for every prompt.
+    var place: PromptPlace?
+    /// The queue its prompts wait in: ``PromptPlace/queueKey`` ("desktop", "terminal:ID", "nowhere").
+    var queueKey = "desktop"
 
     init(number: UInt64) {
         self.number = number
@@ -183,6 +184,8 @@ final class QueuedPrompt {
     let queueKey: String
     /// When it began to show (nanoseconds on the registry's clock), for ``PromptQueue/holdLimit``.
     var shownAt: Int64?
+    /// Where it shows: the place of the request that started it (``PromptTicket/place``).
+    var place: PromptPlace?
 
     /// The key it takes turns by: its client's, "" for the daemon's own.
     var turnKey: String { client?.key ?? "" }

@@ -28,6 +28,10 @@ final class AssuanSession {
     /// The keywords of the status lines (`S KEYWORD …`) the last command's response carried, in order
     /// (`PIN_REPEATED` after a `GETPIN` whose repeat matched).
     private(set) var statusKeywords: [String] = []
+    /// The terminal the child shows on (its descriptor 3), and its modes before the child started: put back
+    /// when the child is ended rather than left to say `BYE` (withdrawn, timed out, killed), so that the shell
+    /// the person types in gets its terminal as it was.
+    private let terminal: (descriptor: Int32, modes: termios?)?
 
     /// How long a child told to stop (`SIGTERM`) may take before it is killed (`SIGKILL`).
     static let terminationGraceMilliseconds = 300
@@ -35,10 +39,14 @@ final class AssuanSession {
     /// Starts `executable` with `environment` and no arguments; `cancellation` may end the exchange early.
     init(
         executable: String, environment: [String: String], timeout: Duration,
-        cancellation: PinentryCancellation? = nil
+        cancellation: PinentryCancellation? = nil, terminal: Int32? = nil
     ) throws(PinentryError) {
         self.timeout = timeout
         self.cancellation = cancellation
+        self.terminal = terminal.map { descriptor in
+            var modes = termios()
+            return (descriptor, tcgetattr(descriptor, &modes) == 0 ? modes : nil)
+        }
         deadline = Deadline(millisecondsFromNow: Self.milliseconds(timeout))
         var pair: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
@@ -50,7 +58,8 @@ final class AssuanSession {
         }
         let child: pid_t
         do {
-            child = try Posix.spawn(executable, [], environment: variables, input: pair[1], output: pair[1])
+            child = try Posix.spawn(
+                executable, [], environment: variables, input: pair[1], output: pair[1], third: terminal)
         } catch {
             close(pair[1])
             close(pair[0])
@@ -66,6 +75,7 @@ final class AssuanSession {
     init(connectedSocket socket: Int32, timeout: Duration) {
         self.timeout = timeout
         cancellation = nil
+        terminal = nil
         deadline = Deadline(millisecondsFromNow: Self.milliseconds(timeout))
         pid = 0
         self.socket = socket
@@ -190,6 +200,14 @@ final class AssuanSession {
             kill(pid, SIGTERM)
         }
         closeAndReap(graceMilliseconds: Self.terminationGraceMilliseconds)
+        restoreTerminal()
+    }
+
+    /// Puts the terminal's modes back as they were before the child started (pinentry-curses restores them
+    /// itself on `SIGTERM`; not after `SIGKILL`).
+    private func restoreTerminal() {
+        guard let terminal, var modes = terminal.modes else { return }
+        _ = tcsetattr(terminal.descriptor, TCSANOW, &modes)
     }
 
     private func closeAndReap(graceMilliseconds: Int) {

@@ -118,6 +118,11 @@ package struct Pinentry: Sendable {
     /// The window the prompt is a dialog of (`OPTION parent-wid`, as gpg-agent sends a client's
     /// `--parent-wid`): an X11 window id a client gave, nil for none (``parented(by:)``).
     package private(set) var parentWindow: Int64?
+    /// The caller's terminal the prompt shows on (``onTerminal(_:in:)``), nil for a window.
+    package private(set) var terminal: PromptTerminal?
+    /// Why no prompt can be shown where the request came from (``PromptPlace/nowhere(_:)``): every exchange
+    /// then fails with it, nothing started.
+    package private(set) var unavailable: String?
 
     /// `program` is a path or a name searched in PATH; `environment` is passed to the child (DISPLAY,
     /// WAYLAND_DISPLAY, GPG_TTY, DBUS_SESSION_BUS_ADDRESS … matter to real pinentries); `timeout` bounds the whole
@@ -172,6 +177,41 @@ package struct Pinentry: Sendable {
             program: chosen, environment: merged, timeout: timeout, followsSessionProgram: followsSessionProgram,
             requiresProtectedProgram: requiresProtectedProgram)
         result.parentWindow = parentWindow
+        result.terminal = terminal
+        result.unavailable = unavailable
+        return result
+    }
+
+    /// The names of the pinentry programs that show on a terminal, tried in this order.
+    package static let terminalPrograms = ["pinentry-curses", "pinentry-tty"]
+
+    /// A pinentry on `terminal` (its descriptor handed to the child as 3, `OPTION ttyname=/dev/fd/3`): the
+    /// session's `PINENTRY` when it is one of ``terminalPrograms``, else the first of them found where only
+    /// root can change it (``PinentryProgram/protectedSearchPath``). This pinentry's environment without the
+    /// display's variables, with the terminal's `TERM` and `LC_CTYPE`.
+    package func onTerminal(_ terminal: PromptTerminal, in session: SessionEnvironment) -> Pinentry {
+        let named = session.values["PINENTRY"].flatMap { path in
+            Self.terminalPrograms.contains(String(path.split(separator: "/").last ?? "")) ? path : nil
+        }
+        let program =
+            named ?? Self.terminalPrograms.first { SessionEnvironment.protectedProgram($0) != nil }
+            ?? Self.terminalPrograms[0]
+        var variables = environment.filter {
+            !["DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "GPG_TTY", "PINENTRY", "LC_ALL"].contains($0.key)
+        }
+        variables["TERM"] = terminal.type
+        variables["LC_CTYPE"] = terminal.characterType
+        var result = Pinentry(
+            program: program, environment: variables, timeout: timeout, followsSessionProgram: false,
+            requiresProtectedProgram: true)
+        result.terminal = terminal
+        return result
+    }
+
+    /// This pinentry, unable to show anything: every exchange fails with `reason` (``unavailable``).
+    package func nowhere(_ reason: String) -> Pinentry {
+        var result = self
+        result.unavailable = reason
         return result
     }
 
@@ -282,9 +322,11 @@ package struct Pinentry: Sendable {
         _ ask: (AssuanSession) throws(PinentryError) -> Answer
     ) throws(PinentryError) -> Answer {
         if cancellation?.isCancelled == true { throw .cancelled }
+        if let unavailable { throw PinentryError(reason: unavailable) }
         let path = try executablePath()
         let session = try AssuanSession(
-            executable: path, environment: environment, timeout: timeout, cancellation: cancellation)
+            executable: path, environment: environment, timeout: timeout, cancellation: cancellation,
+            terminal: terminal?.descriptor)
         do throws(PinentryError) {
             try session.expectGreeting()
             for (name, value) in terminalOptions() {
@@ -317,8 +359,9 @@ package struct Pinentry: Sendable {
     private func terminalOptions() -> [(String, String)] {
         let locale = environment["LC_ALL"] ?? environment["LC_CTYPE"] ?? environment["LANG"]
         let messages = environment["LC_ALL"] ?? environment["LC_MESSAGES"] ?? environment["LANG"]
+        // On a caller's terminal: the descriptor the child got as 3, never a name to open again.
         let candidates: [(String, String?)] = [
-            ("ttyname", environment["GPG_TTY"]), ("ttytype", environment["TERM"]),
+            ("ttyname", terminal == nil ? environment["GPG_TTY"] : "/dev/fd/3"), ("ttytype", environment["TERM"]),
             ("lc-ctype", locale), ("lc-messages", messages),
         ]
         return candidates.compactMap { name, value in

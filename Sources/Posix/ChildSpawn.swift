@@ -5,10 +5,11 @@ extension Posix {
     /// `environment` (`NAME=value` entries). Its standard input and output are `input` and `output` (nil:
     /// `/dev/null`), its standard error `/dev/null`; it starts with the default action for the signals a
     /// daemon or a command may ignore or block, and none blocked. Its `argv[0]` is `name`, else `executable`.
-    /// The child's pid; the caller reaps it.
+    /// `third`, when given, is its descriptor 3 (a terminal a prompt shows on). The child's pid; the caller
+    /// reaps it.
     package static func spawn(
         _ executable: String, _ arguments: [String], environment: [String], input: Int32?, output: Int32?,
-        name: String? = nil
+        name: String? = nil, third: Int32? = nil
     ) throws(SystemError) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -21,6 +22,7 @@ extension Posix {
             }
         }
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        if let third { posix_spawn_file_actions_adddup2(&actions, third, 3) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

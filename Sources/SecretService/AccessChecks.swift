@@ -98,6 +98,7 @@ extension SecretServiceDaemon {
             let failure = AccessPromptFailure()
             let ticket = registry.promptForAccess(
                 sharingKey: Self.sharingKey(ask, sender: sender), client: ask.question.asker.promptClient,
+                keychain: ask.target.held,
                 question: AccessDecision.Question.words(for: [ask.question]),
                 failure: failure,
                 trust: {
@@ -156,7 +157,7 @@ extension SecretServiceDaemon {
         var ticket: PromptTicket?
         var finished = false
         ticket = registry.promptForAccess(
-            sharingKey: nil, client: asks[0].question.asker.promptClient,
+            sharingKey: nil, client: asks[0].question.asker.promptClient, keychain: asks[0].target.held,
             question: AccessDecision.Question.words(for: asks.map(\.question)),
             failure: failure, trust: {},
             // Read afresh: the caller may have been trusted meanwhile (another request's Always allow).

@@ -38,6 +38,9 @@ final class CallerDirectory {
     /// Reads `/proc`, off the serving thread, one caller at a time.
     let inspector: SharedInspector
     private(set) var entries: [String: Entry] = [:]
+    /// Each sender's process as the bus gave it, and its start time then (nil when it could not be read): where
+    /// its prompts show is chosen from it (``PromptPlace``), identified or not.
+    private(set) var processes: [String: (pid: pid_t, startTime: UInt64?)] = [:]
     /// Senders whose credentials were asked for, by the serial of the request.
     private var asked: [UInt32: String] = [:]
     private var nextSerial: UInt32 = CallerDirectory.firstSerial
@@ -46,6 +49,12 @@ final class CallerDirectory {
     /// callers' (a large executable hashed for the first time takes a second), and a process that executes a
     /// trusted program meanwhile must not be identified as that program.
     func firstLook(at pid: pid_t) -> ProcessLook? { liveness.firstLook(at: pid) }
+
+    /// Records the process behind `sender` (``processes``), while `sender` is being identified.
+    func record(_ sender: String, pid: pid_t, startTime: UInt64?) {
+        guard case .pending? = entries[sender] else { return }
+        processes[sender] = (pid, startTime)
+    }
     /// Looks at identified callers again on the serving thread (a `stat` of the executable, an interpreter's
     /// command line, `/proc/PID/stat` without a pidfd; without the shared inspector's lock, which a hash of a
     /// large file may hold).
@@ -174,6 +183,7 @@ final class CallerDirectory {
     func forget(_ sender: String) {
         entries[sender] = nil
         handles[sender] = nil
+        processes[sender] = nil
         asked = asked.filter { $0.value != sender }
     }
 }

@@ -123,7 +123,7 @@ struct CollectionObject: DBusObject {
         try daemon.limits.check(attributes: attributes)
         try HeldKeychain.refuseLatchkeyNames(attributes)
         let secret = try daemon.receive(transport, from: call.sender)
-        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        guard !collection.isLocked else { throw daemon.lockedError(collection) }
         let existing: ItemReference?
         do {
             existing = replace ? try collection.search(attributes).first : nil
@@ -151,7 +151,7 @@ struct CollectionObject: DBusObject {
         _ label: String, _ attributes: [String: String], _ secret: SharedSecret, _ contentType: String,
         replacing existing: ItemReference?, caller: String
     ) throws(DBusError) -> [DBusValue] {
-        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        guard !collection.isLocked else { throw daemon.lockedError(collection) }
         try collection.checkQuota(
             daemon.limits, secretBytes: secret.count, label: label, attributes: attributes, isNew: existing == nil)
         let bytes = attributes.reduce(secret.count + label.utf8.count) { $0 + $1.key.utf8.count + $1.value.utf8.count }

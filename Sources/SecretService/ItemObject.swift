@@ -125,12 +125,12 @@ struct ItemObject: DBusObject {
         _ kind: AccessKind, call: DBusMethodCall, reply values: [DBusValue] = [],
         _ body: @escaping () throws(KeychainError) -> Void, then done: @escaping () -> Void
     ) throws(DBusError) -> DBusMethodResult {
-        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        guard !collection.isLocked else { throw daemon.lockedError(collection) }
         let target = SecretServiceDaemon.SecretTarget(held: collection, reference: reference)
         return try daemon.servingChange(kind, of: [target], to: call) { [collection] outcome in
             if case .denied(let denial) = outcome { return .failure(denial.secretServiceError) }
             guard !collection.isLocked else {
-                return .failure(SecretServiceError.isLocked("\(collection.path) is locked"))
+                return .failure(daemon.lockedError(collection))
             }
             do throws(KeychainError) {
                 try body()
@@ -172,7 +172,7 @@ struct ItemObject: DBusObject {
         SecretSession, (item: KeychainItem, secret: SharedSecret?)
     ) {
         let session = try daemon.session(sessionPath, of: caller)
-        guard !collection.isLocked else { throw SecretServiceError.isLocked("\(collection.path) is locked") }
+        guard !collection.isLocked else { throw daemon.lockedError(collection) }
         let found: (item: KeychainItem, secret: SharedSecret?)?
         do {
             found = try collection.itemWithSecret(reference)

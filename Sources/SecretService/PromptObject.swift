@@ -77,6 +77,9 @@ extension SecretServiceDaemon {
         }
         let unlocked = owned.filter { !$0.collection.isLocked }.map(\.path)
         guard !waiting.isEmpty else { return [.objectPaths(unlocked), .objectPath(ObjectPaths.none)] }
+        // No prompt can reach the caller: the call says so and what to do, rather than a prompt that would
+        // complete dismissed with no word.
+        if let refusal = registry.unlockRefusal(waiting) { throw SecretServiceError.isLocked(refusal) }
         let path = ObjectPaths.promptPrefix + "p\(nextSerial())"
         prompts[path] = UnlockPrompt(path: path, owner: caller, objects: owned.map(\.path), waiting: waiting)
         return [.objectPaths(unlocked), .objectPath(path)]

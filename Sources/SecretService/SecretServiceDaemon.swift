@@ -5,6 +5,7 @@ import Glibc
 import Keychain1
 import KeychainCore
 import KeychainRegistry
+import Pinentry
 import Posix
 
 /// What the daemon serves and how it prompts.
@@ -114,6 +115,15 @@ package final class SecretServiceDaemon {
             break
         case .methodCall:
             if let call = DBusMethodCall(message) {
+                // Where this request's prompts show: chosen from its caller when a prompt is first asked for.
+                var place: PromptPlace??
+                registry.promptPlaceOfRequest = { [self] in
+                    if let place { return place }
+                    let chosen = promptPlace(of: call.sender)
+                    place = .some(chosen)
+                    return chosen
+                }
+                defer { registry.promptPlaceOfRequest = nil }
                 if let reply = route(call) { outbox.append(reply) }
             } else if !message.expectsNoReply,
                 let reply = message.errorReply(DBusError(.unknownMethod, "a method call needs a path and a member"))
@@ -134,6 +144,24 @@ package final class SecretServiceDaemon {
 
     /// The program behind `sender` (a bus unique name), nil when it is not identified.
     func application(of sender: String?) -> Application? { callers?.application(of: sender) }
+
+    /// `IsLocked` for `collection`, and, when no prompt can be shown to the caller of the request being served,
+    /// what to do (the message clients such as `secret-tool search --unlock` print).
+    func lockedError(_ collection: HeldKeychain) -> DBusError {
+        guard let refusal = registry.unlockRefusal([collection], subject: "\(collection.path) is locked") else {
+            return SecretServiceError.isLocked("\(collection.path) is locked")
+        }
+        return SecretServiceError.isLocked(refusal)
+    }
+
+    /// Where the prompts of `sender`'s requests show (docs/prompts-in-terminals.md); nil when its process is not
+    /// known (callers not identified) or one pinentry shows every prompt (`--pinentry`).
+    func promptPlace(of sender: String?) -> PromptPlace? {
+        guard registry.choosesPromptPlace, let sender, let process = callers?.processes[sender] else { return nil }
+        return PromptPlace.of(
+            pid: process.pid, startTime: process.startTime, session: registry.knownSession,
+            displayIsKnown: registry.displayIsKnown)
+    }
 
     /// Runs `start`, a change the person may be asked to confirm first (it gives the prompt's ticket while it
     /// asks, nil when it has finished), and answers `call` when it ends: `reply`, or `failure` of the error.
@@ -202,6 +230,7 @@ package final class SecretServiceDaemon {
         let uid = callers.uid
         // Now, on the serving thread: the identification may wait behind other callers' on the quick worker.
         let firstLook = callers.firstLook(at: credentials.pid)
+        callers.record(sender, pid: credentials.pid, startTime: firstLook?.startTime)
         registry.offLoop(
             quick: true,
             {

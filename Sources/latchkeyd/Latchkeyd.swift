@@ -25,7 +25,9 @@ struct Latchkeyd: ParsableCommand {
             $XDG_DATA_HOME/latchkey/keychains (or --keychain-directory). With --unlock the login keychain password is \
             read from standard input (never from arguments or the environment); the login keychain is created with it \
             on first use. Unlock prompts run pinentry (--pinentry, else $PINENTRY, else "pinentry"), resolved once to \
-            its real path; $PINENTRY must be a program only root can change.
+            its real path; $PINENTRY must be a program only root can change. Without --pinentry each prompt shows \
+            where its caller is: the desktop, else pinentry-curses on the caller's terminal, else nowhere (the \
+            request fails saying what to do).
 
             pam_latchkey talks to the daemon on the control socket $XDG_RUNTIME_DIR/latchkey/control (or the socket \
             systemd passes). Started at login before the session bus exists, the daemon holds the keychain and claims \

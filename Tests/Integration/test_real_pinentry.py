@@ -310,7 +310,7 @@ def read_secret_answering(daemon, display, *answers):
     environment = {name: value for name, value in daemon.bus.env(**NO_DESKTOP).items() if value is not None}
     reading = subprocess.Popen(
         [binary("latchkey"), "find-generic-password", "-s", "mail", "-w", str(daemon.keychains / "login.keychain-db")],
-        env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     shown = 0
     try:
         for answer in answers:
@@ -383,8 +383,9 @@ def test_the_login_keychain_unlocks_with_the_password_typed_into_the_real_prompt
     set_activation_environment(bus, DISPLAY=xserver.display, NO_AT_BRIDGE="1")
     assert latchkey(bus, "update-environment", DISPLAY=xserver.display, LANG="C.UTF-8").returncode == 0
     lock_login(bus)
+    # No controlling terminal (a session of its own): the desktop's prompt, also when the tests run in a terminal.
     lookup = subprocess.Popen(["secret-tool", "lookup", "service", "mail"], env=bus.env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
+                              stderr=subprocess.PIPE, start_new_session=True)
     try:
         first = prompt_for(lookup, xserver.display, "Unlock Keychain")
         assert first, lookup.communicate()

@@ -196,13 +196,15 @@ extension UserLogin {
             title: "Unlock Keychain",
             description: "An application wants to use your login keychain.\nEnter your login password to unlock it.",
             prompt: "Password:", error: notice.map { "The PIN cannot be used: \($0)." }, okLabel: "Unlock")
+        let onTerminal = ticket.place?.isTerminal == true
         let dialog = PromptDialog(
             sharingKey: "unlock-login", tries: 5, retryMessage: "The password was not correct. Try again.",
             ask: { pinentry, error, cancellation in
                 KeychainRegistry.askOne(pinentry, request, error ?? request.error, cancellation)
             },
             attempt: KeychainRegistry.attempt { (password) throws(KeychainError) in
-                try KeychainRegistry.unwrapKey(keychain, typed: password, inPrompt: true)
+                // On a terminal the program that asked may hold it: counted as a program's attempt.
+                try KeychainRegistry.unwrapKey(keychain, typed: password, inPrompt: !onTerminal)
             },
             apply: applyingLoginKey(to: keychain),
             isSatisfied: { [self] in login?.isLocked == false })
