@@ -145,8 +145,9 @@ import Testing
     @Test func changeWithPromptGivesACollectionUnderTheLoginKeyAPasswordOfItsOwn() throws {
         let daemon = try InProcessDaemon(answers: [
             "password wrong", "password in-process password",  // the current (login) password, wrong then right
-            "password first", "password second",  // new passwords that do not match
-            "password work password", "password work password",
+            // The new password and its confirmation in one dialog (SETREPEAT): a mismatch is the pinentry's
+            // to ask again, and it answers once they match.
+            "password work password",
         ])
         let created = try daemon.ok(
             Self.service, "org.freedesktop.Secret.Service", "CreateCollection",
