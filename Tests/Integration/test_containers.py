@@ -259,7 +259,6 @@ def test_a_container_without_a_name_in_its_marker_is_named_by_its_cgroup_id(podm
     assert f"/usr/bin/secret-tool in podman container “{container_id[:12]}”" in description, description
 
 
-@pytest.mark.xfail(strict=False, reason="needs place26: a prompt on the caller's terminal")
 def test_a_caller_in_podman_run_it_is_asked_on_its_terminal(podman, make_daemon, bus, socket_path, tmp_path):
     """`podman run -it` in a terminal (tmux): with no prompter named and no display, the daemon asks on the
     caller's terminal (its pts, which podman's conmon holds on the host) for the keychain password, and the

@@ -220,7 +220,6 @@ def test_a_session_without_a_user_bus_gets_one_clear_line_from_latchkey(ssh_setu
     assert elapsed < 10, elapsed
 
 
-@pytest.mark.xfail(strict=False, reason="needs place26")
 def test_after_a_key_login_the_first_client_gets_the_terminal_prompt(ssh_setup, user):
     """A key login leaves the keychain locked; secret-tool run in the ssh session's terminal gets the unlock
     prompt on that terminal (pinentry-curses), typed into through the pty ssh -tt gives the session. No PINENTRY
