@@ -18,6 +18,7 @@ import pytest
 from conftest import LOGIN_PASSWORD, secret_tool
 from dbus_client import Client
 from test_libsecret_c import compile_libsecret_program
+from test_cli import Cli
 from test_gnome_keyring_private import LOGIN, DHSession
 
 HELPER_SOURCE = pathlib.Path("/usr/share/doc/git/contrib/credential/libsecret")
@@ -217,3 +218,17 @@ def test_a_lock_after_writes_reads_again_only_the_items_it_has_not_seen(make_dae
     lock_login(bus)
     assert f"login: kept what {count} items show while locked, 0 read" in daemon.stderr.read_text()
     assert item_properties(bus, paths[2])["Label"] == "Renamed too"
+
+
+def test_a_lock_reads_again_the_items_written_around_the_secret_service(tmp_path, make_daemon, bus):
+    """An item written other than through a Secret Service face (the `latchkey` command, through
+    org.latchkey.Keychain1) moves its version: the lock reads that one item again, and it shows while locked."""
+    cli = Cli(tmp_path, bus)
+    daemon = make_daemon(keychains=cli.keychains).start()
+    fill_login(bus, 300)
+    cli.ok("add-generic-password", "-a", "me", "-s", "cli.example", "-l", "From the command", "--stdin",
+           input="pw\n")
+    lock_login(bus)
+    assert "login: kept what 301 items show while locked, 1 read" in daemon.stderr.read_text()
+    [path] = search_paths(bus, {"service": "cli.example"})[1]
+    assert item_properties(bus, path)["Label"] == "From the command"
