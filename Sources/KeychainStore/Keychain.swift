@@ -373,6 +373,29 @@ public final class Keychain: Sendable {
         }
     }
 
+    /// Each item of `itemClass` (of `references` only, when given) with its version, which every change of the
+    /// item moves on (its sealed values are bound to it): an item whose version is the same at two moments was not
+    /// changed in between. Reads only plain columns, nothing is decrypted; the file must be in the current format,
+    /// as an unlocked keychain's always is (a format-1 file has no version column: an error).
+    package func itemVersions(
+        of itemClass: ItemClass, among references: [ItemReference]? = nil
+    ) throws(KeychainError) -> [ItemReference: Int64] {
+        var sql: SQL = "SELECT uuid, version FROM items WHERE class = \(itemClass.rawValue)"
+        if let references { sql += " AND uuid IN (\(list: references.map(\.identifier)))" }
+        return try state.withLock { (state) throws(KeychainError) in
+            try state.db.withStatement(sql) { (statement) throws(KeychainError) in
+                var versions: [ItemReference: Int64] = [:]
+                while try statement.step() {
+                    guard let uuid = statement.data(0), uuid.count == 16 else {
+                        throw KeychainError(.decode, "an item row has a damaged identifier")
+                    }
+                    versions[ItemReference(itemClass: itemClass, identifier: uuid)] = statement.int64(1)
+                }
+                return versions
+            }
+        }
+    }
+
     /// What ``changeStamp()`` returns.
     public struct ChangeStamp: Equatable, Sendable {
         let ownChanges: Int64

@@ -30,6 +30,15 @@ extension HeldKeychain {
         return items
     }
 
+    /// Every item with its version (``Keychain/itemVersions(of:among:)``): plain columns, nothing decrypted.
+    func itemVersions() throws(KeychainError) -> [ItemReference: Int64] {
+        var versions: [ItemReference: Int64] = [:]
+        for itemClass in Self.shownClasses {
+            versions.merge(try keychain.itemVersions(of: itemClass)) { $1 }
+        }
+        return versions
+    }
+
     /// The paths of the items whose Secret Service attributes include all of `attributes`.
     func searchPaths(_ attributes: [String: String]) throws(DBusError) -> [String] {
         do {

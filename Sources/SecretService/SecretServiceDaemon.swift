@@ -85,6 +85,7 @@ package final class SecretServiceDaemon {
         self.callers = identifiesCallers ? CallerDirectory() : nil
         self.portalGate = PortalGate(programName: portalProgram)
         registry.beforeLocking = { [weak self] held in self?.lockedViews.keep(held) }
+        for held in registry.keychains { readLockedViewInBackground(held) }
     }
 
     /// Opens the keychains (with `loginPassword`, unlocking or creating the login keychain) and serves them.
@@ -459,6 +460,7 @@ package final class SecretServiceDaemon {
             lockedViews.forget(held.id)
             announceCollections(ServiceObject.collectionDeleted, held)
         case .itemsAdded(let held):
+            readLockedViewInBackground(held)
             invalidateItems(of: held)
             emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
         case .relabelled(let held):
@@ -480,17 +482,20 @@ package final class SecretServiceDaemon {
         emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
         let shownWhileLocked = held.isLocked ? nil : lockedViews.unlocked(held.id)
         let stamp = held.isLocked ? nil : try? held.keychain.changeStamp()
+        let versions = held.isLocked ? [:] : (try? held.itemVersions()) ?? [:]
         let items = (try? held.allItems(returning: held.isLocked ? [] : .attributes)) ?? []
-        var view: [ItemReference: ItemProperties] = [:]
-        if stamp != nil { view.reserveCapacity(items.count) }
+        var view: [ItemReference: LockedItemViews.Shown] = [:]
+        if !held.isLocked { view.reserveCapacity(items.count) }
         for item in items {
             let path = ObjectPaths.item(item.reference, in: held.id)
             var changed: [String: DBusValue] = ["Locked": locked]
             var properties: ItemProperties?
             if let attributes = item.attributes {
                 let now = ItemProperties(attributes, of: item.reference.itemClass)
-                if stamp != nil { view[item.reference] = now }
-                if now != shownWhileLocked?[item.reference] { properties = now }
+                if let version = versions[item.reference] {
+                    view[item.reference] = LockedItemViews.Shown(version: version, properties: now)
+                }
+                if now != shownWhileLocked?[item.reference]?.properties { properties = now }
             }
             if let properties { changed.merge(properties.changedValues) { $1 } }
             emitPropertiesChanged(path, ItemObject.interfaceName, changed)
@@ -498,13 +503,29 @@ package final class SecretServiceDaemon {
                 emit(CollectionObject.itemChanged, at: held.path, ObjectPath(path))
             }
         }
-        if let stamp { lockedViews.read(view, of: held, at: stamp) }
+        if !held.isLocked { lockedViews.read(view, of: held, at: stamp) }
+    }
+
+    /// Reads what the items of `held`, unlocked with nothing kept of them (the daemon started with it unlocked,
+    /// or items were imported into it), show, on the worker and a batch at a time
+    /// (``LockedItemViews/readAll(_:)``), so that its next lock reads only what was written since.
+    private func readLockedViewInBackground(_ held: HeldKeychain) {
+        guard !held.isLocked else { return }
+        let keychain = held.keychain
+        registry.offLoop(
+            { LockedItemViews.readAll(keychain) },
+            then: { [weak self] items in
+                guard let self, self.registry.keychains.contains(where: { $0 === held }) else { return }
+                self.lockedViews.learn(items, of: held)
+                KeychainRegistry.log("\(held.id): read what \(items.count) items show, in the background")
+            })
     }
 
     /// Announces a changed item list of a collection: the Secret Service
     /// signal, and `Items` as invalidated (sending the whole list would cost
     /// time in proportion to the collection at every change).
     func announceItems(_ held: HeldKeychain, _ signal: DBusSignal<ObjectPath>, _ reference: ItemReference) {
+        lockedViews.wrote(reference, in: held, deleted: signal.name == CollectionObject.itemDeleted.name)
         emit(signal, at: held.path, ObjectPath(ObjectPaths.item(reference, in: held.id)))
         if signal.name != CollectionObject.itemChanged.name { invalidateItems(of: held) }
         if signal.name != CollectionObject.itemDeleted.name { announceItemToKWallet(held, reference) }

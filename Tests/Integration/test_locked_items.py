@@ -11,12 +11,14 @@ never held unlocked shows nothing (docs/threat-model.md, "Item labels while lock
 import pathlib
 import shutil
 import subprocess
+import time
 
 import pytest
 
 from conftest import LOGIN_PASSWORD, secret_tool
 from dbus_client import Client
 from test_libsecret_c import compile_libsecret_program
+from test_cli import Cli
 from test_gnome_keyring_private import LOGIN, DHSession
 
 HELPER_SOURCE = pathlib.Path("/usr/share/doc/git/contrib/credential/libsecret")
@@ -167,3 +169,66 @@ def set_label(bus, path, label):
         client.ok(path, PROPERTIES, "Set", "ssv", (ITEM, "Label", ("s", label)))
     finally:
         client.close()
+
+
+def fill_login(bus, count):
+    """`count` items in the login keychain, made through CreateItem (one connection)."""
+    client = Client(bus.address)
+    try:
+        session = client.open_plain()
+        return [client.create_item(session, {"service": "many.example", "user": f"user{number}"}, b"s",
+                                   label=f"Item {number}", collection=LOGIN) for number in range(count)]
+    finally:
+        client.close()
+
+
+def wait_for_log(daemon, text, timeout=60):
+    deadline = time.monotonic() + timeout
+    while text not in daemon.stderr.read_text():
+        assert time.monotonic() < deadline, f"no {text!r} in: {daemon.stderr.read_text()}"
+        time.sleep(0.1)
+
+
+def test_a_lock_after_writes_reads_again_only_the_items_it_has_not_seen(make_daemon, bus):
+    """Robustness: a lock holds the serving thread, so it must not read every item of a big collection again
+    (docs/robustness.md). What the items show is kept up to date by each write through the daemon, and read
+    in the background for a collection the daemon started with unlocked; the lock then reads none again, and
+    the items show the writes while locked. The daemon logs what each lock read."""
+    count = 2000
+    daemon = make_daemon().start()
+    paths = fill_login(bus, count)
+    set_label(bus, paths[0], "Renamed")
+    client = Client(bus.address)
+    try:
+        client.ok(paths[1], ITEM, "Delete")
+    finally:
+        client.close()
+    [added] = fill_login(bus, 1)
+    lock_login(bus)
+    assert f"login: kept what {count} items show while locked, 0 read" in daemon.stderr.read_text()
+    assert item_properties(bus, paths[0])["Label"] == "Renamed"
+    assert item_properties(bus, added)["Attributes"]["user"] == "user0"
+    assert search_paths(bus, {"service": "many.example", "user": "user1"}) == ([], [])
+
+    # Started unlocked with the items in the file: they are read on the worker, not by the lock.
+    daemon.stop()
+    daemon.start()
+    wait_for_log(daemon, f"login: read what {count} items show, in the background")
+    set_label(bus, paths[2], "Renamed too")
+    lock_login(bus)
+    assert f"login: kept what {count} items show while locked, 0 read" in daemon.stderr.read_text()
+    assert item_properties(bus, paths[2])["Label"] == "Renamed too"
+
+
+def test_a_lock_reads_again_the_items_written_around_the_secret_service(tmp_path, make_daemon, bus):
+    """An item written other than through a Secret Service face (the `latchkey` command, through
+    org.latchkey.Keychain1) moves its version: the lock reads that one item again, and it shows while locked."""
+    cli = Cli(tmp_path, bus)
+    daemon = make_daemon(keychains=cli.keychains).start()
+    fill_login(bus, 300)
+    cli.ok("add-generic-password", "-a", "me", "-s", "cli.example", "-l", "From the command", "--stdin",
+           input="pw\n")
+    lock_login(bus)
+    assert "login: kept what 301 items show while locked, 1 read" in daemon.stderr.read_text()
+    [path] = search_paths(bus, {"service": "cli.example"})[1]
+    assert item_properties(bus, path)["Label"] == "From the command"

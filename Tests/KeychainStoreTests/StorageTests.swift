@@ -58,6 +58,31 @@ import Testing
         #expect(try keychain.changeStamp() != updated)
     }
 
+    /// An item's version moves with each change of it, by this keychain or another connection, and only
+    /// then: what lets a lock read again only the items changed since what they show was kept
+    /// (LockedItemViews). A deleted item has none; `among` narrows the answer to the items named.
+    @Test func itemVersionsMoveWithEachChangeOfTheirItemOnly() throws {
+        let keychain = try makeKeychain()
+        let first = try keychain.add(.genericPassword, attributes: [.account: .string("a")], secret: Data([1]))
+        let second = try keychain.add(.genericPassword, attributes: [.account: .string("b")], secret: Data([2]))
+        let before = try keychain.itemVersions(of: .genericPassword)
+        #expect(Set(before.keys) == [first.reference, second.reference])
+        try keychain.update(matching: genericQuery("a"), with: ItemChanges(attributes: [.label: .string("A")]))
+        let after = try keychain.itemVersions(of: .genericPassword)
+        #expect(after[second.reference] == before[second.reference])
+        #expect(try #require(after[first.reference]) > #require(before[first.reference]))
+        #expect(
+            Set(try keychain.itemVersions(of: .genericPassword, among: [second.reference]).keys) == [second.reference])
+        let other = try Keychain(opening: path)
+        try other.unlock(password: "pw")
+        try other.update(matching: genericQuery("b"), with: ItemChanges(secret: Data([3])))
+        try other.delete(matching: genericQuery("a"))
+        let changed = try keychain.itemVersions(of: .genericPassword)
+        #expect(changed[first.reference] == nil)
+        #expect(try #require(changed[second.reference]) > #require(before[second.reference]))
+        #expect(try keychain.itemVersions(of: .internetPassword).isEmpty)
+    }
+
     /// A key, a certificate and an identity keep the access list they are given, across a reopening; one given
     /// none (as every such item stored before they could hold one) reads back with none.
     @Test func everyClassKeepsItsAccessListAcrossAReopening() throws {
