@@ -1,4 +1,5 @@
 import ArgumentParser
+import CStartHardening
 import DBus
 import DaemonLoop
 import FoundationEssentials
@@ -107,7 +108,7 @@ struct Latchkeyd: ParsableCommand {
     static func main() {
         let arguments = CommandLine.arguments
         if arguments.count == 2, arguments[1] == KeyDerivationProcess.helperArgument {
-            Glibc.exit(KeyDerivationProcess.serveHelperRequest())
+            Glibc.exit(KeyDerivationProcess.serveHelperRequest(hardenedAtStart: latchkey_start_hardening_error() == 0))
         }
         main(nil)
     }
