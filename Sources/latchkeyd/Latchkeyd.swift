@@ -114,6 +114,9 @@ struct Latchkeyd: ParsableCommand {
     }
 
     mutating func run() throws {
+        // A parent that ignores SIGCHLD hands that on through exec: the kernel would then reap the key
+        // derivation helper (and pinentry) itself, and waitpid would answer ECHILD with no status.
+        signal(SIGCHLD, SIG_DFL)
         // Before anything is read: freed heap memory is overwritten and never cached unwiped.
         let restartProblem = ProcessHardening.restartWithMallocTunables()
         if let user, let problem = UserSwitch.become(uid: user) { throw fail(problem) }

@@ -245,3 +245,20 @@ def test_latchkeyd_is_not_dumpable_before_its_swift_code_runs(latchkeyd, tmp_pat
         process.wait()
         os.close(read_end)
 
+
+def test_an_unlock_works_when_latchkeyd_inherits_sigchld_ignored(make_daemon):
+    """A parent that ignores SIGCHLD passes that on through exec; latchkeyd sets it back to the default, so the
+    kernel does not reap its key derivation helper before waitpid can read its status."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    client = Client(daemon.bus.address)
+    client.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", "ao", ([LOGIN],))
+    assert robustness.unlock_through_prompt(client, LOGIN) is True
+    assert "its status is unknown" not in daemon.stderr.read_text()
+    client.close()
+    ignored = int(next(line for line in pathlib.Path(f"/proc/{daemon.process.pid}/status").read_text().splitlines()
+                       if line.startswith("SigIgn:")).split()[1], 16)
+    assert not ignored & (1 << (signal.SIGCHLD - 1)), "latchkeyd still ignores SIGCHLD"
