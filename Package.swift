@@ -117,9 +117,13 @@ let package = Package(
         .target(
             name: "DaemonLoop",
             dependencies: ["SecretService", "KeychainRegistry", "KeychainCore", "DBus", "LoginControl", "Posix"]),
+        // latchkeyd's first act at image start, before Swift's runtime: not dumpable, no core
+        // (docs/threat-model.md, "scrypt in a helper process").
+        .target(name: "CStartHardening"),
         .executableTarget(
             name: "latchkeyd",
             dependencies: [
+                "CStartHardening",
                 "DaemonLoop", "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore",
                 "GnomeKeyringImport", "KWalletImport",
                 "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing",

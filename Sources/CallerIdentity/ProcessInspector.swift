@@ -164,6 +164,12 @@ package final class ProcessInspector {
             && root.st_ino == ours.st_ino
     }
 
+    /// Whether the process in `directory` (`/proc/PID`) is in the daemon's own mount namespace.
+    private func sharesOurMountNamespace(_ directory: String) -> Bool {
+        guard let theirs = try? readLink(directory + "/ns/mnt") else { return false }
+        return theirs == (try? readLink("/proc/self/ns/mnt"))
+    }
+
     /// Whether `path` names here the very file the process in `directory` runs (same device and inode as
     /// `/proc/PID/exe`), and not another file a mount of the process's own hid it behind.
     private func names(_ path: String, fileRunIn directory: String) -> Bool {
@@ -346,11 +352,16 @@ package final class ProcessInspector {
 
     /// The container the process in `directory` (`/proc/PID`), running `executable` (its `exe` link without
     /// " (deleted)"), runs in; nil when it runs on the host: its root is the daemon's (same device and inode)
-    /// and `executable` names here the very file it runs (or that file was deleted: an upgrade while it ran).
-    /// A mount namespace of the process's own that puts another file at the path is a container too: its
-    /// path names another program on the host.
+    /// and `executable` names here the very file it runs (or that file was deleted, in the daemon's own mount
+    /// namespace: an upgrade while it ran). A mount namespace of the process's own that puts another file at
+    /// the path is a container too: its path names another program on the host, even when the file it bound
+    /// there was deleted since (`unshare -rm`, a bind mount over a host program's path, exec, unlink).
     func container(of directory: String, executable: String, deleted: Bool) -> Container? {
-        if hasOurRoot(directory), deleted || names(executable, fileRunIn: directory) { return nil }
+        if hasOurRoot(directory),
+            (deleted && sharesOurMountNamespace(directory)) || names(executable, fileRunIn: directory)
+        {
+            return nil
+        }
         let marker = { (path: String) -> String? in
             (try? self.readBytes(directory + "/root" + path)).map { String(decoding: $0, as: UTF8.self) }
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CStartHardening
 import DBus
 import DaemonLoop
 import FoundationEssentials
@@ -107,12 +108,15 @@ struct Latchkeyd: ParsableCommand {
     static func main() {
         let arguments = CommandLine.arguments
         if arguments.count == 2, arguments[1] == KeyDerivationProcess.helperArgument {
-            Glibc.exit(KeyDerivationProcess.serveHelperRequest())
+            Glibc.exit(KeyDerivationProcess.serveHelperRequest(hardenedAtStart: latchkey_start_hardening_error() == 0))
         }
         main(nil)
     }
 
     mutating func run() throws {
+        // A parent that ignores SIGCHLD hands that on through exec: the kernel would then reap the key
+        // derivation helper (and pinentry) itself, and waitpid would answer ECHILD with no status.
+        signal(SIGCHLD, SIG_DFL)
         // Before anything is read: freed heap memory is overwritten and never cached unwiped.
         let restartProblem = ProcessHardening.restartWithMallocTunables()
         if let user, let problem = UserSwitch.become(uid: user) { throw fail(problem) }

@@ -174,6 +174,30 @@ def test_another_program_at_a_host_programs_path_is_not_named_as_the_hosts_packa
     assert "package" not in description and "changed" not in description.lower(), description
 
 
+
+def test_a_deleted_program_bound_over_a_host_path_in_its_own_namespace_is_not_the_hosts(cli, bus, tmp_path):
+    """The abuse test for the "(deleted)" exemption: a program of the user's own, bind-mounted over
+    /usr/bin/secret-tool in a mount namespace of its own (root: `unshare -m`; a user: `unshare -rm`), run
+    from there and then unlinked, shares the daemon's root and its exe link reads "/usr/bin/secret-tool
+    (deleted)". A deleted program is taken for the host's path only in the daemon's own mount namespace, so
+    this one is named in its namespace, not as a "changed" host secret-tool of the host's package."""
+    host_secret_tool(bus, "store", "--label=host item", "service", "s8", input="the secret")
+    own = tmp_path / "own-secret-tool"
+    own.write_bytes(pathlib.Path("/usr/bin/secret-tool").read_bytes() + b"\0the user's own bytes")
+    own.chmod(0o755)
+    cli.daemon.set_pinentry_answers(["cancel"])
+    # The shell binds, unlinks its copy and execs the bound path: the running file is deleted.
+    script = f"mount --bind {own} /usr/bin/secret-tool && rm {own} && exec /usr/bin/secret-tool lookup service s8"
+    unshare = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
+    inside = subprocess.run([*unshare, "sh", "-c", script], env=bus.env(), capture_output=True, text=True,
+                            timeout=30)
+    assert not own.exists()
+    assert "the secret" not in inside.stdout
+    description = arguments(cli.daemon, "SETDESC")[-1]
+    assert "/usr/bin/secret-tool in " in description and "mnt-" in description, description
+    assert "package" not in description and "changed" not in description.lower(), description
+
+
 SCRIPT = textwrap.dedent("""
     import sys
     import secretstorage

@@ -7,6 +7,7 @@ derives; the daemon survives its helper killed mid-derivation (that unlock fails
 
 import hashlib
 import os
+import pwd
 import pathlib
 import shutil
 import signal
@@ -199,3 +200,65 @@ def test_a_helper_that_cannot_start_leaves_the_derivation_to_the_daemon(latchkey
         assert "latchkeyd: key derivation runs in this process: cannot start the helper: posix_spawn:" in log, log
     finally:
         server.close()
+
+
+def test_latchkeyd_is_not_dumpable_before_its_swift_code_runs(latchkeyd, tmp_path):
+    """The window after exec in which a process of the same user could open /proc/PID/mem or attach: latchkeyd
+    (daemon and helper alike) is made non-dumpable by a C constructor at image start, before Swift's runtime
+    and `main`. Observed on `latchkeyd --help` run as an unprivileged user and stalled writing its help into a
+    full pipe (argument parsing, before any Swift hardening): the kernel makes a non-dumpable process's /proc
+    files root's, so a same-user process can neither open its memory nor ptrace it."""
+    user = pwd.getpwnam("nobody")
+    program = tmp_path / "latchkeyd"
+    shutil.copy(latchkeyd, program)
+    tmp_path.chmod(0o755)
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        while True:
+            os.write(write_end, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(write_end, True)
+    process = subprocess.Popen(["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+                                str(program), "--help"], stdout=write_end, stderr=subprocess.DEVNULL, env={})
+    os.close(write_end)
+    try:
+        deadline = time.monotonic() + 20
+        status = pathlib.Path(f"/proc/{process.pid}/status")
+        while time.monotonic() < deadline:
+            text = status.read_text()
+            uid = int(next(line for line in text.splitlines() if line.startswith("Uid:")).split()[1])
+            state = next(line for line in text.splitlines() if line.startswith("State:"))
+            # Running as the user now, and blocked in its write (S), past the loader and into Swift's code.
+            if uid == user.pw_uid and "S" in state.split()[1] and "latchkeyd" in (status.parent / "comm").read_text():
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"latchkeyd --help never blocked writing: {status.read_text()}")
+        time.sleep(0.3)
+        assert process.poll() is None, "latchkeyd --help ended without filling the pipe"
+        owner = (status.parent / "mem").stat().st_uid
+        assert owner == 0, f"/proc/{process.pid}/mem belongs to uid {owner}: latchkeyd was dumpable in main"
+    finally:
+        process.kill()
+        process.wait()
+        os.close(read_end)
+
+
+def test_an_unlock_works_when_latchkeyd_inherits_sigchld_ignored(make_daemon):
+    """A parent that ignores SIGCHLD passes that on through exec; latchkeyd sets it back to the default, so the
+    kernel does not reap its key derivation helper before waitpid can read its status."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    client = Client(daemon.bus.address)
+    client.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", "ao", ([LOGIN],))
+    assert robustness.unlock_through_prompt(client, LOGIN) is True
+    assert "its status is unknown" not in daemon.stderr.read_text()
+    client.close()
+    ignored = int(next(line for line in pathlib.Path(f"/proc/{daemon.process.pid}/status").read_text().splitlines()
+                       if line.startswith("SigIgn:")).split()[1], 16)
+    assert not ignored & (1 << (signal.SIGCHLD - 1)), "latchkeyd still ignores SIGCHLD"

@@ -13,7 +13,7 @@ import Synchronization
 /// the very program already running even if the file is replaced meanwhile) with ``helperArgument`` alone,
 /// writes the request (parameters, salt, password) on a socket that is the helper's standard input and
 /// output, and reads the 32-byte key back. The helper makes itself non-dumpable and checks that nothing
-/// traces it before it reads the password (``serveHelperRequest()``). The password is sent from secret memory
+/// traces it before it reads the password (``serveHelperRequest(hardenedAtStart:)``). The password is sent from secret memory
 /// and read into secret memory; it is never in the helper's arguments or environment.
 package enum KeyDerivationProcess {
     /// The one argument that starts the helper: not a documented option of `latchkeyd`.
@@ -213,13 +213,16 @@ package enum KeyDerivationProcess {
     /// could between `exec` and `prctl`), asks to be killed with its parent and to end within the time
     /// limit, and only then reads the request, derives and writes the key. A bad request gets a line on
     /// standard error and a non-zero status; nothing is written to standard output but a derived key.
-    /// Returns the exit status.
-    package static func serveHelperRequest() -> Int32 {
+    /// `hardenedAtStart` says whether the program's start-up constructor (latchkeyd's `CStartHardening`) made
+    /// the process non-dumpable before any Swift code ran; when it did not, the helper refuses. Returns the
+    /// exit status.
+    package static func serveHelperRequest(hardenedAtStart: Bool) -> Int32 {
         func fail(_ status: ExitStatus, _ reason: String) -> Int32 {
             let line = Array("latchkeyd \(helperArgument): \(reason)\n".utf8)
             _ = line.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
             return status.rawValue
         }
+        guard hardenedAtStart else { return fail(.hardeningFailed, "not made non-dumpable at image start") }
         if let problem = ProcessHardening.forbidCoreDumps() { return fail(.hardeningFailed, problem) }
         ProcessHardening.setProcessName("latchkeyd-kdf")
         ProcessHardening.endOnFatalSignals()
