@@ -14,37 +14,63 @@ package final class DBusConnection: @unchecked Sendable {
     /// The unique name the bus gave this connection (`:1.42`).
     package let uniqueName: String
 
-    /// How long the bus may take to finish the authentication of a new connection.
+    /// How long the bus may take to finish the authentication of a new connection and answer its `Hello`, in all.
     package static let authenticationTimeoutMilliseconds: Int64 = 10_000
 
-    /// Connects to the bus at `address` and registers with it. The authentication is bounded
-    /// (``authenticationTimeoutMilliseconds``; libdbus bounds only the `Hello` after it): a socket that accepts
-    /// and never answers gives `NoReply`, not a hang.
+    /// Connects to the bus at `address` and registers with it. The authentication and the `Hello` after it are
+    /// bounded by one deadline (``authenticationTimeoutMilliseconds``; libdbus bounds neither the one nor, under
+    /// 25 s, the other): a socket that accepts and never answers gives `NoReply`, not a hang. The `connect` before
+    /// them is libdbus's, blocking: a listener whose backlog is full holds it (latchkeyd tries on a thread of
+    /// its own for that).
     package init(address: String) throws(DBusError) {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
+        let deadline = Self.monotonicMilliseconds() + Self.authenticationTimeoutMilliseconds
         guard let connection = dbus_connection_open_private(address, &error) else {
             throw DBusError.consume(&error, fallback: "cannot connect to \(address)")
         }
         dbus_connection_set_exit_on_disconnect(connection, 0)
-        if let failure = Self.authenticate(connection, address: address) {
+        let name: String
+        do throws(DBusError) {
+            if let failure = Self.authenticate(connection, address: address, deadline: deadline) { throw failure }
+            name = try Self.hello(connection, address: address, deadline: deadline)
+        } catch {
             dbus_connection_close(connection)
             dbus_connection_unref(connection)
-            throw failure
-        }
-        guard dbus_bus_register(connection, &error) != 0 else {
-            dbus_connection_close(connection)
-            dbus_connection_unref(connection)
-            throw DBusError.consume(&error, fallback: "cannot register with the bus at \(address)")
+            throw error
         }
         pointer = connection
-        uniqueName = dbus_bus_get_unique_name(connection).map { String(cString: $0) } ?? ""
+        uniqueName = name
+    }
+
+    /// Says `Hello` to the bus (what `dbus_bus_register` does, with its wait bounded by `deadline`) and records
+    /// the unique name it gives; that name.
+    private static func hello(_ connection: OpaquePointer, address: String, deadline: Int64) throws(DBusError)
+        -> String
+    {
+        let hello = try DBusMessage.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "Hello")
+        let remaining = deadline - monotonicMilliseconds()
+        let silence = DBusError(
+            .noReply, "the bus at \(address) did not answer within \(authenticationTimeoutMilliseconds / 1_000) s")
+        guard remaining > 0 else { throw silence }
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        guard let raw = dbus_connection_send_with_reply_and_block(connection, hello.pointer, Int32(remaining), &error)
+        else {
+            let failure = DBusError.consume(&error, fallback: "cannot register with the bus at \(address)")
+            throw failure.name == DBusError.Name.noReply.rawValue ? silence : failure
+        }
+        let reply = DBusMessage(owning: raw)
+        guard case .string(let name)? = try? reply.arguments().first, dbus_bus_set_unique_name(connection, name) != 0
+        else { throw DBusError(.failed, "the bus at \(address) gave no unique name") }
+        return name
     }
 
     /// Moves the connection's bytes until the bus has authenticated it, for at most
     /// ``authenticationTimeoutMilliseconds``; the error when it did not.
-    private static func authenticate(_ connection: OpaquePointer, address: String) -> DBusError? {
-        let deadline = monotonicMilliseconds() + authenticationTimeoutMilliseconds
+    private static func authenticate(_ connection: OpaquePointer, address: String, deadline: Int64) -> DBusError? {
         while dbus_connection_get_is_authenticated(connection) == 0 {
             let remaining = deadline - monotonicMilliseconds()
             guard dbus_connection_get_is_connected(connection) != 0 else {

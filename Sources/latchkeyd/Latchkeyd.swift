@@ -159,27 +159,34 @@ struct Latchkeyd: ParsableCommand {
         var password: SecretBytes? = unlock ? try readPassword() : nil
         var handOver = login ? try readHandOver() : nil
 
-        let connection: DBusConnection?
-        // A bus socket that accepts and never answers holds each try for the DBus module's bound (10 s): tries
-        // after such a slow one wait 30 s, so the control socket is served meanwhile.
-        var busRetry = SlowBusRetry()
-        do throws(DBusError) {
-            defer { busRetry.tried(since: busRetry.started) }
-            connection = try DBusConnection.session()
-        } catch {
-            // An ssh login without a user bus (docs/ssh.md): the control socket serves logins meanwhile.
-            connection = nil
-            printError(
-                "latchkeyd: no session bus yet (\(error.message)): serving the control socket; "
-                    + "org.freedesktop.secrets is claimed once a bus appears at $XDG_RUNTIME_DIR/bus")
+        // The bus is tried on a thread of its own, bounded as a whole (BusAttempts): the control socket is served
+        // before and while it is tried, so a login's hand-over never waits on a bus that does not answer.
+        let (replace, noKwallet) = (self.replace, self.noKwallet)
+        var bus = BusAttempts { Self.connectAndClaim(replace: replace, noKwallet: noKwallet) }
+        var connection: DBusConnection?
+        func settleBus() throws {
+            switch bus.settle() {
+            case .connected(let connected): connection = connected
+            case .refused(let refusal): throw fail(refusal)
+            case .notYet: break
+            }
         }
         // The control socket before the bus name: a client the bus starts this daemon for and a login's
         // hand-over may come at once, and pam_latchkey, finding the socket, hands over to this daemon (or,
         // finding it taken by the time the daemon it started looks, hands over again here). A daemon replacing
         // another takes the name first: the other lets go of the socket when it sees the name go.
-        var control = replace ? nil : try listenOnControlSocket(haveBus: connection != nil)
-        if let connection, let refusal = claimName(connection) { throw fail(refusal) }
-        if replace { control = try listenOnControlSocket(haveBus: connection != nil) }
+        var control: ControlListener?
+        if replace {
+            try settleBus()
+            control = try listenOnControlSocket(haveBus: { connection != nil })
+        } else {
+            _ = bus.poll()
+            // Without a socket the bus is required: only then is its try waited for.
+            control = try listenOnControlSocket(haveBus: {
+                try settleBus()
+                return connection != nil
+            })
+        }
         var promptEnvironment = ProcessInfo.processInfo.environment
         // A daemon started at login found its bus through XDG_RUNTIME_DIR; pinentry-gnome3 shows its window
         // through a D-Bus service, and gets the address outright.
@@ -223,12 +230,7 @@ struct Latchkeyd: ParsableCommand {
         } catch {
             throw fail(error.reason)
         }
-        let exit = loop.run {
-            guard busRetry.due else { return .notYet }
-            let started = MonotonicClock.nanoseconds()
-            defer { busRetry.tried(since: started) }
-            return connectLater()
-        }
+        let exit = loop.run { bus.poll() }
         loop.shutDown()
         switch exit {
         case .busGone: printError("latchkeyd: the session bus went away")
@@ -250,7 +252,7 @@ struct Latchkeyd: ParsableCommand {
 
     /// Listens on the control socket (or the one systemd passed). Without a
     /// bus the socket is required; with one, a failure is only reported.
-    private func listenOnControlSocket(haveBus: Bool) throws -> ControlListener? {
+    private func listenOnControlSocket(haveBus: () throws -> Bool) throws -> ControlListener? {
         if let inherited = ControlListener.inherited() { return inherited }
         let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"] ?? "/run/user/\(getuid())"
         // A daemon being replaced lets go of the socket when it sees the bus name go.
@@ -261,7 +263,7 @@ struct Latchkeyd: ParsableCommand {
             } catch ControlListenerError.held where !deadline.hasPassed {
                 usleep(50_000)
             } catch {
-                guard haveBus else {
+                guard try haveBus() else {
                     throw fail("no session bus and no control socket: \(error.reason)")
                 }
                 if case .held = error { throw fail(error.reason) }
@@ -284,11 +286,15 @@ struct Latchkeyd: ParsableCommand {
         }
     }
 
-    /// Asked by the serving loop while there is no bus: connects and claims the name once one exists.
-    private func connectLater() -> ServiceLoop.BusAttempt {
-        guard let connection = try? DBusConnection.session() else { return .notYet }
-        if let refusal = claimName(connection) { return .refused(refusal) }
-        printError("latchkeyd: the session bus appeared: serving org.freedesktop.secrets on it")
+    /// One try at the session bus, on a thread of its own (BusAttempts): connects and claims the names.
+    private static func connectAndClaim(replace: Bool, noKwallet: Bool) -> BusAttempts.Outcome {
+        let connection: DBusConnection
+        do throws(DBusError) {
+            connection = try DBusConnection.session()
+        } catch {
+            return .failed(error.message)
+        }
+        if let refusal = claimName(connection, replace: replace, noKwallet: noKwallet) { return .refused(refusal) }
         return .connected(connection)
     }
 
@@ -366,7 +372,7 @@ struct Latchkeyd: ParsableCommand {
     }
 
     /// Claims org.freedesktop.secrets and listens for clients leaving; the reason when refused.
-    private func claimName(_ connection: DBusConnection) -> String? {
+    private static func claimName(_ connection: DBusConnection, replace: Bool, noKwallet: Bool) -> String? {
         var flags: DBusConnection.NameFlags = [.doNotQueue, .allowReplacement]
         if replace { flags.insert(.replaceExisting) }
         let reply: DBusConnection.NameReply
@@ -390,7 +396,9 @@ struct Latchkeyd: ParsableCommand {
     }
 
     /// The current owner of `name`: unique name, pid and executable when the bus tells them.
-    private func describeOwner(_ connection: DBusConnection, of name: String = "org.freedesktop.secrets") -> String {
+    private static func describeOwner(_ connection: DBusConnection, of name: String = "org.freedesktop.secrets")
+        -> String
+    {
         guard let owner = connection.owner(of: name) else { return "another process" }
         guard case .uint32(let pid)? = connection.askBus("GetConnectionUnixProcessID", about: owner) else {
             return owner
@@ -409,23 +417,7 @@ struct Latchkeyd: ParsableCommand {
 }
 
 /// Writes one line to standard error.
-private func printError(_ line: String) {
+func printError(_ line: String) {
     let bytes = Array((line + "\n").utf8)
     _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-}
-
-/// When the serving loop next tries a session bus that is not there: at once, unless the last try took over a
-/// second (a socket that accepts and never answers), then 30 s later.
-private struct SlowBusRetry {
-    /// When the first try began, in ``MonotonicClock/nanoseconds()``.
-    let started = MonotonicClock.nanoseconds()
-    private var next = Deadline(millisecondsFromNow: 0)
-
-    /// Whether a try is due.
-    var due: Bool { next.hasPassed }
-
-    /// Notes a try that began at `start` (``MonotonicClock/nanoseconds()``).
-    mutating func tried(since start: Int64) {
-        if MonotonicClock.nanoseconds() - start > 1_000_000_000 { next = Deadline(millisecondsFromNow: 30_000) }
-    }
 }

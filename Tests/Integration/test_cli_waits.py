@@ -82,7 +82,10 @@ def silent_socket(tmp_path):
         connection.close()
 
 
-def test_a_bus_that_never_answers_is_told_after_a_second_and_given_up_on(tmp_path, silent_socket):
+@pytest.mark.parametrize("fake", ["silent_socket", "hello_less_bus"])
+def test_a_bus_that_never_answers_is_told_after_a_second_and_given_up_on(tmp_path, fake, request):
+    """Silent from the start, or silent after the authentication (the Hello shares the 10 s with it)."""
+    silent_socket = request.getfixturevalue(fake)
     lines, status, elapsed = run_timed(["show-keychain-info"], cli_env(tmp_path, DBUS_SESSION_BUS_ADDRESS=silent_socket))
     assert status == 1, lines
     (at, waiting), (_, gave_up) = lines
@@ -160,6 +163,14 @@ def test_a_pinentry_prompt_is_named_after_a_second(tmp_path):
     assert 0.9 < at < 2.5, at
 
 
+def first_line_about_the_bus(process):
+    """latchkeyd's first line on standard error about the session bus (others, on the system bus, come first)."""
+    for line in process.stderr:
+        if "session bus" in line:
+            return line.rstrip("\n")
+    return None
+
+
 def test_latchkeyd_on_a_bus_that_never_answers_serves_its_control_socket(tmp_path, silent_socket):
     """A fake DBUS_SESSION_BUS_ADDRESS that accepts and never answers held latchkeyd in its start for good
     (libdbus does not bound the authentication), so a login's hand-over found no control socket. Now the
@@ -175,7 +186,7 @@ def test_latchkeyd_on_a_bus_that_never_answers_serves_its_control_socket(tmp_pat
     killer.start()
     try:
         start = time.monotonic()
-        first = process.stderr.readline().rstrip("\n")
+        first = first_line_about_the_bus(process)
         assert first.startswith(f"latchkeyd: no session bus yet (the bus at {silent_socket} did not answer within"
                                 " 10 s): serving the control socket"), first
         assert 9.5 < time.monotonic() - start < 13
@@ -186,6 +197,126 @@ def test_latchkeyd_on_a_bus_that_never_answers_serves_its_control_socket(tmp_pat
             time.sleep(0.05)
         # Answered (there is no login keychain here, so what it says does not matter).
         assert control.status(path)[0] in control.STATUS_NAMES.values()
+    finally:
+        killer.cancel()
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture
+def hello_less_bus(tmp_path):
+    """A fake bus that completes the SASL authentication (OK, unix fds agreed) and then never answers Hello:
+    libdbus's own 25 s reply timeout for Hello (and again for RequestName) held latchkeyd's start."""
+    path = tmp_path / "hello-less-bus"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(8)
+    held = []
+
+    def serve(connection):
+        data = b""
+        while True:
+            try:
+                chunk = connection.recv(4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            data += chunk
+            while b"\r\n" in data:
+                line, data = data.split(b"\r\n", 1)
+                line = line.lstrip(b"\0")
+                if line.startswith(b"AUTH"):
+                    connection.sendall(b"OK 0123456789abcdef0123456789abcdef\r\n")
+                elif line.startswith(b"NEGOTIATE_UNIX_FD"):
+                    connection.sendall(b"AGREE_UNIX_FD\r\n")
+                elif line.startswith(b"BEGIN"):
+                    return  # Hello and everything after it: never answered, the connection held open
+
+    def accept():
+        while True:
+            try:
+                connection = listener.accept()[0]
+            except OSError:
+                return
+            held.append(connection)
+            threading.Thread(target=serve, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"unix:path={path}"
+    listener.close()
+    for connection in held:
+        connection.close()
+
+
+@pytest.fixture
+def full_listener(tmp_path):
+    """A listener that never accepts, its backlog full: libdbus's connect() blocks on it (before libdbus makes
+    the socket non-blocking), with no bound."""
+    path = tmp_path / "full-bus"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(0)
+    fillers = []
+    while True:
+        filler = socket.socket(socket.AF_UNIX)
+        filler.setblocking(False)
+        try:
+            filler.connect(str(path))
+        except BlockingIOError:
+            filler.close()
+            break
+        fillers.append(filler)
+        assert len(fillers) < 100, "the backlog does not fill"
+    yield f"unix:path={path}"
+    listener.close()
+    for filler in fillers:
+        filler.close()
+
+
+def start_latchkeyd(tmp_path, address):
+    env = cli_env(tmp_path, DBUS_SESSION_BUS_ADDRESS=address)
+    process = subprocess.Popen(
+        [binary("latchkeyd"), "--foreground", "--keychain-directory", str(tmp_path / "keychains"),
+         "--pinentry", "/bin/false"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    return process, tmp_path / "runtime" / "latchkey" / "control"
+
+
+def control_answered_within(path, seconds):
+    """Whether the control socket at `path` answers a status request within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists():
+            try:
+                return control.status(path)[0] in control.STATUS_NAMES.values()
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("fake", ["hello_less_bus", "full_listener"])
+def test_latchkeyd_serves_its_control_socket_at_once_whatever_the_bus_does(tmp_path, fake, request):
+    """The bus is tried on a thread of its own: a bus that authenticates and never answers Hello, or a listener
+    whose full backlog blocks connect() for good, neither delays the control socket (a login's hand-over has
+    2 s) nor holds the loop; latchkeyd stops waiting for the try after 10 s and says so."""
+    address = request.getfixturevalue(fake)
+    start = time.monotonic()
+    process, path = start_latchkeyd(tmp_path, address)
+    killer = threading.Timer(40, process.kill)  # a daemon that hangs fails the test instead
+    killer.start()
+    try:
+        assert control_answered_within(path, 1.5), f"no answer on the control socket {time.monotonic() - start:.1f} s"
+        first = first_line_about_the_bus(process)
+        at = time.monotonic() - start
+        assert first == (f"latchkeyd: no session bus yet (the bus at {address} did not answer within 10 s): serving"
+                         " the control socket; org.freedesktop.secrets is claimed once a bus appears at"
+                         " $XDG_RUNTIME_DIR/bus"), first
+        assert 9.5 < at < 11.5, at
+        # Still served after the loop gave up on the try.
+        assert control_answered_within(path, 1), "the control socket stopped answering"
+        assert process.poll() is None
     finally:
         killer.cancel()
         process.kill()
