@@ -284,3 +284,41 @@ def test_a_client_holding_no_descriptor_of_its_terminal_is_asked_on_its_shells(l
     pane.type(LOGIN_PASSWORD)
     assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
     assert (tmp_path / "out").read_text() == "the secret"
+
+
+@pytest.fixture
+def silent_fuse(tmp_path):
+    """A FUSE mount whose server never answers (not even the kernel's first request): a stat() or open() of
+    a file there waits until the server's /dev/fuse descriptor is closed, at the end of the test."""
+    import ctypes
+    mountpoint = tmp_path / "fuse"
+    mountpoint.mkdir()
+    device = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"fd={device},rootmode=40000,user_id={os.getuid()},group_id={os.getgid()},allow_other".encode()
+    if libc.mount(b"silent", str(mountpoint).encode(), b"fuse.silent", 0, options) != 0:
+        os.close(device)
+        pytest.skip(f"cannot mount FUSE here: {os.strerror(ctypes.get_errno())}")
+    yield mountpoint
+    os.close(device)
+    subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+
+
+def test_a_caller_holding_a_file_on_a_silent_fuse_mount_does_not_stall_the_daemon(locked, pane, bus, silent_fuse):
+    """The caller's standard input names the root of a FUSE mount whose server never answers (an sshfs whose
+    host went away, or a FUSE server the caller runs itself). Looking for the caller's terminal never follows
+    that descriptor (its mount comes from the kernel's fdinfo and mountinfo): another client is answered at
+    once, and the prompt shows on the caller's terminal (its standard output)."""
+    pane.type(f"python3 -c \"import os; os.dup2(os.open('{silent_fuse}', os.O_PATH), 0);"
+              " os.execvp('secret-tool', ['secret-tool', 'lookup', 'service', 'mail'])\"; echo exit=$?")
+    time.sleep(0.5)
+    started = time.monotonic()
+    answer = subprocess.run(
+        ["dbus-send", "--session", "--print-reply", "--reply-timeout=1000", "--dest=org.freedesktop.secrets",
+         "/org/freedesktop/secrets", "org.freedesktop.DBus.Properties.Get", "string:org.freedesktop.Secret.Service",
+         "string:Collections"], env=bus.env(), capture_output=True, text=True)
+    assert answer.returncode == 0, f"another client was not answered: {answer.stderr}"
+    assert time.monotonic() - started < 1
+    pane.wait_for(lambda screen: "Enter your login password" in screen)
+    pane.type(LOGIN_PASSWORD)
+    assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
