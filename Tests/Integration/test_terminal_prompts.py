@@ -322,3 +322,26 @@ def test_a_caller_holding_a_file_on_a_silent_fuse_mount_does_not_stall_the_daemo
     pane.wait_for(lambda screen: "Enter your login password" in screen)
     pane.type(LOGIN_PASSWORD)
     assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+
+
+def test_a_login_keychain_with_a_tpm2_pin_asks_the_password_on_a_terminal(tmp_path, bus, make_daemon, make_tpm):
+    """A program with a pseudo-terminal of its own could type PIN guesses there, pushing the TPM towards its
+    dictionary lockout, uncounted: on a terminal the login password is asked instead (counted as a program's
+    attempt), never the PIN."""
+    from test_key_slots import control_socket, with_tpm2_slot
+    import control_client as control
+    _, cli, environment = with_tpm2_slot(tmp_path, bus, make_daemon, make_tpm, "--pin",
+                                         slot_input=LOGIN_PASSWORD + "\n4711\n")
+    daemon = make_daemon(keychains=cli.keychains, extra_env={**environment, **NO_DESKTOP}, pinentry=None)
+    daemon.start(unlock=False)
+    status, message = control.hand_over(control_socket(daemon))
+    assert status == "ok" and "PIN" in message, message
+    pane = Pane(tmp_path, bus, name="tmux-pin")
+    try:
+        pane.type("secret-tool lookup service mail; echo exit=$?")
+        prompt = pane.wait_for(lambda screen: "Enter your login password" in screen or "PIN" in screen)
+        assert "PIN" not in prompt, prompt
+        pane.type(LOGIN_PASSWORD)
+        assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+    finally:
+        pane.stop()
