@@ -40,6 +40,10 @@ package enum PromptPlace: Sendable {
     /// The reason a caller with neither a display nor a terminal gets.
     package static let noDisplayNoTerminal = "no display, no terminal"
 
+    /// The reason a caller in the background of its terminal (not its foreground process group) gets when no
+    /// display is known.
+    package static let backgroundJob = "a background job of its terminal; run it in the foreground"
+
     /// The place for a request of process `pid`: see docs/prompts-in-terminals.md, "Where a prompt shows".
     /// `startTime` (field 22 of its stat when the bus gave its pid) tells a later process given the same pid
     /// apart. `session` holds the display the daemon knows (``SessionEnvironment``); `displayIsKnown` false
@@ -59,6 +63,10 @@ package enum PromptPlace: Sendable {
         if let display = session.values["DISPLAY"], environment.display == display { return .desktop }
         if let wayland = session.values["WAYLAND_DISPLAY"], environment.waylandDisplay == wayland {
             return .desktop
+        }
+        // A background job of its terminal: a prompt there would read the keystrokes the shell reads too.
+        guard caller.processGroup == caller.foregroundGroup else {
+            return displayIsKnown == false ? .nowhere(backgroundJob) : .desktop
         }
         // The caller's own descriptors, then its session leader's (git's credential helper runs with pipes).
         var holders = [pid]
@@ -208,10 +216,14 @@ package final class PromptTerminal: Sendable {
 
 /// The fields of `/proc/PID/stat` a place is chosen by.
 struct ProcessStat {
+    /// Field 5: its process group.
+    let processGroup: pid_t
     /// Field 6: the session id (its leader's pid).
     let session: pid_t
     /// Field 7: the controlling terminal's device number, 0 for none.
     let terminal: UInt64
+    /// Field 8: the foreground process group of its controlling terminal (-1 for none).
+    let foregroundGroup: pid_t
     /// Field 22: when it started.
     let startTime: UInt64
 
@@ -222,9 +234,12 @@ struct ProcessStat {
             String(decoding: $0, as: UTF8.self)
         }
         // Fields resume at 3 after the command name.
-        guard fields.count >= 20, let session = pid_t(fields[6 - 3]), let terminal = Int64(fields[7 - 3]),
+        guard fields.count >= 20, let processGroup = pid_t(fields[5 - 3]), let session = pid_t(fields[6 - 3]),
+            let terminal = Int64(fields[7 - 3]), let foregroundGroup = pid_t(fields[8 - 3]),
             let startTime = UInt64(fields[22 - 3])
         else { return nil }
+        self.processGroup = processGroup
+        self.foregroundGroup = foregroundGroup
         self.session = session
         self.terminal = UInt64(bitPattern: terminal)
         self.startTime = startTime

@@ -147,7 +147,8 @@ def pinentry_running(daemon):
 def test_a_client_that_leaves_takes_its_prompt_and_the_terminal_is_as_it_was(locked, pane, tmp_path):
     pane.type(f"stty -g > {tmp_path}/modes-before; clear")
     pane.wait_for(lambda screen: shell_lines(screen) == ["$"])
-    pane.type("secret-tool lookup service mail & wait")
+    # In the foreground: a background job gets no prompt on its terminal.
+    pane.type("secret-tool lookup service mail")
     pane.wait_for(lambda screen: "Enter your login password" in screen)
     assert pinentry_running(locked)
     # The person starts typing, then the client goes away (as when it is killed or its window closed).
@@ -168,7 +169,7 @@ def test_a_client_that_leaves_takes_its_prompt_and_the_terminal_is_as_it_was(loc
     # (The shell's new prompt may have gone to pinentry's screen in the milliseconds before it left it: not
     # asserted; docs/prompts-in-terminals.md.)
     after = pane.wait_for(lambda screen: not pane.in_alternate_screen())
-    assert shell_lines(after)[0] == "$ secret-tool lookup service mail & wait", after
+    assert shell_lines(after)[0] == "$ secret-tool lookup service mail", after
     assert "Enter your login password" not in after and "typ" not in after, after
     pane.type(f"stty -g > {tmp_path}/modes-after; clear; echo done")
     pane.wait_for(lambda screen: shell_lines(screen) == ["done", "$"])
@@ -345,3 +346,16 @@ def test_a_login_keychain_with_a_tpm2_pin_asks_the_password_on_a_terminal(tmp_pa
         assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
     finally:
         pane.stop()
+
+
+def test_a_background_job_gets_no_prompt_on_its_terminal(locked, pane):
+    """`secret-tool lookup … &`: a prompt on the pane would have pinentry-curses and the shell read the same
+    keystrokes (part of the password landing in the shell's history). The job is told to run in the
+    foreground, and nothing shows on the pane."""
+    pane.type("secret-tool lookup service mail &")
+    time.sleep(1)
+    pane.type("")
+    screen = pane.wait_for(lambda screen: "Exit 1" in screen or "Enter your login password" in screen)
+    assert "Enter your login password" not in screen and not pane.in_alternate_screen(), screen
+    assert "secret-tool: The login keychain is locked and no prompt can be shown" in screen, screen
+    assert "a background job of its terminal; run it in the foreground" in locked.stderr.read_text()

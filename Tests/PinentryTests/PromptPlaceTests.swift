@@ -20,9 +20,13 @@ import Testing
 
         /// Writes the process's stat: its session, terminal number and start time (the command name holds
         /// spaces and a parenthesis, as a hostile one may).
-        func stat(session: pid_t, terminal: UInt64, startTime: UInt64 = 777) throws {
+        func stat(
+            session: pid_t, terminal: UInt64, startTime: UInt64 = 777, group: pid_t = 0, foreground: pid_t = 0
+        ) throws {
             var fields = (3...52).map { _ in "0" }
             fields[0] = "S"
+            fields[5 - 3] = "\(group)"
+            fields[8 - 3] = "\(foreground)"
             fields[6 - 3] = "\(session)"
             fields[7 - 3] = "\(terminal)"
             fields[22 - 3] = "\(startTime)"
@@ -200,5 +204,24 @@ import Testing
             + "23 1 0:21 / /mnt/a\\040b rw master:1 shared:7 - fuse.sshfs host: rw\n"
             + "24 1 0:22 / /dev rw - devtmpfs udev rw\n" + "25 1 0:23 / /cut rw - devpts"
         #expect(PromptTerminal.mounts(in: Array(text.utf8), of: PromptTerminal.terminalFilesystems) == [22, 24])
+    }
+
+    /// A background job of its terminal (its process group not the terminal's foreground one) does not get
+    /// the terminal: pinentry and the shell would read the same keystrokes.
+    @Test func aBackgroundJobDoesNotGetItsTerminal() throws {
+        let proc = try FakeProc()
+        defer { proc.remove() }
+        let (master, name, device) = try Self.pseudoTerminal()
+        defer { close(master) }
+        try proc.descriptor(0, to: name)
+        try proc.stat(session: proc.pid, terminal: device, group: 4300, foreground: 4301)
+        guard case .nowhere(let reason) = try proc.place(displayIsKnown: false) else {
+            Issue.record("a background job got a place")
+            return
+        }
+        #expect(reason == PromptPlace.backgroundJob)
+        #expect(try proc.place(displayIsKnown: true).queueKey == "desktop")
+        try proc.stat(session: proc.pid, terminal: device, group: 4301, foreground: 4301)
+        #expect(try proc.place(displayIsKnown: false).queueKey == "terminal:\(device):\(proc.pid)")
     }
 }
