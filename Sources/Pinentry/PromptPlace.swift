@@ -40,11 +40,16 @@ package enum PromptPlace: Sendable {
     /// The reason a caller with neither a display nor a terminal gets.
     package static let noDisplayNoTerminal = "no display, no terminal"
 
+    /// The reason a caller in the background of its terminal (not its foreground process group) gets when no
+    /// display is known.
+    package static let backgroundJob = "a background job of its terminal; run it in the foreground"
+
     /// The place for a request of process `pid`: see docs/prompts-in-terminals.md, "Where a prompt shows".
     /// `startTime` (field 22 of its stat when the bus gave its pid) tells a later process given the same pid
     /// apart. `session` holds the display the daemon knows (``SessionEnvironment``); `displayIsKnown` false
     /// says that no display is known at all (nil: not known yet, the systemd user manager still to be asked
-    /// when the prompt shows). Reads `/proc` (bounded, without blocking: no file there is a pipe or a tty).
+    /// when the prompt shows). Reads `/proc` (bounded; files a descriptor of the caller names are looked at only on devpts and
+    /// devtmpfs: see ``PromptTerminal/open(of:device:procRoot:)``).
     package static func of(
         pid: pid_t, startTime: UInt64?, session: SessionEnvironment, displayIsKnown: Bool?, procRoot: String = "/proc"
     ) -> PromptPlace {
@@ -58,6 +63,10 @@ package enum PromptPlace: Sendable {
         if let display = session.values["DISPLAY"], environment.display == display { return .desktop }
         if let wayland = session.values["WAYLAND_DISPLAY"], environment.waylandDisplay == wayland {
             return .desktop
+        }
+        // A background job of its terminal: a prompt there would read the keystrokes the shell reads too.
+        guard caller.processGroup == caller.foregroundGroup else {
+            return displayIsKnown == false ? .nowhere(backgroundJob) : .desktop
         }
         // The caller's own descriptors, then its session leader's (git's credential helper runs with pipes).
         var holders = [pid]
@@ -111,9 +120,26 @@ package final class PromptTerminal: Sendable {
     /// The longest list of a process's descriptors looked through.
     static let maxDescriptorsLooked = 256
 
+    /// The filesystems a terminal is looked for on: pseudo-terminals (devpts) and the kernel's `/dev`
+    /// (devtmpfs, where the virtual consoles are). Neither calls out to a server, as FUSE does.
+    static let terminalFilesystems: Set<String> = ["devpts", "devtmpfs"]
+
+    /// The most of a process's `mountinfo` read: a mount listed past it is not a place a terminal is found.
+    static let maxMountInfoBytes = 1 << 20
+
+    /// `O_PATH` (Linux's value; Glibc's module leaves it out): a descriptor naming a file, never opening it.
+    static let openPathOnly: Int32 = 0o10_000_000
+
     /// A descriptor of the terminal `device`, opened through `/proc/PID/fd/K` for a `K` of `holder` that is a
-    /// character device with that number (checked before opening, and on the opened descriptor again); nil
-    /// when `holder` holds none (or its descriptors cannot be read).
+    /// character device with that number on a devpts or devtmpfs mount; nil when `holder` holds none (or its
+    /// descriptors cannot be read).
+    ///
+    /// The file behind `K` is never stat()ed or opened before its filesystem is known: following the link to a
+    /// file on FUSE (sshfs, or a FUSE server the caller runs itself) waits on that server, and with it the
+    /// daemon. The filesystem comes from what the kernel writes, never from the file: `K`'s `mnt_id` in
+    /// `/proc/PID/fdinfo/K`, looked up in the holder's `mountinfo`. The link is then opened with `O_PATH`
+    /// (no open of the file itself), its `mnt_id` checked again (the holder may have put another file at `K`
+    /// since), and only then is the terminal opened, through `/proc/self/fd`.
     static func open(of holder: pid_t, device: UInt64, procRoot: String) -> Int32? {
         let directory = "\(procRoot)/\(holder)/fd"
         guard let listing = opendir(directory) else { return nil }
@@ -125,14 +151,22 @@ package final class PromptTerminal: Sendable {
             if let number = Int32(name) { numbers.append(number) }
         }
         closedir(listing)
+        guard !numbers.isEmpty,
+            let mountInfo = BoundedFile.read("\(procRoot)/\(holder)/mountinfo", limit: maxMountInfoBytes)
+        else { return nil }
+        let terminalMounts = Self.mounts(in: mountInfo, of: terminalFilesystems)
         for number in numbers.sorted() {
-            let path = "\(directory)/\(number)"
+            guard let mount = Self.mountID(fdinfo: "\(procRoot)/\(holder)/fdinfo/\(number)"),
+                terminalMounts.contains(mount)
+            else { continue }
+            let handle = Glibc.open("\(directory)/\(number)", Self.openPathOnly | O_CLOEXEC)
+            guard handle >= 0 else { continue }
+            defer { close(handle) }
             var named = stat()
-            // stat follows the link to the file itself: nothing but a terminal of that number is ever opened.
-            guard stat(path, &named) == 0, named.st_mode & S_IFMT == S_IFCHR, UInt64(named.st_rdev) == device else {
-                continue
-            }
-            let opened = Glibc.open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
+            guard Self.mountID(fdinfo: "/proc/self/fdinfo/\(handle)") == mount, fstat(handle, &named) == 0,
+                named.st_mode & S_IFMT == S_IFCHR, UInt64(named.st_rdev) == device
+            else { continue }
+            let opened = Glibc.open("/proc/self/fd/\(handle)", O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)
             guard opened >= 0 else { continue }
             var held = stat()
             guard fstat(opened, &held) == 0, held.st_mode & S_IFMT == S_IFCHR, held.st_rdev == named.st_rdev,
@@ -150,14 +184,46 @@ package final class PromptTerminal: Sendable {
         }
         return nil
     }
+
+    /// The `mnt_id` an fdinfo file (`/proc/PID/fdinfo/K`, written by the kernel) gives, nil for none.
+    static func mountID(fdinfo path: String) -> Int? {
+        guard let bytes = BoundedFile.read(path, limit: 4096) else { return nil }
+        for line in bytes.split(separator: UInt8(ascii: "\n")) {
+            let text = String(decoding: line, as: UTF8.self)
+            guard text.hasPrefix("mnt_id:") else { continue }
+            return Int(String(text.dropFirst("mnt_id:".count).filter { $0 != " " && $0 != "\t" }))
+        }
+        return nil
+    }
+
+    /// The ids of the mounts in `mountInfo` (a `/proc/PID/mountinfo`) whose filesystem type is one of `types`;
+    /// a last line cut by the bound is left out.
+    static func mounts(in mountInfo: [UInt8], of types: Set<String>) -> Set<Int> {
+        var lines = mountInfo.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        if mountInfo.last != UInt8(ascii: "\n"), !lines.isEmpty { lines.removeLast() }
+        var found: Set<Int> = []
+        for line in lines {
+            // "ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPEROPTIONS"
+            let fields = line.split(separator: UInt8(ascii: " ")).map { String(decoding: $0, as: UTF8.self) }
+            guard let id = fields.first.flatMap({ Int($0) }), let dash = fields.firstIndex(of: "-"), dash >= 6,
+                dash + 1 < fields.count, types.contains(fields[dash + 1])
+            else { continue }
+            found.insert(id)
+        }
+        return found
+    }
 }
 
 /// The fields of `/proc/PID/stat` a place is chosen by.
 struct ProcessStat {
+    /// Field 5: its process group.
+    let processGroup: pid_t
     /// Field 6: the session id (its leader's pid).
     let session: pid_t
     /// Field 7: the controlling terminal's device number, 0 for none.
     let terminal: UInt64
+    /// Field 8: the foreground process group of its controlling terminal (-1 for none).
+    let foregroundGroup: pid_t
     /// Field 22: when it started.
     let startTime: UInt64
 
@@ -168,9 +234,12 @@ struct ProcessStat {
             String(decoding: $0, as: UTF8.self)
         }
         // Fields resume at 3 after the command name.
-        guard fields.count >= 20, let session = pid_t(fields[6 - 3]), let terminal = Int64(fields[7 - 3]),
+        guard fields.count >= 20, let processGroup = pid_t(fields[5 - 3]), let session = pid_t(fields[6 - 3]),
+            let terminal = Int64(fields[7 - 3]), let foregroundGroup = pid_t(fields[8 - 3]),
             let startTime = UInt64(fields[22 - 3])
         else { return nil }
+        self.processGroup = processGroup
+        self.foregroundGroup = foregroundGroup
         self.session = session
         self.terminal = UInt64(bitPattern: terminal)
         self.startTime = startTime

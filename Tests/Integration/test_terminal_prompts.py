@@ -147,7 +147,8 @@ def pinentry_running(daemon):
 def test_a_client_that_leaves_takes_its_prompt_and_the_terminal_is_as_it_was(locked, pane, tmp_path):
     pane.type(f"stty -g > {tmp_path}/modes-before; clear")
     pane.wait_for(lambda screen: shell_lines(screen) == ["$"])
-    pane.type("secret-tool lookup service mail & wait")
+    # In the foreground: a background job gets no prompt on its terminal.
+    pane.type("secret-tool lookup service mail")
     pane.wait_for(lambda screen: "Enter your login password" in screen)
     assert pinentry_running(locked)
     # The person starts typing, then the client goes away (as when it is killed or its window closed).
@@ -168,7 +169,7 @@ def test_a_client_that_leaves_takes_its_prompt_and_the_terminal_is_as_it_was(loc
     # (The shell's new prompt may have gone to pinentry's screen in the milliseconds before it left it: not
     # asserted; docs/prompts-in-terminals.md.)
     after = pane.wait_for(lambda screen: not pane.in_alternate_screen())
-    assert shell_lines(after)[0] == "$ secret-tool lookup service mail & wait", after
+    assert shell_lines(after)[0] == "$ secret-tool lookup service mail", after
     assert "Enter your login password" not in after and "typ" not in after, after
     pane.type(f"stty -g > {tmp_path}/modes-after; clear; echo done")
     pane.wait_for(lambda screen: shell_lines(screen) == ["done", "$"])
@@ -284,3 +285,77 @@ def test_a_client_holding_no_descriptor_of_its_terminal_is_asked_on_its_shells(l
     pane.type(LOGIN_PASSWORD)
     assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
     assert (tmp_path / "out").read_text() == "the secret"
+
+
+@pytest.fixture
+def silent_fuse(tmp_path):
+    """A FUSE mount whose server never answers (not even the kernel's first request): a stat() or open() of
+    a file there waits until the server's /dev/fuse descriptor is closed, at the end of the test."""
+    import ctypes
+    mountpoint = tmp_path / "fuse"
+    mountpoint.mkdir()
+    device = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"fd={device},rootmode=40000,user_id={os.getuid()},group_id={os.getgid()},allow_other".encode()
+    if libc.mount(b"silent", str(mountpoint).encode(), b"fuse.silent", 0, options) != 0:
+        os.close(device)
+        pytest.skip(f"cannot mount FUSE here: {os.strerror(ctypes.get_errno())}")
+    yield mountpoint
+    os.close(device)
+    subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+
+
+def test_a_caller_holding_a_file_on_a_silent_fuse_mount_does_not_stall_the_daemon(locked, pane, bus, silent_fuse):
+    """The caller's standard input names the root of a FUSE mount whose server never answers (an sshfs whose
+    host went away, or a FUSE server the caller runs itself). Looking for the caller's terminal never follows
+    that descriptor (its mount comes from the kernel's fdinfo and mountinfo): another client is answered at
+    once, and the prompt shows on the caller's terminal (its standard output)."""
+    pane.type(f"python3 -c \"import os; os.dup2(os.open('{silent_fuse}', os.O_PATH), 0);"
+              " os.execvp('secret-tool', ['secret-tool', 'lookup', 'service', 'mail'])\"; echo exit=$?")
+    time.sleep(0.5)
+    started = time.monotonic()
+    answer = subprocess.run(
+        ["dbus-send", "--session", "--print-reply", "--reply-timeout=1000", "--dest=org.freedesktop.secrets",
+         "/org/freedesktop/secrets", "org.freedesktop.DBus.Properties.Get", "string:org.freedesktop.Secret.Service",
+         "string:Collections"], env=bus.env(), capture_output=True, text=True)
+    assert answer.returncode == 0, f"another client was not answered: {answer.stderr}"
+    assert time.monotonic() - started < 1
+    pane.wait_for(lambda screen: "Enter your login password" in screen)
+    pane.type(LOGIN_PASSWORD)
+    assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+
+
+def test_a_login_keychain_with_a_tpm2_pin_asks_the_password_on_a_terminal(tmp_path, bus, make_daemon, make_tpm):
+    """A program with a pseudo-terminal of its own could type PIN guesses there, pushing the TPM towards its
+    dictionary lockout, uncounted: on a terminal the login password is asked instead (counted as a program's
+    attempt), never the PIN."""
+    from test_key_slots import control_socket, with_tpm2_slot
+    import control_client as control
+    _, cli, environment = with_tpm2_slot(tmp_path, bus, make_daemon, make_tpm, "--pin",
+                                         slot_input=LOGIN_PASSWORD + "\n4711\n")
+    daemon = make_daemon(keychains=cli.keychains, extra_env={**environment, **NO_DESKTOP}, pinentry=None)
+    daemon.start(unlock=False)
+    status, message = control.hand_over(control_socket(daemon))
+    assert status == "ok" and "PIN" in message, message
+    pane = Pane(tmp_path, bus, name="tmux-pin")
+    try:
+        pane.type("secret-tool lookup service mail; echo exit=$?")
+        prompt = pane.wait_for(lambda screen: "Enter your login password" in screen or "PIN" in screen)
+        assert "PIN" not in prompt, prompt
+        pane.type(LOGIN_PASSWORD)
+        assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+    finally:
+        pane.stop()
+
+
+def test_a_background_job_gets_no_prompt_on_its_terminal(locked, pane):
+    """`secret-tool lookup … &`: a prompt on the pane would have pinentry-curses and the shell read the same
+    keystrokes (part of the password landing in the shell's history). The job is told to run in the
+    foreground, and nothing shows on the pane."""
+    pane.type("secret-tool lookup service mail &")
+    time.sleep(1)
+    pane.type("")
+    screen = pane.wait_for(lambda screen: "Exit 1" in screen or "Enter your login password" in screen)
+    assert "Enter your login password" not in screen and not pane.in_alternate_screen(), screen
+    assert "secret-tool: The login keychain is locked and no prompt can be shown" in screen, screen
+    assert "a background job of its terminal; run it in the foreground" in locked.stderr.read_text()

@@ -20,9 +20,13 @@ import Testing
 
         /// Writes the process's stat: its session, terminal number and start time (the command name holds
         /// spaces and a parenthesis, as a hostile one may).
-        func stat(session: pid_t, terminal: UInt64, startTime: UInt64 = 777) throws {
+        func stat(
+            session: pid_t, terminal: UInt64, startTime: UInt64 = 777, group: pid_t = 0, foreground: pid_t = 0
+        ) throws {
             var fields = (3...52).map { _ in "0" }
             fields[0] = "S"
+            fields[5 - 3] = "\(group)"
+            fields[8 - 3] = "\(foreground)"
             fields[6 - 3] = "\(session)"
             fields[7 - 3] = "\(terminal)"
             fields[22 - 3] = "\(startTime)"
@@ -34,10 +38,34 @@ import Testing
             try Data(bytes).write(to: root.appendingPathComponent("\(pid)/environ"))
         }
 
-        /// Makes descriptor `number` a link to `target`.
-        func descriptor(_ number: Int, to target: String) throws {
+        /// Makes descriptor `number` a link to `target`, with the fdinfo the kernel writes for it (its
+        /// `mnt_id`, or `mount` in its place), and the process's mountinfo this test's own
+        /// (`filesystem` as the type of `target`'s mount when given).
+        func descriptor(_ number: Int, to target: String, mount: Int? = nil, filesystem: String? = nil) throws {
             try FileManager.default.createSymbolicLink(
                 atPath: root.appendingPathComponent("\(pid)/fd/\(number)").path, withDestinationPath: target)
+            let handle = open(target, PromptTerminal.openPathOnly | O_CLOEXEC)
+            try #require(handle >= 0)
+            defer { close(handle) }
+            let real = try #require(PromptTerminal.mountID(fdinfo: "/proc/self/fdinfo/\(handle)"))
+            try FileManager.default.createDirectory(
+                at: root.appendingPathComponent("\(pid)/fdinfo"), withIntermediateDirectories: true)
+            try "pos:\t0\nflags:\t02\nmnt_id:\t\(mount ?? real)\nino:\t5\n".write(
+                to: root.appendingPathComponent("\(pid)/fdinfo/\(number)"), atomically: true, encoding: .utf8)
+            var mountInfo = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+            if let filesystem {
+                mountInfo =
+                    mountInfo.split(separator: "\n").map { line in
+                        var fields = line.split(separator: " ").map(String.init)
+                        guard fields.first == "\(real)", let dash = fields.firstIndex(of: "-") else {
+                            return String(line)
+                        }
+                        fields[dash + 1] = filesystem
+                        return fields.joined(separator: " ")
+                    }.joined(separator: "\n") + "\n"
+            }
+            try mountInfo.write(
+                to: root.appendingPathComponent("\(pid)/mountinfo"), atomically: true, encoding: .utf8)
         }
 
         func place(display: String? = nil, displayIsKnown: Bool?, startTime: UInt64? = nil) throws -> PromptPlace {
@@ -134,5 +162,66 @@ import Testing
         #expect(cut.display == ":1" && cut.terminalType == nil)
         let long = CallerEnvironment(environ: Array("TERM=\(String(repeating: "x", count: 300))\0".utf8))
         #expect(long.terminalType == nil)
+    }
+
+    /// A terminal of the caller's number on a mount whose filesystem is not one a terminal is looked for on
+    /// (FUSE, say, whose server may never answer) is never looked at: the file behind a descriptor is
+    /// followed only once the kernel's fdinfo and mountinfo say it is on devpts or devtmpfs.
+    @Test func aDescriptorOnAnotherFilesystemIsNeverFollowed() throws {
+        let proc = try FakeProc()
+        defer { proc.remove() }
+        let (master, name, device) = try Self.pseudoTerminal()
+        defer { close(master) }
+        try proc.stat(session: proc.pid, terminal: device)
+        try proc.descriptor(0, to: name, filesystem: "fuse.sshfs")
+        #expect(try proc.place(displayIsKnown: false).queueKey == "nowhere")
+    }
+
+    /// The descriptor swapped after its fdinfo was read (fdinfo naming a devpts mount, the file at the link on
+    /// another): the mount of what was opened (`O_PATH`) is checked again, and the terminal is not opened.
+    @Test func aDescriptorSwappedAfterItsMountWasReadIsNotOpened() throws {
+        let proc = try FakeProc()
+        defer { proc.remove() }
+        let (master, name, device) = try Self.pseudoTerminal()
+        defer { close(master) }
+        try proc.stat(session: proc.pid, terminal: device)
+        let handle = open(name, PromptTerminal.openPathOnly | O_CLOEXEC)
+        try #require(handle >= 0)
+        let real = try #require(PromptTerminal.mountID(fdinfo: "/proc/self/fdinfo/\(handle)"))
+        close(handle)
+        // The fdinfo names another mount, also devpts in this mountinfo: what is found at the link is not it.
+        try proc.descriptor(0, to: name, mount: real + 100_000)
+        let line = "\(real + 100_000) 1 0:99 / /elsewhere rw - devpts devpts rw\n"
+        let mountInfo = proc.root.appendingPathComponent("\(proc.pid)/mountinfo")
+        try (String(contentsOf: mountInfo, encoding: .utf8) + line).write(
+            to: mountInfo, atomically: true, encoding: .utf8)
+        #expect(try proc.place(displayIsKnown: false).queueKey == "nowhere")
+    }
+
+    @Test func mountInfoLinesGiveTheirTypeAfterTheSeparator() {
+        let text =
+            "22 1 0:20 / /dev/pts rw,nosuid shared:3 - devpts devpts rw\n"
+            + "23 1 0:21 / /mnt/a\\040b rw master:1 shared:7 - fuse.sshfs host: rw\n"
+            + "24 1 0:22 / /dev rw - devtmpfs udev rw\n" + "25 1 0:23 / /cut rw - devpts"
+        #expect(PromptTerminal.mounts(in: Array(text.utf8), of: PromptTerminal.terminalFilesystems) == [22, 24])
+    }
+
+    /// A background job of its terminal (its process group not the terminal's foreground one) does not get
+    /// the terminal: pinentry and the shell would read the same keystrokes.
+    @Test func aBackgroundJobDoesNotGetItsTerminal() throws {
+        let proc = try FakeProc()
+        defer { proc.remove() }
+        let (master, name, device) = try Self.pseudoTerminal()
+        defer { close(master) }
+        try proc.descriptor(0, to: name)
+        try proc.stat(session: proc.pid, terminal: device, group: 4300, foreground: 4301)
+        guard case .nowhere(let reason) = try proc.place(displayIsKnown: false) else {
+            Issue.record("a background job got a place")
+            return
+        }
+        #expect(reason == PromptPlace.backgroundJob)
+        #expect(try proc.place(displayIsKnown: true).queueKey == "desktop")
+        try proc.stat(session: proc.pid, terminal: device, group: 4301, foreground: 4301)
+        #expect(try proc.place(displayIsKnown: false).queueKey == "terminal:\(device):\(proc.pid)")
     }
 }

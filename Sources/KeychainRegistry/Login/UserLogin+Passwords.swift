@@ -164,16 +164,19 @@ extension UserLogin {
             completion(false)
             return nil
         }
-        // A tpm2 slot with a PIN: the PIN is asked instead of the password; when the TPM cannot be used, the
+        // A tpm2 slot with a PIN: the PIN is asked instead of the password (on the desktop); when the TPM cannot be used, the
         // password is asked after all, at once and under the same ticket (withdrawing it ends either prompt).
+        // Never on a terminal: a program can type there (its own pseudo-terminal), and PIN guesses would push
+        // the TPM towards its dictionary lockout uncounted; the password asked there counts as its attempt.
         let ticket = ticket ?? registry.newPromptTicket()
-        if let (dialog, fellBack) = loginPINDialog(
-            keychain,
-            fallback: { [self] reason in
-                passwordPromptForLogin(
-                    keychain, unlocking: waiting, notice: reason, ticket: ticket, showingNext: true,
-                    completion: completion)
-            })
+        if ticket.place?.isTerminal != true,
+            let (dialog, fellBack) = loginPINDialog(
+                keychain,
+                fallback: { [self] reason in
+                    passwordPromptForLogin(
+                        keychain, unlocking: waiting, notice: reason, ticket: ticket, showingNext: true,
+                        completion: completion)
+                })
         {
             return registry.enqueuePrompt(dialog, ticket: ticket) { [self] accepted in
                 if fellBack(accepted) { return }
