@@ -133,7 +133,7 @@ def gcore(pid, directory):
     return path.read_bytes()
 
 
-def test_a_dump_of_the_daemon_holds_no_password_secret_label_or_attribute(service, user, tmp_path):  # noqa: F811
+def test_a_dump_of_the_daemon_holds_no_password_or_secret(service, user, tmp_path):  # noqa: F811
     password = unique("login", "password")
     set_password(user, password)
     values = {kind: {"secret": unique(kind, "secret"), "label": unique(kind, "label"),
@@ -155,7 +155,9 @@ def test_a_dump_of_the_daemon_holds_no_password_secret_label_or_attribute(servic
 
 
 def assert_dump_holds_none(pid, tmp_path, passwords, values):
-    """gcore of the daemon: none of `passwords` and none of the items' `values` is in it."""
+    """gcore of the daemon: none of `passwords` and none of the items' secrets is in it. Their labels and
+    attributes may be: a locked collection the daemon held unlocked keeps showing them, from memory
+    (docs/threat-model.md, "Item labels while locked")."""
     core = gcore(pid, tmp_path)
     if os.environ.get("LATCHKEY_KEEP_CORE"):
         keep = pathlib.Path(os.environ["LATCHKEY_KEEP_CORE"])
@@ -167,7 +169,7 @@ def assert_dump_holds_none(pid, tmp_path, passwords, values):
     assert b"org.freedesktop.secrets" in core
     wanted = dict(passwords)
     for kind, v in values.items():
-        wanted.update({f"{kind} {what}": v[what] for what in ("secret", "label", "attribute_name", "attribute")})
+        wanted[f"{kind} secret"] = v["secret"]
     found = {name: core.count(value.encode()) for name, value in wanted.items() if value.encode() in core}
     assert found == {}, f"the dump of latchkeyd holds {found}"
 

@@ -265,9 +265,11 @@ def make_service(installed):
 
 @pytest.fixture
 def service(make_service, user, tmp_path):
-    """The service, with PINENTRY and the scripted answers in the PAM environment (pam_env)."""
+    """The service, with PINENTRY and the scripted answers in the PAM environment (pam_env), and the display a
+    graphical login's display manager puts there: prompts of callers with no terminal show on the desktop
+    (docs/prompts-in-terminals.md), which is where the scripted pinentry stands in for the real one."""
     envfile = tmp_path / "pam-env"
-    envfile.write_text(f"PINENTRY={user.env()['PINENTRY']}\n")
+    envfile.write_text(f"PINENTRY={user.env()['PINENTRY']}\nDISPLAY=:0\n")
     return make_service(session_prefix=f"session   required  pam_env.so envfile={envfile}\n")
 
 
@@ -401,7 +403,7 @@ def test_a_session_without_a_password_unlocks_from_the_tpm2_slot(make_service, u
     pam_latchkey starts opens the login keychain from the TPM, or asks its PIN at the first request."""
     tpm = make_tpm()
     envfile = tmp_path / "pam-env"
-    envfile.write_text(f"PINENTRY={user.env()['PINENTRY']}\nLATCHKEY_TPM_TCTI={tpm.tcti}\n")
+    envfile.write_text(f"PINENTRY={user.env()['PINENTRY']}\nDISPLAY=:0\nLATCHKEY_TPM_TCTI={tpm.tcti}\n")
     service = make_service(session_prefix=f"session   required  pam_env.so envfile={envfile}\n")
     login(service, user)
     user.wait_for_name()
