@@ -73,6 +73,9 @@ package final class SecretServiceDaemon {
     var kwallet = KWalletSessions()
     /// What locked collections' items show: their properties as they were when each locked.
     var lockedViews = LockedItemViews()
+    /// The callers' terminals open for prompts, by ``PromptTerminal/id``, held weakly: the requests waiting on
+    /// one terminal share one descriptor of it (``promptPlace(of:)``).
+    var openTerminals = OpenTerminals()
 
     /// Serves `registry`; with `identifiesCallers`, each client is identified before its calls are served. The
     /// Secret portal's backend answers only `portalProgram` (``PortalGate``).
@@ -159,9 +162,11 @@ package final class SecretServiceDaemon {
     /// known (callers not identified) or one pinentry shows every prompt (`--pinentry`).
     func promptPlace(of sender: String?) -> PromptPlace? {
         guard registry.choosesPromptPlace, let sender, let process = callers?.processes[sender] else { return nil }
-        return PromptPlace.of(
+        let place = PromptPlace.of(
             pid: process.pid, startTime: process.startTime, session: registry.knownSession,
             displayIsKnown: registry.displayIsKnown)
+        guard case .terminal(let opened) = place else { return place }
+        return .terminal(openTerminals.shared(opened))
     }
 
     /// Runs `start`, a change the person may be asked to confirm first (it gives the prompt's ticket while it

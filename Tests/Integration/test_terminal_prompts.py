@@ -359,3 +359,49 @@ def test_a_background_job_gets_no_prompt_on_its_terminal(locked, pane):
     assert "Enter your login password" not in screen and not pane.in_alternate_screen(), screen
     assert "secret-tool: The login keychain is locked and no prompt can be shown" in screen, screen
     assert "a background job of its terminal; run it in the foreground" in locked.stderr.read_text()
+
+
+MANY_PROMPTS_CLIENT = """
+import sys
+sys.path.insert(0, {tests!r})
+from dbus_client import Client
+client = Client("SESSION")
+prompts = []
+for _ in range({count}):
+    unlocked, prompt = client.service("Unlock", "ao", (["/org/freedesktop/secrets/collection/login"],))
+    prompts.append(prompt)
+for prompt in prompts:
+    client.ok(prompt, "org.freedesktop.Secret.Prompt", "Prompt", "s", ("",))
+open({done!r}, "w").write("asked")
+import time
+time.sleep(60)
+"""
+
+
+def terminal_descriptors(pid):
+    """How many of `pid`'s open descriptors are pseudo-terminals."""
+    count = 0
+    for entry in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{entry}").startswith("/dev/pts/")
+        except OSError:
+            pass
+    return count
+
+
+def test_many_waiting_requests_from_one_terminal_hold_one_descriptor_of_it(locked, pane, tmp_path):
+    """A client on a terminal that asks many times at once (200 Unlock prompts, each prompted) is one terminal to
+    the daemon: the requests waiting for the prompt there share one open descriptor of it, instead of each
+    holding its own until the daemon runs out of descriptors (review of issue 26)."""
+    script = tmp_path / "many.py"
+    done = tmp_path / "done"
+    script.write_text(MANY_PROMPTS_CLIENT.format(tests=str(os.path.dirname(__file__)), count=200, done=str(done)))
+    pane.type(f"/usr/bin/python3 {script}")
+    pane.wait_for(lambda screen: "Enter your login password" in screen)
+    deadline = time.monotonic() + 30
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert done.exists(), "the client's 200 prompts were not all asked for"
+    assert terminal_descriptors(locked.process.pid) <= 2
+    pane.type(LOGIN_PASSWORD)
+    pane.wait_for(lambda screen: "Enter your login password" not in screen)
