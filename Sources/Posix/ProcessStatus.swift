@@ -24,19 +24,9 @@ package enum ProcessStatus {
         return nil
     }
 
-    /// The first 4 KiB of a file of /proc, or nil.
+    /// The first 4 KiB of a file of /proc, or nil (nothing in it, or it cannot be read).
     private static func contents(of path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 4_096)
-        var count = 0
-        while count < bytes.count {
-            let got = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress.map { $0 + count }, $0.count - count) }
-            if got < 0, errno == EINTR { continue }
-            guard got > 0 else { break }
-            count += got
-        }
-        return count > 0 ? Array(bytes[0..<count]) : nil
+        guard let bytes = BoundedFile.read(path, limit: 4_096), !bytes.isEmpty else { return nil }
+        return bytes
     }
 }
