@@ -101,6 +101,8 @@ let package = Package(
         .target(name: "KeySlots", dependencies: ["KeychainCore", "KeychainStore", "TPMSealing", "COpenSSL", "Posix"]),
         // Who is calling: a process's program (executable, interpreter and script, Flatpak app id) from /proc.
         .target(name: "CallerIdentity", dependencies: ["COpenSSL", "Posix"]),
+        // Fingerprint checks for biometry-protected items (kSecAccessControlBiometry*): the reader as a protocol.
+        .target(name: "Fingerprint"),
         // Whether a caller may use an item, or do what is the person's to decide: the access decision as a value
         // (allowed, ask, denied), bus-free, for every face of the daemon.
         .target(

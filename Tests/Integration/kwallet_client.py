@@ -27,7 +27,7 @@ def main(argv):
             appid = value
         elif option == "--name":
             name = value
-    connection = open_dbus_connection()
+    connection = open_dbus_connection(auth_timeout=30)
     address = DBusAddress(PATH, bus_name=name, interface=INTERFACE)
 
     def call(member, signature=None, *body):

@@ -18,7 +18,7 @@ CALL_SCRIPT = """
 import sys
 from jeepney import DBusAddress, new_method_call
 from jeepney.io.blocking import open_dbus_connection
-connection = open_dbus_connection(bus="SESSION")
+connection = open_dbus_connection(bus="SESSION", auth_timeout=30)
 address = DBusAddress("/org/latchkey/keychain/login", bus_name="org.freedesktop.secrets",
                       interface="org.latchkey.Keychain1")
 query = {"class": ("s", "keys"), "attributes": ("a{sv}", {}), "synchronizable": ("s", "any"),

@@ -187,7 +187,7 @@ def pathlib_bytes(path):
 STALLER = textwrap.dedent("""
     import sys, time
     from jeepney.io.blocking import open_dbus_connection
-    connection = open_dbus_connection(bus="SESSION")
+    connection = open_dbus_connection(bus="SESSION", auth_timeout=30)
     print("connected", flush=True)
     time.sleep(60)
 """)

@@ -726,7 +726,7 @@ def test_pam_auth_update_profile_adds_optional_lines_in_order(pam_configs):
 READ_COLLECTIONS = """
 import json, secretstorage, secretstorage.util
 from jeepney.io.blocking import open_dbus_connection
-connection = open_dbus_connection(bus="SESSION")
+connection = open_dbus_connection(bus="SESSION", auth_timeout=30)
 found = {}
 for collection in secretstorage.get_all_collections(connection):
     if collection.collection_path.endswith("/session"):
