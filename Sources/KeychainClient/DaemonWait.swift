@@ -21,13 +21,23 @@ package enum DaemonWait {
         package let waiting: @Sendable (String) -> Void
         /// Ends the program: the wait for what the text names outlasted its bound.
         package let gaveUp: @Sendable (String) -> Never
+        /// Whether a prompt may be showing where notices go (a pinentry on the same terminal, which a notice
+        /// would write into): the notice waits until it is not.
+        package let promptShowing: @Sendable () -> Bool
 
-        /// Reporting with these two.
-        package init(waiting: @escaping @Sendable (String) -> Void, gaveUp: @escaping @Sendable (String) -> Never) {
+        /// Reporting with these three.
+        package init(
+            waiting: @escaping @Sendable (String) -> Void, gaveUp: @escaping @Sendable (String) -> Never,
+            promptShowing: @escaping @Sendable () -> Bool = { false }
+        ) {
             self.waiting = waiting
             self.gaveUp = gaveUp
+            self.promptShowing = promptShowing
         }
     }
+
+    /// How often a notice held back by a showing prompt looks again.
+    static let recheckMicroseconds: UInt32 = 100_000
 
     /// How long a wait goes unannounced.
     static let quietMicroseconds: UInt32 = 1_000_000
@@ -53,10 +63,24 @@ package enum DaemonWait {
         defer { current.withLock { if $0 == ticket { $0 = 0 } } }
         let bound = "at most \(boundMilliseconds / 1_000) s"
         runDetached {
-            usleep(quietMicroseconds)
+            let started = ContinuousClock.now
+            let givesUpAt = started + .milliseconds(max(boundMilliseconds, 1_000)) + .microseconds(graceMicroseconds)
+            // A prompt on the terminal the notice would go to tells the person what the wait is for, and a line
+            // written while it shows lands in its field: once one has shown during this wait, no notice.
+            var promptShown = false
+            while current.withLock({ $0 == ticket }) && ContinuousClock.now < givesUpAt
+                && ContinuousClock.now - started < .microseconds(quietMicroseconds)
+            {
+                usleep(recheckMicroseconds)
+                promptShown = promptShown || reporting.promptShowing()
+            }
             guard current.withLock({ $0 == ticket }) else { return }
-            reporting.waiting("\(what) (\(bound))")
-            usleep(UInt32(max(boundMilliseconds, 1_000)) * 1_000 - quietMicroseconds + graceMicroseconds)
+            if !promptShown && !reporting.promptShowing() && ContinuousClock.now < givesUpAt {
+                reporting.waiting("\(what) (\(bound))")
+            }
+            while current.withLock({ $0 == ticket }) && ContinuousClock.now < givesUpAt {
+                usleep(recheckMicroseconds)
+            }
             guard current.withLock({ $0 == ticket }) else { return }
             reporting.gaveUp("gave up waiting for \(what) after \(boundMilliseconds / 1_000) s")
         }

@@ -55,7 +55,8 @@ struct Latchkey: ParsableCommand {
                 gaveUp: {
                     StandardError.write("latchkey: \($0)")
                     _exit(1)
-                })
+                },
+                promptShowing: { StandardError.isTerminalWithoutEcho })
         }
         let arguments = PasswordSourceOptions.rewritingTrailingPasswordFlag(Array(CommandLine.arguments.dropFirst()))
         do {

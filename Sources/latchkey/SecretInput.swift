@@ -174,4 +174,12 @@ enum StandardError {
         var bytes = Array((line + "\n").utf8)
         _ = Glibc.write(STDERR_FILENO, &bytes, bytes.count)
     }
+
+    /// Whether standard error is a terminal with echo turned off: a pinentry (latchkeyd's, on this terminal,
+    /// or the command's own) is reading a password there, and a line written now would land in its field.
+    static var isTerminalWithoutEcho: Bool {
+        var modes = termios()
+        guard isatty(STDERR_FILENO) == 1, tcgetattr(STDERR_FILENO, &modes) == 0 else { return false }
+        return modes.c_lflag & tcflag_t(ECHO) == 0
+    }
 }
