@@ -81,8 +81,10 @@ def proc_status(pid):
     return fields
 
 
-def children_of(pid):
-    """The pids whose parent is `pid` (zombies included)."""
+def children_of(pid, with_deriver=False):
+    """The pids whose parent is `pid` (zombies included). latchkeyd's key deriver (a child it forks at start
+    and keeps, named latchkeyd-kdf) is left out unless `with_deriver`: it is no pinentry and no helper left
+    behind. Its workers are its own children (`key_derivation_workers_of`)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -92,8 +94,15 @@ def children_of(pid):
         except OSError:
             continue
         if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry))
+            if with_deriver or not is_key_derivation_helper(int(entry)):
+                found.append(int(entry))
     return found
+
+
+def key_derivation_workers_of(pid):
+    """The processes deriving a key for latchkeyd `pid`: the children of its deriver."""
+    return [worker for deriver in children_of(pid, with_deriver=True) if is_key_derivation_helper(deriver)
+            for worker in children_of(deriver, with_deriver=True)]
 
 
 def probe(pid):
@@ -751,9 +760,9 @@ def scenario_sessions(kind, binary, sessions=10_000, connections=100, mid_call=5
 # MARK: prompts
 
 def is_key_derivation_helper(pid):
-    """Whether process `pid` is latchkeyd's one-shot scrypt helper (`latchkeyd --derive-password-key`)."""
+    """Whether process `pid` is latchkeyd's key deriver or one of its workers (named latchkeyd-kdf)."""
     try:
-        return b"--derive-password-key" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+        return pathlib.Path(f"/proc/{pid}/comm").read_text().strip() == "latchkeyd-kdf"
     except OSError:
         return False
 
@@ -774,10 +783,8 @@ class PeakWatch:
     def run(self):
         while not self.stop.is_set():
             self.rss = max(self.rss, proc_status(self.pid)["VmRSS"])
-            children = children_of(self.pid)
-            helpers = sum(1 for child in children if is_key_derivation_helper(child))
-            self.children = max(self.children, len(children) - helpers)
-            self.helpers = max(self.helpers, helpers)
+            self.children = max(self.children, len(children_of(self.pid)))
+            self.helpers = max(self.helpers, len(key_derivation_workers_of(self.pid)))
             time.sleep(0.05)
 
     def end(self):
@@ -880,10 +887,20 @@ def scenario_prompts(binary, clients=20, per_client=5, lock_every=0.1, timeout=3
 # MARK: memory of a prompt storm
 
 def memory_figures(pid):
-    """VmRSS and VmHWM (MiB), threads and children of a process."""
+    """VmRSS and VmHWM (MiB), threads and children of a process; for latchkeyd, its key deriver's VmRSS and
+    VmHWM too (a process of its own, mostly pages it shares with the daemon since the fork)."""
     status = proc_status(pid)
-    return {"rss_mib": round(status["VmRSS"] / 1024, 1), "hwm_mib": round(status["VmHWM"] / 1024, 1),
-            "threads": status["Threads"], "children": len(children_of(pid))}
+    figures = {"rss_mib": round(status["VmRSS"] / 1024, 1), "hwm_mib": round(status["VmHWM"] / 1024, 1),
+               "threads": status["Threads"], "children": len(children_of(pid))}
+    for deriver in children_of(pid, with_deriver=True):
+        if is_key_derivation_helper(deriver):
+            try:
+                deriver_status = proc_status(deriver)
+            except (OSError, KeyError):
+                continue
+            figures["deriver_rss_mib"] = round(deriver_status["VmRSS"] / 1024, 1)
+            figures["deriver_hwm_mib"] = round(deriver_status["VmHWM"] / 1024, 1)
+    return figures
 
 
 def unlock_through_prompt(client, collection, timeout=120, meanwhile=None):

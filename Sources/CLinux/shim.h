@@ -89,3 +89,63 @@ static inline int latchkey_accept_cloexec(int fd) {
 static inline int latchkey_pipe(int fds[2], int flags) {
     return (int)syscall(SYS_pipe2, fds, flags);
 }
+
+#include <errno.h>
+#include <string.h>
+
+/* Sends descriptor `fd` over the Unix socket `socket` (SCM_RIGHTS) with one byte of data; the control message
+   macros are not callable from Swift. 0 on success, -1 with errno. MSG_NOSIGNAL: a peer gone gives EPIPE, not
+   SIGPIPE. */
+static inline int latchkey_send_descriptor(int socket, int fd) {
+    char byte = 'F';
+    struct iovec data = { .iov_base = &byte, .iov_len = 1 };
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int))]; } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr message = { .msg_iov = &data, .msg_iovlen = 1,
+                              .msg_control = control.space, .msg_controllen = sizeof control.space };
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(header), &fd, sizeof(int));
+    ssize_t sent;
+    do { sent = sendmsg(socket, &message, MSG_NOSIGNAL); } while (sent < 0 && errno == EINTR);
+    return sent == 1 ? 0 : -1;
+}
+
+/* Receives one byte and one descriptor (SCM_RIGHTS, close-on-exec) from the Unix socket `socket`: the
+   descriptor; -2 at end of file (the peer closed); -1 with errno on an error, or a message that carried no
+   single descriptor (any descriptors it carried are closed). */
+static inline int latchkey_receive_descriptor(int socket) {
+    char byte = 0;
+    struct iovec data = { .iov_base = &byte, .iov_len = 1 };
+    union { struct cmsghdr header; char space[CMSG_SPACE(sizeof(int) * 4)]; } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr message = { .msg_iov = &data, .msg_iovlen = 1,
+                              .msg_control = control.space, .msg_controllen = sizeof control.space };
+    ssize_t received;
+    do { received = recvmsg(socket, &message, MSG_CMSG_CLOEXEC); } while (received < 0 && errno == EINTR);
+    if (received == 0) return -2;
+    if (received < 0) return -1;
+    int found = -1, count = 0;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        size_t n = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+            if (count++ == 0) found = fd; else close(fd);
+        }
+    }
+    if (count != 1 || (message.msg_flags & MSG_CTRUNC)) {
+        if (found >= 0) close(found);
+        errno = EBADMSG;
+        return -1;
+    }
+    return found;
+}
+
+/* Closes every descriptor from `first` on (close_range(2), Linux 5.9). 0 on success, -1 with errno. */
+static inline int latchkey_close_descriptors_from(int first) {
+    return (int)syscall(SYS_close_range, (unsigned)first, ~0U, 0);
+}

@@ -144,26 +144,4 @@ package enum ProcessHardening {
     package static func setProcessName(_ name: String) {
         _ = latchkey_set_process_name(name)
     }
-
-    /// The pid of the process tracing this one (`TracerPid` in /proc/self/status): 0 when none; nil when it
-    /// cannot be read. Once the process is not dumpable no process of its user can attach any more, so a
-    /// check after ``forbidDumping()`` finds any tracer that attached before.
-    package static func tracerPID() -> Int? {
-        let descriptor = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var text: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4_096)
-        while text.count < 65_536 {
-            guard let count = try? Posix.read(descriptor, &buffer, buffer.count), count > 0 else { break }
-            text += buffer[0..<count]
-        }
-        for line in text.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("TracerPid:".utf8)) {
-            let digits = line.dropFirst("TracerPid:".count).filter {
-                $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t")
-            }
-            return Int(String(decoding: digits, as: UTF8.self))
-        }
-        return nil
-    }
 }

@@ -15,11 +15,21 @@ package enum ProcessStatus {
     /// The pid of the process tracing this one (`TracerPid` in /proc/self/status): 0 when none, nil when
     /// /proc cannot tell.
     package static func tracerPID() -> pid_t? {
+        ownStatusNumber("TracerPid").flatMap { pid_t(exactly: $0) }
+    }
+
+    /// How many threads this process runs (`Threads` in /proc/self/status), nil when /proc cannot tell.
+    package static func threadCount() -> Int? {
+        ownStatusNumber("Threads")
+    }
+
+    /// The number in the line `name:` of /proc/self/status.
+    private static func ownStatusNumber(_ name: String) -> Int? {
         guard let text = contents(of: "/proc/self/status") else { return nil }
-        let key = Array("TracerPid:".utf8)
+        let key = Array("\(name):".utf8)
         for line in text.split(separator: UInt8(ascii: "\n")) where line.starts(with: key) {
             let digits = line.dropFirst(key.count).filter { $0 != UInt8(ascii: "\t") && $0 != UInt8(ascii: " ") }
-            return pid_t(String(decoding: digits, as: UTF8.self))
+            return Int(String(decoding: digits, as: UTF8.self))
         }
         return nil
     }

@@ -100,4 +100,24 @@ package enum Posix {
         let reaped = try retrying("waitpid") { Glibc.waitpid(pid, &status, options) }
         return (reaped, status)
     }
+
+    /// Sends descriptor `fd` over the Unix socket `socket` (`SCM_RIGHTS`, with one byte of data; a peer gone
+    /// gives `EPIPE`, not `SIGPIPE`).
+    package static func sendDescriptor(_ fd: Int32, over socket: Int32) throws(SystemError) {
+        guard latchkey_send_descriptor(socket, fd) == 0 else { throw SystemError.last("sendmsg") }
+    }
+
+    /// Receives one descriptor (close-on-exec) sent with ``sendDescriptor(_:over:)`` on `socket`; nil at end of
+    /// file (the peer closed). A message with no single descriptor is an error (`EBADMSG`).
+    package static func receiveDescriptor(over socket: Int32) throws(SystemError) -> Int32? {
+        let received = latchkey_receive_descriptor(socket)
+        if received == -2 { return nil }
+        guard received >= 0 else { throw SystemError.last("recvmsg") }
+        return received
+    }
+
+    /// Closes every descriptor from `first` on (`close_range(2)`).
+    package static func closeDescriptors(from first: Int32) throws(SystemError) {
+        guard latchkey_close_descriptors_from(first) == 0 else { throw SystemError.last("close_range") }
+    }
 }

@@ -151,9 +151,10 @@ struct Latchkeyd: ParsableCommand {
         }
         // The --unlock password lives until the registry has opened the login keychain with it; the
         // hand-over's until the unlock (or creation) it starts is done (docs/threat-model.md, "In memory").
-        // scrypt's 64 MiB is a helper process's, given back when it exits, not the daemon's peak
-        // (docs/robustness.md, "Memory of a prompt storm").
-        if let problem = KeyDerivationProcess.runInHelperProcesses(report: { printError("latchkeyd: \($0)") }) {
+        // scrypt's 64 MiB is a worker process's, given back when it exits, not the daemon's peak
+        // (docs/robustness.md, "Memory of a prompt storm"). The deriver that forks the workers is forked now,
+        // while this process runs one thread, and before the password or the hand-over is read.
+        if let problem = KeyDerivationProcess.startDeriver(report: { printError("latchkeyd: \($0)") }) {
             printError("latchkeyd: key derivation runs in this process: \(problem)")
         }
         var password: SecretBytes? = unlock ? try readPassword() : nil

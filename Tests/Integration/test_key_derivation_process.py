@@ -99,13 +99,15 @@ def test_a_traced_helper_refuses_before_it_reads_the_password(latchkeyd, tmp_pat
 
 
 def deriving_helpers_of(pid):
-    """The daemon's helpers that are deriving: scrypt's 64 MiB is filling (VmRSS of 16 MiB or more)."""
+    """The daemon's key derivation workers that are deriving: scrypt's 64 MiB is filling (VmRSS over the
+    deriver's by 16 MiB or more)."""
     found = []
-    for child in robustness.children_of(pid):
-        if not robustness.is_key_derivation_helper(child):
-            continue
+    derivers = [child for child in robustness.children_of(pid, with_deriver=True)
+                if robustness.is_key_derivation_helper(child)]
+    for child in robustness.key_derivation_workers_of(pid):
         try:
-            if robustness.proc_status(child)["VmRSS"] >= 16 * 1024:
+            deriver = robustness.proc_status(derivers[0])["VmRSS"]
+            if robustness.proc_status(child)["VmRSS"] >= deriver + 16 * 1024:
                 found.append(child)
         except (OSError, KeyError):  # Gone meanwhile.
             pass
@@ -136,7 +138,13 @@ def test_the_daemon_survives_its_helper_killed_mid_derivation(make_daemon):
     while robustness.children_of(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert robustness.children_of(pid) == [], "a helper or pinentry left behind (a zombie?)"
-    assert "latchkeyd: the key derivation process failed: it was ended by signal 9" in daemon.stderr.read_text()
+    # The daemon saw that no key came; the deriver, reaping its worker (within a fifth of a second), why.
+    deadline = time.monotonic() + 5
+    while "ended by signal" not in daemon.stderr.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log = daemon.stderr.read_text()
+    assert "latchkeyd: the key derivation process failed: it was ended by signal 9" in log, log
+    assert "latchkeyd: the key derivation process failed: it gave no key" in log, log
     assert robustness.unlock_through_prompt(client, LOGIN) is True
     locked = client.ok(LOGIN, "org.freedesktop.DBus.Properties", "Get", "ss",
                        ("org.freedesktop.Secret.Collection", "Locked"))[0]
@@ -179,27 +187,66 @@ def test_a_helper_does_not_outlive_the_daemon(make_daemon):
     assert left == [], "the helper outlived the daemon"
 
 
-def test_a_helper_that_cannot_start_leaves_the_derivation_to_the_daemon(latchkeyd, tmp_path):
-    """The daemon's program file made non-executable after start: the helper cannot be started, and the
-    unlock is derived in the daemon, as before (its peak shows scrypt's 64 MiB), with a line saying why."""
-    program = tmp_path / "latchkeyd"
-    shutil.copy(latchkeyd, program)
+def test_with_its_deriver_killed_the_daemon_derives_in_its_own_memory(latchkeyd, tmp_path):
+    """The deriver killed (a process of the user may signal it): the next unlock is derived in the daemon, as
+    before there was a deriver (its peak shows scrypt's 64 MiB), with a line saying why, once."""
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    server = robustness.Latchkeyd(scratch, str(program), answers=[f"password {robustness.PASSWORD}"])
+    server = robustness.Latchkeyd(scratch, latchkeyd, answers=[f"password {robustness.PASSWORD}"] * 2)
     try:
         server.start()
         assert robustness.memory_figures(server.pid)["hwm_mib"] < SCRYPT_MIB * 0.75
-        program.chmod(0o644)
+        derivers = [child for child in robustness.children_of(server.pid, with_deriver=True)
+                    if robustness.is_key_derivation_helper(child)]
+        assert len(derivers) == 1, derivers
+        os.kill(derivers[0], signal.SIGKILL)
         client = server.client()
-        robustness.lock_login(client)
-        assert robustness.unlock_through_prompt(client, LOGIN) is True
+        for _ in range(2):
+            robustness.lock_login(client)
+            assert robustness.unlock_through_prompt(client, LOGIN) is True
         client.close()
         assert robustness.memory_figures(server.pid)["hwm_mib"] > SCRYPT_MIB
         log = (scratch / "daemon.stderr").read_text()
-        assert "latchkeyd: key derivation runs in this process: cannot start the helper: posix_spawn:" in log, log
+        said = "latchkeyd: key derivation runs in this process from now on: the key derivation process is gone"
+        assert log.count(said) == 1, log
+        assert robustness.children_of(server.pid, with_deriver=True) == [], "the killed deriver was not reaped"
     finally:
         server.close()
+
+
+def test_a_key_derivation_worker_is_forked_from_the_deriver_never_started_anew(make_daemon):
+    """No process that receives a password was ever dumpable: the worker deriving an unlock's key is a fork of
+    the deriver, which is a fork of the daemon made at its start; neither ran `exec` (which makes a process
+    dumpable until its start-up code runs, a window in which a process of the same user could open its memory).
+    A process that ran exec has its own command line; a fork keeps its parent's."""
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"]).start()
+    pid = daemon.process.pid
+    command_line = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+    derivers = [child for child in robustness.children_of(pid, with_deriver=True)
+                if robustness.is_key_derivation_helper(child)]
+    assert len(derivers) == 1, derivers
+    assert pathlib.Path(f"/proc/{derivers[0]}/cmdline").read_bytes() == command_line
+    client = Client(daemon.bus.address)
+    client.ok("/org/freedesktop/secrets", "org.freedesktop.Secret.Service", "Lock", "ao", ([LOGIN],))
+    workers = {}
+
+    def look():
+        for worker in robustness.key_derivation_workers_of(pid):
+            try:
+                stat = pathlib.Path(f"/proc/{worker}/stat").read_text()
+                seen_command_line = pathlib.Path(f"/proc/{worker}/cmdline").read_bytes()
+                if seen_command_line:  # Empty once it has exited (a zombie until the deriver reaps it).
+                    workers[worker] = (seen_command_line, int(stat.rsplit(")", 1)[1].split()[1]))
+            except OSError:
+                pass
+        return False
+
+    assert robustness.unlock_through_prompt(client, LOGIN, meanwhile=look) is True
+    client.close()
+    assert workers, "no key derivation worker seen during the unlock"
+    for worker, (seen_command_line, parent) in workers.items():
+        assert seen_command_line == command_line, (worker, seen_command_line)
+        assert parent == derivers[0], (worker, parent)
 
 
 def test_latchkeyd_is_not_dumpable_before_its_swift_code_runs(latchkeyd, tmp_path):

@@ -153,6 +153,12 @@ class User:
         rows = [line.split() for line in out.stdout.splitlines()]
         return [int(r[0]) for r in rows if len(r) == 3 and r[2] == "latchkeyd" and not r[1].startswith("Z")]
 
+    def deriver_parents(self):
+        """The parents of the user's key derivers (latchkeyd-kdf, forked by latchkeyd at its start)."""
+        out = subprocess.run(["ps", "-u", str(self.uid), "-o", "ppid=,stat=,comm="], capture_output=True, text=True)
+        rows = [line.split() for line in out.stdout.splitlines()]
+        return [int(r[0]) for r in rows if len(r) == 3 and r[2] == "latchkeyd-kdf" and not r[1].startswith("Z")]
+
     def stop_daemon(self):
         for pid in self.daemon_pids():
             os.kill(pid, signal.SIGCONT)
@@ -319,6 +325,9 @@ def test_first_login_creates_the_keychain_unlocked_and_a_later_login_unlocks_it(
     assert stored.returncode == 0, stored.stderr
     # The session step does not wait for the key derivation: the daemon answers that it is creating it.
     assert "creating the login keychain" in syslog.text()
+    # The daemon a login starts forked its key deriver (docs/threat-model.md, "scrypt in a process of its own"):
+    # it ran one thread when it came to it.
+    assert user.deriver_parents() == user.daemon_pids(), (user.deriver_parents(), user.daemon_pids())
 
     user.stop_daemon()
     login(service, user)
