@@ -24,11 +24,13 @@ fprintd starts waiting (`verify_as` does it when the client prints "touch").
 import contextlib
 import os
 import pathlib
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -71,6 +73,10 @@ SYSTEM_BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus
 </busconfig>
 """
 
+# A bus on which anyone may own net.reactivated.Fprint (the system bus lets only root): for the fake that is not
+# root's.
+FAKE_OWNER_POLICY = '<policy context="default"><allow own="net.reactivated.Fprint"/></policy>'
+
 POLKIT_RULE = """// Written by Tests/Integration/fprintd_system.py for one test.
 polkit.addRule(function(action, subject) {{
     if (action.id.indexOf("net.reactivated.fprint.device.") == 0 && {users}.indexOf(subject.user) >= 0) {{
@@ -83,7 +89,7 @@ polkit.addRule(function(action, subject) {{
 class FprintdSystem:
     """A private system bus with polkitd and fprintd on it, and the virtual reader (see the module's text)."""
 
-    def __init__(self, allowed_users=("root", "nobody"), device=True, fprintd=True, extra_policy=""):
+    def __init__(self, allowed_users=("root", "nobody"), device=True, fprintd=True, polkit=True, extra_policy=""):
         # A directory every user may enter (a test's tmp_path is root's alone), for the bus socket the
         # unprivileged client connects to.
         self.directory = pathlib.Path(tempfile.mkdtemp(prefix="latchkey-fprintd-"))
@@ -95,7 +101,8 @@ class FprintdSystem:
         self.logs = {}
         try:
             self._start_bus(extra_policy)
-            self._start_polkitd(allowed_users)
+            if polkit:
+                self._start_polkitd(allowed_users)
             if fprintd:
                 self._start_fprintd()
         except BaseException:
@@ -143,6 +150,15 @@ class FprintdSystem:
         self.fprintd = self._spawn("fprintd", [FPRINTD, "-t"], env=env)
         # The virtual device's socket appears when the device is opened (Claim), not before.
         self._wait(lambda: self.has_owner(SERVICE), "fprintd on the private bus")
+
+    def start_fake(self, mode, user="root"):
+        """Tests/Integration/fake_fprintd.py MODE as `user` on this bus (for a fake that owns the name as
+        someone other than root, make the bus with FAKE_OWNER_POLICY); waits until it is ready."""
+        name = f"fake-{mode}-{len(self.processes)}"
+        script = pathlib.Path(__file__).with_name("fake_fprintd.py")
+        self._spawn(name, ["/usr/bin/python3", str(script), mode], env=self.env(), user=user, group=_group_of(user),
+                    extra_groups=[])
+        self._wait(lambda: "ready" in self.logs[name].read_text(), f"fake_fprintd.py {mode}")
 
     def _wait(self, condition, what, timeout=20):
         deadline = time.monotonic() + timeout
@@ -296,14 +312,21 @@ class FprintdSystem:
         started = time.monotonic()
         process = subprocess.Popen([program, "verify", user, str(seconds)], env=self.env(), user=user,
                                    group=_group_of(user), extra_groups=[], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+                                   stderr=subprocess.DEVNULL, text=True)
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line.strip()) for line in process.stdout] + [lines.put(None)],
+                         daemon=True).start()
+        # A client that never answers fails the test after its own deadline and 30 s more, not never.
+        give_up = started + seconds + 30
         try:
-            line = process.stdout.readline().strip()
+            line = lines.get(timeout=max(0.1, give_up - time.monotonic()))
             if line == "touch":
                 for command in ([f"SCAN {scan}"] if scan else []) + list(device_commands):
                     self.device_command(command)
-                line = process.stdout.readline().strip()
-            process.wait(timeout=seconds + 30)
+                line = lines.get(timeout=max(0.1, give_up - time.monotonic()))
+            process.wait(timeout=max(0.1, give_up - time.monotonic()))
+        except queue.Empty:
+            line = "(no verdict in time)"
         finally:
             if process.poll() is None:
                 process.kill()
