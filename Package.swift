@@ -151,7 +151,7 @@ let package = Package(
         .executableTarget(name: "secitem-client", dependencies: ["Security"], path: "Tests/SecItemClient"),
         // Drives FprintdFingerprints for the fprintd tests (Tests/Integration/test_fingerprint.py).
         .executableTarget(
-            name: "fingerprint-check", dependencies: ["Fingerprint", "DBus"], path: "Tests/FingerprintCheck"),
+            name: "fingerprint-check", dependencies: ["Fingerprint"], path: "Tests/FingerprintCheck"),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
             path: "Tests/KeychainWriter"),
@@ -164,7 +164,7 @@ let package = Package(
             exclude: ["Fixtures"]),
         .testTarget(name: "SecurityTests", dependencies: ["Security", "CallerIdentity"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
-        .testTarget(name: "FingerprintTests", dependencies: ["Fingerprint", "DBus"]),
+        .testTarget(name: "FingerprintTests", dependencies: ["Fingerprint"]),
         .testTarget(name: "PinentryTests", dependencies: ["Pinentry", "Posix"]),
         .testTarget(name: "LoginControlTests", dependencies: ["LoginControl", "Posix"]),
         .testTarget(
