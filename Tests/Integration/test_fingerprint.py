@@ -27,6 +27,17 @@ def test_an_enrolled_finger_matches_and_another_does_not(fprintd_system, check):
     assert fprintd_system.verify_as(check, USER, scan="print-a")[0] == "matched"
 
 
+def test_a_retry_goes_on_and_a_reader_error_is_unavailable(fprintd_system, check):
+    fprintd_system.enroll(USER, "right-index-finger", "print-a")
+    # RETRY 0 (a scan to do again, verify-retry-scan with done false), then the finger.
+    assert fprintd_system.verify_as(check, USER, device_commands=["RETRY 0", "SCAN print-a"])[0] == "matched"
+    assert fprintd_system.verify_as(check, USER, device_commands=["RETRY 1", "SCAN print-b"])[0] == "not-matched"
+    # ERROR 0: the driver fails (verify-unknown-error).
+    verdict, _ = fprintd_system.verify_as(check, USER, device_commands=["ERROR 0"])
+    assert verdict == "unavailable: the fingerprint reader failed (verify-unknown-error)"
+    assert fprintd_system.verify_as(check, USER, scan="print-a")[0] == "matched"
+
+
 def test_the_digest_follows_the_enrolled_fingers(fprintd_system, check):
     def digest():
         return fprintd_system.run_check(check, USER, "digest", USER)
@@ -77,8 +88,13 @@ def test_a_reader_held_by_another_client_is_unavailable_at_once(fprintd_system, 
 def test_polkit_decides_who_may_verify(fprintd_system, check):
     # The rule fprintd_system writes allows root and nobody; `daemon` is left to polkit's defaults, which want
     # an active local session (allow_active=yes) that a process of the test does not have.
+    fprintd_system.enroll("daemon", "right-index-finger", "print-a")
     verdict, _ = fprintd_system.verify_as(check, "daemon", scan="print-a", seconds=10)
-    assert verdict.startswith("unavailable: fprintd refused (polkit did not allow")
+    assert verdict == "unavailable: fprintd refused (polkit did not allow net.reactivated.fprint.device.verify)"
+    assert fprintd_system.run_check(check, "daemon", "digest", "daemon") == "none"
+    # nobody, whom the rule names, gets through the same fprintd.
+    fprintd_system.enroll(USER, "right-index-finger", "print-a")
+    assert fprintd_system.verify_as(check, USER, scan="print-a")[0] == "matched"
 
 
 def test_no_reader_is_unavailable(check):
