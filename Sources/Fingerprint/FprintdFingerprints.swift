@@ -56,14 +56,16 @@ package struct FprintdFingerprints: FingerprintChecking {
         } catch {
             return .unavailable(reason: error.reason)
         }
+        // Set before each call: a call that timed out may still have happened. Stopping or releasing what was
+        // not started or claimed only earns an error reply from fprintd, which finish ignores.
         var claimed = false
         var verifying = false
         defer { session.finish(device, verifying: verifying, claimed: claimed) }
         do throws(FprintdUnavailable) {
-            try session.deviceCall(device, "Claim", [.string(user)], step: "Claim")
             claimed = true
-            try session.deviceCall(device, "VerifyStart", [.string(FprintdProtocol.anyFinger)], step: "VerifyStart")
+            try session.deviceCall(device, "Claim", [.string(user)], step: "Claim")
             verifying = true
+            try session.deviceCall(device, "VerifyStart", [.string(FprintdProtocol.anyFinger)], step: "VerifyStart")
             touchRequested?()
             return try session.waitForVerdict(device, seconds: timeoutSeconds)
         } catch {
