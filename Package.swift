@@ -102,7 +102,7 @@ let package = Package(
         // Who is calling: a process's program (executable, interpreter and script, Flatpak app id) from /proc.
         .target(name: "CallerIdentity", dependencies: ["COpenSSL", "Posix"]),
         // Fingerprint checks for biometry-protected items (kSecAccessControlBiometry*): the reader as a protocol.
-        .target(name: "Fingerprint"),
+        .target(name: "Fingerprint", dependencies: ["DBus", "COpenSSL", "Posix"]),
         // Whether a caller may use an item, or do what is the person's to decide: the access decision as a value
         // (allowed, ask, denied), bus-free, for every face of the daemon.
         .target(
@@ -149,6 +149,9 @@ let package = Package(
             name: "tpm-seal-bench", dependencies: ["TPMSealing", "KeySlots", "KeychainStore", "Posix"],
             path: "Benchmarks/TPMSealBench"),
         .executableTarget(name: "secitem-client", dependencies: ["Security"], path: "Tests/SecItemClient"),
+        // Drives FprintdFingerprints for the fprintd tests (Tests/Integration/test_fingerprint.py).
+        .executableTarget(
+            name: "fingerprint-check", dependencies: ["Fingerprint"], path: "Tests/FingerprintCheck"),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
             path: "Tests/KeychainWriter"),
@@ -161,6 +164,7 @@ let package = Package(
             exclude: ["Fixtures"]),
         .testTarget(name: "SecurityTests", dependencies: ["Security", "CallerIdentity"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
+        .testTarget(name: "FingerprintTests", dependencies: ["Fingerprint"]),
         .testTarget(name: "PinentryTests", dependencies: ["Pinentry", "Posix"]),
         .testTarget(name: "LoginControlTests", dependencies: ["LoginControl", "Posix"]),
         .testTarget(

@@ -21,19 +21,24 @@ package final class DBusConnection: @unchecked Sendable {
     /// bounded by one deadline (``authenticationTimeoutMilliseconds``; libdbus bounds neither the one nor, under
     /// 25 s, the other): a socket that accepts and never answers gives `NoReply`, not a hang. The `connect` before
     /// them is libdbus's, blocking: a listener whose backlog is full holds it (latchkeyd tries on a thread of
-    /// its own for that).
-    package init(address: String) throws(DBusError) {
+    /// its own for that). A caller with a deadline of its own gives a shorter `authenticationTimeoutMilliseconds`.
+    package init(address: String, authenticationTimeoutMilliseconds: Int64 = authenticationTimeoutMilliseconds)
+        throws(DBusError)
+    {
         var error = CDBus.DBusError()
         dbus_error_init(&error)
-        let deadline = Self.monotonicMilliseconds() + Self.authenticationTimeoutMilliseconds
+        let bound = max(1, authenticationTimeoutMilliseconds)
+        let deadline = Self.monotonicMilliseconds() + bound
         guard let connection = dbus_connection_open_private(address, &error) else {
             throw DBusError.consume(&error, fallback: "cannot connect to \(address)")
         }
         dbus_connection_set_exit_on_disconnect(connection, 0)
         let name: String
         do throws(DBusError) {
-            if let failure = Self.authenticate(connection, address: address, deadline: deadline) { throw failure }
-            name = try Self.hello(connection, address: address, deadline: deadline)
+            if let failure = Self.authenticate(connection, address: address, deadline: deadline, bound: bound) {
+                throw failure
+            }
+            name = try Self.hello(connection, address: address, deadline: deadline, bound: bound)
         } catch {
             dbus_connection_close(connection)
             dbus_connection_unref(connection)
@@ -45,15 +50,15 @@ package final class DBusConnection: @unchecked Sendable {
 
     /// Says `Hello` to the bus (what `dbus_bus_register` does, with its wait bounded by `deadline`) and records
     /// the unique name it gives; that name.
-    private static func hello(_ connection: OpaquePointer, address: String, deadline: Int64) throws(DBusError)
-        -> String
+    private static func hello(_ connection: OpaquePointer, address: String, deadline: Int64, bound: Int64)
+        throws(DBusError) -> String
     {
         let hello = try DBusMessage.methodCall(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             member: "Hello")
         let remaining = deadline - monotonicMilliseconds()
         let silence = DBusError(
-            .noReply, "the bus at \(address) did not answer within \(authenticationTimeoutMilliseconds / 1_000) s")
+            .noReply, "the bus at \(address) did not answer within \(Self.describe(milliseconds: bound))")
         guard remaining > 0 else { throw silence }
         var error = CDBus.DBusError()
         dbus_error_init(&error)
@@ -69,8 +74,10 @@ package final class DBusConnection: @unchecked Sendable {
     }
 
     /// Moves the connection's bytes until the bus has authenticated it, for at most
-    /// ``authenticationTimeoutMilliseconds``; the error when it did not.
-    private static func authenticate(_ connection: OpaquePointer, address: String, deadline: Int64) -> DBusError? {
+    /// `bound` milliseconds; the error when it did not.
+    private static func authenticate(_ connection: OpaquePointer, address: String, deadline: Int64, bound: Int64)
+        -> DBusError?
+    {
         while dbus_connection_get_is_authenticated(connection) == 0 {
             let remaining = deadline - monotonicMilliseconds()
             guard dbus_connection_get_is_connected(connection) != 0 else {
@@ -79,11 +86,16 @@ package final class DBusConnection: @unchecked Sendable {
             guard remaining > 0 else {
                 return DBusError(
                     .noReply,
-                    "the bus at \(address) did not answer within \(authenticationTimeoutMilliseconds / 1_000) s")
+                    "the bus at \(address) did not answer within \(Self.describe(milliseconds: bound))")
             }
             _ = dbus_connection_read_write(connection, Int32(min(remaining, 100)))
         }
         return nil
+    }
+
+    /// `10 s`, or `250 ms` for a bound under a second or not in whole seconds.
+    private static func describe(milliseconds: Int64) -> String {
+        milliseconds % 1_000 == 0 ? "\(milliseconds / 1_000) s" : "\(milliseconds) ms"
     }
 
     private static func monotonicMilliseconds() -> Int64 {
