@@ -80,6 +80,22 @@ func report(_ status: OSStatus, _ reason: String, to error: UnsafeMutablePointer
     error.pointee = Unmanaged.passRetained(object)
 }
 
+// swift-format-ignore: AvoidRetroactiveConformances
+// (Retroactive on purpose: the conformance Foundation gives NSString on Apple systems.)
+/// A `CFString` in an `AnyHashable` is its `String`, as on Apple systems, where Foundation gives `NSString` this
+/// representation: `AnyHashable(kSecAttrAccount) == AnyHashable("acct")`, with equal hashes. So a
+/// `[AnyHashable: Any]` result is read with `kSecAttrAccount` or with `kSecAttrAccount as String` alike, and
+/// `NSDictionary.isEqual(to:)` (which boxes both sides' values in `AnyHashable`) finds `kSecClassGenericPassword`
+/// equal to the `"genp"` a bridged dictionary holds. corelibs Foundation leaves `NSString` without it (an
+/// `NSString` and a `String` of the same text are unequal `AnyHashable`s); since a `CFString` is an `NSString`
+/// here, the conformance holds for every `NSString` in a process that links this module, as it does on Apple systems.
+extension NSString: @retroactive _HasCustomAnyHashableRepresentation {
+    /// The string's `String`, boxed.
+    public func _toCustomAnyHashable() -> AnyHashable? {
+        AnyHashable(String(self))
+    }
+}
+
 extension NSString {
     /// Lets a `switch` over a `String` name `kSec*` constants in its cases.
     static func ~= (pattern: NSString, value: String) -> Bool {
