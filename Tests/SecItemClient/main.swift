@@ -12,6 +12,8 @@
 //   secitem-client show-access SERVICE                 the returned kSecAttrAccess: "any", or one name a line
 //   secitem-client add-key TAG SECRET                  a private key item (kSecClassKey) tagged TAG
 //   secitem-client find-key TAG                        prints the key's data and its kSecAttrAccess names
+//   secitem-client add-synchronizable SERVICE SECRET   a synchronizable item; prints its persistent reference (hex)
+//   secitem-client read-by-reference HEX              prints the secret of the item the persistent reference names
 //   secitem-client wrapper-semantics SERVICE           issue 27's points, one line each: a migration of
 //                                                      synchronizable items by persistent reference, accounts
 //                                                      as bytes read by a CFString key, query comparison
@@ -177,6 +179,27 @@ case ("apple-semantics", 2):
     guard status == errSecSuccess, let secret = result as? Data else { finish(status) }
     print("by-reference \(String(decoding: secret, as: UTF8.self))")
     finish(errSecSuccess)
+case ("add-synchronizable", 3):
+    var reference: CFTypeRef?
+    let status = SecItemAdd(
+        [
+            kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecAttrSynchronizable: true,
+            kSecValueData: Data(arguments[2].utf8), kSecReturnPersistentRef: true,
+        ] as CFDictionary, &reference)
+    if let bytes = reference as? Data { print(bytes.map { String(format: "%02x", $0) }.joined()) }
+    finish(status)
+case ("read-by-reference", 2):
+    var bytes: [UInt8] = []
+    var hex = Substring(arguments[1])
+    while hex.count >= 2, let byte = UInt8(hex.prefix(2), radix: 16) {
+        bytes.append(byte)
+        hex = hex.dropFirst(2)
+    }
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(
+        [kSecValuePersistentRef: Data(bytes), kSecReturnData: true] as CFDictionary, &result)
+    if let secret = result as? Data { print(String(decoding: secret, as: UTF8.self)) }
+    finish(status)
 case ("wrapper-semantics", 2):
     // Two synchronizable items in SERVICE with their accounts given as bytes; then, as wrappers do: attributes
     // and persistent references of every match ([String: AnyHashable]), each item's data by its reference alone;
