@@ -177,6 +177,44 @@ extension SecuritySuite {
             #expect(AnyHashable(kSecAttrAccount) != AnyHashable(kSecAttrService as String))
         }
 
+        @Test func theOtherBridgedTypesAreOneAnyHashableWithTheirSwiftTypes() throws {
+            // CFData/NSData and Data, CFNumber/NSNumber and the integers, CFBoolean and Bool: equal, with equal
+            // hashes, so each finds the other's key.
+            let bytes = Data("acct".utf8)
+            let pairs: [(AnyHashable, AnyHashable)] = [
+                (AnyHashable(NSData(data: bytes)), AnyHashable(bytes)),
+                (AnyHashable(NSNumber(value: 443)), AnyHashable(443)),
+                (AnyHashable(NSNumber(value: -1)), AnyHashable(-1)),
+                (AnyHashable(NSNumber(value: UInt64.max)), AnyHashable(UInt64.max)),
+                (AnyHashable(NSNumber(value: 2.5)), AnyHashable(2.5)),
+                (AnyHashable(kCFBooleanTrue!), AnyHashable(true)), (AnyHashable(kCFBooleanFalse!), AnyHashable(false)),
+                (AnyHashable(true as NSNumber), AnyHashable(true)),
+            ]
+            for (object, value) in pairs {
+                #expect(object == value)
+                #expect(object.hashValue == value.hashValue)
+                #expect([value: "found"][object] == "found")
+                #expect([object: "found"][value] == "found")
+            }
+            // As on Apple systems, the number 1 is not the boolean true.
+            #expect(AnyHashable(NSNumber(value: 1)) != AnyHashable(true))
+            #expect(AnyHashable(kCFBooleanTrue!) != AnyHashable(1))
+        }
+
+        @Test func queriesWithCFBooleansAndWithBoolsCompareEqual() throws {
+            // A query with kCFBooleanTrue compared for containment with one written with true.
+            let written: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword, kSecReturnAttributes as String: kCFBooleanTrue!,
+                kSecAttrSynchronizable as String: kCFBooleanFalse!, kSecAttrPort as String: NSNumber(value: 8443),
+            ]
+            let plain: [String: Any] = ["class": "genp", "r_Attributes": true, "sync": false, "port": 8443]
+            #expect(NSDictionary(dictionary: written).isEqual(to: written))
+            #expect(NSDictionary(dictionary: written).isEqual(to: plain))
+            #expect(NSDictionary(dictionary: plain).isEqual(to: written))
+            #expect(!NSDictionary(dictionary: written).isEqual(to: plain.merging(["r_Attributes": false]) { $1 }))
+            #expect(!NSDictionary(dictionary: written).isEqual(to: plain.merging(["r_Attributes": 1]) { $1 }))
+        }
+
         @Test func anAccountStoredAsBytesIsReadFromAResultByEitherKey() throws {
             let kc = try TestKeychain()
             defer { withExtendedLifetime(kc) {} }
