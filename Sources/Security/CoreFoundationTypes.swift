@@ -80,6 +80,45 @@ func report(_ status: OSStatus, _ reason: String, to error: UnsafeMutablePointer
     error.pointee = Unmanaged.passRetained(object)
 }
 
+// swift-format-ignore: AvoidRetroactiveConformances
+// (Retroactive on purpose: the conformance Foundation gives NSString on Apple systems.)
+/// A `CFString` in an `AnyHashable` is its `String`, as on Apple systems, where Foundation gives `NSString` this
+/// representation: `AnyHashable(kSecAttrAccount) == AnyHashable("acct")`, with equal hashes. So a
+/// `[AnyHashable: Any]` result is read with `kSecAttrAccount` or with `kSecAttrAccount as String` alike, and
+/// `NSDictionary.isEqual(to:)` (which boxes both sides' values in `AnyHashable`) finds `kSecClassGenericPassword`
+/// equal to the `"genp"` a bridged dictionary holds. corelibs Foundation leaves `NSString` without it (an
+/// `NSString` and a `String` of the same text are unequal `AnyHashable`s); since a `CFString` is an `NSString`
+/// here, the conformance holds for every `NSString` in a process that links this module, as it does on Apple systems.
+extension NSString: @retroactive _HasCustomAnyHashableRepresentation {
+    /// The string's `String`, boxed.
+    public func _toCustomAnyHashable() -> AnyHashable? {
+        AnyHashable(String(self))
+    }
+}
+
+// swift-format-ignore: AvoidRetroactiveConformances
+// (Retroactive on purpose: the conformance Foundation gives NSNumber on Apple systems.)
+/// A `CFNumber` or `CFBoolean` in an `AnyHashable` is its Swift value, as on Apple systems: `kCFBooleanTrue` is
+/// `true` (`AnyHashable(kCFBooleanTrue!) == AnyHashable(true)`), any other number the widest integer or `Double`
+/// that holds it exactly, with the hash of that value, so `NSNumber(value: 443)` finds the key `443` of a
+/// `[AnyHashable: Any]`. corelibs Foundation gives `NSNumber` none: there a boolean is unequal to `true`, and a
+/// number equal to an integer hashes differently from it (so a dictionary lookup misses).
+extension NSNumber: @retroactive _HasCustomAnyHashableRepresentation {
+    /// The number's Swift value, boxed: `Bool` for the two boolean objects, else `Decimal`, `Int64`, `UInt64`
+    /// or `Double`, the first that holds it exactly.
+    public func _toCustomAnyHashable() -> AnyHashable? {
+        // corelibs makes every boolean NSNumber one of two objects, kCFBooleanTrue and kCFBooleanFalse.
+        if self === kCFBooleanTrue { return AnyHashable(true) }
+        if self === kCFBooleanFalse { return AnyHashable(false) }
+        if let decimal = self as? NSDecimalNumber { return AnyHashable(decimal.decimalValue) }
+        let signed = int64Value
+        if NSNumber(value: signed) == self { return AnyHashable(signed) }
+        let unsigned = uint64Value
+        if NSNumber(value: unsigned) == self { return AnyHashable(unsigned) }
+        return AnyHashable(doubleValue)
+    }
+}
+
 extension NSString {
     /// Lets a `switch` over a `String` name `kSec*` constants in its cases.
     static func ~= (pattern: NSString, value: String) -> Bool {

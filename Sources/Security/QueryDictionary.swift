@@ -22,6 +22,8 @@ struct QueryDictionary {
     var access: SecAccess?
     var attributes: ItemAttributes = [:]
     var synchronizable: SynchronizableMatch = .no
+    /// Whether `kSecAttrSynchronizable` was given (else `synchronizable` is the default, `.no`).
+    private var synchronizableGiven = false
     var caseInsensitive = false
     var limit: MatchLimit = .one
     var items: [AnyObject]?
@@ -41,6 +43,13 @@ struct QueryDictionary {
             try read(name, value, role: role)
         }
         if role != .changes, role != .add, itemClass == nil { itemClass = referencedClass }
+        // A reference names its item: without kSecAttrSynchronizable, a query by reference (a persistent
+        // reference, an item reference or an item list) finds the item whether it is synchronizable or not,
+        // as Apple's keychain does (attributes and persistent references read from a synchronizable item,
+        // then its data read by the reference alone: Valet's migration between services).
+        if role != .changes, role != .add, !synchronizableGiven, persistentReference != nil || items != nil {
+            synchronizable = .any
+        }
         if role != .changes, itemClass == nil {
             throw .param("kSecClass is missing")
         }
@@ -88,6 +97,7 @@ struct QueryDictionary {
             }
             self.itemClass = itemClass
         case kSecAttrSynchronizable:
+            synchronizableGiven = true
             if let text = value as? String, kSecAttrSynchronizableAny.isEqual(to: text) {
                 guard searching else { throw .param("kSecAttrSynchronizableAny is for searches only") }
                 synchronizable = .any

@@ -151,3 +151,32 @@ def test_an_allow_all_keychain_hands_a_key_to_another_program_unasked(make_daemo
     search = python(other, bus, "Search")
     assert search.returncode == 0 and search.stdout == "key secret\n", search.stderr
     assert confirms(daemon) == []
+
+
+@pytest.mark.parametrize("answer", ["cancel", "ok"])
+def test_a_persistent_reference_to_a_synchronizable_item_is_no_way_around_the_prompt(prompting, bus, tmp_path,
+                                                                                        answer):
+    """A query by persistent reference alone finds a synchronizable item (issue 27, Valet's migration). The
+    reference is an identifier, not a permission: the program that added the item reads it unasked; a copy of the
+    same program at another path (another application) that got hold of the reference is asked, and gets the secret
+    only if the user allows it."""
+    import shutil
+    secitem = str(binary("secitem-client"))
+    added = subprocess.run([secitem, "add-synchronizable", "sync.example", "synced secret"], env=bus.env(),
+                           capture_output=True, text=True, timeout=60)
+    assert added.returncode == 0, added.stdout
+    reference = added.stdout.strip()
+    own = subprocess.run([secitem, "read-by-reference", reference], env=bus.env(), capture_output=True, text=True,
+                         timeout=60)
+    assert own.returncode == 0 and own.stdout == "synced secret\n", own.stdout
+    assert confirms(prompting) == []
+    other = tmp_path / "other-client"
+    shutil.copy2(secitem, other)
+    prompting.set_pinentry_answers([answer])
+    read = subprocess.run([str(other), "read-by-reference", reference], env=bus.env(), capture_output=True,
+                          text=True, timeout=60)
+    assert len(confirms(prompting)) == 1
+    if answer == "cancel":
+        assert read.returncode == 1 and "synced secret" not in read.stdout, read.stdout
+    else:
+        assert read.returncode == 0 and read.stdout == "synced secret\n", read.stdout

@@ -67,6 +67,17 @@ def test_secitem_semantics_of_issue_16_through_the_daemon(daemon, bus):
     assert secret_tool(bus, "lookup", "service", "apple.example.com", "account", "binary").stdout == b"one"
 
 
+def test_wrapper_semantics_of_issue_27_through_the_daemon(daemon, bus):
+    """What keychain wrappers rely on, through org.latchkey.Keychain1: attributes and persistent references of
+    synchronizable items, then each item's data by its reference alone (Valet's migration); accounts stored as
+    bytes read from [AnyHashable: Any] results by the CFString key (SwiftKeychainWrapper's allKeys); a query of
+    CFString values equal to the same query in strings (SimpleKeychain's tests)."""
+    run = secitem(bus, "wrapper-semantics", "wrappers.example")
+    assert run.returncode == 0, run.stdout
+    assert run.stdout.splitlines() == [
+        "migrated first=secret of first", "migrated second=secret of second", "queries-equal true"]
+
+
 def test_secitem_add_with_an_access_object_sets_the_items_list_through_the_daemon(daemon, bus, tmp_path):
     """kSecAttrAccess given to SecItemAdd is the item's stored list (not the adding program, which the daemon
     trusts only when no list is given), as latchkey list-access reads it, and kSecReturnAttributes gives it

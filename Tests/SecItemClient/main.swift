@@ -12,6 +12,11 @@
 //   secitem-client show-access SERVICE                 the returned kSecAttrAccess: "any", or one name a line
 //   secitem-client add-key TAG SECRET                  a private key item (kSecClassKey) tagged TAG
 //   secitem-client find-key TAG                        prints the key's data and its kSecAttrAccess names
+//   secitem-client add-synchronizable SERVICE SECRET   a synchronizable item; prints its persistent reference (hex)
+//   secitem-client read-by-reference HEX              prints the secret of the item the persistent reference names
+//   secitem-client wrapper-semantics SERVICE           issue 27's points, one line each: a migration of
+//                                                      synchronizable items by persistent reference, accounts
+//                                                      as bytes read by a CFString key, query comparison
 // Exits 0 on errSecSuccess, else prints "status N" and exits 1.
 import Foundation
 import Security
@@ -173,6 +178,61 @@ case ("apple-semantics", 2):
         [kSecValuePersistentRef: persistent, kSecReturnData: true] as CFDictionary, &result)
     guard status == errSecSuccess, let secret = result as? Data else { finish(status) }
     print("by-reference \(String(decoding: secret, as: UTF8.self))")
+    finish(errSecSuccess)
+case ("add-synchronizable", 3):
+    var reference: CFTypeRef?
+    let status = SecItemAdd(
+        [
+            kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecAttrSynchronizable: true,
+            kSecValueData: Data(arguments[2].utf8), kSecReturnPersistentRef: true,
+        ] as CFDictionary, &reference)
+    if let bytes = reference as? Data { print(bytes.map { String(format: "%02x", $0) }.joined()) }
+    finish(status)
+case ("read-by-reference", 2):
+    var bytes: [UInt8] = []
+    var hex = Substring(arguments[1])
+    while hex.count >= 2, let byte = UInt8(hex.prefix(2), radix: 16) {
+        bytes.append(byte)
+        hex = hex.dropFirst(2)
+    }
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(
+        [kSecValuePersistentRef: Data(bytes), kSecReturnData: true] as CFDictionary, &result)
+    if let secret = result as? Data { print(String(decoding: secret, as: UTF8.self)) }
+    finish(status)
+case ("wrapper-semantics", 2):
+    // Two synchronizable items in SERVICE with their accounts given as bytes; then, as wrappers do: attributes
+    // and persistent references of every match ([String: AnyHashable]), each item's data by its reference alone;
+    // the accounts read from [AnyHashable: Any] results by the CFString key; a query written with CFString
+    // values compared with the same query in plain strings.
+    let service = arguments[1]
+    for account in ["first", "second"] {
+        let status = SecItemAdd(
+            [
+                kSecClass: kSecClassGenericPassword, kSecAttrService: service, kSecAttrAccount: Data(account.utf8),
+                kSecAttrSynchronizable: kCFBooleanTrue!, kSecValueData: Data("secret of \(account)".utf8),
+            ] as CFDictionary, nil)
+        guard status == errSecSuccess else { finish(status) }
+    }
+    let query: [String: AnyHashable] = [
+        kSecClass as String: kSecClassGenericPassword as String, kSecAttrService as String: service,
+        kSecAttrSynchronizable as String: true, kSecMatchLimit as String: kSecMatchLimitAll as String,
+        kSecReturnAttributes as String: true, kSecReturnPersistentRef as String: true,
+    ]
+    var result: CFTypeRef?
+    var status = SecItemCopyMatching(query as CFDictionary, &result)
+    guard status == errSecSuccess, let matches = result as? [[AnyHashable: Any]] else { finish(status) }
+    for match in matches {
+        guard let account = match[kSecAttrAccount] as? Data, let reference = match[kSecValuePersistentRef] as? Data
+        else { finish(errSecDecode) }
+        var data: CFTypeRef?
+        status = SecItemCopyMatching([kSecValuePersistentRef: reference, kSecReturnData: true] as CFDictionary, &data)
+        guard status == errSecSuccess, let secret = data as? Data else { finish(status) }
+        print("migrated \(String(decoding: account, as: UTF8.self))=\(String(decoding: secret, as: UTF8.self))")
+    }
+    let written: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service]
+    let plain: [String: Any] = ["class": "genp", "svce": service]
+    print("queries-equal \(NSDictionary(dictionary: written).isEqual(to: plain))")
     finish(errSecSuccess)
 case ("update-generic", 3):
     finish(
