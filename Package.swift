@@ -167,7 +167,7 @@ let package = Package(
             name: "SecretServiceTests",
             dependencies: [
                 "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "Keychain1", "DBus", "Pinentry",
-                "Posix", "CallerIdentity", "ProcessMemoryMaps", "AccessControl", "KWalletFormat",
+                "Posix", "CallerIdentity", "ProcessMemoryMaps", "AccessControl", "KWalletFormat", "Fingerprint",
             ]),
         .testTarget(
             name: "DaemonLoopTests",
