@@ -40,7 +40,8 @@ extension SecretServiceDaemon {
         if attributes?[.accessControl] == nil || attributes?[.label] == nil {
             guard !target.held.isLocked else { return .none }
             let query = ItemQuery(
-                target.reference.itemClass, limit: .one, references: [target.reference], returning: .attributes)
+                target.reference.itemClass, synchronizable: .any, limit: .one, references: [target.reference],
+                returning: .attributes)
             attributes = (try? target.held.keychain.items(matching: query))?.first?.attributes ?? attributes
         }
         var label = ""

@@ -222,3 +222,47 @@ def test_a_flatpak_application_cannot_read_a_controlled_item_without_the_person(
         daemon.stop()
         (daemon.keychains / "login.keychain-db").unlink()
         daemon.log.unlink(missing_ok=True)
+
+
+def set_access_control_raw(bus, label, flags):
+    """Keychain1.Update of the item labelled `label` (any face made it) to an access control with `flags`, as
+    a program speaking the interface itself sends it: the error name, or None."""
+    from jeepney import DBusAddress, new_method_call
+    from jeepney.io.blocking import open_dbus_connection
+    from jeepney.low_level import MessageType
+    stored = b"lkac\x01" + flags.to_bytes(8, "big") + b"ak"
+    connection = open_dbus_connection(bus=bus.address)
+    try:
+        address = DBusAddress("/org/latchkey/keychain/login", bus_name="org.freedesktop.secrets",
+                              interface="org.latchkey.Keychain1")
+        query = {"class": ("s", "genp"), "attributes": ("a{sv}", {"labl": ("s", label)})}
+        reply = connection.send_and_get_reply(
+            new_method_call(address, "Update", "a{sv}a{sv}ayb", (query, {"accc": ("ay", stored)}, b"", False)),
+            timeout=60)
+        if reply.header.message_type == MessageType.error:
+            return reply.header.fields.get(4)
+        assert reply.body == (1,), reply.body
+        return None
+    finally:
+        connection.close()
+
+
+def test_the_kwallet_face_cannot_bypass_the_confirmation(daemon, bus):
+    from test_kwallet_face import client, wait_for_kwallet_name
+    wait_for_kwallet_name(bus)
+    secret_tool(bus, "store", "--label=kw", "server", "Mail", "user", "alice", input=b"kwallet secret")
+    assert client(bus, "read", "Mail", "alice")["result"] == "kwallet secret"
+    # A value that is not an access control is refused; userPresence (bit 0) is taken.
+    assert set_access_control_raw(bus, "kw", 1 << 9) is not None
+    assert set_access_control_raw(bus, "kw", 1) is None
+    daemon.set_pinentry_answers(["cancel"])
+    assert client(bus, "read", "Mail", "alice")["result"] == ""
+    assert len(asked(daemon)) == 1
+    daemon.set_pinentry_answers([RIGHT])
+    assert client(bus, "read", "Mail", "alice")["result"] == "kwallet secret"
+    assert len(asked(daemon)) == 2
+    # The Secret Service's search with secrets (GetSecrets) on the same item: asked too.
+    daemon.set_pinentry_answers(["cancel"])
+    listed = secret_tool(bus, "search", "--all", "server", "Mail", check=False)
+    assert b"kwallet secret" not in listed.stdout
+    assert len(asked(daemon)) >= 3
