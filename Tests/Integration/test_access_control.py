@@ -94,12 +94,12 @@ def test_a_confirmation_is_reused_for_ten_seconds_by_the_same_connection(daemon,
     assert add(bus, "mail", "alice", "guarded", "userPresence") == (0, "")
     daemon.set_pinentry_answers([RIGHT] * 3)
     # Two reads at once over one connection: one prompt.
-    both = secitem(bus, "read-controlled-per-line", "mail", input="1\n2\n")
+    both = secitem(bus, "find-generic-per-line", "mail", input="1\n2\n")
     assert (both.returncode, both.stdout) == (0, "guarded\nguarded\n"), both.stdout
     assert len(asked(daemon)) == 1
 
     # Past the reuse window, the same connection is asked again.
-    reader = subprocess.Popen([binary("secitem-client"), "read-controlled-per-line", "mail"], env=bus.env(),
+    reader = subprocess.Popen([binary("secitem-client"), "find-generic-per-line", "mail"], env=bus.env(),
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     reader.stdin.write("1\n")
     reader.stdin.flush()

@@ -19,7 +19,6 @@
 //   secitem-client read-controlled SERVICE UI [PROMPT]  every match's data (kSecMatchLimitAll) with
 //                                                      kSecUseAuthenticationUI UI (allow, fail, skip) and
 //                                                      kSecUseOperationPrompt PROMPT; one secret a line, sorted
-//   secitem-client read-controlled-per-line SERVICE    one kSecMatchLimitOne read per line of standard input
 //   secitem-client update-control SERVICE FLAG...      SecItemUpdate of the kSecAttrAccessControl
 // Exits 0 on errSecSuccess, else prints "status N" and exits 1.
 import Foundation
@@ -230,17 +229,6 @@ case ("read-controlled", 3), ("read-controlled", 4):
     let status = SecItemCopyMatching(query as CFDictionary, &result)
     for data in ((result as? [Data]) ?? []).map({ String(decoding: $0, as: UTF8.self) }).sorted() { print(data) }
     finish(status)
-case ("read-controlled-per-line", 2):
-    // One read per line on standard input, over the process's one connection to the daemon.
-    while readLine() != nil {
-        var result: CFTypeRef?
-        let status = SecItemCopyMatching(
-            [kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecReturnData: true] as CFDictionary,
-            &result)
-        guard status == errSecSuccess, let data = result as? Data else { finish(status) }
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
-    }
-    finish(errSecSuccess)
 case ("update-control", 3...):
     finish(
         SecItemUpdate(
