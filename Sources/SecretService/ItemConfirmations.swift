@@ -122,7 +122,10 @@ extension SecretServiceDaemon {
                     var state = state
                     switch result {
                     case .confirmed:
-                        let until = registry.now + Self.reuseNanoseconds
+                        let now = registry.now
+                        let until = now + Self.reuseNanoseconds
+                        // Those that ran out go: a connection keeps no more than it confirmed in the last 10 s.
+                        confirmedReads[sender] = confirmedReads[sender]?.filter { $0.value > now }
                         for index in group.indexes {
                             confirmedReads[sender, default: [:]][Self.confirmationKey(targets[index])] = until
                         }

@@ -266,3 +266,31 @@ def test_the_kwallet_face_cannot_bypass_the_confirmation(daemon, bus):
     listed = secret_tool(bus, "search", "--all", "server", "Mail", check=False)
     assert b"kwallet secret" not in listed.stdout
     assert len(asked(daemon)) >= 3
+
+
+def test_the_confirmation_shows_on_the_callers_terminal_and_wrong_passwords_count(make_daemon, bus, tmp_path):
+    """Without --pinentry and without a display the confirmation is asked where the caller is: the real
+    pinentry-curses on its terminal (a tmux pane); a wrong password there is refused and counted."""
+    import os
+    import shutil
+
+    import pytest
+    from test_terminal_prompts import NO_DESKTOP, Pane
+    if not (shutil.which("tmux") and os.path.exists("/usr/bin/pinentry-curses")):
+        pytest.skip("needs tmux and pinentry-curses")
+    daemon = make_daemon(pinentry=None, extra_env=NO_DESKTOP).start()
+    assert add(bus, "mail", "alice", "guarded", "userPresence") == (0, "")
+    before = wrong_password_count(daemon)
+    pane = Pane(tmp_path, bus)
+    try:
+        pane.type(f"{binary('secitem-client')} read-controlled mail allow 'Sync your mail'; echo exit=$?")
+        question = pane.wait_for(lambda screen: "confirmation at each read" in screen)
+        assert "Sync your mail" in question and "Type your login password" in question, question
+        pane.type("not the password")
+        pane.wait_for(lambda screen: "password was not correct" in screen)
+        assert wrong_password_count(daemon) == before + 1
+        pane.type(LOGIN_PASSWORD)
+        after = pane.wait_for(lambda screen: "\nexit=" in screen)
+        assert "guarded" in after and "exit=0" in after, after
+    finally:
+        pane.stop()
