@@ -294,3 +294,18 @@ def test_the_confirmation_shows_on_the_callers_terminal_and_wrong_passwords_coun
         assert "guarded" in after and "exit=0" in after, after
     finally:
         pane.stop()
+
+
+def test_the_latchkey_command_through_the_daemon_is_asked_too(daemon, bus, tmp_path):
+    assert add(bus, "mail", "alice", "guarded", "userPresence") == (0, "")
+    env = bus.env(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "unused-data"))
+    command = [binary("latchkey"), "find-generic-password", "-s", "mail", "-w",
+               str(daemon.keychains / "login.keychain-db")]
+    daemon.set_pinentry_answers(["cancel"])
+    refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "guarded" not in refused.stdout, refused.stdout
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    daemon.set_pinentry_answers([RIGHT])
+    served = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert served.stdout == "guarded\n", served.stderr
+    assert len(asked(daemon)) == 2
