@@ -90,7 +90,7 @@ let package = Package(
             name: "KeychainRegistry",
             dependencies: [
                 "KeychainCore", "KeychainStore", "GnomeKeyringImport", "KWalletImport", "Pinentry", "Posix", "KeySlots",
-                "TPMSealing", "LoginControl",
+                "TPMSealing", "LoginControl", "Fingerprint",
             ]),
         // Keychain1's names and encoding, and the session key exchange and cipher (daemon and client).
         .target(name: "Keychain1", dependencies: ["KeychainCore", "DBus", "COpenSSL", "Posix"]),
@@ -128,7 +128,7 @@ let package = Package(
                 "CStartHardening",
                 "DaemonLoop", "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore",
                 "GnomeKeyringImport", "KWalletImport",
-                "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing",
+                "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing", "Fingerprint",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -171,7 +171,7 @@ let package = Package(
             name: "SecretServiceTests",
             dependencies: [
                 "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore", "Keychain1", "DBus", "Pinentry",
-                "Posix", "CallerIdentity", "ProcessMemoryMaps", "AccessControl", "KWalletFormat",
+                "Posix", "CallerIdentity", "ProcessMemoryMaps", "AccessControl", "KWalletFormat", "Fingerprint",
             ]),
         .testTarget(
             name: "DaemonLoopTests",

@@ -67,7 +67,8 @@ package enum Keychain1Interface {
 
     /// A query as `a{sv}`: `class` s, `attributes` a{sv}, `synchronizable` s
     /// (`no`, `yes`, `any`), `caseInsensitive` b, `limit` x (0 for all),
-    /// `references` aay (persistent references), `returning` u (bits of ``ReturnOptions``).
+    /// `references` aay (persistent references), `returning` u (bits of ``ReturnOptions``), and, when not the
+    /// default, `authenticationUI` s (`allow`, `fail`, `skip`) and `operationPrompt` s (``AuthenticationOptions``).
     package static func encode(_ query: ItemQuery) -> DBusValue {
         var pairs: [String: DBusValue] = [
             "class": .string(query.itemClass.rawValue), "attributes": encode(query.attributes),
@@ -81,6 +82,10 @@ package enum Keychain1Interface {
             pairs["references"] = .array(
                 elementSignature: "ay", references.map { .bytes([UInt8]($0.persistentData)) })
         }
+        if query.authentication.interaction != .allow {
+            pairs["authenticationUI"] = .string(query.authentication.interaction.rawValue)
+        }
+        if let reason = query.authentication.operationPrompt { pairs["operationPrompt"] = .string(reason) }
         return .variantDictionary(pairs)
     }
 
@@ -114,8 +119,24 @@ package enum Keychain1Interface {
                 return reference
             }
         }
+        if case .string(let text)? = pairs["authenticationUI"] {
+            guard let interaction = AuthenticationOptions.Interaction(rawValue: text) else {
+                throw KeychainError.param("authenticationUI is allow, fail or skip")
+            }
+            query.authentication.interaction = interaction
+        }
+        if case .string(let reason)? = pairs["operationPrompt"] {
+            // Shown cut to a line of its own (PromptText.field); a longer one is no reason to keep.
+            guard reason.utf8.count <= maxOperationPromptBytes else {
+                throw KeychainError.param("operationPrompt is longer than \(maxOperationPromptBytes) bytes")
+            }
+            query.authentication.operationPrompt = reason
+        }
         return query
     }
+
+    /// The longest `operationPrompt` taken (the prompt shows at most 160 bytes of it).
+    package static let maxOperationPromptBytes = 1024
 
     /// An item as `a{sv}`: `reference` ay, and `attributes` a{sv} and `secret` ay when present.
     package static func encode(_ item: KeychainItem) -> DBusValue {

@@ -46,6 +46,31 @@ public struct ReturnOptions: OptionSet, Hashable, Sendable {
     public static let persistentReference = ReturnOptions(rawValue: 8)
 }
 
+/// How a read of items whose access control asks for the person may go
+/// (`kSecUseAuthenticationUI`, `kSecUseOperationPrompt`): docs/secitem-semantics.md, "Enforced access control".
+public struct AuthenticationOptions: Hashable, Sendable {
+    /// Whether the person may be asked.
+    public enum Interaction: String, Hashable, Sendable {
+        /// Ask (`kSecUseAuthenticationUIAllow`, the default).
+        case allow
+        /// Do not ask: such an item fails the read with `errSecInteractionNotAllowed` (`…UIFail`).
+        case fail
+        /// Do not ask: such items are left out of the results (`…UISkip`).
+        case skip
+    }
+
+    /// Whether the person may be asked.
+    public var interaction: Interaction
+    /// The caller's reason, shown in the prompt as the caller's words (`kSecUseOperationPrompt`).
+    public var operationPrompt: String?
+
+    /// Options: ask, with no reason of the caller's.
+    public init(interaction: Interaction = .allow, operationPrompt: String? = nil) {
+        self.interaction = interaction
+        self.operationPrompt = operationPrompt
+    }
+}
+
 /// A search over one item class: the attribute values items must have and
 /// what to return for each match.
 public struct ItemQuery: Hashable, Sendable {
@@ -63,6 +88,8 @@ public struct ItemQuery: Hashable, Sendable {
     public var references: [ItemReference]?
     /// What to return for each match.
     public var returning: ReturnOptions
+    /// Whether the person may be asked for items whose access control needs it, and why.
+    public var authentication = AuthenticationOptions()
 
     /// A query for every item of a class that holds the given attribute values.
     public init(

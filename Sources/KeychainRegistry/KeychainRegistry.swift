@@ -1,3 +1,4 @@
+import Fingerprint
 import FoundationEssentials
 import KWalletImport
 import KeychainCore
@@ -28,6 +29,9 @@ package struct RegistryConfiguration: Sendable {
     package var systemctl: String?
     /// Where "now" is read for lock timeouts, checkpoint retries and prompt deadlines (``RegistryClock``).
     package var clock: RegistryClock
+    /// The fingerprint reader `kSecAccessControlBiometry*` items are checked with (``NoFingerprintReader`` unless
+    /// latchkeyd is given one: `Latchkeyd.swift`).
+    package var fingerprints: any FingerprintChecking = NoFingerprintReader()
 
     /// A configuration; `kdf` stays `.production` outside tests.
     package init(

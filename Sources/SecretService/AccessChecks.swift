@@ -69,9 +69,11 @@ extension SecretServiceDaemon {
     /// the person has answered a prompt for each item it may not (one prompt per item, one at a time; the
     /// same item asked for by the same application shares one). `serve` gets, per target, whether it was
     /// allowed, and the outcome: `.denied` when some were not. It makes the reply. Never blocks: the reply is
-    /// deferred while prompts are pending.
+    /// deferred while prompts are pending. The items allowed whose access control asks for the person are then
+    /// confirmed (``confirmingReads(of:allowed:outcome:sender:authentication:then:)``, `authentication` saying
+    /// whether the person may be asked and the caller's reason) before `serve` sees them allowed.
     func servingSecrets(
-        of targets: [SecretTarget], to call: DBusMethodCall,
+        of targets: [SecretTarget], to call: DBusMethodCall, authentication: AuthenticationOptions = .init(),
         _ serve: @escaping (_ allowed: [Bool], _ outcome: AccessOutcome) -> Result<[DBusValue], DBusError>
     ) throws(DBusError) -> DBusMethodResult {
         let pending = PendingSecretRequest(count: targets.count)
@@ -87,7 +89,12 @@ extension SecretServiceDaemon {
             }
         }
         guard !asks.isEmpty else {
-            switch serve(pending.allowed, pending.outcome(.read)) {
+            let confirmed = confirmingReads(
+                of: targets, allowed: pending.allowed, outcome: pending.outcome(.read), sender: call.sender,
+                authentication: authentication
+            ) { [self] allowed, outcome in reply(to: call, serve(allowed, outcome)) }
+            guard let confirmed else { return .deferred }
+            switch serve(confirmed.0, confirmed.1) {
             case .success(let values): return .reply(values)
             case .failure(let error): throw error
             }
@@ -119,7 +126,11 @@ extension SecretServiceDaemon {
                     pending.waiting -= 1
                     guard pending.waiting == 0 else { return }
                     forget(pending.tickets, of: sender)
-                    reply(to: call, serve(pending.allowed, pending.outcome(.read)))
+                    let confirmed = confirmingReads(
+                        of: targets, allowed: pending.allowed, outcome: pending.outcome(.read), sender: sender,
+                        authentication: authentication
+                    ) { [self] allowed, outcome in reply(to: call, serve(allowed, outcome)) }
+                    if let confirmed { reply(to: call, serve(confirmed.0, confirmed.1)) }
                 })
             if pending.waiting > 0 {
                 pending.tickets.append(ticket)
@@ -188,7 +199,7 @@ extension SecretServiceDaemon {
     }
 
     /// Forgets `tickets` of `sender` once their prompts ended.
-    private func forget(_ tickets: [PromptTicket], of sender: String) {
+    func forget(_ tickets: [PromptTicket], of sender: String) {
         accessTickets[sender]?.removeAll { ticket in tickets.contains { $0 === ticket } }
         if accessTickets[sender]?.isEmpty == true { accessTickets[sender] = nil }
     }
@@ -248,6 +259,8 @@ struct AccessDenial {
         case noWayToAsk(String)
         /// The rules refuse the caller whatever the person would say.
         case refused(AccessDecision.Refusal)
+        /// The item's access control was not met (ItemConfirmations.swift): the status and why.
+        case unconfirmed(KeychainStatus, String)
 
         /// The cause an ended prompt's `failure` says.
         init(_ failure: AccessPromptFailure) {
@@ -273,6 +286,7 @@ struct AccessDenial {
         case .personDenied: return "\(doing) \(items) was not allowed"
         case .refused(.sandboxed(let appID)): return "\(doing) \(items) is not for a Flatpak application (\(appID))"
         case .refused(.unidentified): return "\(doing) \(items) is not for a caller that could not be identified"
+        case .unconfirmed(_, let why): return "\(doing) \(items) needs your confirmation: \(why)"
         }
     }
 
@@ -288,6 +302,7 @@ struct AccessDenial {
         case .personDenied: status = .userCanceled
         case .noWayToAsk: status = .interactionNotAllowed
         case .refused: status = .authFailed
+        case .unconfirmed(let code, _): status = code
         }
         return Keychain1Interface.dbusError(KeychainError(status, message))
     }

@@ -153,7 +153,7 @@ struct ItemObject: DBusObject {
         let target = SecretServiceDaemon.SecretTarget(
             held: collection, reference: reference, attributes: found.item.attributes ?? [:])
         // Trusted (the usual case): served from the one read.
-        if daemon.decide(.read, target, caller: call.sender) == .allowed {
+        if daemon.servesAtOnce(target, caller: call.sender) {
             return .reply([try session.encode(found.item, secret: found.secret)])
         }
         return try daemon.servingSecrets(of: [target], to: call) { [self] _, outcome in

@@ -36,7 +36,7 @@ struct Keychain1Object: DBusObject {
                             }
                             try object.checkBounds(attributes.attributes)
                             try Self.refuseBackendMarks(attributes.attributes)
-                            var stored = attributes.attributes
+                            var stored = try object.recordingEnrolledFingers(attributes.attributes)
                             // An item given no access list trusts the application that made it, when known.
                             if !stored.keys.contains(where: ItemAccess.keys.contains),
                                 let creator = object.daemon.application(of: call.sender)
@@ -72,15 +72,36 @@ struct Keychain1Object: DBusObject {
                         } catch {
                             throw Keychain1Interface.dbusError(error)
                         }
-                        return try object.changing(.change, matching: query.query, call: call) {
-                            (matching) throws(KeychainError) in
-                            try Self.lendingData(secret) { (secret) throws(KeychainError) in
-                                let changes = ItemChanges(attributes: attributes.attributes, secret: secret)
-                                try Self.refuseBackendMarks(changes.attributes)
-                                try object.refuseWideningAccess(matching: matching, with: changes)
-                                return try object.keychain.keychain.update(matching: matching, with: changes)
+                        let given: ItemAttributes
+                        do throws(KeychainError) {
+                            given = try object.recordingEnrolledFingers(attributes.attributes)
+                        } catch {
+                            throw Keychain1Interface.dbusError(error)
+                        }
+                        let update = { () -> Result<DBusMethodResult, DBusError> in
+                            do throws(DBusError) {
+                                return .success(
+                                    try object.changing(.change, matching: query.query, call: call) {
+                                        (matching) throws(KeychainError) in
+                                        try Self.lendingData(secret) { (secret) throws(KeychainError) in
+                                            let changes = ItemChanges(attributes: given, secret: secret)
+                                            try Self.refuseBackendMarks(changes.attributes)
+                                            try object.refuseWideningAccess(matching: matching, with: changes)
+                                            return try object.keychain.keychain.update(
+                                                matching: matching, with: changes)
+                                        }
+                                    })
+                            } catch {
+                                return .failure(error)
                             }
                         }
+                        guard
+                            let targets = object.accessControlChangeToConfirm(
+                                of: query.query, to: given, caller: call.sender)
+                        else { return try update().get() }
+                        return try object.confirmingAccessControlChange(
+                            of: targets, authentication: query.query.authentication, call: call, update
+                        ).get()
                     },
                     DBusMethod(
                         "Delete", DBusInput("query", Keychain1Query.self), returns: [.init("count", UInt32.self)]
@@ -194,7 +215,7 @@ struct Keychain1Object: DBusObject {
         }
         // Sealed under the caller's session as it is now, also for a reply that waits for a prompt.
         let session = daemon.keychainSession(of: call.sender)
-        let found: [(item: KeychainItem, secret: SharedSecret?)]
+        var found: [(item: KeychainItem, secret: SharedSecret?)]
         var reading = query
         reading.returning.formUnion([.attributes, .reference])
         do {
@@ -204,12 +225,18 @@ struct Keychain1Object: DBusObject {
         } catch {
             throw Keychain1Interface.dbusError(error)
         }
-        let targets = found.map {
+        var targets = found.map {
             SecretServiceDaemon.SecretTarget(
                 held: keychain, reference: $0.item.reference, attributes: $0.item.attributes ?? [:])
         }
-        // Every item trusts the caller (the usual case): served from the one read, as asked.
-        if targets.allSatisfy({ daemon.decide(.read, $0, caller: call.sender) == .allowed }) {
+        // kSecUseAuthenticationUISkip: the items that would ask for the person are left out.
+        if query.authentication.interaction == .skip {
+            let kept = targets.indices.filter { !daemon.needsConfirmation(targets[$0], by: call.sender) }
+            found = kept.map { found[$0] }
+            targets = kept.map { targets[$0] }
+        }
+        // Every item trusts the caller and asks for no confirmation (the usual case): served from the one read.
+        if targets.allSatisfy({ daemon.servesAtOnce($0, caller: call.sender) }) {
             let items = try found.map { (item, secret) throws(DBusError) in
                 try Self.encode(
                     KeychainItem(
@@ -223,7 +250,7 @@ struct Keychain1Object: DBusObject {
         // Once allowed, only the items asked about: an item that matches by then (made meanwhile) was not.
         var asked = query
         asked.references = targets.map(\.reference)
-        return try daemon.servingSecrets(of: targets, to: call) { _, outcome in
+        return try daemon.servingSecrets(of: targets, to: call, authentication: query.authentication) { _, outcome in
             guard case .denied(let denial) = outcome else {
                 return Self.items(of: held, matching: asked, sealedFor: session)
             }

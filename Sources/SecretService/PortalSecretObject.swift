@@ -114,8 +114,14 @@ struct PortalSecretObject: DBusObject {
         defer { wipeBytes(&secret) }
         do throws(KeychainError) {
             if let reference = try existingSecret(of: appID, in: login),
-                var stored = try login.item(reference, returning: .data)?.secret
+                let found = try login.item(reference, returning: [.data, .attributes]), var stored = found.secret
             {
+                // An access control asking for the person (set on the key by Keychain1.Update) is never passed
+                // over: the portal has nobody to ask (docs/secitem-semantics.md, "Enforced access control").
+                guard try AccessConstraints.of(found.attributes ?? [:])?.needsAuthentication != true else {
+                    stored.withUnsafeMutableBytes { wipeBytes($0) }
+                    throw KeychainError(.interactionNotAllowed, "its access control asks for the person")
+                }
                 secret = [UInt8](stored)
                 stored.withUnsafeMutableBytes { wipeBytes($0) }
             } else {

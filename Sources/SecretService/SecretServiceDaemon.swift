@@ -67,6 +67,9 @@ package final class SecretServiceDaemon {
     let callers: CallerDirectory?
     /// Each client's places in access prompts, withdrawn when it leaves (AccessChecks.swift).
     var accessTickets: [String: [PromptTicket]] = [:]
+    /// Until when (nanoseconds on the registry's clock) each connection's confirmed reads of items with an access
+    /// control hold, by connection and item (ItemConfirmations.swift).
+    var confirmedReads: [String: [String: Int64]] = [:]
     /// What each application stored, across collections, for the per-application quotas (ApplicationUsage.swift).
     var applicationUsage = ApplicationUsage()
     /// The KWallet face's handles, waiting opens, empty folders and kwalletrc names (KWalletSessions.swift).
@@ -320,6 +323,7 @@ package final class SecretServiceDaemon {
         if newOwner.isEmpty, name.hasPrefix(":") {
             callers?.forget(name)
             withdrawAccessPrompts(of: name)
+            confirmedReads[name] = nil
             sessions = sessions.filter { $0.value.owner != name }
             keychainSessions[name] = nil
             for prompt in prompts.values where prompt.owner == name { drop(prompt) }

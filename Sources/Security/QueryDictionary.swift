@@ -31,7 +31,10 @@ struct QueryDictionary {
     var returning: ReturnOptions = []
     var data: Data?
     var keychains: [SecKeychain]?
-    var skipsItemsNeedingAuthentication = false
+    /// `kSecUseAuthenticationUI` (and the older `kSecUseNoAuthenticationUI`) and `kSecUseOperationPrompt`.
+    var authentication = AuthenticationOptions()
+    /// Whether items that would need the person are left out (`kSecUseAuthenticationUISkip`).
+    var skipsItemsNeedingAuthentication: Bool { authentication.interaction == .skip }
 
     init(_ dictionary: NSDictionary, role: DictionaryRole) throws(KeychainError) {
         var entries: [(String, Any)] = []
@@ -81,9 +84,11 @@ struct QueryDictionary {
 
     /// The typed query this dictionary describes.
     func query(_ itemClass: ItemClass, references: [ItemReference]?) -> ItemQuery {
-        ItemQuery(
+        var query = ItemQuery(
             itemClass, attributes: attributes, synchronizable: synchronizable,
             caseInsensitive: caseInsensitive, limit: limit, references: references, returning: returning)
+        query.authentication = authentication
+        return query
     }
 
     private mutating func read(_ name: String, _ value: Any, role: DictionaryRole) throws(KeychainError) {
@@ -157,11 +162,21 @@ struct QueryDictionary {
                 [kSecUseAuthenticationUIAllow, kSecUseAuthenticationUIFail, kSecUseAuthenticationUISkip]
                     .contains(where: { $0.isEqual(to: choice) })
             else { throw .param("kSecUseAuthenticationUI takes Allow, Fail or Skip") }
-            skipsItemsNeedingAuthentication = kSecUseAuthenticationUISkip.isEqual(to: choice)
-        case kSecUseNoAuthenticationUI, kSecUseDataProtectionKeychain:
+            authentication.interaction =
+                kSecUseAuthenticationUISkip.isEqual(to: choice)
+                ? .skip : kSecUseAuthenticationUIFail.isEqual(to: choice) ? .fail : .allow
+        case kSecUseNoAuthenticationUI:
+            try require(role != .changes, name)
+            // The older key: true is kSecUseAuthenticationUIFail.
+            if try Self.bool(value, name) { authentication.interaction = .fail }
+        case kSecUseDataProtectionKeychain:
             try require(role != .changes, name)
             _ = try Self.bool(value, name)
-        case kSecUseOperationPrompt, kSecUseAuthenticationContext:
+        case kSecUseOperationPrompt:
+            try require(role != .changes, name)
+            guard let reason = value as? String else { throw .param("kSecUseOperationPrompt takes a string") }
+            authentication.operationPrompt = reason
+        case kSecUseAuthenticationContext:
             try require(role != .changes, name)
         case kSecAttrAccess:
             guard role == .add else {

@@ -4,11 +4,13 @@ import KeychainCore
 /// The conditions of a `SecAccessControl` (Apple's `SecAccessControlCreateFlags`),
 /// with Apple's members and raw values.
 ///
-/// Latchkey records every flag with the item and returns it as given; it
-/// enforces none of them yet (the keychain's lock is what protects an item),
-/// and it has no biometry, paired watch or Secure Enclave to ever enforce
-/// those. ``SecAccessControl/unenforcedFlags`` says so for each object. See
-/// docs/secitem-semantics.md.
+/// Latchkey records every flag with the item and returns it as given;
+/// latchkeyd enforces `userPresence`, `devicePasscode` (the keychain password,
+/// asked at each read) and the biometry flags (a fingerprint reader) with `.or`
+/// and `.and` as Apple combines them. It has no paired watch or Secure Enclave,
+/// and does not enforce `applicationPassword` yet:
+/// ``SecAccessControl/unenforcedFlags`` says so for each object. See
+/// docs/secitem-semantics.md, "Enforced access control".
 public struct SecAccessControlCreateFlags: OptionSet, Hashable, Sendable {
     /// The raw bits, as in Apple's header.
     public let rawValue: CFOptionFlags
@@ -16,17 +18,17 @@ public struct SecAccessControlCreateFlags: OptionSet, Hashable, Sendable {
     /// Wraps raw bits.
     public init(rawValue: CFOptionFlags) { self.rawValue = rawValue }
 
-    /// Biometry or the device passcode (recorded, not enforced yet).
+    /// The person's confirmation: latchkeyd asks the keychain password at each read.
     public static let userPresence = SecAccessControlCreateFlags(rawValue: 1 << 0)
-    /// Any enrolled biometry (recorded; Linux has no biometry to check).
+    /// Any enrolled finger, checked through the fingerprint reader.
     public static let biometryAny = SecAccessControlCreateFlags(rawValue: 1 << 1)
     /// The old name of ``biometryAny``.
     public static let touchIDAny = SecAccessControlCreateFlags(rawValue: 1 << 1)
-    /// The biometry enrolled now (recorded; Linux has no biometry to check).
+    /// A finger enrolled when the item was made; unreadable once the enrolled fingers change.
     public static let biometryCurrentSet = SecAccessControlCreateFlags(rawValue: 1 << 3)
     /// The old name of ``biometryCurrentSet``.
     public static let touchIDCurrentSet = SecAccessControlCreateFlags(rawValue: 1 << 3)
-    /// The device passcode (recorded, not enforced yet).
+    /// The device passcode: latchkeyd asks the keychain password at each read.
     public static let devicePasscode = SecAccessControlCreateFlags(rawValue: 1 << 4)
     /// A paired watch (recorded; there is none on Linux).
     public static let watch = SecAccessControlCreateFlags(rawValue: 1 << 5)
@@ -38,7 +40,7 @@ public struct SecAccessControlCreateFlags: OptionSet, Hashable, Sendable {
     public static let and = SecAccessControlCreateFlags(rawValue: 1 << 15)
     /// A private key kept in the Secure Enclave (recorded; Linux has none).
     public static let privateKeyUsage = SecAccessControlCreateFlags(rawValue: 1 << 30)
-    /// An application password that adds to the item's encryption (recorded, not applied).
+    /// An application password that adds to the item's encryption (recorded, not applied yet).
     public static let applicationPassword = SecAccessControlCreateFlags(rawValue: 1 << 31)
 
     /// Every bit Apple defines.
@@ -63,16 +65,25 @@ public final class SecAccessControl: Hashable, Sendable, CustomStringConvertible
     /// The conditions, as given.
     public let flags: SecAccessControlCreateFlags
 
-    init(protection: String, flags: SecAccessControlCreateFlags) {
+    /// The enrolled fingers' digest the daemon recorded for `biometryCurrentSet` (kept as read, so that an
+    /// update that gives the object back does not lose it).
+    let enrolledFingers: [UInt8]?
+
+    init(protection: String, flags: SecAccessControlCreateFlags, enrolledFingers: [UInt8]? = nil) {
         self.protection = protection
         self.flags = flags
+        self.enrolledFingers = enrolledFingers
     }
 
-    /// The constraints Latchkey records but does not enforce: today every
-    /// constraint given (the logic bits `.or` and `.and` aside). The item is
-    /// as safe as its keychain's lock makes it, no more.
+    /// The constraints Latchkey records but does not enforce: what Linux
+    /// cannot do (a paired watch or companion, `privateKeyUsage` without a
+    /// Secure Enclave) and, not yet, `applicationPassword`. latchkeyd enforces
+    /// the others at each read of the secret (docs/secitem-semantics.md,
+    /// "Enforced access control").
     public var unenforcedFlags: SecAccessControlCreateFlags {
-        flags.subtracting(SecAccessControlCreateFlags.logic)
+        flags.intersection(
+            SecAccessControlCreateFlags(
+                rawValue: CFOptionFlags(AccessConstraints.unenforceable | AccessConstraints.notYetEnforced)))
     }
 
     /// Equal protection and flags.
@@ -95,28 +106,19 @@ public final class SecAccessControl: Hashable, Sendable, CustomStringConvertible
 
     // MARK: Stored form
 
-    /// The 4-byte mark that starts the stored form.
-    private static let magic: [UInt8] = Array("lkac".utf8)
-
-    /// The bytes stored as the item's `kSecAttrAccessControl`: "lkac", a
-    /// version byte (1), the flags as 8 big-endian bytes, then the protection in UTF-8.
+    /// The bytes stored as the item's `kSecAttrAccessControl` (``AccessConstraints/storedForm``).
     var storedForm: Data {
-        var bytes = Self.magic
-        bytes.append(1)
-        withUnsafeBytes(of: UInt64(flags.rawValue).bigEndian) { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: protection.utf8)
-        return Data(bytes)
+        AccessConstraints(protection: protection, flags: UInt64(flags.rawValue), enrolledFingers: enrolledFingers)
+            .storedForm
     }
 
     /// Reads the stored form; nil for other bytes.
     convenience init?(storedForm data: Data) {
-        let bytes = [UInt8](data)
-        guard bytes.count > 13, Array(bytes[0..<4]) == Self.magic, bytes[4] == 1 else { return nil }
-        let raw = bytes[5..<13].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        guard let protection = String(validating: bytes[13...], as: UTF8.self),
-            ItemSchema.accessibilityLevels.contains(protection)
-        else { return nil }
-        self.init(protection: protection, flags: SecAccessControlCreateFlags(rawValue: CFOptionFlags(raw)))
+        guard let constraints = AccessConstraints(storedForm: data) else { return nil }
+        self.init(
+            protection: constraints.protection,
+            flags: SecAccessControlCreateFlags(rawValue: CFOptionFlags(constraints.flags)),
+            enrolledFingers: constraints.enrolledFingers)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import KeychainClient
 import KeychainCore
 import KeychainStore
 
@@ -120,12 +121,37 @@ private func search(_ request: QueryDictionary) throws(KeychainError) -> [(SecKe
         {
             continue
         }
-        for item in try keychain.store.items(matching: query) {
+        for item in try readable(keychain.store, query) {
             found.append((keychain, item))
             if let maximum = query.limit.maximum, found.count >= maximum { return found }
         }
     }
     return found
+}
+
+/// The matches of `query` in `store` whose secrets may be handed over. latchkeyd enforces an item's access
+/// control itself (it asks the person); a keychain file opened in this process has nobody to ask but this
+/// process, which holds the keychain's key: an item whose access control needs the person is left out under
+/// `kSecUseAuthenticationUISkip` and otherwise fails the read with `errSecInteractionNotAllowed`, rather than
+/// handing its secret over unasked (docs/secitem-semantics.md, "Enforced access control").
+private func readable(_ store: any KeychainBackend, _ query: ItemQuery) throws(KeychainError) -> [KeychainItem] {
+    guard store is Keychain, query.returning.contains(.data) else { return try store.items(matching: query) }
+    var reading = query
+    reading.returning.insert(.attributes)
+    var kept: [KeychainItem] = []
+    for item in try store.items(matching: reading) {
+        if try AccessConstraints.of(item.attributes ?? [:])?.needsAuthentication == true {
+            if query.authentication.interaction == .skip { continue }
+            throw KeychainError(
+                .interactionNotAllowed,
+                "the item's access control asks for the person, and only latchkeyd can ask: the keychain file is"
+                    + " open in this process")
+        }
+        kept.append(
+            query.returning.contains(.attributes)
+                ? item : KeychainItem(reference: item.reference, attributes: nil, secret: item.secret))
+    }
+    return kept
 }
 
 /// Runs an update or delete on each keychain a request covers; `errSecItemNotFound` only if none matched.

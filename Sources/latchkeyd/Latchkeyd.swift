@@ -2,6 +2,7 @@ import ArgumentParser
 import CStartHardening
 import DBus
 import DaemonLoop
+import Fingerprint
 import FoundationEssentials
 import Glibc
 import GnomeKeyringImport
@@ -201,18 +202,17 @@ struct Latchkeyd: ParsableCommand {
             pinentry.map { Pinentry(program: $0, environment: promptEnvironment) }
             ?? Pinentry.fromEnvironment(promptEnvironment, requiringProtectedProgram: true)
         let prompt = (try? named.resolved()) ?? named
+        var registry = RegistryConfiguration(
+            keychainDirectory: keychainDirectory, pinentry: prompt,
+            gnomeKeyringDirectory: KeyringFile.keyringDirectory(environment: ProcessInfo.processInfo.environment),
+            flatpakAppDirectory: KeyringFile.flatpakAppDirectory(environment: ProcessInfo.processInfo.environment),
+            kwallet: KWalletLocations(environment: ProcessInfo.processInfo.environment))
+        // The fingerprint reader of kSecAccessControlBiometry* items: none yet (fprintd's reader goes here).
+        registry.fingerprints = NoFingerprintReader()
         let daemon: SecretServiceDaemon
         do {
             daemon = try SecretServiceDaemon(
-                configuration: SecretServiceConfiguration(
-                    registry: RegistryConfiguration(
-                        keychainDirectory: keychainDirectory, pinentry: prompt,
-                        gnomeKeyringDirectory: KeyringFile.keyringDirectory(
-                            environment: ProcessInfo.processInfo.environment),
-                        flatpakAppDirectory: KeyringFile.flatpakAppDirectory(
-                            environment: ProcessInfo.processInfo.environment),
-                        kwallet: KWalletLocations(environment: ProcessInfo.processInfo.environment)),
-                    limits: limits, identifiesCallers: true),
+                configuration: SecretServiceConfiguration(registry: registry, limits: limits, identifiesCallers: true),
                 loginPassword: password)
         } catch {
             throw fail("cannot open the login keychain: \(error.reason)")

@@ -3,7 +3,7 @@ org.latchkey.Keychain1) and the Secret Service see the same items."""
 
 import subprocess
 
-from conftest import binary, secret_tool
+from conftest import LOGIN_PASSWORD, binary, secret_tool
 
 
 def secitem(bus, *args):
@@ -56,6 +56,8 @@ def test_secitem_on_a_locked_daemon_gets_interaction_not_allowed(daemon, bus):
 def test_secitem_semantics_of_issue_16_through_the_daemon(daemon, bus):
     # Every match's data at once, an account given as bytes, an access control,
     # and a persistent reference without kSecClass, all through org.latchkey.Keychain1.
+    # The guarded item's access control (biometryAny or devicePasscode) asks the password once (no reader here).
+    daemon.set_pinentry_answers([f"password {LOGIN_PASSWORD}"])
     run = secitem(bus, "apple-semantics", "apple.example.com")
     assert run.returncode == 0, run.stdout
     lines = run.stdout.splitlines()

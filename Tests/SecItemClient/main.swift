@@ -17,6 +17,14 @@
 //   secitem-client wrapper-semantics SERVICE           issue 27's points, one line each: a migration of
 //                                                      synchronizable items by persistent reference, accounts
 //                                                      as bytes read by a CFString key, query comparison
+//   secitem-client add-controlled SERVICE ACCOUNT SECRET FLAG...
+//                                                      kSecAttrAccessControl with the flags named (userPresence,
+//                                                      devicePasscode, biometryAny, biometryCurrentSet, watch, or,
+//                                                      and, applicationPassword; "none" for no flag)
+//   secitem-client read-controlled SERVICE UI [PROMPT]  every match's data (kSecMatchLimitAll) with
+//                                                      kSecUseAuthenticationUI UI (allow, fail, skip) and
+//                                                      kSecUseOperationPrompt PROMPT; one secret a line, sorted
+//   secitem-client update-control SERVICE FLAG...      SecItemUpdate of the kSecAttrAccessControl
 // Exits 0 on errSecSuccess, else prints "status N" and exits 1.
 import Foundation
 import Security
@@ -25,6 +33,24 @@ func finish(_ status: OSStatus) -> Never {
     if status == errSecSuccess { exit(0) }
     print("status \(status)")
     exit(1)
+}
+
+/// The access control the flags named make (exits errSecParam for an unknown name).
+func accessControl(_ names: ArraySlice<String>) -> SecAccessControl {
+    var flags: SecAccessControlCreateFlags = []
+    let known: [String: SecAccessControlCreateFlags] = [
+        "userPresence": .userPresence, "devicePasscode": .devicePasscode, "biometryAny": .biometryAny,
+        "biometryCurrentSet": .biometryCurrentSet, "watch": .watch, "or": .or, "and": .and,
+        "applicationPassword": .applicationPassword, "none": [],
+    ]
+    for name in names {
+        guard let flag = known[name] else { finish(errSecParam) }
+        flags.insert(flag)
+    }
+    guard let control = SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, flags, nil) else {
+        finish(errSecParam)
+    }
+    return control
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -241,6 +267,33 @@ case ("update-generic", 3):
             [kSecValueData: Data(arguments[2].utf8)] as CFDictionary))
 case ("delete-generic", 2):
     finish(SecItemDelete([kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1]] as CFDictionary))
+case ("add-controlled", 5...):
+    finish(
+        SecItemAdd(
+            [
+                kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecAttrAccount: arguments[2],
+                kSecAttrLabel: "controlled \(arguments[2])", kSecValueData: Data(arguments[3].utf8),
+                kSecAttrAccessControl: accessControl(arguments[4...]),
+            ] as CFDictionary, nil))
+case ("read-controlled", 3), ("read-controlled", 4):
+    let modes = [
+        "allow": kSecUseAuthenticationUIAllow, "fail": kSecUseAuthenticationUIFail, "skip": kSecUseAuthenticationUISkip,
+    ]
+    guard let mode = modes[arguments[2]] else { finish(errSecParam) }
+    var query: [CFString: Any] = [
+        kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1], kSecReturnData: true,
+        kSecMatchLimit: kSecMatchLimitAll, kSecUseAuthenticationUI: mode,
+    ]
+    if arguments.count == 4 { query[kSecUseOperationPrompt] = arguments[3] }
+    var result: CFTypeRef?
+    let status = SecItemCopyMatching(query as CFDictionary, &result)
+    for data in ((result as? [Data]) ?? []).map({ String(decoding: $0, as: UTF8.self) }).sorted() { print(data) }
+    finish(status)
+case ("update-control", 3...):
+    finish(
+        SecItemUpdate(
+            [kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1]] as CFDictionary,
+            [kSecAttrAccessControl: accessControl(arguments[2...])] as CFDictionary))
 default:
     finish(errSecParam)
 }

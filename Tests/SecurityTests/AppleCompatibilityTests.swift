@@ -221,8 +221,13 @@ extension SecuritySuite {
                     nil, kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly, [.biometryCurrentSet, .or, .devicePasscode],
                     nil))
             #expect(control.flags == [.biometryCurrentSet, .or, .devicePasscode])
-            #expect(control.unenforcedFlags == [.biometryCurrentSet, .devicePasscode])
-            #expect(control.description.contains("not enforced"))
+            // Enforced by latchkeyd: the fingerprint reader, the keychain password.
+            #expect(control.unenforcedFlags.isEmpty)
+            #expect(!control.description.contains("not enforced"))
+            let watch = try #require(
+                SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, [.watch, .or, .userPresence], nil))
+            #expect(watch.unenforcedFlags == .watch)
+            #expect(watch.description.contains("not enforced"))
             let enclave = try #require(
                 SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, .privateKeyUsage, nil))
             #expect(enclave.unenforcedFlags == .privateKeyUsage)
@@ -387,16 +392,20 @@ extension SecuritySuite {
 
             let (status, result) = copyMatching([
                 kSecClass as String: kSecClassGenericPassword, kSecReturnAttributes as String: true,
-                kSecReturnData as String: true,
             ])
             #expect(status == errSecSuccess)
             let item = try #require(result as? [String: Any])
             let returned = try #require(item[kSecAttrAccessControl as String] as? SecAccessControl)
             #expect(returned == control)
-            #expect(returned.unenforcedFlags == [.biometryAny, .devicePasscode])
+            #expect(returned.unenforcedFlags.isEmpty)
             #expect(item[kSecAttrAccessible as String] as? String == "cku")
-            // Not enforced: the data is read without biometry or passcode, as docs/secitem-semantics.md says.
-            #expect(item[kSecValueData as String] as? Data == Data("s".utf8))
+            // The file is open in this process, where nobody can be asked: its data is not handed over unasked
+            // (docs/secitem-semantics.md, "Enforced access control"); Skip leaves it out.
+            let data: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecReturnData as String: true]
+            #expect(copyMatching(data).0 == errSecInteractionNotAllowed)
+            #expect(
+                copyMatching(data.merging([kSecUseAuthenticationUI as String: kSecUseAuthenticationUISkip]) { $1 }).0
+                    == errSecItemNotFound)
             // Found by its accessibility, and by the access control itself.
             #expect(
                 copyMatching([

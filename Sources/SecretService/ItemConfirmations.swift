@@ -1,0 +1,165 @@
+import DBus
+import KeychainCore
+import KeychainRegistry
+import KeychainStore
+
+/// Every face's reads of items whose access control (`kSecAttrAccessControl`) asks for the person: confirmed
+/// once the access list allowed the caller, before any secret is handed over (docs/secitem-semantics.md,
+/// "Enforced access control"). Every path that hands out a secret comes here through
+/// ``SecretServiceDaemon/servingSecrets(of:to:authentication:_:)``: `GetSecret`, `GetSecrets`,
+/// `Keychain1.Search` with data, KWallet's reads; the fast paths that serve a trusted caller at once ask
+/// ``SecretServiceDaemon/servesAtOnce(_:caller:)`` first.
+extension SecretServiceDaemon {
+    /// What an item's access control asks of a read by one connection.
+    enum ReadConfirmation {
+        /// Nothing: no access control asking for the person, or a confirmation still holding.
+        case none
+        /// The person must meet these constraints.
+        case needed(AccessConstraints, label: String)
+        /// The item's access control cannot be read: nothing is handed out.
+        case unreadable(label: String)
+    }
+
+    /// Whether `caller` may have `target`'s secret with no prompt: the rules allow it and the item asks for no
+    /// confirmation now.
+    func servesAtOnce(_ target: SecretTarget, caller: String) -> Bool {
+        guard decide(.read, target, caller: caller) == .allowed else { return false }
+        if case .none = confirmation(of: target, by: caller) { return true }
+        return false
+    }
+
+    /// Whether a read of `target` by `caller` must be confirmed now (for `kSecUseAuthenticationUISkip`).
+    func needsConfirmation(_ target: SecretTarget, by caller: String) -> Bool {
+        if case .none = confirmation(of: target, by: caller) { return false }
+        return true
+    }
+
+    /// What `target`'s access control asks of a read by `caller` now.
+    func confirmation(of target: SecretTarget, by caller: String) -> ReadConfirmation {
+        var attributes = target.attributes
+        // Every face gives the item's stored attributes as it read them; read them only when it did not.
+        if attributes?.isEmpty ?? true {
+            guard !target.held.isLocked else { return .none }
+            let query = ItemQuery(
+                target.reference.itemClass, synchronizable: .any, limit: .one, references: [target.reference],
+                returning: .attributes)
+            attributes = (try? target.held.keychain.items(matching: query))?.first?.attributes ?? attributes
+        }
+        var label = ""
+        if case .string(let text)? = attributes?[.label] { label = text }
+        let constraints: AccessConstraints?
+        do throws(KeychainError) {
+            constraints = try AccessConstraints.of(attributes ?? [:])
+        } catch {
+            return .unreadable(label: label)
+        }
+        guard let constraints, constraints.needsAuthentication else { return .none }
+        if let until = confirmedReads[caller]?[Self.confirmationKey(target)], until > registry.now { return .none }
+        return .needed(constraints, label: label)
+    }
+
+    /// Confirms the reads of `targets` the access stage allowed (`allowed`, `outcome`) whose items ask for the
+    /// person: at once (nil) when none does or `authentication` says not to ask (`Fail`: refused with
+    /// `errSecInteractionNotAllowed`; `Skip`: left out), else one prompt per keychain, after which `then` runs
+    /// with the items confirmed still allowed (and the reply deferred meanwhile: the result is nil).
+    func confirmingReads(
+        of targets: [SecretTarget], allowed: [Bool], outcome: AccessOutcome, sender: String,
+        authentication: AuthenticationOptions, then: @escaping ([Bool], AccessOutcome) -> Void
+    ) -> ([Bool], AccessOutcome)? {
+        var state = ConfirmationState(allowed: allowed, outcome: outcome)
+        var groups: [(held: HeldKeychain, indexes: [Int], constraints: [AccessConstraints], labels: [String])] = []
+        for (index, target) in targets.enumerated() where allowed[index] {
+            switch confirmation(of: target, by: sender) {
+            case .none: continue
+            case .unreadable(let label):
+                state.deny([index], labels: [label], .unconfirmed(.decode, "its access control cannot be read"))
+            case .needed(let constraints, let label):
+                if let at = groups.firstIndex(where: { $0.held === target.held }) {
+                    groups[at].indexes.append(index)
+                    groups[at].constraints.append(constraints)
+                    groups[at].labels.append(label)
+                } else {
+                    groups.append((target.held, [index], [constraints], [label]))
+                }
+            }
+        }
+        guard !groups.isEmpty else { return (state.allowed, state.outcome) }
+        switch authentication.interaction {
+        case .allow: break
+        case .fail:
+            for group in groups {
+                state.deny(
+                    group.indexes, labels: group.labels,
+                    .unconfirmed(
+                        .interactionNotAllowed, "the caller asked that nobody be asked (kSecUseAuthenticationUIFail)"))
+            }
+            return (state.allowed, state.outcome)
+        case .skip:
+            for group in groups { for index in group.indexes { state.allowed[index] = false } }
+            return (state.allowed, state.outcome)
+        }
+        let who = confirmationName(of: requester(of: sender), sender: sender)
+        let client = promptClient(of: sender)
+        let reason = authentication.operationPrompt
+        // One keychain after the other; the reply once the last is done.
+        func confirm(_ next: Int, _ state: ConfirmationState) {
+            guard next < groups.count else { return then(state.allowed, state.outcome) }
+            let group = groups[next]
+            var ticket: PromptTicket?
+            var finished = false
+            registry.confirmRead(
+                ItemAuthenticationRequest(
+                    constraints: group.constraints, labels: group.labels, keychain: group.held, who: who,
+                    reason: reason, client: client),
+                ticket: { [self] made in
+                    guard !finished else { return }
+                    ticket = made
+                    accessTickets[sender, default: []].append(made)
+                },
+                completion: { [self] result in
+                    finished = true
+                    if let ticket { forget([ticket], of: sender) }
+                    var state = state
+                    switch result {
+                    case .confirmed:
+                        let now = registry.now
+                        let until = now + Self.reuseNanoseconds
+                        // Those that ran out go: a connection keeps no more than it confirmed in the last 10 s.
+                        confirmedReads[sender] = confirmedReads[sender]?.filter { $0.value > now }
+                        for index in group.indexes {
+                            confirmedReads[sender, default: [:]][Self.confirmationKey(targets[index])] = until
+                        }
+                    case .refused(let status, let why):
+                        state.deny(group.indexes, labels: group.labels, .unconfirmed(status, why))
+                    }
+                    confirm(next + 1, state)
+                })
+        }
+        confirm(0, state)
+        return nil
+    }
+
+    /// ``KeychainRegistry/confirmationReuse`` in nanoseconds.
+    private static let reuseNanoseconds: Int64 = KeychainRegistry.confirmationReuse.components.seconds * 1_000_000_000
+
+    /// The key of a confirmed read: the item in its keychain.
+    private static func confirmationKey(_ target: SecretTarget) -> String {
+        target.held.id + "\t" + target.reference.description
+    }
+}
+
+/// The items still allowed and the outcome of a request while its confirmations are asked.
+private struct ConfirmationState {
+    var allowed: [Bool]
+    var outcome: AccessOutcome
+
+    /// Takes `indexes` out, and makes the outcome say why (added to a denial the access stage made).
+    mutating func deny(_ indexes: [Int], labels: [String], _ cause: AccessDenial.Cause) {
+        for index in indexes { allowed[index] = false }
+        switch outcome {
+        case .allowed: outcome = .denied(AccessDenial(kind: .read, labels: labels, cause: cause))
+        case .denied(let earlier):
+            outcome = .denied(AccessDenial(kind: .read, labels: earlier.labels + labels, cause: earlier.cause))
+        }
+    }
+}
