@@ -207,8 +207,11 @@ struct Latchkeyd: ParsableCommand {
             gnomeKeyringDirectory: KeyringFile.keyringDirectory(environment: ProcessInfo.processInfo.environment),
             flatpakAppDirectory: KeyringFile.flatpakAppDirectory(environment: ProcessInfo.processInfo.environment),
             kwallet: KWalletLocations(environment: ProcessInfo.processInfo.environment))
-        // The fingerprint reader of kSecAccessControlBiometry* items: none yet (fprintd's reader goes here).
-        registry.fingerprints = NoFingerprintReader()
+        // The fingerprint reader of kSecAccessControlBiometry* items: fprintd on the system bus (docs/fingerprint.md).
+        // Without fprintd every check answers "unavailable" within milliseconds, so nothing is asked at start. The
+        // enrolled fingers' digest is read on the serving thread when a biometry item is added or its access
+        // control changed: bounded to 1 s (fprintd answers from its device list).
+        registry.fingerprints = FprintdFingerprints(digestTimeoutSeconds: 1)
         let daemon: SecretServiceDaemon
         do {
             daemon = try SecretServiceDaemon(
