@@ -1,0 +1,191 @@
+import FoundationEssentials
+import KeychainCore
+import Posix
+
+/// The class keys of a keychain (format 3, docs/key-hierarchy.md): one random 256-bit key per accessibility
+/// class, each kept in a `meta` row `class-key-PDMN` sealed (AES-256-GCM) under the keychain key, bound to the
+/// keychain and the class (``ItemSealing/classKeyWrap(keychain:accessibility:)``). An item's attributes and
+/// secret are sealed under its class's key; `items.pclass` says which.
+///
+/// A row that is missing or fails authentication leaves its class unreadable (`errSecDecode`, saying so) and
+/// never replaced while items of the class exist: nothing is lost that a restored row would give back.
+enum ClassKeys {
+    /// The `meta` row of `accessibility`'s key.
+    static func rowName(_ accessibility: Accessibility) -> String { "class-key-" + accessibility.rawValue }
+
+    /// Seals a new random key for `accessibility` under `keychainKey` into its row (the caller holds a
+    /// transaction) and returns it.
+    static func create(
+        _ accessibility: Accessibility, keychainKey: SecretKey, keychain: Data, _ db: SQLiteDatabase
+    ) throws(KeychainError) -> SecretKey {
+        let key = try SecretKey.random()
+        let sealed = try AuthenticatedCipher.seal(
+            key.unownedData, key: keychainKey,
+            context: ItemSealing.classKeyWrap(keychain: keychain, accessibility: accessibility))
+        try db.setMetaRow(rowName(accessibility), sealed)
+        return key
+    }
+
+    /// The class keys the file's rows give under `keychainKey`: a row missing or failing authentication is left
+    /// out (its class is then unreadable, ``missing(_:)`` says why).
+    static func load(keychainKey: SecretKey, keychain: Data, _ db: SQLiteDatabase) throws(KeychainError)
+        -> [Accessibility: SecretKey]
+    {
+        var keys: [Accessibility: SecretKey] = [:]
+        let rows = try db.withStatement("SELECT name, value FROM meta WHERE name LIKE 'class-key-%'") {
+            (select) throws(KeychainError) -> [String: Data] in
+            var rows: [String: Data] = [:]
+            while try select.step() {
+                if let name = select.string(0) { rows[name] = select.data(1) ?? Data() }
+            }
+            return rows
+        }
+        for accessibility in Accessibility.allCases {
+            guard let sealed = rows[rowName(accessibility)],
+                (try? AuthenticatedCipher.plaintextLength(of: sealed)) == SecretKey.length
+            else { continue }
+            let context = ItemSealing.classKeyWrap(keychain: keychain, accessibility: accessibility)
+            guard
+                let key = try? SecretKey.filled({ (bytes) throws(KeychainError) in
+                    try AuthenticatedCipher.open(sealed, key: keychainKey, context: context, into: bytes)
+                })
+            else { continue }
+            keys[accessibility] = key
+        }
+        return keys
+    }
+
+    /// `errSecDecode` for an item of `accessibility` whose class key the file does not give.
+    static func missing(_ accessibility: Accessibility) -> KeychainError {
+        KeychainError(
+            .decode,
+            "the class key of \(accessibility.name) (meta row \(rowName(accessibility))) is missing or failed"
+                + " authentication: the keychain file was altered; its items of that class cannot be read or"
+                + " changed, the others can")
+    }
+
+    /// `errSecDecode` for an item row whose `pclass` is not a class.
+    static func unknownClass(_ text: String) -> KeychainError {
+        KeychainError(
+            .decode, "an item row names the accessibility class '\(text)', which does not exist: the file was altered")
+    }
+}
+
+extension Keychain.State {
+    /// The key to seal or open items of `accessibility` with. A class whose row is absent and which has no items
+    /// gets a new key here while the keychain is unlocked (a `WhenPasscodeSetThisDeviceOnly` key after a password
+    /// was removed and set again); one whose row fails authentication, or that has items, does not.
+    ///
+    /// - Throws: `errSecInteractionNotAllowed` while the key is not in memory and the keychain is locked;
+    ///   `errSecDecode` when the file does not give it (``ClassKeys/missing(_:)``).
+    mutating func classKey(for accessibility: Accessibility, identifier: Data) throws(KeychainError) -> SecretKey {
+        if let key = classKeys[accessibility] { return key }
+        let keychainKey = try unlockedKey()
+        let db = db
+        let present = try db.withStatement(
+            """
+            SELECT (SELECT count(*) FROM meta WHERE name = \(ClassKeys.rowName(accessibility)))
+                + (SELECT count(*) FROM items WHERE pclass = \(accessibility.rawValue))
+            """
+        ) { (select) throws(KeychainError) in try select.step() ? select.int64(0) : 0 }
+        guard present == 0 else { throw ClassKeys.missing(accessibility) }
+        let key = try db.transaction { () throws(KeychainError) in
+            try ClassKeys.create(accessibility, keychainKey: keychainKey, keychain: identifier, db)
+        }
+        classKeys[accessibility] = key
+        return key
+    }
+
+    /// Refuses `WhenPasscodeSetThisDeviceOnly` in a keychain without a password (one opened by key slots alone):
+    /// `errSecNotAvailable`, Apple's answer on a device without a passcode. A keychain wrapped by a parent
+    /// keychain has its parent's password.
+    func requirePasscode(for accessibility: Accessibility) throws(KeychainError) {
+        guard accessibility == .whenPasscodeSetThisDeviceOnly, header.kdf != nil, !header.hasPasswordSlot else {
+            return
+        }
+        throw KeychainError(
+            .notAvailable,
+            "kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly needs a keychain with a password; this one has none"
+                + " (it opens with key slots only)")
+    }
+
+    /// Installs the keychain key: brings the file to the current format (creating the class keys and resealing
+    /// every item under its class's key, the first time) and loads the class keys.
+    mutating func install(_ key: SecretKey, identifier: Data) {
+        self.key = key
+        // When this fails (a read-only file), every use of the key says so (see `unlockedKey`).
+        try? upgradeToCurrent(identifier: identifier)
+        guard formatVersion >= FileSchema.currentVersion,
+            let loaded = try? ClassKeys.load(keychainKey: key, keychain: identifier, db)
+        else { return }
+        classKeys = loaded
+    }
+
+    /// Locks: wipes the keychain key and the class keys that do not outlast a lock, or every class key when
+    /// `allClasses`.
+    mutating func lock(allClasses: Bool) {
+        key = nil
+        classKeys = allClasses ? [:] : classKeys.filter { $0.key.outlastsLock }
+    }
+
+    /// Seals every item of a file being brought to format 3 under its class's key, a new version each (the
+    /// caller holds the upgrade's transaction and has added `pclass` and the class keys). An item that does not
+    /// open under the keychain key (altered before) is left as it is, unreadable as it was.
+    func resealItemsUnderClassKeys(keychainKey: SecretKey, classKeys: [Accessibility: SecretKey], identifier: Data)
+        throws(KeychainError)
+    {
+        struct Row {
+            let id: Int64
+            let reference: ItemReference
+            let attributes: Data
+            let secret: Data?
+            let version: Int64
+        }
+        let rows = try db.withStatement("SELECT id, uuid, class, attributes, secret, version FROM items ORDER BY id") {
+            (select) throws(KeychainError) -> [Row] in
+            var rows: [Row] = []
+            while try select.step() {
+                guard let uuid = select.data(1), uuid.count == 16, let name = select.string(2),
+                    let itemClass = ItemClass(rawValue: name)
+                else { continue }
+                rows.append(
+                    Row(
+                        id: select.int64(0), reference: ItemReference(itemClass: itemClass, identifier: uuid),
+                        attributes: select.data(3) ?? Data(), secret: select.data(4), version: select.int64(5)))
+            }
+            return rows
+        }
+        for row in rows where row.version < Int64.max {
+            func context(_ field: ItemSealing.Field, _ version: Int64) -> Data {
+                ItemSealing.itemField(keychain: identifier, item: row.reference, field, version: version)
+            }
+            guard let encoded = try? ItemSealing.open(row.attributes, keychainKey, context(.attributes, row.version)),
+                let attributes = try? AttributeCodec.decode(encoded)
+            else { continue }
+            let accessibility = Accessibility(of: attributes)
+            guard let classKey = classKeys[accessibility] else { throw ClassKeys.missing(accessibility) }
+            let version = row.version + 1
+            var sealedSecret: Data?
+            if let sealed = row.secret {
+                // Opened straight into secret memory and sealed again from there.
+                let secret: SecretBytes
+                do {
+                    secret = try ItemSealing.openSecret(sealed, keychainKey, context(.secret, row.version))
+                } catch  where error.status == .decode {
+                    continue
+                }
+                sealedSecret = try secret.withUnsafeBytes { (raw) throws(KeychainError) in
+                    try AuthenticatedCipher.seal(unowned: raw, key: classKey, context: context(.secret, version))
+                }
+            }
+            let sealedAttributes = try AuthenticatedCipher.seal(
+                encoded, key: classKey, context: context(.attributes, version))
+            try db.run(
+                """
+                UPDATE items SET attributes = \(sealedAttributes), secret = \(sealedSecret), version = \(version),
+                    pclass = \(accessibility.rawValue)
+                WHERE id = \(row.id)
+                """)
+        }
+    }
+}
