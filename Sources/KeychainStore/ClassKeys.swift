@@ -71,6 +71,38 @@ enum ClassKeys {
     }
 }
 
+extension Keychain {
+    /// Of `references`, those whose attributes and secret can be read now: all of them while unlocked; while
+    /// locked, those whose class key outlasted the lock (read from the items' class column, nothing decrypted).
+    public func readable(among references: [ItemReference]) throws(KeychainError) -> Set<ItemReference> {
+        try state.withLock { (state) throws(KeychainError) -> Set<ItemReference> in
+            if state.key != nil { return Set(references) }
+            let held = state.classKeys.keys.map(\.rawValue)
+            guard !held.isEmpty, state.formatVersion >= 3, !references.isEmpty else { return [] }
+            var readable: Set<ItemReference> = []
+            for (itemClass, group) in Dictionary(grouping: references, by: \.itemClass) {
+                let sql: SQL = """
+                    SELECT uuid FROM items WHERE class = \(itemClass.rawValue) AND pclass IN (\(list: held))
+                        AND uuid IN (\(list: group.map(\.identifier)))
+                    """
+                try state.db.withStatement(sql) { (select) throws(KeychainError) in
+                    while try select.step() {
+                        if let uuid = select.data(0) {
+                            readable.insert(ItemReference(itemClass: itemClass, identifier: uuid))
+                        }
+                    }
+                }
+            }
+            return readable
+        }
+    }
+
+    /// Whether `reference` can be read now (see ``readable(among:)``).
+    public func isReadable(_ reference: ItemReference) -> Bool {
+        (try? readable(among: [reference]).isEmpty == false) ?? false
+    }
+}
+
 extension Keychain.State {
     /// The key to seal or open items of `accessibility` with. A class whose row is absent and which has no items
     /// gets a new key here while the keychain is unlocked (a `WhenPasscodeSetThisDeviceOnly` key after a password
@@ -124,6 +156,15 @@ extension Keychain.State {
     /// Locks: wipes the keychain key and the class keys that do not outlast a lock, or every class key when
     /// `allClasses`.
     mutating func lock(allClasses: Bool) {
+        if allClasses {
+            policyAtLock = nil
+        } else if let key {
+            // Checked now, under the key about to go, for the reads of the classes that stay readable.
+            let identifier = header.identifier
+            policyAtLock = (try? AccessPolicyRecord.record.load(from: db)).flatMap { rows in
+                (try? AccessPolicyRecord.verified(rows, key: key, keychain: identifier)).map { (rows, $0) }
+            }
+        }
         key = nil
         classKeys = allClasses ? [:] : classKeys.filter { $0.key.outlastsLock }
     }

@@ -33,6 +33,9 @@ public final class Keychain: Sendable {
         /// The class keys in memory (``ClassKeys``): all of them while unlocked; after a lock, those of the classes
         /// that outlast it (``Accessibility/outlastsLock``) until ``Keychain/lock(allClasses:)`` wipes them.
         var classKeys: [Accessibility: SecretKey] = [:]
+        /// The access policy checked under the keychain key when it last locked, with the rows it was read from:
+        /// what ``Keychain/accessPolicy()`` answers while locked and class keys are held.
+        var policyAtLock: (rows: (encoded: Data?, mac: Data?), policy: KeychainAccessPolicy)?
         /// The file's format (`FileSchema`): a format-1 file is brought to the current one at its first unlock.
         var formatVersion: Int64
         /// Whether a delete leaves its checkpoint to the holder (see ``Keychain/deferCheckpoints()``).
