@@ -1,6 +1,7 @@
 /// Apple's accessibility classes (`kSecAttrAccessible`), by the values Apple stores (`pdmn`): when an item's
-/// secret and attributes may be read. In the store each class has a key of its own (docs/key-hierarchy.md):
-/// an item is sealed under its class's key, and which class keys are in memory decides what is readable.
+/// secret and attributes may be read. In the store each class has a key of its own (docs/file-format.md,
+/// "Class keys"): an item is sealed under its class's key, and which class keys are in memory decides what is
+/// readable.
 public enum Accessibility: String, CaseIterable, Hashable, Sendable, Comparable {
     /// `kSecAttrAccessibleWhenUnlocked` (the default): readable while the keychain is unlocked.
     case whenUnlocked = "ak"

@@ -2,7 +2,7 @@ import FoundationEssentials
 import KeychainCore
 import Posix
 
-/// The class keys of a keychain (format 3, docs/key-hierarchy.md): one random 256-bit key per accessibility
+/// The class keys of a keychain (format 3, docs/file-format.md, "Class keys"): one random 256-bit key per accessibility
 /// class, each kept in a `meta` row `class-key-PDMN` sealed (AES-256-GCM) under the keychain key, bound to the
 /// keychain and the class (``ItemSealing/classKeyWrap(keychain:accessibility:)``). An item's attributes and
 /// secret are sealed under its class's key; `items.pclass` says which.
