@@ -86,7 +86,7 @@ struct Benchmark: ParsableCommand {
         var rows: [String] = []
         for count in sizes.split(separator: ",").compactMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) {
             let path = directory.appendingPathComponent("classes-\(count).keychain-db").path
-            let keychain = try Keychain.create(at: path, password: "bench", kdf: .insecureForTesting)
+            let keychain = try Keychain.create(at: path, password: "bench")
             var batch: [NewItem] = []
             for index in 0..<count {
                 var attributes: ItemAttributes = [
@@ -128,16 +128,7 @@ struct Benchmark: ParsableCommand {
             \(rows.joined(separator: "\n"))
             <!-- class-benchmark:end -->
             """
-        var text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? "# Benchmarks\n\n"
-        if let start = text.range(of: "<!-- class-benchmark:begin -->"),
-            let end = text.range(of: "<!-- class-benchmark:end -->")
-        {
-            text.replaceSubrange(start.lowerBound..<end.upperBound, with: section)
-        } else {
-            text += "\n## Reads of AfterFirstUnlock items while locked (issue 27)\n\n" + section + "\n"
-        }
-        try text.write(toFile: output, atomically: true, encoding: .utf8)
-        print("wrote \(output)")
+        try replaceSection("class-benchmark", with: section, heading: "## Reads of AfterFirstUnlock items while locked")
     }
 
     /// The time of each of `count` runs of `body`, in nanoseconds.
@@ -152,13 +143,13 @@ struct Benchmark: ParsableCommand {
         return samples
     }
 
-    /// "p50 / p99" of `samples` (nanoseconds) in microseconds, one decimal.
-    private static func percentiles(_ samples: [UInt64]) -> String {
+    /// "p50 / p99" of `samples` (nanoseconds) in microseconds, written with `format` (one decimal by default).
+    private static func percentiles(_ samples: [UInt64], format: String = "%.1f / %.1f") -> String {
         let sorted = samples.sorted()
         guard !sorted.isEmpty else { return "–" }
         let p50 = Double(sorted[sorted.count / 2]) / 1000
         let p99 = Double(sorted[min(sorted.count - 1, sorted.count * 99 / 100)]) / 1000
-        return String(format: "%.1f / %.1f", p50, p99)
+        return String(format: format, p50, p99)
     }
 
     private func measureUnlock(path: String) throws -> String {
@@ -196,17 +187,7 @@ struct Benchmark: ParsableCommand {
 
     /// Runs `body` `count` times and gives "p50 / p99 µs".
     private func time(_ count: Int, _ body: (Int) throws -> Void) throws -> String {
-        var samples: [UInt64] = []
-        samples.reserveCapacity(count)
-        for index in 0..<count {
-            let start = DispatchTime.now().uptimeNanoseconds
-            try body(index)
-            samples.append(DispatchTime.now().uptimeNanoseconds - start)
-        }
-        samples.sort()
-        let p50 = Double(samples[samples.count / 2]) / 1000
-        let p99 = Double(samples[min(samples.count - 1, samples.count * 99 / 100)]) / 1000
-        return String(format: "%.0f / %.0f", p50, p99)
+        Self.percentiles(try nanoseconds(count, body), format: "%.0f / %.0f")
     }
 
     private func write(rows: [String], unlock: String) throws {
@@ -225,13 +206,17 @@ struct Benchmark: ParsableCommand {
             Password unlock: \(unlock).
             <!-- store-benchmark:end -->
             """
+        try replaceSection("store-benchmark", with: section, heading: nil)
+    }
+
+    /// Puts `section` in place of the one between `<!-- NAME:begin -->` and `<!-- NAME:end -->` of ``output``,
+    /// or at its end (under `heading`, when given) when it has none.
+    private func replaceSection(_ name: String, with section: String, heading: String?) throws {
         var text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? "# Benchmarks\n\n"
-        if let start = text.range(of: "<!-- store-benchmark:begin -->"),
-            let end = text.range(of: "<!-- store-benchmark:end -->")
-        {
+        if let start = text.range(of: "<!-- \(name):begin -->"), let end = text.range(of: "<!-- \(name):end -->") {
             text.replaceSubrange(start.lowerBound..<end.upperBound, with: section)
         } else {
-            text += "\n" + section + "\n"
+            text += "\n" + (heading.map { $0 + "\n\n" } ?? "") + section + "\n"
         }
         try text.write(toFile: output, atomically: true, encoding: .utf8)
         print("wrote \(output)")
