@@ -173,4 +173,72 @@ def test_access_lists_still_guard_after_first_unlock_items_while_locked(tmp_path
     unlocked, _ = search(client, {"kind": "afu"})
     assert secrets(client, session, list(unlocked)) == {next(iter(unlocked)): b"afu secret"}
     assert daemon.pinentry_log().count("CONFIRM") == asks
-    subprocess.run(["true"])
+
+
+
+# org.latchkey.Keychain1 from a python3 script (an application of its own, by its path): Add of a generic password
+# (WhenUnlocked), Search of it with its secret, Update of its class to AfterFirstUnlock (pdmn "ck"), or Lock.
+KEYCHAIN1_SCRIPT = """
+import sys
+from jeepney import DBusAddress, new_method_call
+from jeepney.io.blocking import open_dbus_connection
+connection = open_dbus_connection(bus="SESSION", auth_timeout=30)
+address = DBusAddress("/org/latchkey/keychain/login", bus_name="org.freedesktop.secrets",
+                      interface="org.latchkey.Keychain1")
+attributes = {"acct": ("s", "alice"), "svce": ("s", "backup.example")}
+query = {"class": ("s", "genp"), "attributes": ("a{sv}", attributes), "synchronizable": ("s", "any"),
+         "limit": ("x", 0), "returning": ("u", 1 | 2)}
+method = sys.argv[1]
+if method == "Add":
+    call = new_method_call(address, "Add", "sa{sv}ayb", ("genp", attributes, b"backup secret", True))
+elif method == "Search":
+    call = new_method_call(address, "Search", "a{sv}", (query,))
+elif method == "Update":
+    call = new_method_call(address, "Update", "a{sv}a{sv}ayb", (query, {"pdmn": ("s", "ck")}, b"", False))
+else:
+    call = new_method_call(address, "Lock", "", ())
+reply = connection.send_and_get_reply(call, timeout=60)
+if reply.header.message_type.name == "error":
+    print("ERROR", reply.body, file=sys.stderr)
+    sys.exit(2)
+if method == "Search":
+    for item in reply.body[0]:
+        print(bytes(item["secret"][1]).decode())
+"""
+
+
+def test_another_program_cannot_move_an_item_to_after_first_unlock(tmp_path, bus, make_daemon):
+    """Abuse: a same-user program moving another application's WhenUnlocked item to AfterFirstUnlock (so that it
+    would be readable while the screen is locked) needs the change access the item's list grants: asked, and
+    refused when the person cancels, the class unchanged. The item's own application may move it, and then reads
+    it while locked unasked; the other program is still asked."""
+    import sys
+    cli = Cli(tmp_path, bus)
+    daemon = make_daemon(keychains=cli.keychains, access_policy="prompt").start()
+    creator, other = tmp_path / "creator.py", tmp_path / "other.py"
+    creator.write_text(KEYCHAIN1_SCRIPT)
+    other.write_text(KEYCHAIN1_SCRIPT)
+
+    def run(script, method):
+        return subprocess.run([sys.executable, str(script), method], env=bus.env(), capture_output=True,
+                              text=True, timeout=60)
+
+    assert run(creator, "Add").returncode == 0
+    daemon.set_pinentry_answers(["cancel"])
+    moved = run(other, "Update")
+    assert moved.returncode == 2 and "-128" in moved.stderr, moved.stdout + moved.stderr
+    assert "CONFIRM" in daemon.pinentry_log()
+    assert run(creator, "Lock").returncode == 0
+    locked_read = run(creator, "Search")
+    assert locked_read.returncode == 2 and "-25308" in locked_read.stderr, "still WhenUnlocked: not readable locked"
+
+    cli.ok("unlock-keychain", "--stdin", input=LOGIN_PASSWORD + "\n")
+    assert run(creator, "Update").returncode == 0
+    assert run(creator, "Lock").returncode == 0
+    read = run(creator, "Search")
+    assert read.returncode == 0 and read.stdout == "backup secret\n", read.stderr
+    asks = daemon.pinentry_log().count("CONFIRM")
+    daemon.set_pinentry_answers(["cancel"])
+    stolen = run(other, "Search")
+    assert stolen.returncode == 2 and "backup secret" not in stolen.stdout
+    assert daemon.pinentry_log().count("CONFIRM") == asks + 1
