@@ -1,6 +1,18 @@
+import COpenSSL
 import FoundationEssentials
 import KeychainCore
 import Posix
+import Synchronization
+
+/// Seals a secret to this machine (its TPM 2.0: `KeySlots.TPMDeviceSealing`), for the class keys of the
+/// `…ThisDeviceOnly` classes: a copy of the keychain file on another machine cannot open them, even with the
+/// password. Set once at start by the programs on a machine with a TPM (``Keychain/defaultDeviceSealing``).
+package protocol DeviceSealing: Sendable {
+    /// `secret` sealed so that only this machine unseals it.
+    func seal(_ secret: borrowing SecretBytes) throws(KeychainError) -> Data
+    /// The secret `sealed` holds; an error when this machine cannot unseal it (another TPM, no TPM).
+    func unseal(_ sealed: Data) throws(KeychainError) -> SecretBytes
+}
 
 /// The class keys of a keychain (format 3, docs/file-format.md, "Class keys"): one random 256-bit key per accessibility
 /// class, each kept in a `meta` row `class-key-PDMN` sealed (AES-256-GCM) under the keychain key, bound to the
@@ -13,24 +25,84 @@ enum ClassKeys {
     /// The `meta` row of `accessibility`'s key.
     static func rowName(_ accessibility: Accessibility) -> String { "class-key-" + accessibility.rawValue }
 
+    /// The `meta` row of the device secret: 32 random bytes sealed to this machine's TPM (``DeviceSealing``),
+    /// made when the class keys are; absent in a keychain made where no TPM was. The key of a `…ThisDeviceOnly`
+    /// class is then SHA-256(its row's key ‖ the device secret).
+    static let deviceRowName = "class-device"
+
+    /// SHA-256 of `rowKey` ‖ `device`, straight into a key's secret pages.
+    static func bound(_ rowKey: SecretKey, to device: SecretKey) throws(KeychainError) -> SecretKey {
+        var input = try KeychainError.allocating { () throws(SecretMemoryError) in
+            try SecretBytes(capacity: 2 * SecretKey.length)
+        }
+        input.append(UnsafeRawBufferPointer(rowKey.bytes))
+        input.append(UnsafeRawBufferPointer(device.bytes))
+        return try SecretKey.filled { (out) throws(KeychainError) in
+            let ok = input.withUnsafeBytes { (raw) -> Bool in
+                guard let target = out.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
+                var length = 0
+                return EVP_Q_digest(nil, "SHA256", nil, raw.baseAddress, raw.count, target, &length) == 1
+                    && length == SecretKey.length
+            }
+            guard ok else { throw KeychainError(.internalComponent, "SHA-256 failed") }
+        }
+    }
+
+    /// The device secret of a keychain whose class keys are being made, sealed by `sealing` into its row (the
+    /// caller holds a transaction); nil without a sealing (no TPM).
+    static func createDeviceSecret(_ sealing: (any DeviceSealing)?, _ db: SQLiteDatabase) throws(KeychainError)
+        -> SecretKey?
+    {
+        guard let sealing else { return nil }
+        var secret = try KeychainError.allocating { () throws(SecretMemoryError) in try SecretBytes(zeros: 32) }
+        try secret.withUnsafeMutableBytes { (bytes) throws(KeychainError) in try SecureRandom.fill(bytes) }
+        try db.setMetaRow(deviceRowName, try sealing.seal(secret))
+        return try secret.withUnsafeBytes { (bytes) throws(KeychainError) in
+            try SecretKey.filled { $0.copyMemory(from: bytes) }
+        }
+    }
+
+    /// The device secret the file's row holds, unsealed by `sealing`: nil when the keychain has none (made where
+    /// no TPM was); an error when this machine cannot unseal it.
+    static func deviceSecret(_ sealing: (any DeviceSealing)?, _ db: SQLiteDatabase) throws(KeychainError)
+        -> SecretKey?
+    {
+        let row = try db.withStatement("SELECT value FROM meta WHERE name = \(deviceRowName)") {
+            (select) throws(KeychainError) -> Data? in try select.step() ? select.data(0) ?? Data() : nil
+        }
+        guard let row else { return nil }
+        guard let sealing else {
+            throw KeychainError(.decode, "the ThisDeviceOnly class keys are sealed to a TPM, and this machine has none")
+        }
+        let secret = try sealing.unseal(row)
+        guard secret.count == SecretKey.length else {
+            throw KeychainError(.decode, "the device secret the TPM unsealed is not \(SecretKey.length) bytes")
+        }
+        return try secret.withUnsafeBytes { (bytes) throws(KeychainError) in
+            try SecretKey.filled { $0.copyMemory(from: bytes) }
+        }
+    }
+
     /// Seals a new random key for `accessibility` under `keychainKey` into its row (the caller holds a
     /// transaction) and returns it.
     static func create(
-        _ accessibility: Accessibility, keychainKey: SecretKey, keychain: Data, _ db: SQLiteDatabase
+        _ accessibility: Accessibility, keychainKey: SecretKey, keychain: Data, device: SecretKey?,
+        _ db: SQLiteDatabase
     ) throws(KeychainError) -> SecretKey {
         let key = try SecretKey.random()
         let sealed = try AuthenticatedCipher.seal(
             key.unownedData, key: keychainKey,
             context: ItemSealing.classKeyWrap(keychain: keychain, accessibility: accessibility))
         try db.setMetaRow(rowName(accessibility), sealed)
-        return key
+        guard !accessibility.mayLeaveThisDevice, let device else { return key }
+        return try bound(key, to: device)
     }
 
     /// The class keys the file's rows give under `keychainKey`: a row missing or failing authentication is left
     /// out (its class is then unreadable, ``missing(_:)`` says why).
-    static func load(keychainKey: SecretKey, keychain: Data, _ db: SQLiteDatabase) throws(KeychainError)
-        -> [Accessibility: SecretKey]
-    {
+    static func load(
+        keychainKey: SecretKey, keychain: Data, device: SecretKey?, _ db: SQLiteDatabase
+    ) throws(KeychainError) -> [Accessibility: SecretKey] {
         var keys: [Accessibility: SecretKey] = [:]
         let rows = try db.withStatement("SELECT name, value FROM meta WHERE name LIKE 'class-key-%'") {
             (select) throws(KeychainError) -> [String: Data] in
@@ -50,7 +122,11 @@ enum ClassKeys {
                     try AuthenticatedCipher.open(sealed, key: keychainKey, context: context, into: bytes)
                 })
             else { continue }
-            keys[accessibility] = key
+            if !accessibility.mayLeaveThisDevice, let device {
+                keys[accessibility] = try bound(key, to: device)
+            } else {
+                keys[accessibility] = key
+            }
         }
         return keys
     }
@@ -64,6 +140,14 @@ enum ClassKeys {
                 + " changed, the others can")
     }
 
+    /// `errSecDecode` for a `…ThisDeviceOnly` class whose key is sealed to another machine's TPM.
+    static func otherDevice(_ accessibility: Accessibility, _ why: KeychainError) -> KeychainError {
+        KeychainError(
+            .decode,
+            "the items of \(accessibility.name) can be read only on the machine whose TPM sealed their class key"
+                + " (this keychain file was copied from another machine): \(why.reason)")
+    }
+
     /// `errSecDecode` for an item row whose `pclass` is not a class.
     static func unknownClass(_ text: String) -> KeychainError {
         KeychainError(
@@ -72,6 +156,14 @@ enum ClassKeys {
 }
 
 extension Keychain {
+    /// What seals the `…ThisDeviceOnly` class keys of the keychains made or opened from now on, in this process:
+    /// set at start by a program on a machine with a TPM (`KeySlots.TPMDeviceSealing.installIfPresent()`).
+    package static let defaultDeviceSealing = Mutex<(any DeviceSealing)?>(nil)
+
+    /// A sealing for the keychains made or opened within one scope (tests: one software TPM per test, as
+    /// ``defaultDeviceSealing`` is for a process).
+    @TaskLocal package static var deviceSealingHere: (any DeviceSealing)?
+
     /// Of `references`, those whose attributes and secret can be read now: all of them while unlocked; while
     /// locked, those whose class key outlasted the lock (read from the items' class column, nothing decrypted).
     public func readable(among references: [ItemReference]) throws(KeychainError) -> Set<ItemReference> {
@@ -113,6 +205,9 @@ extension Keychain.State {
     mutating func classKey(for accessibility: Accessibility, identifier: Data) throws(KeychainError) -> SecretKey {
         if let key = classKeys[accessibility] { return key }
         let keychainKey = try unlockedKey()
+        if !accessibility.mayLeaveThisDevice, let deviceFailure {
+            throw ClassKeys.otherDevice(accessibility, deviceFailure)
+        }
         let db = db
         let present = try db.withStatement(
             """
@@ -121,8 +216,11 @@ extension Keychain.State {
             """
         ) { (select) throws(KeychainError) in try select.step() ? select.int64(0) : 0 }
         guard present == 0 else { throw ClassKeys.missing(accessibility) }
+        // A class made anew (WhenPasscodeSet after a password came back) is bound to the device secret the
+        // keychain has, if any.
+        let device = accessibility.mayLeaveThisDevice ? nil : try ClassKeys.deviceSecret(deviceSealing, db)
         let key = try db.transaction { () throws(KeychainError) in
-            try ClassKeys.create(accessibility, keychainKey: keychainKey, keychain: identifier, db)
+            try ClassKeys.create(accessibility, keychainKey: keychainKey, keychain: identifier, device: device, db)
         }
         classKeys[accessibility] = key
         return key
@@ -147,10 +245,21 @@ extension Keychain.State {
         self.key = key
         // When this fails (a read-only file), every use of the key says so (see `unlockedKey`).
         try? upgradeToCurrent(identifier: identifier)
-        guard formatVersion >= FileSchema.currentVersion,
-            let loaded = try? ClassKeys.load(keychainKey: key, keychain: identifier, db)
-        else { return }
-        classKeys = loaded
+        guard formatVersion >= FileSchema.currentVersion else { return }
+        // A device secret this machine cannot unseal (the file was copied from another machine): the
+        // …ThisDeviceOnly classes stay unreadable (errSecDecode saying why), the others open.
+        let device: SecretKey?
+        do {
+            device = try ClassKeys.deviceSecret(deviceSealing, db)
+            deviceFailure = nil
+        } catch {
+            device = nil
+            deviceFailure = error
+        }
+        guard let loaded = try? ClassKeys.load(keychainKey: key, keychain: identifier, device: device, db) else {
+            return
+        }
+        classKeys = deviceFailure == nil ? loaded : loaded.filter { $0.key.mayLeaveThisDevice }
     }
 
     /// Locks: wipes the keychain key and the class keys that do not outlast a lock, or every class key when

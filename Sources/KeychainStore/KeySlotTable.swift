@@ -396,7 +396,7 @@ extension Keychain {
                 (select) throws(KeychainError) in try select.step() ? select.int64(0) : 0
             }
             if classKeyRows > 0 {
-                return !(try ClassKeys.load(keychainKey: key, keychain: identifier, db)).isEmpty
+                return !(try ClassKeys.load(keychainKey: key, keychain: identifier, device: nil, db)).isEmpty
             }
             return try db.withStatement("SELECT uuid, class, attributes, version FROM items ORDER BY id LIMIT 1") {
                 (select) throws(KeychainError) -> Bool in

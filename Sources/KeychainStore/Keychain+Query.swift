@@ -185,6 +185,9 @@ extension Keychain.State {
                     if unlocked {
                         // Unlocked, every class key the file gives is in memory.
                         guard let accessibility else { throw ClassKeys.unknownClass(className) }
+                        if !accessibility.mayLeaveThisDevice, let deviceFailure {
+                            throw ClassKeys.otherDevice(accessibility, deviceFailure)
+                        }
                         throw ClassKeys.missing(accessibility)
                     }
                     if needsOpening {

@@ -33,6 +33,11 @@ public final class Keychain: Sendable {
         /// The class keys in memory (``ClassKeys``): all of them while unlocked; after a lock, those of the classes
         /// that outlast it (``Accessibility/outlastsLock``) until ``Keychain/lock(allClasses:)`` wipes them.
         var classKeys: [Accessibility: SecretKey] = [:]
+        /// What seals the `…ThisDeviceOnly` class keys to this machine (``Keychain/defaultDeviceSealing`` when
+        /// the keychain was made or opened), nil on a machine without a TPM.
+        var deviceSealing: (any DeviceSealing)?
+        /// Why the device secret did not unseal at the last unlock (another machine's TPM), if it did not.
+        var deviceFailure: KeychainError?
         /// The access policy checked under the keychain key when it last locked, with the rows it was read from:
         /// what ``Keychain/accessPolicy()`` answers while locked and class keys are held.
         var policyAtLock: (rows: (encoded: Data?, mac: Data?), policy: KeychainAccessPolicy)?
@@ -59,6 +64,7 @@ public final class Keychain: Sendable {
         self.state = Mutex(
             State(
                 db: db, header: header, indexer: try AttributeIndexer(key: indexKey), key: key,
+                deviceSealing: Self.deviceSealingHere ?? Self.defaultDeviceSealing.withLock { $0 },
                 formatVersion: formatVersion))
         if let key {
             let identifier = header.identifier
@@ -524,8 +530,10 @@ extension Keychain.State {
             // Format 3: a key per accessibility class, and every item sealed under its class's key.
             try db.execute(FileSchema.classKeyMigration)
             var keys: [Accessibility: SecretKey] = [:]
+            let device = try ClassKeys.createDeviceSecret(deviceSealing, db)
             for accessibility in Accessibility.allCases {
-                keys[accessibility] = try ClassKeys.create(accessibility, keychainKey: key, keychain: identifier, db)
+                keys[accessibility] = try ClassKeys.create(
+                    accessibility, keychainKey: key, keychain: identifier, device: device, db)
             }
             try resealItemsUnderClassKeys(keychainKey: key, classKeys: keys, identifier: identifier)
             try db.execute("PRAGMA user_version = \(FileSchema.currentVersion)")
