@@ -168,6 +168,7 @@ extension Keychain.State {
         return try db.withStatement(sql) { (statement) throws(KeychainError) -> [Match] in
             var matches: [Match] = []
             var lockedOut = 0
+            var lockedOutClass: Accessibility?
             while try statement.step() {
                 guard let uuid = statement.data(1), uuid.count == 16 else {
                     throw KeychainError(.decode, "an item row has a damaged identifier")
@@ -182,16 +183,17 @@ extension Keychain.State {
                 let accessibility = Accessibility(rawValue: className)
                 let key = accessibility.flatMap { classKeys[$0] }
                 if key == nil {
-                    if unlocked {
-                        // Unlocked, every class key the file gives is in memory.
+                    // Unlocked, every class key the file gives is in memory, but those of the ThisDeviceOnly
+                    // classes of a file copied from another machine (their TPM is not this one): those items
+                    // are left out as a locked keychain leaves out what it cannot open.
+                    let otherDevice = accessibility.map { !$0.mayLeaveThisDevice && deviceFailure != nil } ?? false
+                    if unlocked, !otherDevice {
                         guard let accessibility else { throw ClassKeys.unknownClass(className) }
-                        if !accessibility.mayLeaveThisDevice, let deviceFailure {
-                            throw ClassKeys.otherDevice(accessibility, deviceFailure)
-                        }
                         throw ClassKeys.missing(accessibility)
                     }
                     if needsOpening {
                         lockedOut += 1
+                        lockedOutClass = accessibility
                         continue
                     }
                 }
@@ -229,6 +231,9 @@ extension Keychain.State {
                 if let limit, matches.count >= limit { break }
             }
             if matches.isEmpty, lockedOut > 0 {
+                if unlocked, let deviceFailure {
+                    throw ClassKeys.otherDevice(lockedOutClass ?? .whenUnlockedThisDeviceOnly, deviceFailure)
+                }
                 throw KeychainError(
                     .interactionNotAllowed,
                     "the keychain is locked: the items that match are of classes readable only while it is unlocked")

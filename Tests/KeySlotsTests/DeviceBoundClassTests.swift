@@ -68,6 +68,11 @@ struct DeviceBoundClassTests {
                     }
                     #expect(reason.contains("TPM"), "\(account): \(reason)")
                 }
+                // A search over every item gives the others and leaves these out, as a locked keychain does.
+                let all = try stolen.items(
+                    matching: ItemQuery(.genericPassword, limit: .all, returning: [.attributes, .data]))
+                #expect(all.compactMap { $0.attributes?[.account] } == [.string("ak")])
+                #expect(try stolen.items(matching: ItemQuery(.genericPassword, limit: .all)).count == 3)
                 // Nor can a new key be made over it: adds to those classes are refused too.
                 #expect(throws: KeychainError.self) { try add(stolen, "more", .afterFirstUnlockThisDeviceOnly) }
             }
