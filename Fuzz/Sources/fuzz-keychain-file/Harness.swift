@@ -56,7 +56,7 @@ struct Fixture {
         let db = try SQLiteDatabase(path: template, create: false)
         let header = try KeychainHeader.load(from: db)
         childKey = try header.unwrap(with: parentKey)
-        classKeys = try ClassKeys.load(keychainKey: childKey, keychain: header.identifier, db)
+        classKeys = try ClassKeys.load(keychainKey: childKey, keychain: header.identifier, device: nil, db)
     }
 }
 
