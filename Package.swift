@@ -128,7 +128,7 @@ let package = Package(
                 "CStartHardening",
                 "DaemonLoop", "SecretService", "KeychainRegistry", "KeychainStore", "KeychainCore",
                 "GnomeKeyringImport", "KWalletImport",
-                "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing", "Fingerprint",
+                "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing", "KeySlots", "Fingerprint",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

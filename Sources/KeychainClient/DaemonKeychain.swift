@@ -308,6 +308,11 @@ package final class DaemonKeychain: KeychainBackend {
         _ = try? call("Lock", [])
     }
 
+    /// Locks the keychain and wipes every class key, `AfterFirstUnlock`'s too (`LockAllClasses`).
+    package func lockAllClasses() {
+        _ = try? call("LockAllClasses", [])
+    }
+
     /// Re-wraps the keychain key under a new password (the login keychain only:
     /// the others open with its key).
     package func changePassword(from old: [UInt8], to new: [UInt8]) throws(KeychainError) {

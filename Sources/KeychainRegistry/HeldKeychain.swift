@@ -49,6 +49,17 @@ package final class HeldKeychain {
     /// Whether the key is out of memory.
     package var isLocked: Bool { keychain.isLocked }
 
+    /// Whether `reference` reads as locked: its keychain is locked and the key of the item's accessibility class
+    /// did not outlast the lock (an `AfterFirstUnlock` item reads as unlocked in a locked keychain).
+    package func isLocked(_ reference: ItemReference) -> Bool {
+        keychain.isLocked && !keychain.isReadable(reference)
+    }
+
+    /// Of `references`, those that read as unlocked (all of them while the keychain is unlocked).
+    package func readable(among references: [ItemReference]) -> Set<ItemReference> {
+        keychain.isLocked ? (try? keychain.readable(among: references)) ?? [] : Set(references)
+    }
+
     init(id: String, keychain: Keychain, unlocking: Unlocking, label: String, clock: RegistryClock) {
         self.id = id
         self.clock = clock

@@ -6,19 +6,27 @@ import Posix
 extension KeychainRegistry {
     // MARK: Locking
 
-    /// Locks a keychain (its key is wiped) and announces it, if it was unlocked.
-    package func lock(_ held: HeldKeychain) {
+    /// Locks a keychain (its key is wiped) and announces it, if it was unlocked. The class keys that outlast a
+    /// lock (`AfterFirstUnlock`) stay, unless `allClasses` (logout, `lock-keychain --all-classes`), which wipes
+    /// them too, also in a keychain locked already.
+    package func lock(_ held: HeldKeychain, allClasses: Bool = false) {
         if held.id == Self.loginID { userLogin.locksOfLogin += 1 }
         held.locks += 1
-        guard !held.isLocked else { return }
+        guard !held.isLocked else {
+            if allClasses, !held.keychain.readableClasses.isEmpty {
+                held.keychain.lock(allClasses: true)
+                announce(.lockChanged(held))
+            }
+            return
+        }
         beforeLocking?(held)
-        held.keychain.lock()
+        held.keychain.lock(allClasses: allClasses)
         announce(.lockChanged(held))
     }
 
-    /// Locks every keychain but the session one.
-    package func lockLoginKeychains() {
-        for held in keychains where held.id != Self.sessionID { lock(held) }
+    /// Locks every keychain but the session one; with `allClasses` (the session's end) every class key goes too.
+    package func lockLoginKeychains(allClasses: Bool = false) {
+        for held in keychains where held.id != Self.sessionID { lock(held, allClasses: allClasses) }
     }
 
     /// Locks every keychain whose settings have `setting` on (``KeychainSettings/lockOnSleep`` when the machine

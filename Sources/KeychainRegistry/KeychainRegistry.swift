@@ -271,7 +271,7 @@ package final class KeychainRegistry {
         keychains.removeAll { $0 === held }
         aliases = aliases.filter { $0.value != held.id }
         saveAliases()
-        held.keychain.lock()
+        held.keychain.lock(allClasses: true)
         Keychain.removeFiles(at: held.keychain.path)
         announce(.deleted(held))
     }
@@ -294,8 +294,8 @@ package final class KeychainRegistry {
         held.settings = settings
     }
 
-    /// Locks every keychain, wiping their keys (the daemon is stopping).
+    /// Locks every keychain, wiping their keys and every class key (the daemon is stopping).
     package func shutDown() {
-        for held in keychains { held.keychain.lock() }
+        for held in keychains { held.keychain.lock(allClasses: true) }
     }
 }

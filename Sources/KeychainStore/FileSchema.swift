@@ -4,13 +4,15 @@ import KeychainCore
 /// The SQL schema of a keychain file and the steps that bring an older file
 /// up to date. `PRAGMA user_version` holds the version.
 ///
-/// Format 1 is the schema below. Format 2 adds each item's `version` (bound into the associated data of its
+/// Format 3 adds a key per accessibility class (`meta` rows `class-key-PDMN`, sealed under the keychain key) and
+/// each item's class (`items.pclass`), whose key seals its attributes and secret; it too is reached at the first
+/// unlock. Format 1 is the schema below. Format 2 adds each item's `version` (bound into the associated data of its
 /// sealed values) and the settings' MAC; it needs the keychain key, so a format-1 file is brought to format 2
 /// by ``Keychain`` at its first unlock (`upgradeToCurrent`), not when it is opened. A format-1 file opened
 /// locked is searched as before.
 enum FileSchema {
     /// The version this build writes.
-    static let currentVersion: Int64 = 2
+    static let currentVersion: Int64 = 3
 
     /// The last version SQL alone reaches, when a file is opened; the steps above it need the keychain key.
     static let unkeyedVersion: Int64 = 1
@@ -18,6 +20,10 @@ enum FileSchema {
     /// SQL of the step from format 1 to format 2 (run with the key, beside the settings' MAC): items
     /// written in format 1 keep version 0, whose associated data is format 1's.
     static let keyedMigration = "ALTER TABLE items ADD COLUMN version INTEGER NOT NULL DEFAULT 0"
+
+    /// SQL of the step from format 2 to format 3 (run with the key, beside the class keys' rows and the items'
+    /// resealing under them: ``ClassKeys``): each item's accessibility class, whose key seals it.
+    static let classKeyMigration = "ALTER TABLE items ADD COLUMN pclass TEXT NOT NULL DEFAULT ''"
 
     /// SQL that takes a file from version `index` to `index + 1`.
     static let migrations: [String] = [

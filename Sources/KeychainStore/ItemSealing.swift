@@ -54,6 +54,13 @@ enum ItemSealing {
         Data("latchkey slot v1".utf8) + keychain + Data([slot]) + rowHead
     }
 
+    /// A class key in its row (`meta.class-key-PDMN`), sealed under the keychain key:
+    ///
+    ///     "latchkey class key v1" ‖ keychain identifier (16) ‖ the class's pdmn value ("ak", "ck", …)
+    static func classKeyWrap(keychain: Data, accessibility: Accessibility) -> Data {
+        Data("latchkey class key v1".utf8) + keychain + Data(accessibility.rawValue.utf8)
+    }
+
     /// The slot list's MAC (`meta.slots`: an AES-256-GCM tag of nothing under the keychain key):
     ///
     ///     "latchkey slots v1" ‖ keychain identifier (16) ‖ listing

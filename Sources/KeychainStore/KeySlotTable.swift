@@ -301,6 +301,11 @@ extension Keychain {
                     try db.withStatement("UPDATE meta SET value = x'' WHERE name IN ('wrapped_key', 'salt')") {
                         (update) throws(KeychainError) in try update.run()
                     }
+                    // As Apple deletes them when the passcode is turned off: the items of
+                    // WhenPasscodeSetThisDeviceOnly and their class key go with the password.
+                    let passcodeClass = Accessibility.whenPasscodeSetThisDeviceOnly
+                    try db.run("DELETE FROM items WHERE pclass = \(passcodeClass.rawValue)")
+                    try db.run("DELETE FROM meta WHERE name = \(ClassKeys.rowName(passcodeClass))")
                 } else {
                     rows[id] = nil
                 }
@@ -308,6 +313,7 @@ extension Keychain {
                     rows, removing: id == KeySlot.passwordID ? [] : [id], key: key, keychain: identifier, db)
             }
         }
+        if id == KeySlot.passwordID { state.withLock { $0.classKeys[.whenPasscodeSetThisDeviceOnly] = nil } }
         _ = try currentHeader()
         // The removed wrap's earlier pages leave the write-ahead log (as after a password change).
         _ = Self.checkpoint(at: path, waitMilliseconds: 1_000)
@@ -380,11 +386,19 @@ extension Keychain {
         return UnwrappedKeychainKey(key: key, keychain: identifier)
     }
 
-    /// Whether `key` opens the sealed attributes of the keychain's first item (true when it has none): a slot
-    /// planted with a key of its own (and a list authenticated under that key) gives a key that opens nothing.
+    /// Whether `key` opens the keychain's class keys (format 3), or the sealed attributes of its first item (an
+    /// older file; true when it has none): a slot planted with a key of its own (and a list authenticated under
+    /// that key) gives a key that opens nothing.
     private func opensAnItem(_ key: SecretKey) throws(KeychainError) -> Bool {
-        try withDatabase { (db, _) throws(KeychainError) -> Bool in
-            try db.withStatement("SELECT uuid, class, attributes, version FROM items ORDER BY id LIMIT 1") {
+        let identifier = identifier
+        return try withDatabase { (db, _) throws(KeychainError) -> Bool in
+            let classKeyRows = try db.withStatement("SELECT count(*) FROM meta WHERE name LIKE 'class-key-%'") {
+                (select) throws(KeychainError) in try select.step() ? select.int64(0) : 0
+            }
+            if classKeyRows > 0 {
+                return !(try ClassKeys.load(keychainKey: key, keychain: identifier, device: nil, db)).isEmpty
+            }
+            return try db.withStatement("SELECT uuid, class, attributes, version FROM items ORDER BY id LIMIT 1") {
                 (select) throws(KeychainError) -> Bool in
                 guard try select.step() else { return true }
                 // A damaged row (an identifier of another length, an unknown class) opens nothing: it is refused,

@@ -47,10 +47,13 @@ extension Keychain {
             prepared.append((reference, stored, item.secret))
         }
         try state.withLock { (state) throws(KeychainError) in
-            let key = try state.unlockedKey()
+            _ = try state.unlockedKey()
             var sealed: [(attributes: Data, secret: Data?)] = []
             sealed.reserveCapacity(prepared.count)
             for item in prepared {
+                let accessibility = Accessibility(of: item.attributes)
+                try state.requirePasscode(for: accessibility)
+                let key = try state.classKey(for: accessibility, identifier: identifier)
                 let attributes = try AuthenticatedCipher.seal(
                     AttributeCodec.encode(item.attributes), key: key,
                     context: ItemSealing.itemField(
@@ -71,10 +74,10 @@ extension Keychain {
                     let primaryKeyHash = indexer.primaryKeyHash(itemClass, item.attributes)
                     try db.run(
                         """
-                        INSERT INTO items (uuid, class, pk, attributes, secret, sync, version)
+                        INSERT INTO items (uuid, class, pk, attributes, secret, sync, version, pclass)
                         VALUES (\(item.reference.identifier), \(itemClass.rawValue), \(primaryKeyHash),
                             \(seal.attributes), \(seal.secret), \(item.attributes.isSynchronizable),
-                            \(Self.firstItemVersion))
+                            \(Self.firstItemVersion), \(Accessibility(of: item.attributes).rawValue))
                         """)
                     try Self.insertTags(indexer.tags(itemClass, item.attributes), item: db.lastInsertRowID, db)
                 }
@@ -102,7 +105,7 @@ extension Keychain {
         let newAttributes = changes.attributes.filter { !$0.key.isSetByStore }
         try ItemSchema.of(query.itemClass).validate(newAttributes)
         return try state.withLock { (state) throws(KeychainError) in
-            let key = try state.unlockedKey()
+            _ = try state.unlockedKey()
             state.usage = nil
             // A secret the update keeps is opened too (into secret memory), to be sealed again under the item's
             // next version; one it replaces is never opened (nor needs to open: a damaged one can be replaced).
@@ -112,6 +115,15 @@ extension Keychain {
                 secretInSecretMemory: true)
             guard !matches.isEmpty else {
                 throw KeychainError(.itemNotFound, "no item matches the update query")
+            }
+            // The key of a class the change moves items to is had (or made) before the transaction; the classes
+            // the items are in already gave their keys to open them.
+            if let level = newAttributes[.accessible] {
+                let accessibility = Accessibility(of: [.accessible: level])
+                try state.requirePasscode(for: accessibility)
+                _ = try state.classKey(for: accessibility, identifier: identifier)
+            } else if changes.removedAttributes.contains(.accessible) {
+                _ = try state.classKey(for: .whenUnlocked, identifier: identifier)
             }
             let db = state.db
             let indexer = state.indexer
@@ -124,6 +136,10 @@ extension Keychain {
                     }
                     attributes.merge(newAttributes) { $1 }
                     attributes[.modificationDate] = .date(now)
+                    // Sealed under the key of the class the item has after the change (a change of
+                    // kSecAttrAccessible moves it to another class key).
+                    let accessibility = Accessibility(of: attributes)
+                    guard let key = state.classKeys[accessibility] else { throw ClassKeys.missing(accessibility) }
                     // Every change seals under a new version, so an older sealed value put back is refused.
                     guard match.version < Int64.max else {
                         throw KeychainError(.internalComponent, "an item's version is exhausted")
@@ -149,7 +165,8 @@ extension Keychain {
                     try db.run(
                         """
                         UPDATE items SET pk = \(primaryKeyHash), attributes = \(sealedAttributes),
-                            secret = \(sealedSecret), sync = \(attributes.isSynchronizable), version = \(version)
+                            secret = \(sealedSecret), sync = \(attributes.isSynchronizable), version = \(version),
+                            pclass = \(accessibility.rawValue)
                         WHERE id = \(match.row)
                         """)
                     try db.run("DELETE FROM attribute_index WHERE item = \(match.row)")

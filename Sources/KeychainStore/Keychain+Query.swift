@@ -100,11 +100,25 @@ extension Keychain.State {
         // item's index entries (its tags, primary-key hash and sync flag, all computed from its attributes
         // under the index key) are checked against what those attributes give: a row of the index written by
         // someone else never hands out another item, and an item whose entries were altered is not returned.
+        //
+        // Each item is opened with its class's key (``ClassKeys``). While locked, the keys of the classes that
+        // outlast a lock may still be in memory: their items are opened and confirmed as while unlocked, and
+        // the others are left out of a query that needs their attributes or secret (when that leaves none,
+        // errSecInteractionNotAllowed), or returned unconfirmed, from the index alone, to one that asks only
+        // for references.
         let unindexed = query.attributes.filter { !$0.key.isIndexed }
-        let confirming = self.key != nil
-        let wantsAttributes = returning.contains(.attributes) || !unindexed.isEmpty || confirming
+        let unlocked = self.key != nil
+        let confirming = unlocked || !classKeys.isEmpty
+        let needsOpening = returning.contains(.attributes) || !unindexed.isEmpty || returning.contains(.data)
+        let wantsAttributes = needsOpening || confirming
         let wantsSecret = returning.contains(.data)
-        let key: SecretKey? = (wantsAttributes || wantsSecret) ? try unlockedKey() : nil
+        if unlocked {
+            _ = try unlockedKey()
+        } else if needsOpening && classKeys.isEmpty {
+            throw KeychainError(.interactionNotAllowed, "the keychain is locked")
+        }
+        // The class column exists once the file is in format 3 (an unlocked keychain's always is).
+        let classColumn: SQL = formatVersion >= 3 ? "i.pclass" : "''"
 
         // The first tag drives the search through the (tag, item) primary key;
         // the others are point lookups. Put the likely most selective first and
@@ -127,8 +141,8 @@ extension Keychain.State {
         let attributesColumn: SQL = wantsAttributes ? "i.attributes" : "NULL"
         let secretColumn: SQL = wantsSecret ? "i.secret" : "NULL"
         // The version column exists once the file is in format 2, which an unlocked keychain's always is.
-        let checkColumns: SQL = confirming ? "i.version, i.sync, i.pk" : "0, 0, NULL"
-        var sql: SQL = "SELECT i.id, i.uuid, \(attributesColumn), \(secretColumn), \(checkColumns)"
+        let checkColumns: SQL = formatVersion >= 2 ? "i.version, i.sync, i.pk" : "0, 0, NULL"
+        var sql: SQL = "SELECT i.id, i.uuid, \(attributesColumn), \(secretColumn), \(checkColumns), \(classColumn)"
         if let first = tags.first {
             sql += " FROM attribute_index a0 JOIN items i ON i.id = a0.item"
             sql += " WHERE a0.tag = \(first) AND +i.class = \(itemClass)"
@@ -153,6 +167,8 @@ extension Keychain.State {
 
         return try db.withStatement(sql) { (statement) throws(KeychainError) -> [Match] in
             var matches: [Match] = []
+            var lockedOut = 0
+            var lockedOutClass: Accessibility?
             while try statement.step() {
                 guard let uuid = statement.data(1), uuid.count == 16 else {
                     throw KeychainError(.decode, "an item row has a damaged identifier")
@@ -163,6 +179,24 @@ extension Keychain.State {
                 var attributes: ItemAttributes?
                 var secret: Data?
                 var protectedSecret: SharedSecret?
+                let className = statement.string(7) ?? ""
+                let accessibility = Accessibility(rawValue: className)
+                let key = accessibility.flatMap { classKeys[$0] }
+                if key == nil {
+                    // Unlocked, every class key the file gives is in memory, but those of the ThisDeviceOnly
+                    // classes of a file copied from another machine (their TPM is not this one): those items
+                    // are left out as a locked keychain leaves out what it cannot open.
+                    let otherDevice = accessibility.map { !$0.mayLeaveThisDevice && deviceFailure != nil } ?? false
+                    if unlocked, !otherDevice {
+                        guard let accessibility else { throw ClassKeys.unknownClass(className) }
+                        throw ClassKeys.missing(accessibility)
+                    }
+                    if needsOpening {
+                        lockedOut += 1
+                        lockedOutClass = accessibility
+                        continue
+                    }
+                }
                 if let key, wantsAttributes {
                     let sealed = statement.data(2) ?? Data()
                     let context = ItemSealing.itemField(
@@ -172,6 +206,7 @@ extension Keychain.State {
                         continue
                     }
                     if confirming {
+                        guard Accessibility(of: opened).rawValue == className else { continue }
                         let entries = IndexEntries(
                             synchronizable: statement.int64(5) != 0, primaryKeyHash: statement.data(6),
                             tags: try Self.storedTags(of: row, db))
@@ -194,6 +229,14 @@ extension Keychain.State {
                         item: KeychainItem(reference: reference, attributes: attributes, secret: secret),
                         secretInSecretMemory: protectedSecret))
                 if let limit, matches.count >= limit { break }
+            }
+            if matches.isEmpty, lockedOut > 0 {
+                if unlocked, let deviceFailure {
+                    throw ClassKeys.otherDevice(lockedOutClass ?? .whenUnlockedThisDeviceOnly, deviceFailure)
+                }
+                throw KeychainError(
+                    .interactionNotAllowed,
+                    "the keychain is locked: the items that match are of classes readable only while it is unlocked")
             }
             return matches
         }

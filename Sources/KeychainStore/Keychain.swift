@@ -30,6 +30,17 @@ public final class Keychain: Sendable {
         var header: KeychainHeader
         let indexer: AttributeIndexer
         var key: SecretKey?
+        /// The class keys in memory (``ClassKeys``): all of them while unlocked; after a lock, those of the classes
+        /// that outlast it (``Accessibility/outlastsLock``) until ``Keychain/lock(allClasses:)`` wipes them.
+        var classKeys: [Accessibility: SecretKey] = [:]
+        /// What seals the `…ThisDeviceOnly` class keys to this machine (``Keychain/defaultDeviceSealing`` when
+        /// the keychain was made or opened), nil on a machine without a TPM.
+        var deviceSealing: (any DeviceSealing)?
+        /// Why the device secret did not unseal at the last unlock (another machine's TPM), if it did not.
+        var deviceFailure: KeychainError?
+        /// The access policy checked under the keychain key when it last locked, with the rows it was read from:
+        /// what ``Keychain/accessPolicy()`` answers while locked and class keys are held.
+        var policyAtLock: (rows: (encoded: Data?, mac: Data?), policy: KeychainAccessPolicy)?
         /// The file's format (`FileSchema`): a format-1 file is brought to the current one at its first unlock.
         var formatVersion: Int64
         /// Whether a delete leaves its checkpoint to the holder (see ``Keychain/deferCheckpoints()``).
@@ -53,10 +64,14 @@ public final class Keychain: Sendable {
         self.state = Mutex(
             State(
                 db: db, header: header, indexer: try AttributeIndexer(key: indexKey), key: key,
+                deviceSealing: Self.deviceSealingHere ?? Self.defaultDeviceSealing.withLock { $0 },
                 formatVersion: formatVersion))
-        if key != nil {
+        if let key {
             let identifier = header.identifier
-            try state.withLock { (state) throws(KeychainError) in try state.upgradeToCurrent(identifier: identifier) }
+            try state.withLock { (state) throws(KeychainError) in
+                try state.upgradeToCurrent(identifier: identifier)
+                state.install(key, identifier: identifier)
+            }
         }
     }
 
@@ -206,11 +221,7 @@ public final class Keychain: Sendable {
     public func unlock(with unwrapped: UnwrappedKeychainKey) {
         guard unwrapped.keychain == identifier else { return }
         let identifier = identifier
-        state.withLock { (state) in
-            state.key = unwrapped.key
-            // When this fails (a read-only file), every use of the key says so (see `unlockedKey`).
-            try? state.upgradeToCurrent(identifier: identifier)
-        }
+        state.withLock { (state) in state.install(unwrapped.key, identifier: identifier) }
     }
 
     /// Unlocks with the UTF-8 bytes of `password`.
@@ -230,16 +241,26 @@ public final class Keychain: Sendable {
         let header = state.withLock { $0.header }
         let key = try header.unwrap(with: parentKey)
         let identifier = identifier
-        state.withLock { (state) in
-            state.key = key
-            // When this fails (a read-only file), every use of the key says so (see `unlockedKey`).
-            try? state.upgradeToCurrent(identifier: identifier)
-        }
+        state.withLock { (state) in state.install(key, identifier: identifier) }
     }
 
-    /// Forgets the keychain key; the key's memory is wiped.
+    /// Forgets the keychain key and the class keys that do not outlast a lock; their memory is wiped. Items of
+    /// the classes that do (`AfterFirstUnlock` and its kin: ``Accessibility/outlastsLock``) stay readable, if
+    /// the keychain was unlocked since it was opened, until ``lock(allClasses:)`` with `true`.
     public func lock() {
-        state.withLock { $0.key = nil }
+        lock(allClasses: false)
+    }
+
+    /// Forgets the keychain key and the class keys: every class key when `allClasses` (logout, the daemon's
+    /// exit, hibernation, `latchkey lock-keychain --all-classes`), else as ``lock()``.
+    public func lock(allClasses: Bool) {
+        state.withLock { $0.lock(allClasses: allClasses) }
+    }
+
+    /// The accessibility classes whose items can be read now: every class while unlocked (a class whose key
+    /// the file does not give aside); while locked, those whose key outlasted the lock.
+    public var readableClasses: Set<Accessibility> {
+        state.withLock { Set($0.classKeys.keys) }
     }
 
     /// Checkpoints the file until its write-ahead log is copied into it and emptied (so that no earlier
@@ -498,11 +519,23 @@ extension Keychain.State {
         guard formatVersion < FileSchema.currentVersion, let key else { return }
         let db = db
         try db.transaction { () throws(KeychainError) in
-            guard try FileSchema.userVersion(db) < FileSchema.currentVersion else { return }
-            try db.execute(FileSchema.keyedMigration)
-            let stored = try SettingsRecord.record.load(from: db)
-            try SettingsRecord.record.save(
-                stored.encoded ?? KeychainSettings().encoded, key: key, keychain: identifier, db)
+            let version = try FileSchema.userVersion(db)
+            guard version < FileSchema.currentVersion else { return }
+            if version < 2 {
+                try db.execute(FileSchema.keyedMigration)
+                let stored = try SettingsRecord.record.load(from: db)
+                try SettingsRecord.record.save(
+                    stored.encoded ?? KeychainSettings().encoded, key: key, keychain: identifier, db)
+            }
+            // Format 3: a key per accessibility class, and every item sealed under its class's key.
+            try db.execute(FileSchema.classKeyMigration)
+            var keys: [Accessibility: SecretKey] = [:]
+            let device = try ClassKeys.createDeviceSecret(deviceSealing, db)
+            for accessibility in Accessibility.allCases {
+                keys[accessibility] = try ClassKeys.create(
+                    accessibility, keychainKey: key, keychain: identifier, device: device, db)
+            }
+            try resealItemsUnderClassKeys(keychainKey: key, classKeys: keys, identifier: identifier)
             try db.execute("PRAGMA user_version = \(FileSchema.currentVersion)")
         }
         formatVersion = FileSchema.currentVersion

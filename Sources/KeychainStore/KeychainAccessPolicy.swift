@@ -57,10 +57,19 @@ extension Keychain {
     ///   keychain (treat the keychain as ``KeychainAccessPolicy/prompt``, never as allowing all);
     ///   `errSecInteractionNotAllowed` while locked: the policy only matters when a secret is handed out, which
     ///   needs the key anyway (``storedAccessPolicy()`` shows it unchecked).
+    ///
+    /// While locked with the keys of classes that outlast a lock held (`AfterFirstUnlock` items can be read), it
+    /// is the policy checked when the keychain locked, as long as the file's rows are still those it checked.
     public func accessPolicy() throws(KeychainError) -> KeychainAccessPolicy {
         let identifier = identifier
-        return try withDatabase { (db, key) throws(KeychainError) in
-            guard let key else {
+        return try state.withLock { (state) throws(KeychainError) in
+            let db = state.db
+            guard let key = state.key == nil ? nil : try state.unlockedKey() else {
+                if let checked = state.policyAtLock, !state.classKeys.isEmpty,
+                    try AccessPolicyRecord.record.load(from: db) == checked.rows
+                {
+                    return checked.policy
+                }
                 throw KeychainError(
                     .interactionNotAllowed, "the keychain is locked: its access policy cannot be checked")
             }

@@ -89,9 +89,31 @@ extension HeldKeychain {
     /// access list among them) are neither shown to Secret Service clients nor set by them, and a name that
     /// looks like one would only mislead.
     static func refuseLatchkeyNames(_ attributes: [String: String]) throws(DBusError) {
+        if attributes[accessibleAttribute] != nil {
+            throw SecretServiceError.invalidArgs(
+                "attribute '\(accessibleAttribute)' is taken by CreateItem only (an item's class changes through"
+                    + " org.latchkey.Keychain1 Update or latchkey)")
+        }
         if let name = attributes.keys.first(where: { $0.hasPrefix("lk:") }) {
             throw SecretServiceError.invalidArgs("attribute '\(name)': names beginning with lk: are Latchkey's own")
         }
+    }
+
+    /// The `CreateItem` attribute that chooses the new item's accessibility class (docs/dbus-mapping.md,
+    /// "Accessibility classes"): a `kSecAttrAccessible` value (`ck`) or its name (`AfterFirstUnlock`).
+    static let accessibleAttribute = "lk:accessible"
+
+    /// Takes `lk:accessible` out of `attributes`: the class it names as the item's `kSecAttrAccessible` mark, none
+    /// when it is absent; `InvalidArgs` for a value that names no class.
+    static func takeAccessibility(from attributes: inout [String: String]) throws(DBusError) -> ItemAttributes {
+        guard let text = attributes.removeValue(forKey: accessibleAttribute) else { return [:] }
+        guard let accessibility = Accessibility(named: text) else {
+            throw SecretServiceError.invalidArgs(
+                "attribute '\(accessibleAttribute)': '\(text)' is not an accessibility class (WhenUnlocked,"
+                    + " AfterFirstUnlock, WhenUnlockedThisDeviceOnly, AfterFirstUnlockThisDeviceOnly,"
+                    + " WhenPasscodeSetThisDeviceOnly, or a kSecAttrAccessible value such as ck)")
+        }
+        return [.accessible: .string(accessibility.rawValue)]
     }
 
     /// Adds an item made through the Secret Service, or changes `existing` (`CreateItem` with `replace`: the
@@ -104,7 +126,9 @@ extension HeldKeychain {
         replacing existing: ItemReference? = nil, creator: Application? = nil, marks: ItemAttributes = [:]
     ) throws(KeychainError) -> (reference: ItemReference, replaced: Bool) {
         if let existing {
-            try update(existing, label: label, attributes: attributes, secret: secret, contentType: contentType)
+            try update(
+                existing, label: label, attributes: attributes, secret: secret, contentType: contentType,
+                accessibility: marks[.accessible])
             return (existing, true)
         }
         var stored = AttributeMapping.storeAttributes(attributes, for: .genericPassword) ?? [:]
@@ -136,12 +160,14 @@ extension HeldKeychain {
         try limits.check(usage: usage, adding: secretBytes + text, isNew: isNew, in: path)
     }
 
-    /// Changes an item's label, Secret Service attributes, secret or content type (nil: unchanged).
+    /// Changes an item's label, Secret Service attributes, secret, content type or accessibility class (its
+    /// `kSecAttrAccessible` value; nil: unchanged).
     func update(
         _ reference: ItemReference, label: String? = nil, attributes: [String: String]? = nil,
-        secret: Data? = nil, contentType: String? = nil
+        secret: Data? = nil, contentType: String? = nil, accessibility: AttributeValue? = nil
     ) throws(KeychainError) {
         var changes = ItemChanges(secret: secret)
+        if let accessibility { changes.attributes[.accessible] = accessibility }
         if let label { changes.attributes[.label] = .string(label) }
         if let contentType { changes.attributes[.contentType] = .string(contentType) }
         if let attributes {

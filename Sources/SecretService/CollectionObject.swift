@@ -121,6 +121,7 @@ struct CollectionObject: DBusObject {
         }
         try daemon.limits.check(label: label)
         try daemon.limits.check(attributes: attributes)
+        let marks = try HeldKeychain.takeAccessibility(from: &attributes)
         try HeldKeychain.refuseLatchkeyNames(attributes)
         let secret = try daemon.receive(transport, from: call.sender)
         guard !collection.isLocked else { throw daemon.lockedError(collection) }
@@ -133,13 +134,16 @@ struct CollectionObject: DBusObject {
         let contentType = transport.contentType
         let caller = call.sender
         guard let existing else {
-            return .reply(try store(label, attributes, secret, contentType, replacing: nil, caller: caller))
+            return .reply(
+                try store(label, attributes, secret, contentType, replacing: nil, caller: caller, marks: marks))
         }
         let target = SecretServiceDaemon.SecretTarget(held: collection, reference: existing)
         return try daemon.servingChange(.change, of: [target], to: call) { [self] outcome in
             if case .denied(let denial) = outcome { return .failure(denial.secretServiceError) }
             do throws(DBusError) {
-                return .success(try store(label, attributes, secret, contentType, replacing: existing, caller: caller))
+                return .success(
+                    try store(label, attributes, secret, contentType, replacing: existing, caller: caller, marks: marks)
+                )
             } catch {
                 return .failure(error)
             }
@@ -149,7 +153,7 @@ struct CollectionObject: DBusObject {
     /// Stores a new item, or changes `existing`, and tells clients.
     private func store(
         _ label: String, _ attributes: [String: String], _ secret: SharedSecret, _ contentType: String,
-        replacing existing: ItemReference?, caller: String
+        replacing existing: ItemReference?, caller: String, marks: ItemAttributes
     ) throws(DBusError) -> [DBusValue] {
         guard !collection.isLocked else { throw daemon.lockedError(collection) }
         try collection.checkQuota(
@@ -161,7 +165,7 @@ struct CollectionObject: DBusObject {
             result = try secret.withUnownedData { (data) throws(KeychainError) in
                 try collection.createItem(
                     label: label, attributes: attributes, secret: data, contentType: contentType,
-                    replacing: existing, creator: daemon.application(of: caller))
+                    replacing: existing, creator: daemon.application(of: caller), marks: marks)
             }
         } catch {
             throw SecretServiceError.from(error)

@@ -67,7 +67,8 @@ struct ItemObject: DBusObject {
                     },
                 ],
                 properties: [
-                    DBusProperty("Locked", Bool.self) { $0.collection.isLocked },
+                    // An AfterFirstUnlock item of a locked collection reads as unlocked (docs/dbus-mapping.md).
+                    DBusProperty("Locked", Bool.self) { $0.collection.isLocked($0.reference) },
                     DBusProperty(
                         "Attributes", [String: String].self,
                         get: { (object) throws(DBusError) in try object.properties().attributes },
@@ -103,7 +104,7 @@ struct ItemObject: DBusObject {
     /// The item's label, attributes and dates. A locked item's are sealed in the file: it shows what it showed
     /// when its collection locked (``LockedItemViews``), else nothing (empty and zero).
     private func properties() throws(DBusError) -> ItemProperties {
-        guard !collection.isLocked else {
+        guard !collection.isLocked(reference) else {
             return daemon.lockedViews.properties(of: reference, in: collection.id) ?? ItemProperties()
         }
         if let properties = read.properties { return properties }
@@ -172,7 +173,7 @@ struct ItemObject: DBusObject {
         SecretSession, (item: KeychainItem, secret: SharedSecret?)
     ) {
         let session = try daemon.session(sessionPath, of: caller)
-        guard !collection.isLocked else { throw daemon.lockedError(collection) }
+        guard !collection.isLocked(reference) else { throw daemon.lockedError(collection) }
         let found: (item: KeychainItem, secret: SharedSecret?)?
         do {
             found = try collection.itemWithSecret(reference)

@@ -130,6 +130,11 @@ struct Keychain1Object: DBusObject {
                         object.daemon.registry.lock(object.keychain)
                         return .reply([])
                     },
+                    // As `Lock`, and the class keys that outlast a lock (AfterFirstUnlock) go too.
+                    DBusMethod("LockAllClasses") { object, _ in
+                        object.daemon.registry.lock(object.keychain, allClasses: true)
+                        return .reply([])
+                    },
                     DBusMethod("ChangePassword", DBusInput("old", [UInt8].self), DBusInput("new", [UInt8].self)) {
                         (object, call, old, new) throws(DBusError) in
                         let session = object.daemon.keychainSession(of: call.sender)

@@ -495,9 +495,12 @@ package final class SecretServiceDaemon {
         let items = (try? held.allItems(returning: held.isLocked ? [] : .attributes)) ?? []
         var view: [ItemReference: LockedItemViews.Shown] = [:]
         if !held.isLocked { view.reserveCapacity(items.count) }
+        // Items whose class key outlasted the lock read as unlocked (AfterFirstUnlock).
+        let readable = held.isLocked ? held.readable(among: items.map(\.reference)) : []
         for item in items {
             let path = ObjectPaths.item(item.reference, in: held.id)
-            var changed: [String: DBusValue] = ["Locked": locked]
+            let itemLocked = held.isLocked && !readable.contains(item.reference)
+            var changed: [String: DBusValue] = ["Locked": itemLocked ? locked : .bool(false)]
             var properties: ItemProperties?
             if let attributes = item.attributes {
                 let now = ItemProperties(attributes, of: item.reference.itemClass)

@@ -153,8 +153,23 @@ struct ServiceObject: DBusObject {
         var unlocked: [String] = []
         var locked: [String] = []
         for held in daemon.registry.keychains {
-            let paths = try held.searchPaths(attributes)
-            if held.isLocked { locked += paths } else { unlocked += paths }
+            guard held.isLocked else {
+                unlocked += try held.searchPaths(attributes)
+                continue
+            }
+            // In a locked collection, the items whose class key outlasted the lock (AfterFirstUnlock) are
+            // among the unlocked results: they can be read.
+            let references: [ItemReference]
+            do {
+                references = try held.search(attributes)
+            } catch {
+                throw SecretServiceError.from(error)
+            }
+            let readable = held.readable(among: references)
+            for reference in references {
+                let path = ObjectPaths.item(reference, in: held.id)
+                if readable.contains(reference) { unlocked.append(path) } else { locked.append(path) }
+            }
         }
         return [.objectPaths(unlocked), .objectPaths(locked)]
     }
@@ -183,7 +198,7 @@ struct ServiceObject: DBusObject {
         var entries: [DBusDictEntry] = []
         var allTrusted = true
         for itemPath in items {
-            guard case .item(let held, let reference) = daemon.resolve(itemPath), !held.isLocked,
+            guard case .item(let held, let reference) = daemon.resolve(itemPath), !held.isLocked(reference),
                 let found = try? held.itemWithSecret(reference)
             else { continue }
             let target = SecretServiceDaemon.SecretTarget(
@@ -205,7 +220,8 @@ struct ServiceObject: DBusObject {
                 let session = try daemon.session(path, of: call.sender)
                 var entries: [DBusDictEntry] = []
                 for (index, target) in targets.enumerated() where allowed[index] {
-                    guard !target.held.isLocked, let found = try? target.held.itemWithSecret(target.reference)
+                    guard !target.held.isLocked(target.reference),
+                        let found = try? target.held.itemWithSecret(target.reference)
                     else { continue }
                     entries.append(
                         DBusDictEntry(

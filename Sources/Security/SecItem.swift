@@ -116,12 +116,18 @@ private func search(_ request: QueryDictionary) throws(KeychainError) -> [(SecKe
     try query.validate()
     var found: [(SecKeychain, KeychainItem)] = []
     for keychain in keychains {
-        if request.skipsItemsNeedingAuthentication, keychain.store.isLocked,
-            !query.returning.isDisjoint(with: [.data, .attributes])
+        let items: [KeychainItem]
+        do {
+            items = try readable(keychain.store, query)
+        } catch
+            where error.status == .interactionNotAllowed && request.skipsItemsNeedingAuthentication
+            && keychain.store.isLocked && !query.returning.isDisjoint(with: [.data, .attributes])
         {
+            // A locked keychain's items are left out, but those of classes readable while it is locked
+            // (AfterFirstUnlock), which the store returns.
             continue
         }
-        for item in try readable(keychain.store, query) {
+        for item in items {
             found.append((keychain, item))
             if let maximum = query.limit.maximum, found.count >= maximum { return found }
         }

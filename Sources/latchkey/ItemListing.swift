@@ -44,7 +44,7 @@ enum ItemListing {
         keys += attributes.keys.filter { !keys.contains($0) && $0 != .synchronizable }.sorted()
         var lines = [
             "keychain: \(quoted(Array(keychain.utf8)))", "version: 512", "class: \"\(item.itemClass.rawValue)\"",
-            "attributes:",
+            "accessible: \(Accessibility(of: attributes).name)", "attributes:",
         ]
         for key in keys {
             let name = key == .label ? "0x00000007 " : quoted(Array(key.rawValue.utf8))
@@ -151,6 +151,7 @@ enum ItemListing {
         for (key, value) in item.attributes ?? [:] { attributes[key.rawValue] = json(value) }
         var object: [String: JSONValue] = [
             "keychain": .string(keychain), "class": .string(item.itemClass.rawValue), "attributes": .object(attributes),
+            "accessible": .string(Accessibility(of: item.attributes ?? [:]).name),
         ]
         if let password { object["password"] = json(.data(password)) }
         return .object(object)

@@ -26,6 +26,14 @@ struct PasswordAttributeOptions: ParsableArguments {
     @Option(name: .customShort("l"), help: ArgumentHelp("The label (kSecAttrLabel).", valueName: "label"))
     var label: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "The accessibility class (kSecAttrAccessible): WhenUnlocked, AfterFirstUnlock,"
+                + " WhenUnlockedThisDeviceOnly, AfterFirstUnlockThisDeviceOnly, WhenPasscodeSetThisDeviceOnly"
+                + " (or Apple's value, such as ck).",
+            valueName: "class"))
+    var accessible: String?
+
     /// The attributes given.
     func attributes() throws(KeychainError) -> ItemAttributes {
         var attributes: ItemAttributes = [:]
@@ -37,6 +45,13 @@ struct PasswordAttributeOptions: ParsableArguments {
         attributes[.itemDescription] = kind.map(AttributeValue.string)
         attributes[.comment] = comment.map(AttributeValue.string)
         attributes[.label] = label.map(AttributeValue.string)
+        if let accessible {
+            guard let level = Accessibility(named: accessible) else {
+                throw KeychainError.param(
+                    "--accessible takes an accessibility class such as AfterFirstUnlock, not '\(accessible)'")
+            }
+            attributes[.accessible] = .string(level.rawValue)
+        }
         return attributes
     }
 }

@@ -76,8 +76,16 @@ enum ItemVerbs {
     static func find(
         _ itemClass: ItemClass, attributes: ItemAttributes, keychain argument: String?, output: FindOutput
     ) throws(KeychainError) {
-        let target = try KeychainTarget.open(argument, unlocked: true)
-        let item = try first(itemClass, attributes, in: target, withSecret: output.needsPassword)
+        // A locked keychain is asked for its password only when the item cannot be read as it is: an
+        // AfterFirstUnlock item held by the daemon reads while the keychain is locked.
+        let target = try KeychainTarget.open(argument, unlocked: false)
+        let item: KeychainItem
+        do {
+            item = try first(itemClass, attributes, in: target, withSecret: output.needsPassword)
+        } catch  where error.status == .interactionNotAllowed && target.backend.isLocked {
+            try target.unlock()
+            item = try first(itemClass, attributes, in: target, withSecret: output.needsPassword)
+        }
         let secret = output.needsPassword ? item.secret ?? Data() : nil
         if output.json {
             print(ItemListing.json(item, keychain: target.path, password: secret).text)

@@ -216,13 +216,20 @@ struct LockKeychain: ParsableCommand {
         discussion: """
             Without a daemon nothing holds a keychain unlocked, so there is nothing to lock.
 
+            A lock leaves the items of the AfterFirstUnlock classes readable until the session ends; \
+            --all-classes wipes their keys too, as a logout does.
+
             Examples:
               latchkey lock-keychain
               latchkey lock-keychain -a
+              latchkey lock-keychain -a --all-classes
             """)
 
     @Flag(name: .customShort("a"), help: "Lock every keychain the daemon holds.")
     var all = false
+
+    @Flag(help: "Also make AfterFirstUnlock items unreadable until the next unlock.")
+    var allClasses = false
 
     @Argument(help: "The keychain; the default keychain if omitted.")
     var keychain: String?
@@ -234,7 +241,10 @@ struct LockKeychain: ParsableCommand {
                 return
             }
             if all {
-                for description in held { DaemonKeychain.connect(collection: description.id)?.lock() }
+                for description in held {
+                    guard let daemon = DaemonKeychain.connect(collection: description.id) else { continue }
+                    if allClasses { daemon.lockAllClasses() } else { daemon.lock() }
+                }
                 return
             }
             let target = try KeychainTarget.reach(KeychainPaths.resolve(keychain), daemonKeychains: held)
@@ -242,7 +252,11 @@ struct LockKeychain: ParsableCommand {
                 StandardError.write("latchkey: the daemon does not hold \(target.path), so it is not unlocked")
                 return
             }
-            target.backend.lock()
+            if allClasses, let daemon = target.backend as? DaemonKeychain {
+                daemon.lockAllClasses()
+            } else {
+                target.backend.lock()
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Glibc
+import KeySlots
 import KeychainClient
 import KeychainCore
 import Posix
@@ -48,6 +49,8 @@ struct Latchkey: ParsableCommand {
         ProcessHardening.overwriteFreedMemory()
         SecretBytes.reportLockFailures { StandardError.write("latchkey: \($0)") }
         TPMConfiguration.quietLibraryLog()
+        // The ThisDeviceOnly class keys of keychains made or upgraded from now on are sealed to this TPM.
+        TPMDeviceSealing.installIfPresent()
         // A wait on the bus or the daemon longer than a second is told (docs/ssh.md).
         DaemonWait.notices.withLock {
             $0 = DaemonWait.Reporting(

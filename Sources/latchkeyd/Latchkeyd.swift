@@ -7,6 +7,7 @@ import FoundationEssentials
 import Glibc
 import GnomeKeyringImport
 import KWalletImport
+import KeySlots
 import KeychainCore
 import KeychainRegistry
 import KeychainStore
@@ -139,6 +140,8 @@ struct Latchkeyd: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         // tpm2-tss's own log lines (a wrong PIN at the login keychain's prompt) stay out of the journal.
         TPMConfiguration.quietLibraryLog()
+        // The ThisDeviceOnly class keys of keychains made or upgraded from now on are sealed to this TPM.
+        TPMDeviceSealing.installIfPresent()
         let signalMask = ServiceLoop.blockTerminationSignals()
         if printIntrospection {
             print(SecretServiceIntrospection.document, terminator: "")

@@ -105,7 +105,7 @@ import Testing
         #expect(try raw.blobs("PRAGMA user_version") == [Data("1".utf8)], "opening alone changes nothing")
 
         try keychain.unlock(password: "fixture password")
-        #expect(try raw.blobs("PRAGMA user_version") == [Data("2".utf8)])
+        #expect(try raw.blobs("PRAGMA user_version") == [Data("3".utf8)], "format 1 goes on to 3 (class keys)")
         #expect(try keychain.settings() == KeychainSettings(lockTimeout: 600, lockOnSleep: true))
         let one = ItemQuery(
             .genericPassword, attributes: [.service: .string("one.example")], returning: [.data, .attributes])
@@ -121,7 +121,8 @@ import Testing
         let row = "WHERE class = 'genp' AND id = (SELECT min(id) FROM items)"
         let legacySecret = try #require(try raw.blobs("SELECT secret FROM items \(row)").first)
         try keychain.update(matching: one, with: ItemChanges(secret: Data("changed".utf8)))
-        #expect(try raw.blobs("SELECT version FROM items \(row)") == [Data("1".utf8)])
+        // Version 0 (format 1), 1 when sealed under its class key, 2 after the change.
+        #expect(try raw.blobs("SELECT version FROM items \(row)") == [Data("2".utf8)])
         try raw.run("UPDATE items SET secret = ?1 \(row)", [legacySecret])
         #expect(statusOf { _ = try keychain.items(matching: one) } == .decode)
 

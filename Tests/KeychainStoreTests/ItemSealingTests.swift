@@ -44,5 +44,9 @@ import Testing
                 == Data("latchkey settings v2".utf8) + keychain + Data([5]))
         #expect(SettingsRecord.record.purpose == "latchkey settings v2")
         #expect(AccessPolicyRecord.record.purpose == "latchkey access policy v1")
+        #expect(
+            ItemSealing.classKeyWrap(keychain: keychain, accessibility: .afterFirstUnlockThisDeviceOnly)
+                == Data("latchkey class key v1".utf8) + keychain + Data("cku".utf8))
+        #expect(ClassKeys.rowName(.whenPasscodeSetThisDeviceOnly) == "class-key-akpu")
     }
 }

@@ -688,6 +688,52 @@ extension SecuritySuite {
 
         // MARK: Lock state and keychains
 
+        /// kSecAttrAccessibleAfterFirstUnlock in process: readable after SecKeychainLock (its class key stays),
+        /// WhenUnlocked not; SecItemUpdate moves an item between classes.
+        @Test func afterFirstUnlockItemsReadWhileLocked() throws {
+            let kc = try TestKeychain()
+            let afu = [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]
+            #expect(add(genericPassword("afu", secret: "bg", afu)) == errSecSuccess)
+            #expect(add(genericPassword("wu", secret: "fg")) == errSecSuccess)
+            #expect(SecKeychainLock(kc.keychain) == errSecSuccess)
+
+            let (status, data) = copyMatching([
+                kSecClass as String: genp, kSecAttrAccount as String: "afu", kSecReturnData as String: true,
+            ])
+            #expect(status == errSecSuccess)
+            #expect(data as? Data == Data("bg".utf8))
+            #expect(
+                copyMatching([
+                    kSecClass as String: genp, kSecAttrAccount as String: "wu", kSecReturnData as String: true,
+                ])
+                .0 == errSecInteractionNotAllowed)
+            // Skip leaves out what cannot be read, and returns what can.
+            let (skipStatus, skipped) = copyMatching([
+                kSecClass as String: genp, kSecReturnAttributes as String: true,
+                kSecMatchLimit as String: kSecMatchLimitAll,
+                kSecUseAuthenticationUI as String: kSecUseAuthenticationUISkip,
+            ])
+            #expect(skipStatus == errSecSuccess)
+            let accounts = (skipped as? [[String: Any]])?.compactMap { $0[kSecAttrAccount as String] as? String }
+            #expect(accounts == ["afu"])
+            #expect(
+                add(genericPassword("more", afu)) == errSecInteractionNotAllowed, "writes need the keychain unlocked")
+
+            let right = "correct horse"
+            #expect(SecKeychainUnlock(kc.keychain, UInt32(right.utf8.count), right, true) == errSecSuccess)
+            #expect(
+                SecItemUpdate(
+                    [kSecClass as String: genp, kSecAttrAccount as String: "wu"] as CFDictionary,
+                    [kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock] as CFDictionary)
+                    == errSecSuccess)
+            #expect(SecKeychainLock(kc.keychain) == errSecSuccess)
+            let moved = copyMatching([
+                kSecClass as String: genp, kSecAttrAccount as String: "wu", kSecReturnData as String: true,
+            ])
+            #expect(moved.0 == errSecSuccess)
+            #expect(moved.1 as? Data == Data("fg".utf8))
+        }
+
         @Test func lockedKeychainFindsReferencesButNotContents() throws {
             let kc = try TestKeychain()
             #expect(add(genericPassword("a", secret: "s")) == errSecSuccess)

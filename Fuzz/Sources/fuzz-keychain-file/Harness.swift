@@ -9,7 +9,10 @@
 //   op % 4 == 1: delete the meta row `metaNames[target]`;
 //   op % 4 == 2: set column `columns[target % 8]` of item row `target / 8 % 3 + 1` to the field;
 //   op % 4 == 3: set column attributes (target even) or secret of item row `target / 2 % 3 + 1` to the field
-//                sealed with the keychain key for that row.
+//                sealed with the key of the class the row names (`pclass`; the keychain key when it names
+//                none) and the row's version.
+// The meta rows include the class keys (`class-key-ak`, `class-key-ck`: format 3); after the unlock the copy is
+// also locked and read again (the AfterFirstUnlock item through the class key kept), then locked for every class.
 import FoundationEssentials
 import FuzzSupport
 import Glibc
@@ -17,8 +20,10 @@ import KeychainCore
 
 @testable import KeychainStore
 
-let metaNames = ["format", "uuid", "kdf", "salt", "wrapped_key", "index_key", "attempts", "x-import"]
-let columns = ["uuid", "class", "pk", "attributes", "secret", "sync", "id", "uuid"]
+let metaNames = [
+    "format", "uuid", "kdf", "salt", "wrapped_key", "index_key", "attempts", "x-import", "class-key-ak", "class-key-ck",
+]
+let columns = ["uuid", "class", "pk", "attributes", "secret", "sync", "id", "pclass"]
 
 /// What every input starts from.
 struct Fixture {
@@ -26,6 +31,7 @@ struct Fixture {
     let template: String
     let parent: Keychain
     let childKey: SecretKey
+    let classKeys: [Accessibility: SecretKey]
 
     init() throws {
         directory = scratchDirectory("keychain-file")
@@ -40,12 +46,17 @@ struct Fixture {
                 secret: Data("s3cret".utf8))
             try child.add(
                 .internetPassword,
-                attributes: [.server: .string("example.org"), .account: .string("bob"), .port: .number(443)],
+                attributes: [
+                    .server: .string("example.org"), .account: .string("bob"), .port: .number(443),
+                    .accessible: .string(Accessibility.afterFirstUnlock.rawValue),
+                ],
                 secret: Data([0, 1, 2, 255]))
             try child.add(.genericPassword, attributes: [.service: .string("empty")], secret: nil)
         }
         let db = try SQLiteDatabase(path: template, create: false)
-        childKey = try KeychainHeader.load(from: db).unwrap(with: parentKey)
+        let header = try KeychainHeader.load(from: db)
+        childKey = try header.unwrap(with: parentKey)
+        classKeys = try ClassKeys.load(keychainKey: childKey, keychain: header.identifier, device: nil, db)
     }
 }
 
@@ -123,7 +134,7 @@ func applyEdits(_ input: inout FuzzInput, to path: String, fixture: Fixture) {
                 (statement) throws(KeychainError) in
                 if column == "id" || column == "sync" {
                     statement.bind(1, value.reduce(Int64(0)) { $0 << 8 | Int64($1) })
-                } else if column == "class" {
+                } else if column == "class" || column == "pclass" {
                     statement.bind(1, String(decoding: value, as: UTF8.self))
                 } else {
                     statement.bind(1, value)
@@ -136,19 +147,23 @@ func applyEdits(_ input: inout FuzzInput, to path: String, fixture: Fixture) {
             let field: ItemSealing.Field = target % 2 == 0 ? .attributes : .secret
             guard
                 let found = try? db.withStatement(
-                    "SELECT uuid, class FROM items WHERE id = ?1",
-                    { (statement) throws(KeychainError) -> (Data?, String?) in
+                    "SELECT uuid, class, pclass, version FROM items WHERE id = ?1",
+                    { (statement) throws(KeychainError) -> (Data?, String?, String?, Int64) in
                         statement.bind(1, row)
-                        return try statement.step() ? (statement.data(0), statement.string(1)) : (nil, nil)
+                        return try statement.step()
+                            ? (statement.data(0), statement.string(1), statement.string(2), statement.int64(3))
+                            : (nil, nil, nil, 0)
                     }),
                 let uuid = found.0, uuid.count == 16, let classCode = found.1,
                 let itemClass = ItemClass(rawValue: classCode),
                 let identifier = try? KeychainHeader.load(from: db).identifier
             else { continue }
-            // The fixture's items are of format 1's shape: version 0.
             let context = ItemSealing.itemField(
-                keychain: identifier, item: ItemReference(itemClass: itemClass, identifier: uuid), field, version: 0)
-            guard let sealed = try? AuthenticatedCipher.seal(value, key: fixture.childKey, context: context) else {
+                keychain: identifier, item: ItemReference(itemClass: itemClass, identifier: uuid), field,
+                version: found.3)
+            let key =
+                found.2.flatMap(Accessibility.init(rawValue:)).flatMap { fixture.classKeys[$0] } ?? fixture.childKey
+            guard let sealed = try? AuthenticatedCipher.seal(value, key: key, context: context) else {
                 continue
             }
             let statement: SQL =
@@ -183,4 +198,15 @@ func exercise(_ path: String, fixture: Fixture) {
         with: ItemChanges(attributes: [.label: .string("changed")], secret: Data("new".utf8)))
     _ = try? keychain.delete(matching: ItemQuery(.genericPassword, attributes: [.service: .string("empty")]))
     _ = try? keychain.count()
+    // Locked, the AfterFirstUnlock class key stays: its items are read (and checked) without the keychain key.
+    keychain.lock()
+    for itemClass in [ItemClass.genericPassword, .internetPassword] {
+        let query = ItemQuery(itemClass, synchronizable: .any, limit: .all, returning: [.attributes, .data])
+        _ = try? keychain.items(matching: query)
+        if let references = try? keychain.items(matching: ItemQuery(itemClass, synchronizable: .any, limit: .all)) {
+            _ = try? keychain.readable(among: references.map(\.reference))
+        }
+    }
+    keychain.lock(allClasses: true)
+    _ = try? keychain.items(matching: ItemQuery(.internetPassword, synchronizable: .any, returning: .data))
 }

@@ -132,7 +132,8 @@ package final class UserLogin {
     package func closeSession(lockIfLast: Bool) -> SessionClose {
         openSessions = max(0, openSessions - 1)
         guard lockIfLast, openSessions == 0 else { return .closed(left: openSessions) }
-        registry.lockLoginKeychains()
+        // The session's end: AfterFirstUnlock's keys go too.
+        registry.lockLoginKeychains(allClasses: true)
         return .lastClosedAndLocked
     }
 

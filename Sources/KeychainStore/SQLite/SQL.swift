@@ -109,6 +109,14 @@ struct SQL: ExpressibleByStringInterpolation, Sendable {
             }
         }
 
+        /// Text arguments separated by commas, for `IN (…)`.
+        mutating func appendInterpolation(list values: [String]) {
+            for (index, value) in values.enumerated() {
+                if index > 0 { pieces.append(.text(", ")) }
+                pieces.append(.value(.text(value)))
+            }
+        }
+
         /// Another statement part: its text as text, its arguments as arguments (numbered in place).
         mutating func appendInterpolation(_ part: SQL) {
             pieces += part.pieces
