@@ -84,16 +84,24 @@ extension KeychainRegistry {
             return
         }
         let reader = configuration.fingerprints
+        Self.log(
+            "\(PromptText.field(request.who)) reads \(request.labels.count) item(s) that ask for a fingerprint:"
+                + " asking fprintd (up to \(Self.fingerprintTimeoutSeconds) s for a finger)")
         offLoop(
             onOwnThread: true, { Self.fingerprintStage(plans, reader: reader, user: Self.userName()) },
             then: { (decision: FactorDecision) in
                 switch decision {
                 case .met: completion(.confirmed)
                 case .password: needPassword(true)
-                case .refused(let why): completion(.refused(.authFailed, why))
+                case .refused(let why):
+                    Self.log("the read of \(request.labels.count) item(s) is refused: \(why)")
+                    completion(.refused(.authFailed, why))
                 }
             })
     }
+
+    /// How long a read waits for the person's finger on the reader (fprintd's whole check: claim, verify, release).
+    package static let fingerprintTimeoutSeconds = 20
 
     /// What is left to do after the factors that need no prompt were looked at.
     enum FactorDecision: Sendable, Equatable {
@@ -127,7 +135,15 @@ extension KeychainRegistry {
         return decide(plans) { digest in
             let check = usable(digest)
             guard case .usable = check else { return check }
-            if verdict == nil { verdict = reader.verify(user: user, timeoutSeconds: 20) }
+            if verdict == nil {
+                let answer = reader.verify(user: user, timeoutSeconds: Double(fingerprintTimeoutSeconds))
+                verdict = answer
+                switch answer {
+                case .matched: log("the fingerprint check matched")
+                case .notMatched: log("the fingerprint check did not match")
+                case .unavailable(let reason): log("no fingerprint check: \(reason)")
+                }
+            }
             switch verdict {
             case .matched?: return .matched
             case .notMatched?: return .unavailable("the finger did not match")

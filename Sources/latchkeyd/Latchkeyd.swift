@@ -207,8 +207,14 @@ struct Latchkeyd: ParsableCommand {
             gnomeKeyringDirectory: KeyringFile.keyringDirectory(environment: ProcessInfo.processInfo.environment),
             flatpakAppDirectory: KeyringFile.flatpakAppDirectory(environment: ProcessInfo.processInfo.environment),
             kwallet: KWalletLocations(environment: ProcessInfo.processInfo.environment))
-        // The fingerprint reader of kSecAccessControlBiometry* items: none yet (fprintd's reader goes here).
-        registry.fingerprints = NoFingerprintReader()
+        // The fingerprint reader of kSecAccessControlBiometry* items: fprintd on the system bus
+        // (docs/fingerprint.md); without it every check is unavailable within milliseconds. The digest is asked on
+        // the serving thread when a biometry item is added: bounded to 1 s.
+        registry.fingerprints = FprintdFingerprints(
+            digestTimeoutSeconds: 1,
+            touchRequested: {
+                KeychainRegistry.log("fprintd waits for a finger: touch the fingerprint reader to allow the read")
+            })
         let daemon: SecretServiceDaemon
         do {
             daemon = try SecretServiceDaemon(
