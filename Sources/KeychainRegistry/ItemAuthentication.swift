@@ -69,8 +69,14 @@ extension KeychainRegistry {
         let wantsFingers = plans.contains { plan in
             plan.needed.contains { if case .fingerprint = $0 { true } else { false } }
         }
+        // The place of the request, kept for what is asked after the fingerprint stage (the password of `.or`),
+        // when the request is no longer being served.
+        let placeOfRequest = promptPlaceOfRequest
         let needPassword = { [self] (ok: Bool) in
             guard ok else { return }
+            let outer = promptPlaceOfRequest
+            if outer == nil { promptPlaceOfRequest = placeOfRequest }
+            defer { if outer == nil { promptPlaceOfRequest = nil } }
             let created = askPasswordToRead(request, completion: completion)
             ticket(created)
         }
@@ -87,8 +93,14 @@ extension KeychainRegistry {
         Self.log(
             "\(PromptText.field(request.who)) reads \(request.labels.count) item(s) that ask for a fingerprint:"
                 + " asking fprintd (up to \(Self.fingerprintTimeoutSeconds) s for a finger)")
+        let notice = FingerprintNotice(
+            request, place: choosesPromptPlace ? placeOfRequest?() : nil, seconds: Self.fingerprintTimeoutSeconds)
         offLoop(
-            onOwnThread: true, { Self.fingerprintStage(plans, reader: reader, user: Self.userName()) },
+            onOwnThread: true,
+            {
+                Self.fingerprintStage(
+                    plans, reader: reader, user: Self.userName(), touchRequested: { notice.tell() })
+            },
             then: { (decision: FactorDecision) in
                 switch decision {
                 case .met: completion(.confirmed)
@@ -121,7 +133,8 @@ extension KeychainRegistry {
     /// Checks the fingers (on its own thread): the enrolled fingers' digest, then one verify when some item can
     /// take a finger; then the decision.
     static func fingerprintStage(
-        _ plans: [(needed: [AccessConstraints.Factor], anyOne: Bool)], reader: any FingerprintChecking, user: String
+        _ plans: [(needed: [AccessConstraints.Factor], anyOne: Bool)], reader: any FingerprintChecking, user: String,
+        touchRequested: @escaping @Sendable () -> Void = {}
     ) -> FactorDecision {
         let enrolled = reader.enrolledFingersDigest(user: user)
         func usable(_ digest: [UInt8]?) -> FingerCheck {
@@ -136,7 +149,8 @@ extension KeychainRegistry {
             let check = usable(digest)
             guard case .usable = check else { return check }
             if verdict == nil {
-                let answer = reader.verify(user: user, timeoutSeconds: Double(fingerprintTimeoutSeconds))
+                let answer = reader.verify(
+                    user: user, timeoutSeconds: Double(fingerprintTimeoutSeconds), touchRequested: touchRequested)
                 verdict = answer
                 switch answer {
                 case .matched: log("the fingerprint check matched")

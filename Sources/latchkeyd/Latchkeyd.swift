@@ -209,12 +209,9 @@ struct Latchkeyd: ParsableCommand {
             kwallet: KWalletLocations(environment: ProcessInfo.processInfo.environment))
         // The fingerprint reader of kSecAccessControlBiometry* items: fprintd on the system bus
         // (docs/fingerprint.md); without it every check is unavailable within milliseconds. The digest is asked on
-        // the serving thread when a biometry item is added: bounded to 1 s.
-        registry.fingerprints = FprintdFingerprints(
-            digestTimeoutSeconds: 1,
-            touchRequested: {
-                KeychainRegistry.log("fprintd waits for a finger: touch the fingerprint reader to allow the read")
-            })
+        // the serving thread when a biometry item is added: bounded to 1 s. Each read tells its person to touch the
+        // reader (KeychainRegistry.fingerprintStage).
+        registry.fingerprints = FprintdFingerprints(digestTimeoutSeconds: 1)
         let daemon: SecretServiceDaemon
         do {
             daemon = try SecretServiceDaemon(

@@ -214,3 +214,53 @@ def test_a_fingerprint_service_not_owned_by_root_is_not_believed(make_daemon, bu
         daemon = make_daemon(system_bus=system).start()
         assert add(bus, "bio2", "any", "believed", "biometryAny") == (0, "")
         assert secitem(bus, "read-controlled", "bio2", "allow").stdout == "believed\n"
+
+
+def terminal_daemon(make_daemon, fprintd_system):
+    """latchkeyd that chooses where prompts show (no --pinentry, no desktop): a caller's terminal."""
+    import os
+    import shutil
+    if not (shutil.which("tmux") and os.path.exists("/usr/bin/pinentry-curses")):
+        pytest.skip("needs tmux and pinentry-curses")
+    from test_terminal_prompts import NO_DESKTOP
+    daemon = make_daemon(pinentry=None, extra_env=NO_DESKTOP, system_bus=fprintd_system).start()
+    daemon.fprintd = fprintd_system
+    return daemon
+
+
+def test_the_person_is_told_on_the_callers_terminal_to_touch_the_reader(make_daemon, fprintd_system, bus, tmp_path):
+    from test_terminal_prompts import Pane
+    daemon = terminal_daemon(make_daemon, fprintd_system)
+    daemon.fprintd.enroll(USER, "right-index-finger", "print-a")
+    assert add(bus, "bio", "any", "fingered", "biometryAny") == (0, "")
+    pane = Pane(tmp_path, bus)
+    try:
+        pane.type(f"{binary('secitem-client')} read-controlled bio allow; echo exit=$?")
+        told = pane.wait_for(lambda screen: "touch the fingerprint reader" in screen)
+        assert "Latchkey: touch the fingerprint reader within 20 s to allow the read of “controlled any”" in told
+        daemon.fprintd.device_command("SCAN print-a")
+        after = pane.wait_for(lambda screen: "\nexit=" in screen)
+        assert "fingered" in after and "exit=0" in after, after
+    finally:
+        pane.stop()
+    assert TOUCH in daemon.stderr.read_text()
+
+
+def test_the_password_of_or_is_asked_on_the_callers_terminal_after_the_fingerprint_stage(make_daemon, fprintd_system,
+                                                                                           bus, tmp_path):
+    """The password of `.or` is asked once the fingerprint stage is over, after the request was served: it
+    still shows where the caller is (its terminal), not on a desktop there is none of."""
+    from test_terminal_prompts import Pane
+    daemon = terminal_daemon(make_daemon, fprintd_system)
+    assert add(bus, "bio", "either", "fallback", "biometryAny", "or", "devicePasscode") == (0, "")
+    pane = Pane(tmp_path, bus)
+    try:
+        pane.type(f"{binary('secitem-client')} read-controlled bio allow; echo exit=$?")
+        question = pane.wait_for(lambda screen: "confirmation at each read" in screen)
+        assert "Type your login password" in question, question
+        from conftest import LOGIN_PASSWORD
+        pane.type(LOGIN_PASSWORD)
+        after = pane.wait_for(lambda screen: "\nexit=" in screen)
+        assert "fallback" in after and "exit=0" in after, after
+    finally:
+        pane.stop()
