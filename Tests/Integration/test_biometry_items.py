@@ -137,12 +137,13 @@ def test_or_falls_back_to_the_password_when_no_finger_comes_in_time(daemon_and_r
     # A matching finger: no password asked.
     assert read_with_finger(daemon, bus, "bio", ["SCAN print-a"])[:2] == (0, "fallback\n")
     assert asked(daemon) == []
-    # Nobody touches the reader (it sleeps a minute): after the 20 s of the check, the password.
-    daemon.set_pinentry_answers([RIGHT])
+    # Nobody touches the reader (it sleeps a minute): after the 20 s of the check, the password, which the
+    # person takes 8 s to type: the client waits for both (28 s, more than the 25 s of an ordinary call).
+    daemon.set_pinentry_answers([f"wait 8 {RIGHT}"])
     code, out, seconds, waited = read_with_finger(daemon, bus, "bio", ["SLEEP 60000"])
     assert waited
     assert (code, out) == (0, "fallback\n"), out
-    assert 19 < seconds < 30, seconds
+    assert 27 < seconds < 40, seconds
     assert len(asked(daemon)) == 1
     assert "no finger on the reader within 20 s" in daemon.stderr.read_text()
 
