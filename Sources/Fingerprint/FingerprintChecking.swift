@@ -20,6 +20,20 @@ package protocol FingerprintChecking: Sendable {
 
     /// Asks the person to touch the reader and waits for the verdict, at most `timeoutSeconds`.
     func verify(user: String, timeoutSeconds: Double) -> FingerprintVerdict
+
+    /// The same check, calling `touchRequested` (on the checking thread) once the reader waits for the finger:
+    /// where a request tells its person to touch the reader (docs/fingerprint.md, "Telling the person").
+    func verify(user: String, timeoutSeconds: Double, touchRequested: @escaping @Sendable () -> Void)
+        -> FingerprintVerdict
+}
+
+extension FingerprintChecking {
+    /// A reader that never waits for a finger: the check alone, `touchRequested` never called.
+    package func verify(user: String, timeoutSeconds: Double, touchRequested: @escaping @Sendable () -> Void)
+        -> FingerprintVerdict
+    {
+        verify(user: user, timeoutSeconds: timeoutSeconds)
+    }
 }
 
 /// The reader of a machine with none: every check is unavailable.

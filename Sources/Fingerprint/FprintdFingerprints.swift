@@ -73,6 +73,21 @@ package struct FprintdFingerprints: FingerprintChecking {
         }
     }
 
+    /// ``verify(user:timeoutSeconds:)`` that also calls `touchRequested` (after this reader's own
+    /// ``touchRequested``) once fprintd waits for the finger.
+    package func verify(user: String, timeoutSeconds: Double, touchRequested: @escaping @Sendable () -> Void)
+        -> FingerprintVerdict
+    {
+        let own = self.touchRequested
+        let both = FprintdFingerprints(
+            systemBusAddress: systemBusAddress, digestTimeoutSeconds: digestTimeoutSeconds,
+            touchRequested: {
+                own?()
+                touchRequested()
+            })
+        return both.verify(user: user, timeoutSeconds: timeoutSeconds)
+    }
+
     /// Whether fprintd is on the system bus at `systemBusAddress` or can be started there (its D-Bus activation
     /// file): the daemon's choice between this reader and ``NoFingerprintReader``. Bounded by `timeoutSeconds`.
     package static func serviceIsPresent(

@@ -256,7 +256,9 @@ package final class DaemonKeychain: KeychainBackend {
         guard query.returning.contains(.data) else {
             return try Self.items(in: try call("Search", [Keychain1Interface.encode(query)]), channel: nil)
         }
-        let (reply, channel) = try Self.callCarryingSecrets(path: path, "Search") { _ in
+        // A read of items with an access control waits for the person: up to 20 s for a finger on the reader,
+        // then up to 20 s for the password of the `.or` alternative (docs/secitem-semantics.md).
+        let (reply, channel) = try Self.callCarryingSecrets(path: path, "Search", timeout: 50_000) { _ in
             [Keychain1Interface.encode(query)]
         }
         return try Self.items(in: reply, channel: channel)

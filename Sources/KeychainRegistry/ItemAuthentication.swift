@@ -69,8 +69,14 @@ extension KeychainRegistry {
         let wantsFingers = plans.contains { plan in
             plan.needed.contains { if case .fingerprint = $0 { true } else { false } }
         }
+        // The place of the request, kept for what is asked after the fingerprint stage (the password of `.or`),
+        // when the request is no longer being served.
+        let placeOfRequest = promptPlaceOfRequest
         let needPassword = { [self] (ok: Bool) in
             guard ok else { return }
+            let outer = promptPlaceOfRequest
+            if outer == nil { promptPlaceOfRequest = placeOfRequest }
+            defer { if outer == nil { promptPlaceOfRequest = nil } }
             let created = askPasswordToRead(request, completion: completion)
             ticket(created)
         }
@@ -84,16 +90,30 @@ extension KeychainRegistry {
             return
         }
         let reader = configuration.fingerprints
+        Self.log(
+            "\(PromptText.field(request.who)) reads \(request.labels.count) item(s) that ask for a fingerprint:"
+                + " asking fprintd (up to \(Self.fingerprintTimeoutSeconds) s for a finger)")
+        let notice = FingerprintNotice(
+            request, place: choosesPromptPlace ? placeOfRequest?() : nil, seconds: Self.fingerprintTimeoutSeconds)
         offLoop(
-            onOwnThread: true, { Self.fingerprintStage(plans, reader: reader, user: Self.userName()) },
+            onOwnThread: true,
+            {
+                Self.fingerprintStage(
+                    plans, reader: reader, user: Self.userName(), touchRequested: { notice.tell() })
+            },
             then: { (decision: FactorDecision) in
                 switch decision {
                 case .met: completion(.confirmed)
                 case .password: needPassword(true)
-                case .refused(let why): completion(.refused(.authFailed, why))
+                case .refused(let why):
+                    Self.log("the read of \(request.labels.count) item(s) is refused: \(why)")
+                    completion(.refused(.authFailed, why))
                 }
             })
     }
+
+    /// How long a read waits for the person's finger on the reader (fprintd's whole check: claim, verify, release).
+    package static let fingerprintTimeoutSeconds = 20
 
     /// What is left to do after the factors that need no prompt were looked at.
     enum FactorDecision: Sendable, Equatable {
@@ -113,7 +133,8 @@ extension KeychainRegistry {
     /// Checks the fingers (on its own thread): the enrolled fingers' digest, then one verify when some item can
     /// take a finger; then the decision.
     static func fingerprintStage(
-        _ plans: [(needed: [AccessConstraints.Factor], anyOne: Bool)], reader: any FingerprintChecking, user: String
+        _ plans: [(needed: [AccessConstraints.Factor], anyOne: Bool)], reader: any FingerprintChecking, user: String,
+        touchRequested: @escaping @Sendable () -> Void = {}
     ) -> FactorDecision {
         let enrolled = reader.enrolledFingersDigest(user: user)
         func usable(_ digest: [UInt8]?) -> FingerCheck {
@@ -127,7 +148,16 @@ extension KeychainRegistry {
         return decide(plans) { digest in
             let check = usable(digest)
             guard case .usable = check else { return check }
-            if verdict == nil { verdict = reader.verify(user: user, timeoutSeconds: 20) }
+            if verdict == nil {
+                let answer = reader.verify(
+                    user: user, timeoutSeconds: Double(fingerprintTimeoutSeconds), touchRequested: touchRequested)
+                verdict = answer
+                switch answer {
+                case .matched: log("the fingerprint check matched")
+                case .notMatched: log("the fingerprint check did not match")
+                case .unavailable(let reason): log("no fingerprint check: \(reason)")
+                }
+            }
             switch verdict {
             case .matched?: return .matched
             case .notMatched?: return .unavailable("the finger did not match")

@@ -210,10 +210,10 @@ struct Latchkeyd: ParsableCommand {
             gnomeKeyringDirectory: KeyringFile.keyringDirectory(environment: ProcessInfo.processInfo.environment),
             flatpakAppDirectory: KeyringFile.flatpakAppDirectory(environment: ProcessInfo.processInfo.environment),
             kwallet: KWalletLocations(environment: ProcessInfo.processInfo.environment))
-        // The fingerprint reader of kSecAccessControlBiometry* items: fprintd on the system bus (docs/fingerprint.md).
-        // Without fprintd every check answers "unavailable" within milliseconds, so nothing is asked at start. The
-        // enrolled fingers' digest is read on the serving thread when a biometry item is added or its access
-        // control changed: bounded to 1 s (fprintd answers from its device list).
+        // The fingerprint reader of kSecAccessControlBiometry* items: fprintd on the system bus
+        // (docs/fingerprint.md); without it every check is unavailable within milliseconds. The digest is asked on
+        // the serving thread when a biometry item is added: bounded to 1 s. Each read tells its person to touch the
+        // reader (KeychainRegistry.fingerprintStage).
         registry.fingerprints = FprintdFingerprints(digestTimeoutSeconds: 1)
         let daemon: SecretServiceDaemon
         do {
