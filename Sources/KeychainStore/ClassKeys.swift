@@ -56,7 +56,10 @@ enum ClassKeys {
         guard let sealing else { return nil }
         var secret = try KeychainError.allocating { () throws(SecretMemoryError) in try SecretBytes(zeros: 32) }
         try secret.withUnsafeMutableBytes { (bytes) throws(KeychainError) in try SecureRandom.fill(bytes) }
-        try db.setMetaRow(deviceRowName, try sealing.seal(secret))
+        // A TPM that is there but cannot seal (an owner hierarchy with a password, a TPM error) must not make the
+        // keychain unusable: its ThisDeviceOnly classes are then made as where there is no TPM.
+        guard let sealed = try? sealing.seal(secret) else { return nil }
+        try db.setMetaRow(deviceRowName, sealed)
         return try secret.withUnsafeBytes { (bytes) throws(KeychainError) in
             try SecretKey.filled { $0.copyMemory(from: bytes) }
         }

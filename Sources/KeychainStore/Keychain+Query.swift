@@ -187,6 +187,10 @@ extension Keychain.State {
                     // classes of a file copied from another machine (their TPM is not this one): those items
                     // are left out as a locked keychain leaves out what it cannot open.
                     let otherDevice = accessibility.map { !$0.mayLeaveThisDevice && deviceFailure != nil } ?? false
+                    // Unlocked, the file is in format 3: a row with no class is one the upgrade could not open
+                    // (damaged before it), left out as format 2 left out a row it could not open, not an error
+                    // for every query reaching it. (Locked, a format-2 file's rows have no class yet.)
+                    if unlocked, className.isEmpty { continue }
                     if unlocked, !otherDevice {
                         guard let accessibility else { throw ClassKeys.unknownClass(className) }
                         throw ClassKeys.missing(accessibility)

@@ -252,7 +252,7 @@ public final class Keychain: Sendable {
     }
 
     /// Forgets the keychain key and the class keys: every class key when `allClasses` (logout, the daemon's
-    /// exit, hibernation, `latchkey lock-keychain --all-classes`), else as ``lock()``.
+    /// exit, `latchkey lock-keychain --all-classes`), else as ``lock()``.
     public func lock(allClasses: Bool) {
         state.withLock { $0.lock(allClasses: allClasses) }
     }

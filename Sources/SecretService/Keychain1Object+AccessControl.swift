@@ -71,9 +71,13 @@ extension Keychain1Object {
         _ change: @escaping () -> Result<DBusMethodResult, DBusError>
     ) -> Result<DBusMethodResult, DBusError> {
         let daemon = daemon
+        // kSecUseAuthenticationUISkip leaves items out of a read; a change has nothing to leave out: it is asked
+        // for as Fail is (refused unasked), never made without the confirmation.
+        var asking = authentication
+        if asking.interaction == .skip { asking.interaction = .fail }
         let confirmed = daemon.confirmingReads(
             of: targets, allowed: targets.map { _ in true }, outcome: .allowed, sender: call.sender,
-            authentication: authentication
+            authentication: asking
         ) { _, outcome in
             Self.finish(call, outcome, daemon: daemon, change())
         }

@@ -255,9 +255,14 @@ struct Keychain1Object: DBusObject {
         // Once allowed, only the items asked about: an item that matches by then (made meanwhile) was not.
         var asked = query
         asked.references = targets.map(\.reference)
-        return try daemon.servingSecrets(of: targets, to: call, authentication: query.authentication) { _, outcome in
+        return try daemon.servingSecrets(of: targets, to: call, authentication: query.authentication) {
+            allowed, outcome in
             guard case .denied(let denial) = outcome else {
-                return Self.items(of: held, matching: asked, sealedFor: session)
+                // Only the items still allowed when the answers came (Skip leaves out one whose confirmation
+                // lapsed while another item's prompt was open).
+                var served = asked
+                served.references = zip(targets, allowed).filter(\.1).map(\.0.reference)
+                return Self.items(of: held, matching: served, sealedFor: session)
             }
             return .failure(denial.keychainError)
         }

@@ -184,7 +184,11 @@ def test_other_faces_cannot_bypass_the_confirmation(daemon, bus):
     served = subprocess.run([sys.executable, "-c", script], env=bus.env(), capture_output=True, text=True, timeout=60)
     assert served.stdout == "guarded\n", served.stderr
 
-    # Removing the access control first is no way round it: the change asks as a read does.
+    # Removing the access control first is no way round it: the change asks as a read does, and with
+    # kSecUseAuthenticationUISkip (which leaves items out of a read) it is refused unasked, not made unasked.
+    before = len(asked(daemon))
+    assert secitem(bus, "update-control-skip", "mail.example.com", "none").stdout == INTERACTION_NOT_ALLOWED + "\n"
+    assert len(asked(daemon)) == before
     daemon.set_pinentry_answers(["cancel"])
     assert secitem(bus, "update-control", "mail.example.com", "none").stdout == USER_CANCELED + "\n"
     daemon.set_pinentry_answers(["cancel"])

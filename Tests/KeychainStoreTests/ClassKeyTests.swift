@@ -145,6 +145,46 @@ import Testing
         #expect(try reopened.items(matching: two).first?.secret == Data("secret two".utf8))
     }
 
+    /// A TPM that is there but cannot seal (an owner hierarchy with a password, a TPM error): the keychain is made
+    /// and used as where there is no TPM, not refused.
+    @Test func aTPMThatCannotSealLeavesTheKeychainUsable() throws {
+        struct RefusingSealing: DeviceSealing {
+            func seal(_ secret: borrowing SecretBytes) throws(KeychainError) -> Data {
+                throw KeychainError(.internalComponent, "the TPM refused to seal")
+            }
+            func unseal(_ sealed: Data) throws(KeychainError) -> SecretBytes {
+                throw KeychainError(.internalComponent, "the TPM refused to unseal")
+            }
+        }
+        try Keychain.$deviceSealingHere.withValue(RefusingSealing()) {
+            let keychain = try newKeychain()
+            try add(keychain, "here", .whenUnlockedThisDeviceOnly)
+            #expect(try secret(keychain, "here") == Data("secret here".utf8))
+            let raw = try RawFile(path)
+            #expect(try raw.blobs("SELECT count(*) FROM meta WHERE name = 'class-device'") == [Data("0".utf8)])
+        }
+    }
+
+    /// A row damaged before the format-3 upgrade cannot be sealed again under a class key (it cannot be opened):
+    /// it keeps no class, and queries that reach it leave it out, as format 2 did, instead of failing whole.
+    @Test func aRowTheUpgradeCouldNotOpenIsLeftOutNotAnErrorForEveryQuery() throws {
+        try FileManager.default.copyItem(
+            atPath: Self.fixtures.appendingPathComponent("format2.keychain-db").path, toPath: path)
+        let raw = try RawFile(path)
+        try raw.run(
+            "UPDATE items SET attributes = ?1 WHERE id = (SELECT min(id) FROM items WHERE class = 'genp')",
+            [Data(repeating: 0x5A, count: 64)])
+        let keychain = try Keychain(opening: path)
+        try keychain.unlock(password: "fixture password")
+        #expect(try raw.blobs("PRAGMA user_version") == [Data("3".utf8)])
+        #expect(try raw.blobs("SELECT count(*) FROM items WHERE pclass = ''") == [Data("1".utf8)])
+        let everyGeneric = ItemQuery(.genericPassword, limit: .all, returning: [.attributes, .data])
+        let found = try keychain.items(matching: everyGeneric)
+        #expect(found.count == 1, "the undamaged generic password, and not the damaged one")
+        let web = ItemQuery(.internetPassword, attributes: [.server: .string("web.example")], returning: .data)
+        #expect(try keychain.items(matching: web).first?.secret == Data("web secret".utf8))
+    }
+
     /// A hostile edit of a class-key row: the keychain still unlocks, the other classes read, the class whose row
     /// was altered gives errSecDecode saying why (never a new key that would orphan its items), and the row put
     /// back gives everything back.

@@ -25,6 +25,7 @@
 //                                                      kSecUseAuthenticationUI UI (allow, fail, skip) and
 //                                                      kSecUseOperationPrompt PROMPT; one secret a line, sorted
 //   secitem-client update-control SERVICE FLAG...      SecItemUpdate of the kSecAttrAccessControl
+//   secitem-client update-control-skip SERVICE FLAG... the same with kSecUseAuthenticationUISkip in the query
 // Exits 0 on errSecSuccess, else prints "status N" and exits 1.
 import Foundation
 import Security
@@ -293,6 +294,14 @@ case ("update-control", 3...):
     finish(
         SecItemUpdate(
             [kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1]] as CFDictionary,
+            [kSecAttrAccessControl: accessControl(arguments[2...])] as CFDictionary))
+case ("update-control-skip", 3...):
+    finish(
+        SecItemUpdate(
+            [
+                kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1],
+                kSecUseAuthenticationUI: kSecUseAuthenticationUISkip,
+            ] as CFDictionary,
             [kSecAttrAccessControl: accessControl(arguments[2...])] as CFDictionary))
 default:
     finish(errSecParam)
