@@ -196,21 +196,6 @@ package enum KeyDerivationProcess {
         return true
     }
 
-    /// Words for a worker's wait status.
-    private static func describe(_ status: Int32?) -> String {
-        guard let status else { return "its status is unknown" }
-        let signal = status & 0x7f
-        guard signal == 0 else { return "it was ended by signal \(signal)" }
-        switch ExitStatus(rawValue: (status >> 8) & 0xff) {
-        case .derived: return "it gave no key"
-        case .badRequest: return "it refused the request"
-        case .traced: return "it was being traced, and refused"
-        case .hardeningFailed: return "it could not protect its memory"
-        case .derivationFailed: return "scrypt failed in it"
-        case nil: return "it exited with status \((status >> 8) & 0xff)"
-        }
-    }
-
     // MARK: The deriver's and the workers' side
 
     /// The deriver, in the child the daemon forked: keeps only standard error and its socket (standard input and
@@ -224,9 +209,10 @@ package enum KeyDerivationProcess {
         var none = sigset_t()
         sigemptyset(&none)
         sigprocmask(SIG_SETMASK, &none, nil)
+        // The socket to 3 first: a daemon started with standard input or output closed may have got it as 0 or 1.
+        guard dup2(socket, 3) == 3 else { _exit(ExitStatus.hardeningFailed.rawValue) }
         let null = open("/dev/null", O_RDWR | O_CLOEXEC)
-        guard null >= 0, dup2(null, 0) == 0, dup2(null, 1) == 1, dup2(socket, 3) == 3,
-            (try? Posix.closeDescriptors(from: 4)) != nil
+        guard null >= 0, dup2(null, 0) == 0, dup2(null, 1) == 1, (try? Posix.closeDescriptors(from: 4)) != nil
         else { _exit(ExitStatus.hardeningFailed.rawValue) }
         let control: Int32 = 3
         let deriverPID = getpid()
@@ -239,8 +225,10 @@ package enum KeyDerivationProcess {
                 let ended = waitpid(-1, &status, WNOHANG)
                 guard ended > 0 else { break }
                 workers -= 1
+                // A worker that exits says why itself; one killed cannot.
                 if status & 0x7f != 0 {
-                    sayOnStandardError("latchkeyd: the key derivation process failed: \(describe(status))")
+                    sayOnStandardError(
+                        "latchkeyd: the key derivation process failed: it was ended by signal \(status & 0x7f)")
                 }
             }
             guard polled > 0 else { continue }
@@ -287,8 +275,7 @@ package enum KeyDerivationProcess {
 
     /// Writes `line` and a newline on standard error.
     private static func sayOnStandardError(_ line: String) {
-        let bytes = Array("\(line)\n".utf8)
-        _ = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+        try? Posix.writeAll(2, Array("\(line)\n".utf8))
     }
 
     /// Serves one request: checks that nothing traces the process, arms the time limit, and only then reads the
