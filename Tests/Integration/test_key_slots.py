@@ -202,19 +202,26 @@ def test_a_tpm2_slot_bound_to_changed_pcrs_is_sealed_again_once_the_password_ope
             assert time.monotonic() < deadline, f"tpm2 slots {tpm2_slots()}, not {ids}: {daemon.stderr.read_text()}"
             time.sleep(0.1)
 
+    def wait_for_line(text, daemon):
+        """The worker logs its line after it changed the file: it may come a moment after the slots did."""
+        deadline = time.monotonic() + 30
+        while text not in daemon.stderr.read_text():
+            assert time.monotonic() < deadline, daemon.stderr.read_text()
+            time.sleep(0.1)
+
     later, asked = reading_after_autologin(["password " + LOGIN_PASSWORD])
     assert asked == 1, "the TPM should refuse a slot bound to PCRs that changed"
     # A slot sealed to the present values is added; the old one stays until the new one has opened.
     wait_for_slots([before["id"], before["id"] + 1], later)
     assert all(slot["pcrs"] == [16] and slot["pin"] is False for slot in tpm2_slots())
-    assert "sealed again" in later.stderr.read_text()
+    wait_for_line("sealed again", later)
     later.stop()
 
     # The next autologin opens from the TPM, asking nothing, and the outdated slot goes.
     latest, asked = reading_after_autologin([])
     assert asked == 0
     wait_for_slots([before["id"] + 1], latest)
-    assert "removed the login keychain's tpm2 slot" in latest.stderr.read_text()
+    wait_for_line("removed the login keychain's tpm2 slot", latest)
 
 
 def test_the_login_keychain_takes_its_recovery_key_at_the_password_prompt(tmp_path, bus, make_daemon, make_tpm):
