@@ -30,6 +30,11 @@ package struct ItemAuthenticationRequest {
     package let reason: String?
     /// Whose turn the prompt takes in the queue.
     package let client: PromptClient?
+    /// The items among them with a password of their own (`applicationPassword`), each asked for its password
+    /// once the other constraints were met; their secrets opened for this read go into ``opened``.
+    package var ownPasswords: [OwnPasswordRead] = []
+    /// The secrets of ``ownPasswords`` opened for this read, by their index there.
+    package let opened = OpenedItemSecrets()
 
     /// A request to confirm the read of items with `constraints` (and `labels`) of `keychain` by `who`.
     package init(
@@ -63,8 +68,17 @@ extension KeychainRegistry {
     /// ticket (nil when no prompt was queued) is withdrawn when the client leaves.
     package func confirmRead(
         _ request: ItemAuthenticationRequest, ticket: @escaping (PromptTicket) -> Void = { _ in },
-        completion: @escaping (ItemAuthenticationOutcome) -> Void
+        completion finished: @escaping (ItemAuthenticationOutcome) -> Void
     ) {
+        // The items' own passwords, once the other constraints were met (ItemPasswords.swift).
+        let askedFrom = promptPlaceOfRequest
+        let completion = { [self] (outcome: ItemAuthenticationOutcome) in
+            guard case .confirmed = outcome, !request.ownPasswords.isEmpty else { return finished(outcome) }
+            let outer = promptPlaceOfRequest
+            if outer == nil { promptPlaceOfRequest = askedFrom }
+            defer { if outer == nil { promptPlaceOfRequest = nil } }
+            askItemPasswords(request, ticket: ticket, completion: finished)
+        }
         let plans = request.constraints.map(\.factors)
         let wantsFingers = plans.contains { plan in
             plan.needed.contains { if case .fingerprint = $0 { true } else { false } }
@@ -273,7 +287,7 @@ extension KeychainRegistry {
 }
 
 /// What happened in a confirmation's prompt, for the status of a refusal (filled in on the prompt's thread).
-private final class ConfirmationRecord: Sendable {
+final class ConfirmationRecord: Sendable {
     private let state = Mutex<(typed: Bool, failure: String?)>((false, nil))
 
     func note(_ event: TerminalAnswerNote) {

@@ -20,7 +20,13 @@ extension Keychain {
     public func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?)
         throws(KeychainError) -> KeychainItem
     {
-        let added = try add([NewItem(itemClass, attributes: attributes, secret: secret)])
+        try add(NewItem(itemClass, attributes: attributes, secret: secret))
+    }
+
+    /// Adds one item, as ``add(_:attributes:secret:)``, with the reference it carries when it has one.
+    @discardableResult
+    public func add(_ item: NewItem) throws(KeychainError) -> KeychainItem {
+        let added = try add([item])
         guard let item = added.first else { throw KeychainError(.internalComponent, "an add returned no item") }
         return item
     }
@@ -43,7 +49,9 @@ extension Keychain {
             stored[.creationDate] = .date(item.creationDate ?? now)
             stored[.modificationDate] = .date(item.modificationDate ?? item.creationDate ?? now)
             if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
-            let reference = ItemReference(itemClass: item.itemClass, identifier: try SecureRandom.data(count: 16))
+            var identifier = item.reference?.identifier
+            if identifier == nil { identifier = try SecureRandom.data(count: 16) }
+            let reference = ItemReference(itemClass: item.itemClass, identifier: identifier ?? Data(count: 16))
             prepared.append((reference, stored, item.secret))
         }
         try state.withLock { (state) throws(KeychainError) in
@@ -246,6 +254,9 @@ public struct NewItem: Sendable {
     public var creationDate: Date?
     /// When it last changed; nil: its creation date.
     public var modificationDate: Date?
+    /// The reference it gets, of its class (made beforehand when its secret is bound to it: an item with a
+    /// password of its own, ``ItemPasswordEnvelope``); nil: a new random one.
+    public var reference: ItemReference?
 
     /// An item of `itemClass`, with dates to keep or nil for the time it is added.
     public init(

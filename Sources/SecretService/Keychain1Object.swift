@@ -30,7 +30,8 @@ struct Keychain1Object: DBusObject {
                             object.daemon.limits, secretBytes: secret?.count ?? 0, isNew: true)
                         try object.daemon.checkApplicationQuota(
                             of: call.sender, storing: secret?.count ?? 0, in: object.keychain, replacing: nil)
-                        return try native { () throws(KeychainError) in
+                        let checked: (ItemClass, ItemAttributes)
+                        do throws(KeychainError) {
                             guard let itemClass = ItemClass(rawValue: itemClass) else {
                                 throw KeychainError(.noSuchClass, "not a keychain item class")
                             }
@@ -43,17 +44,18 @@ struct Keychain1Object: DBusObject {
                             {
                                 stored.merge(ItemAccess.creatorAccess(creator).attributes) { $1 }
                             }
-                            let item = try Self.lendingData(secret) { (secret) throws(KeychainError) in
-                                try object.keychain.keychain.add(itemClass, attributes: stored, secret: secret)
-                            }
-                            object.daemon.recordApplicationUsage(
-                                of: call.sender, storing: secret?.count ?? 0, in: object.keychain, at: item.reference)
-                            object.changed()
-                            // A caller with a session has the secret it sent: it does not cross again.
-                            guard !object.daemon.keychainSession(of: call.sender).isSealing else {
-                                return [Keychain1Interface.encode(item, secretBytes: nil)]
-                            }
-                            return [Keychain1Interface.encode(item)]
+                            checked = (itemClass, stored)
+                        } catch {
+                            throw Keychain1Interface.dbusError(error)
+                        }
+                        // A password of its own: asked first, the secret stored sealed under it.
+                        if let deferred = try object.addingWithItemPassword(
+                            checked.1, of: checked.0, secret: secret, call: call)
+                        {
+                            return deferred
+                        }
+                        return try native { () throws(KeychainError) in
+                            try object.add(NewItem(checked.0, attributes: checked.1, secret: nil), secret, call: call)
                         }
                     },
                     DBusMethod("Search", DBusInput("query", Keychain1Query.self), returns: [.init("items", "aa{sv}")]) {
@@ -174,6 +176,24 @@ struct Keychain1Object: DBusObject {
         return secret
     }
 
+    /// Adds `item`, with `secret` (in secret memory, lent to the store) when given, else the secret it carries
+    /// (an envelope, which is not replied), as `Add` replies it.
+    func add(_ item: NewItem, _ secret: SharedSecret?, call: DBusMethodCall) throws(KeychainError) -> [DBusValue] {
+        let added = try Self.lendingData(secret) { (lent) throws(KeychainError) in
+            var item = item
+            if secret != nil { item.secret = lent }
+            return try keychain.keychain.add(item)
+        }
+        let bytes = secret?.count ?? item.secret?.count ?? 0
+        daemon.recordApplicationUsage(of: call.sender, storing: bytes, in: keychain, at: added.reference)
+        changed()
+        // A caller with a session has the secret it sent: it does not cross again.
+        guard secret != nil, !daemon.keychainSession(of: call.sender).isSealing else {
+            return [Keychain1Interface.encode(added, secretBytes: nil)]
+        }
+        return [Keychain1Interface.encode(added)]
+    }
+
     /// Lends `secret` to the store as `Data` without a copy (nil when there is none), for `body` only.
     private static func lendingData<R>(_ secret: SharedSecret?, _ body: (Data?) throws(KeychainError) -> R)
         throws(KeychainError) -> R
@@ -262,7 +282,7 @@ struct Keychain1Object: DBusObject {
                 // lapsed while another item's prompt was open).
                 var served = asked
                 served.references = zip(targets, allowed).filter(\.1).map(\.0.reference)
-                return Self.items(of: held, matching: served, sealedFor: session)
+                return Self.items(of: held, matching: served, sealedFor: session, daemon: daemon)
             }
             return .failure(denial.keychainError)
         }
@@ -279,10 +299,12 @@ struct Keychain1Object: DBusObject {
         return Keychain1Interface.encode(item, secretBytes: sealed)
     }
 
-    /// The items `query` finds, as `Search` replies them.
-    private static func items(of keychain: HeldKeychain, matching query: ItemQuery, sealedFor session: SecretSession)
-        -> Result<[DBusValue], DBusError>
-    {
+    /// The items `query` finds, as `Search` replies them (an item with a password of its own with the secret
+    /// opened for this reply: ``SecretServiceDaemon/servedSecret(of:in:stored:)``).
+    private static func items(
+        of keychain: HeldKeychain, matching query: ItemQuery, sealedFor session: SecretSession,
+        daemon: SecretServiceDaemon
+    ) -> Result<[DBusValue], DBusError> {
         let items: [(item: KeychainItem, secret: SharedSecret?)]
         do {
             items = try keychain.keychain.itemsWithSecrets(matching: query)
@@ -291,7 +313,13 @@ struct Keychain1Object: DBusObject {
         }
         do throws(DBusError) {
             let encoded = try items.map { (found) throws(DBusError) in
-                try Self.encode(found.item, secret: found.secret, sealedFor: session)
+                let secret: SharedSecret?
+                do throws(KeychainError) {
+                    secret = try daemon.servedSecret(of: found.item, in: keychain, stored: found.secret)
+                } catch {
+                    throw Keychain1Interface.dbusError(error)
+                }
+                return try Self.encode(found.item, secret: secret, sealedFor: session)
             }
             return .success([.array(elementSignature: "a{sv}", encoded)])
         } catch {

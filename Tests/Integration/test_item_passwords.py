@@ -1,0 +1,98 @@
+"""Items with a password of their own (kSecAccessControlApplicationPassword, docs/secitem-semantics.md, "An item's
+own password"): latchkeyd asks the person for the item's password when it is added (with its confirmation, in one
+dialog) and at each read, through every face that hands the secret out; the secret is stored sealed under a key
+scrypt derives from that password, so that neither the keychain's key nor a copy of the envelope onto another item
+gives it. On a real bus with the real Security module client (secitem-client), secret-tool, the latchkey command and
+the scripted pinentry."""
+
+import subprocess
+
+from conftest import LOGIN_PASSWORD, binary, secret_tool
+from test_access_control import (AUTH_FAILED, INTERACTION_NOT_ALLOWED, RIGHT, USER_CANCELED, add, asked,
+                                 descriptions, log, secitem, wrong_password_count)
+
+ITEM = "password item pass phrase"
+
+
+def repeats(daemon):
+    return [entry for entry in log(daemon) if entry["command"] == "SETREPEAT"]
+
+
+def test_adding_asks_the_items_password_and_each_read_asks_it_again(daemon, bus):
+    daemon.set_pinentry_answers([ITEM])
+    assert add(bus, "mail", "alice", "guarded", "applicationPassword") == (0, "")
+    # One dialog with its confirmation field (SETREPEAT), naming the program and the item.
+    assert len(asked(daemon)) == 1 and len(repeats(daemon)) == 1
+    assert "secitem-client" in descriptions(daemon)[-1] and "“controlled alice”" in descriptions(daemon)[-1]
+
+    daemon.set_pinentry_answers([ITEM])
+    read = secitem(bus, "read-controlled", "mail", "allow")
+    assert (read.returncode, read.stdout) == (0, "guarded\n"), (read.stdout, read.stderr)
+    assert len(asked(daemon)) == 2
+    description = descriptions(daemon)[-1]
+    assert "secitem-client" in description and "has a password of its own" in description
+    assert "Type the password of item “controlled alice”" in description
+
+    # No reuse: the same connection reading twice in a row is asked twice.
+    daemon.set_pinentry_answers([ITEM, ITEM])
+    both = secitem(bus, "find-generic-per-line", "mail", input="1\n2\n")
+    assert (both.returncode, both.stdout) == (0, "guarded\nguarded\n"), both.stdout
+    assert len(asked(daemon)) == 4
+
+
+def test_cancel_at_add_adds_nothing_and_nobody_to_ask_is_refused(make_daemon, bus):
+    daemon = make_daemon().start()
+    daemon.set_pinentry_answers(["cancel"])
+    assert add(bus, "mail", "alice", "guarded", "applicationPassword") == (1, USER_CANCELED + "\n")
+    assert secitem(bus, "find-generic", "mail").stdout == "status -25300\n", "nothing was added"
+
+
+def test_wrong_item_passwords_are_refused_and_counted_and_cancel_refuses(daemon, bus):
+    daemon.set_pinentry_answers([ITEM])
+    assert add(bus, "mail", "alice", "guarded", "applicationPassword") == (0, "")
+    before = wrong_password_count(daemon)
+    # The keychain's own password is not the item's.
+    daemon.set_pinentry_answers([RIGHT, "password wrong two", "password wrong three"])
+    read = secitem(bus, "read-controlled", "mail", "allow")
+    assert (read.returncode, read.stdout) == (1, AUTH_FAILED + "\n"), read.stdout
+    assert len(asked(daemon)) == 4, "three tries"
+    assert wrong_password_count(daemon) == before + 3, "each wrong item password counts under the limit"
+
+    daemon.set_pinentry_answers(["cancel"])
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == USER_CANCELED + "\n"
+    # Fail and Skip ask nothing.
+    assert secitem(bus, "read-controlled", "mail", "fail").stdout == INTERACTION_NOT_ALLOWED + "\n"
+    assert secitem(bus, "read-controlled", "mail", "skip").stdout == "status -25300\n"
+    assert len(asked(daemon)) == 5
+
+
+def test_the_stored_secret_is_not_the_secret_with_the_keychain_password_alone(make_daemon, bus, tmp_path):
+    daemon = make_daemon().start()
+    daemon.set_pinentry_answers([ITEM])
+    assert add(bus, "mail", "alice", "guarded", "applicationPassword") == (0, "")
+    daemon.stop()
+    # The latchkey command opening the file itself, with the keychain's password: it does not check the flags,
+    # and what it finds is the envelope, not the secret.
+    answers = tmp_path / "cli-answers"
+    answers.write_text(f"password {LOGIN_PASSWORD}\n")
+    env = bus.env(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "unused-data"),
+                  DBUS_SESSION_BUS_ADDRESS=f"unix:path={tmp_path}/no-bus", PINENTRY=str(daemon.pinentry),
+                  SCRIPTED_PINENTRY_ANSWERS=str(answers), SCRIPTED_PINENTRY_LOG=str(tmp_path / "cli-log"))
+    found = subprocess.run([binary("latchkey"), "find-generic-password", "-s", "mail", "-w",
+                            str(daemon.keychains / "login.keychain-db")], env=env, capture_output=True,
+                           timeout=60)
+    assert found.returncode == 0, found.stderr
+    assert b"guarded" not in found.stdout
+    # Printed as hex, since it is not text: the envelope's magic, "lkip".
+    assert found.stdout.lower().startswith(b"0x6c6b6970"), found.stdout
+
+
+def test_secret_tool_and_the_secret_service_ask_the_items_password(daemon, bus):
+    daemon.set_pinentry_answers([ITEM])
+    assert add(bus, "mail.example.com", "alice", "guarded", "applicationPassword") == (0, "")
+    daemon.set_pinentry_answers(["cancel"])
+    refused = secret_tool(bus, "lookup", "service", "mail.example.com", check=False)
+    assert refused.stdout == b"" and refused.returncode != 0
+    daemon.set_pinentry_answers([ITEM])
+    assert secret_tool(bus, "lookup", "service", "mail.example.com").stdout == b"guarded"
+    assert "has a password of its own" in descriptions(daemon)[-1]
