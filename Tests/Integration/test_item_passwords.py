@@ -96,3 +96,23 @@ def test_secret_tool_and_the_secret_service_ask_the_items_password(daemon, bus):
     daemon.set_pinentry_answers([ITEM])
     assert secret_tool(bus, "lookup", "service", "mail.example.com").stdout == b"guarded"
     assert "has a password of its own" in descriptions(daemon)[-1]
+
+
+def test_an_envelope_copied_onto_another_item_does_not_open(make_daemon, bus):
+    """Someone with the keychain's password and the file copies one item's stored secret (its envelope) onto
+    another item with the same item password: the envelope is bound to its item, so the other item's read fails
+    with the right password, and the first item still opens."""
+    daemon = make_daemon().start()
+    daemon.set_pinentry_answers([ITEM, ITEM])
+    assert add(bus, "mail", "alice", "alice's", "applicationPassword") == (0, "")
+    assert add(bus, "mail", "bob", "bob's", "applicationPassword") == (0, "")
+    daemon.stop()
+    subprocess.run([binary("keychain-writer"), str(daemon.keychains / "login.keychain-db"), "--copy-secret", "mail",
+                    "alice", "bob"], input=LOGIN_PASSWORD.encode(), check=True, timeout=60)
+    daemon.start()
+    daemon.set_pinentry_answers([ITEM])
+    assert secitem(bus, "find-generic", "mail", "alice").stdout == "alice's\n"
+    daemon.set_pinentry_answers([ITEM] * 3)
+    copied = secitem(bus, "find-generic", "mail", "bob")
+    assert (copied.returncode, copied.stdout) == (1, AUTH_FAILED + "\n"), copied.stdout
+    assert "alice's" not in copied.stdout
