@@ -26,8 +26,8 @@ package struct OwnPasswordRead: Sendable {
 /// The secrets of items with a password of their own, opened for one read (by their index in the request's
 /// ``ItemAuthenticationRequest/ownPasswords``), in secret memory. Filled on the serving thread.
 package final class OpenedItemSecrets {
-    /// The secrets opened, by index.
-    package var secrets: [Int: SharedSecret] = [:]
+    /// The secrets opened, by index, with the keys that opened them.
+    package var secrets: [Int: OpenedItemSecret] = [:]
 
     init() {}
 }
@@ -133,7 +133,7 @@ extension KeychainRegistry {
                 okLabel: "Allow", cancelLabel: "Refuse")
             let record = ConfirmationRecord()
             let opened = request.opened
-            var dialog = PromptDialog<SharedSecret>(
+            var dialog = PromptDialog<OpenedItemSecret>(
                 sharingKey: nil, tries: 3, retryMessage: "The item's password was not correct. Try again.",
                 ask: { pinentry, error, cancellation in
                     var asked = prompt

@@ -77,10 +77,14 @@ extension Keychain {
     /// of an item it made itself must not clear the count of guesses at the keychain's password. Slow (one
     /// scrypt): run it off the serving thread.
     package func openItemSecret(_ envelope: Data, password: UnsafeRawBufferPointer, item: ItemReference)
-        throws(KeychainError) -> SharedSecret
+        throws(KeychainError) -> OpenedItemSecret
     {
         try countingAttempt(limited: true, resetsCount: false) { () throws(KeychainError) in
-            SharedSecret(try ItemPasswordEnvelope.open(envelope, password: password, item: item))
+            var key: ItemPasswordKey?
+            let secret = SharedSecret(
+                try ItemPasswordEnvelope.open(envelope, password: password, item: item) { key = $0 })
+            guard let key else { throw KeychainError(.internalComponent, "an opened envelope left no key") }
+            return OpenedItemSecret(secret: secret, key: key)
         }
     }
 

@@ -184,7 +184,7 @@ extension SecretServiceDaemon {
     }
 
     /// The key of a confirmed read of `reference` in `held`.
-    private static func confirmationKey(_ held: HeldKeychain, _ reference: ItemReference) -> String {
+    static func confirmationKey(_ held: HeldKeychain, _ reference: ItemReference) -> String {
         held.id + "\t" + reference.description
     }
 
@@ -208,7 +208,7 @@ extension SecretServiceDaemon {
     func servedSecret(of item: KeychainItem, in held: HeldKeychain, stored: SharedSecret?) throws(KeychainError)
         -> SharedSecret?
     {
-        if let opened = openedForServing[Self.confirmationKey(held, item.reference)] { return opened }
+        if let opened = openedForServing[Self.confirmationKey(held, item.reference)] { return opened.secret }
         var attributes = item.attributes ?? [:]
         if attributes[.accessControl] == nil {
             let query = ItemQuery(
@@ -239,7 +239,7 @@ private struct ConfirmationState {
     var allowed: [Bool]
     var outcome: AccessOutcome
     /// The secrets opened with their items' own passwords, by confirmation key.
-    var opened: [String: SharedSecret] = [:]
+    var opened: [String: OpenedItemSecret] = [:]
 
     /// Takes `indexes` out, and makes the outcome say why (added to a denial the access stage made).
     mutating func deny(_ indexes: [Int], labels: [String], _ cause: AccessDenial.Cause) {

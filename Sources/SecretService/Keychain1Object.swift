@@ -80,7 +80,7 @@ struct Keychain1Object: DBusObject {
                         } catch {
                             throw Keychain1Interface.dbusError(error)
                         }
-                        let update = { () -> Result<DBusMethodResult, DBusError> in
+                        let update = { (sealed: [ItemReference: Data]) -> Result<DBusMethodResult, DBusError> in
                             do throws(DBusError) {
                                 return .success(
                                     try object.changing(.change, matching: query.query, call: call) {
@@ -89,21 +89,27 @@ struct Keychain1Object: DBusObject {
                                             let changes = ItemChanges(attributes: given, secret: secret)
                                             try Self.refuseBackendMarks(changes.attributes)
                                             try object.refuseWideningAccess(matching: matching, with: changes)
-                                            return try object.keychain.keychain.update(
-                                                matching: matching, with: changes)
+                                            // Items with a password of their own (before or after): each its own.
+                                            return try object.updateWithItemPasswords(
+                                                matching: matching, with: changes, sealed: sealed)
                                         }
                                     })
                             } catch {
                                 return .failure(error)
                             }
                         }
-                        guard
-                            let targets = object.accessControlChangeToConfirm(
-                                of: query.query, to: given, caller: call.sender)
-                        else { return try update().get() }
-                        return try object.confirmingAccessControlChange(
-                            of: targets, authentication: query.query.authentication, call: call, update
-                        ).get()
+                        let confirmed = { (sealed: [ItemReference: Data]) -> Result<DBusMethodResult, DBusError> in
+                            guard
+                                let targets = object.accessControlChangeToConfirm(
+                                    of: query.query, to: given, changingSecret: secret != nil, caller: call.sender)
+                            else { return update(sealed) }
+                            return object.confirmingAccessControlChange(
+                                of: targets, authentication: query.query.authentication, call: call
+                            ) { update(sealed) }
+                        }
+                        // Items given a password of their own by this update: asked for it first, one by one.
+                        return try object.sealingUnderNewItemPasswords(
+                            matching: query.query, to: given, secret: secret, call: call, then: confirmed)
                     },
                     DBusMethod(
                         "Delete", DBusInput("query", Keychain1Query.self), returns: [.init("count", UInt32.self)]

@@ -6,6 +6,7 @@ gives it. On a real bus with the real Security module client (secitem-client), s
 the scripted pinentry."""
 
 import subprocess
+import time
 
 from conftest import LOGIN_PASSWORD, binary, secret_tool
 from test_access_control import (AUTH_FAILED, INTERACTION_NOT_ALLOWED, RIGHT, USER_CANCELED, add, asked,
@@ -116,3 +117,53 @@ def test_an_envelope_copied_onto_another_item_does_not_open(make_daemon, bus):
     copied = secitem(bus, "find-generic", "mail", "bob")
     assert (copied.returncode, copied.stdout) == (1, AUTH_FAILED + "\n"), copied.stdout
     assert "alice's" not in copied.stdout
+
+
+def test_new_data_asks_the_items_password_and_is_sealed_under_it_again(daemon, bus):
+    daemon.set_pinentry_answers([ITEM])
+    assert add(bus, "mail", "alice", "guarded", "applicationPassword") == (0, "")
+    daemon.set_pinentry_answers(["cancel"])
+    assert secitem(bus, "update-generic", "mail", "renewed").stdout == USER_CANCELED + "\n"
+    daemon.set_pinentry_answers(["password not it"] * 3)
+    assert secitem(bus, "update-generic", "mail", "renewed").stdout == AUTH_FAILED + "\n"
+    # Three wrong passwords make the next try wait 2 s (the keychain's wrong-password limit).
+    time.sleep(2.5)
+    daemon.set_pinentry_answers([ITEM])
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n", "nothing changed"
+    daemon.set_pinentry_answers([ITEM])
+    updated = secitem(bus, "update-generic", "mail", "renewed")
+    assert updated.returncode == 0, updated.stdout
+    assert "has a password of its own" in descriptions(daemon)[-1]
+    # Sealed under the same password: it asks it, and the wrong one does not open it.
+    daemon.set_pinentry_answers([ITEM])
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == "renewed\n"
+    daemon.set_pinentry_answers(["password not it"] * 3)
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == AUTH_FAILED + "\n"
+
+
+def test_the_password_is_taken_away_and_given_by_an_update_of_the_access_control(daemon, bus):
+    daemon.set_pinentry_answers([ITEM])
+    assert add(bus, "mail", "alice", "guarded", "applicationPassword") == (0, "")
+    # Fail and Skip: refused unasked, as for the other flags.
+    before = len(asked(daemon))
+    assert secitem(bus, "update-control-skip", "mail", "none").stdout == INTERACTION_NOT_ALLOWED + "\n"
+    assert len(asked(daemon)) == before
+    daemon.set_pinentry_answers(["cancel"])
+    assert secitem(bus, "update-control", "mail", "none").stdout == USER_CANCELED + "\n"
+    # Taken away with its password: the plain secret, read with nothing asked.
+    daemon.set_pinentry_answers([ITEM])
+    assert secitem(bus, "update-control", "mail", "none").returncode == 0
+    before = len(asked(daemon))
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n"
+    assert len(asked(daemon)) == before
+
+    # Given by an update: the person chooses it (one dialog with its confirmation), then each read asks it.
+    daemon.set_pinentry_answers(["cancel"])
+    assert secitem(bus, "update-control", "mail", "applicationPassword").stdout == USER_CANCELED + "\n"
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n", "nothing changed"
+    daemon.set_pinentry_answers(["password another one"])
+    assert secitem(bus, "update-control", "mail", "applicationPassword").returncode == 0
+    assert len(repeats(daemon)) == 3
+    daemon.set_pinentry_answers(["password another one"])
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n"
+    assert "has a password of its own" in descriptions(daemon)[-1]

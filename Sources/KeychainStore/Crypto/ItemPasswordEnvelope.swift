@@ -66,12 +66,23 @@ package enum ItemPasswordEnvelope {
     package static func open(_ envelope: Data, password: UnsafeRawBufferPointer, item: ItemReference)
         throws(KeychainError) -> SecretBytes
     {
+        try open(envelope, password: password, item: item, keepingKey: { _ in })
+    }
+
+    /// ``open(_:password:item:)``, handing the key the password gave to `keep` once it opened the envelope (to
+    /// seal a new secret of the item under the same password: ``ItemPasswordKey``).
+    static func open(
+        _ envelope: Data, password: UnsafeRawBufferPointer, item: ItemReference,
+        keepingKey keep: (ItemPasswordKey) -> Void
+    ) throws(KeychainError) -> SecretBytes {
         let (kdf, salt, headerLength) = try header(of: envelope)
         let header = Data(envelope.prefix(headerLength))
         let box = Data(envelope.dropFirst(headerLength))
         let key = try kdf.deriveKey(password: password, salt: salt)
         do {
-            return try AuthenticatedCipher.openSecret(box, key: key, context: context(header, item))
+            let secret = try AuthenticatedCipher.openSecret(box, key: key, context: context(header, item))
+            keep(ItemPasswordKey(key: key, header: header, item: item))
+            return secret
         } catch  where error.status == .allocate {
             throw error
         } catch {
@@ -104,7 +115,37 @@ package enum ItemPasswordEnvelope {
     }
 
     /// The associated data of the envelope's box.
-    private static func context(_ header: Data, _ item: ItemReference) -> Data {
+    fileprivate static func context(_ header: Data, _ item: ItemReference) -> Data {
         Data("latchkey item password v1".utf8) + header + Data(item.itemClass.rawValue.utf8) + item.identifier
     }
+}
+
+/// The key an item's password gave when it opened the item's envelope (``Keychain/openItemSecret(_:password:item:)``),
+/// in secret memory: seals a new secret of that item under the same password (its salt and parameters kept, a fresh
+/// nonce), without asking for the password again or running scrypt. Kept for one reply only.
+package final class ItemPasswordKey: @unchecked Sendable {
+    private let key: SecretKey
+    private let header: Data
+    private let item: ItemReference
+
+    fileprivate init(key: SecretKey, header: Data, item: ItemReference) {
+        self.key = key
+        self.header = header
+        self.item = item
+    }
+
+    /// `secret` sealed for the same item under the same password: a new envelope.
+    package func seal(_ secret: UnsafeRawBufferPointer) throws(KeychainError) -> Data {
+        header
+            + (try AuthenticatedCipher.seal(
+                unowned: secret, key: key, context: ItemPasswordEnvelope.context(header, item)))
+    }
+}
+
+/// An item's secret opened with its own password, and the key that opened it (to seal a new secret under it).
+package struct OpenedItemSecret: Sendable {
+    /// The secret, in secret memory.
+    package let secret: SharedSecret
+    /// The key the password gave.
+    package let key: ItemPasswordKey
 }
