@@ -97,6 +97,12 @@ def test_secret_tool_and_the_secret_service_ask_the_items_password(daemon, bus):
     daemon.set_pinentry_answers([ITEM])
     assert secret_tool(bus, "lookup", "service", "mail.example.com").stdout == b"guarded"
     assert "has a password of its own" in descriptions(daemon)[-1]
+    # Replacing its secret through the Secret Service (CreateItem with replace) would store it unsealed: refused.
+    stored = secret_tool(bus, "store", "--label=x", "service", "mail.example.com", "account", "alice",
+                         input=b"plain", check=False)
+    assert stored.returncode != 0 and b"password of its own" in stored.stderr, stored.stderr
+    daemon.set_pinentry_answers([ITEM])
+    assert secret_tool(bus, "lookup", "service", "mail.example.com").stdout == b"guarded"
 
 
 def test_an_envelope_copied_onto_another_item_does_not_open(make_daemon, bus):
