@@ -173,3 +173,34 @@ def test_the_password_is_taken_away_and_given_by_an_update_of_the_access_control
     daemon.set_pinentry_answers(["password another one"])
     assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n"
     assert "has a password of its own" in descriptions(daemon)[-1]
+
+
+def test_with_other_constraints_the_items_password_is_needed_besides_even_with_or(daemon, bus):
+    """Apple: applicationPassword "may be specified in addition to any constraints"; it is a key, not a
+    constraint .or could offer instead: the keychain password (userPresence) first, then the item's."""
+    daemon.set_pinentry_answers([ITEM])
+    assert add(bus, "mail", "alice", "guarded", "userPresence", "or", "applicationPassword") == (0, "")
+    daemon.set_pinentry_answers([RIGHT, "cancel"])
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == USER_CANCELED + "\n"
+    daemon.set_pinentry_answers([RIGHT, ITEM])
+    before = len(asked(daemon))
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n"
+    assert len(asked(daemon)) == before + 2
+    assert "Type your login password" in descriptions(daemon)[-2]
+    assert "has a password of its own" in descriptions(daemon)[-1]
+
+
+def test_the_kwallet_face_asks_the_items_password(daemon, bus):
+    from test_access_control import set_access_control_raw
+    from test_kwallet_face import client, wait_for_kwallet_name
+    wait_for_kwallet_name(bus)
+    secret_tool(bus, "store", "--label=kw", "server", "Mail", "user", "alice", input=b"kwallet secret")
+    # Given a password of its own by a program speaking Keychain1 itself: the person chooses it.
+    daemon.set_pinentry_answers([ITEM])
+    assert set_access_control_raw(bus, "kw", 1 << 31) is None
+    assert len(repeats(daemon)) == 1
+    daemon.set_pinentry_answers(["cancel"])
+    assert client(bus, "read", "Mail", "alice")["result"] == ""
+    daemon.set_pinentry_answers([ITEM])
+    assert client(bus, "read", "Mail", "alice")["result"] == "kwallet secret"
+    assert "has a password of its own" in descriptions(daemon)[-1]
