@@ -100,10 +100,8 @@ extension KeychainRegistry {
             },
             attempt: Self.attempt(request.seal), apply: { envelope in sealed.withLock { $0 = envelope } },
             isSatisfied: { false })
-        dialog.client = request.client
-        dialog.ended = { ending in
-            if case .cannotShow(let error) = ending { record.note(.failed(error.description)) }
-        }
+        // Within the access prompts' bound, so that it ends before the client stops waiting for its reply.
+        dialog.bound(for: request.client, recording: record)
         return enqueuePrompt(dialog) { accepted in
             if accepted, let envelope = sealed.withLock({ $0 }) { return completion(.success(envelope)) }
             switch record.outcome {
@@ -135,34 +133,12 @@ extension KeychainRegistry {
             let opened = request.opened
             var dialog = PromptDialog<OpenedItemSecret>(
                 sharingKey: nil, tries: 3, retryMessage: "The item's password was not correct. Try again.",
-                ask: { pinentry, error, cancellation in
-                    var asked = prompt
-                    asked.error = error
-                    do throws(PinentryError) {
-                        switch try pinentry.bounded(to: Self.accessPromptTimeout).askPassword(
-                            asked, cancellation: cancellation)
-                        {
-                        case .password(let typed):
-                            record.note(.typed)
-                            return [typed]
-                        case .cancelled: return nil
-                        }
-                    } catch {
-                        record.note(.failed(error.description))
-                        Self.log("no way to ask for an item's password: \(error.description); refused")
-                        return nil
-                    }
-                },
+                ask: Self.recordedAsk(prompt, record, asking: "an item's password"),
                 attempt: Self.attempt { (password) throws(KeychainError) in
                     try keychain.openItemSecret(item.envelope, password: password, item: item.reference)
                 },
                 apply: { secret in opened.secrets[index] = secret }, isSatisfied: { false })
-            dialog.client = request.client
-            dialog.timeLimit = Self.accessPromptTimeout
-            dialog.expire = { record.note(.failed(Self.unansweredWithin(Self.accessPromptTimeout))) }
-            dialog.ended = { ending in
-                if case .cannotShow(let error) = ending { record.note(.failed(error.description)) }
-            }
+            dialog.bound(for: request.client, recording: record)
             // The next items' prompts take this request's ticket (withdrawn together), and show next.
             var made: PromptTicket?
             made = enqueuePrompt(dialog, ticket: previous, showingNext: previous != nil) { accepted in
