@@ -209,8 +209,9 @@ extension SecretServiceDaemon {
         -> SharedSecret?
     {
         if let opened = openedForServing[Self.confirmationKey(held, item.reference)] { return opened.secret }
+        // Read with the item when the reply asked for them; else read now.
         var attributes = item.attributes ?? [:]
-        if attributes[.accessControl] == nil {
+        if item.attributes == nil {
             let query = ItemQuery(
                 item.reference.itemClass, synchronizable: .any, limit: .one, references: [item.reference],
                 returning: .attributes)
