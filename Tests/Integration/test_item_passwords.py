@@ -204,3 +204,34 @@ def test_the_kwallet_face_asks_the_items_password(daemon, bus):
     daemon.set_pinentry_answers([ITEM])
     assert client(bus, "read", "Mail", "alice")["result"] == "kwallet secret"
     assert "has a password of its own" in descriptions(daemon)[-1]
+
+
+def test_the_items_password_is_asked_on_the_callers_terminal(make_daemon, bus, tmp_path):
+    """Without --pinentry and without a display, the new item's password (with its confirmation) and each read's
+    are asked where the caller is: the real pinentry-curses on its terminal (a tmux pane)."""
+    import os
+    import shutil
+
+    import pytest
+    from test_terminal_prompts import NO_DESKTOP, Pane
+    if not (shutil.which("tmux") and os.path.exists("/usr/bin/pinentry-curses")):
+        pytest.skip("needs tmux and pinentry-curses")
+    make_daemon(pinentry=None, extra_env=NO_DESKTOP).start()
+    pane = Pane(tmp_path, bus)
+    client = binary("secitem-client")
+    try:
+        pane.type(f"{client} add-controlled mail alice guarded applicationPassword; echo added=$?")
+        pane.wait_for(lambda screen: "Choose the item's password" in screen)
+        pane.type("on the terminal")
+        pane.wait_for(lambda screen: "Confirm" in screen)
+        pane.type("on the terminal")
+        added = pane.wait_for(lambda screen: "\nadded=" in screen)
+        assert "added=0" in added, added
+        pane.type(f"{client} read-controlled mail allow; echo read=$?")
+        question = pane.wait_for(lambda screen: "has a password of its own" in screen)
+        assert "secitem-client" in question, question
+        pane.type("on the terminal")
+        after = pane.wait_for(lambda screen: "\nread=" in screen)
+        assert "guarded" in after and "read=0" in after, after
+    finally:
+        pane.stop()
