@@ -101,6 +101,21 @@ extension Keychain {
         return prepared.map { KeychainItem(reference: $0.reference, attributes: $0.attributes, secret: $0.secret) }
     }
 
+    /// Whether adding an item of `itemClass` with `attributes` would fail with `errSecDuplicateItem` now: one of
+    /// the class with the same primary key is stored (checked before the person is asked for a new item's own
+    /// password, so that nobody chooses one for an add that cannot be made).
+    package func hasDuplicate(of itemClass: ItemClass, attributes: ItemAttributes) throws(KeychainError) -> Bool {
+        var stored = attributes.filter { !$0.key.isSetByStore }
+        if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
+        return try state.withLock { (state) throws(KeychainError) in
+            _ = try state.unlockedKey()
+            let hash = state.indexer.primaryKeyHash(itemClass, stored)
+            return try state.db.withStatement(
+                "SELECT 1 FROM items WHERE class = \(itemClass.rawValue) AND pk = \(hash)"
+            ) { (select) throws(KeychainError) in try select.step() }
+        }
+    }
+
     /// Changes every item that matches `query` (its limit is ignored) and
     /// returns how many changed. The modification date is set to now.
     ///

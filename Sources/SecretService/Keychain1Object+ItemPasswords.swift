@@ -21,6 +21,10 @@ extension Keychain1Object {
         let reference: ItemReference
         let plain: SharedSecret
         do throws(KeychainError) {
+            // An add that would fail anyway fails before anyone is asked.
+            if try keychain.keychain.hasDuplicate(of: itemClass, attributes: attributes) {
+                throw KeychainError(.duplicateItem, "an item with these primary attributes exists")
+            }
             reference = try ItemPasswordEnvelope.newReference(of: itemClass)
             // No secret given: an empty one, sealed all the same (every such item's secret is an envelope).
             if let secret {

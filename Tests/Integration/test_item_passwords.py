@@ -41,11 +41,23 @@ def test_adding_asks_the_items_password_and_each_read_asks_it_again(daemon, bus)
     assert len(asked(daemon)) == 4
 
 
-def test_cancel_at_add_adds_nothing_and_nobody_to_ask_is_refused(make_daemon, bus):
+def test_nobody_to_ask_adds_nothing(make_daemon, bus, tmp_path):
+    make_daemon(pinentry=tmp_path / "no-such-pinentry").start()
+    assert add(bus, "mail", "alice", "guarded", "applicationPassword") == (1, INTERACTION_NOT_ALLOWED + "\n")
+    assert secitem(bus, "find-generic", "mail").stdout == "status -25300\n", "nothing was added"
+
+
+def test_cancel_at_add_adds_nothing_and_a_duplicate_asks_nothing(make_daemon, bus):
     daemon = make_daemon().start()
     daemon.set_pinentry_answers(["cancel"])
     assert add(bus, "mail", "alice", "guarded", "applicationPassword") == (1, USER_CANCELED + "\n")
     assert secitem(bus, "find-generic", "mail").stdout == "status -25300\n", "nothing was added"
+    # An add that cannot be made (the item exists) is refused before anyone chooses a password.
+    daemon.set_pinentry_answers([ITEM])
+    assert add(bus, "mail", "alice", "guarded", "applicationPassword") == (0, "")
+    before = len(asked(daemon))
+    assert add(bus, "mail", "alice", "again", "applicationPassword") == (1, "status -25299\n")
+    assert len(asked(daemon)) == before
 
 
 def test_wrong_item_passwords_are_refused_and_counted_and_cancel_refuses(daemon, bus):
