@@ -80,15 +80,21 @@ extension SecretServiceDaemon {
             case .none: continue
             case .unreadable(let label):
                 state.deny([index], labels: [label], .unconfirmed(.decode, "its access control cannot be read"))
-            case .needed(let constraints, let label):
+            case .needed(var constraints, let label):
                 // An item with a password of its own: its stored envelope, opened once the person typed it.
                 var own: OwnPasswordRead?
                 if constraints.needsItemPassword {
-                    guard let envelope = Self.storedEnvelope(of: target) else {
+                    switch Self.storedEnvelope(of: target) {
+                    case .envelope(let envelope):
+                        own = OwnPasswordRead(reference: target.reference, label: label, envelope: envelope)
+                    case .unsealed:
+                        // Made while the flag was recorded only: read as then until an update gives it a password.
+                        constraints.flags &= ~AccessConstraints.applicationPassword
+                        guard constraints.needsAuthentication else { continue }
+                    case .unreadable:
                         state.deny([index], labels: [label], .unconfirmed(.decode, "its stored secret cannot be read"))
                         continue
                     }
-                    own = OwnPasswordRead(reference: target.reference, label: label, envelope: envelope)
                 }
                 let at =
                     groups.firstIndex { $0.held === target.held }
@@ -188,16 +194,30 @@ extension SecretServiceDaemon {
         held.id + "\t" + reference.description
     }
 
-    /// The stored secret of `target`'s item (an envelope, for an item with a password of its own); nil when it
-    /// cannot be read.
-    private static func storedEnvelope(of target: SecretTarget) -> Data? {
-        guard !target.held.isLocked(target.reference) else { return nil }
+    /// What an item with a password of its own stores as its secret.
+    enum StoredEnvelope {
+        /// The envelope its password opens.
+        case envelope(Data)
+        /// A secret stored before the flag was enforced (when it was recorded only), or none: not sealed.
+        case unsealed
+        /// Nothing could be read (locked, gone, damaged).
+        case unreadable
+    }
+
+    /// The stored secret of `target`'s item, for an item with a password of its own. A secret that is not an
+    /// envelope is never copied out of secret memory.
+    static func storedEnvelope(of target: SecretTarget) -> StoredEnvelope {
+        guard !target.held.isLocked(target.reference) else { return .unreadable }
         let query = ItemQuery(
             target.reference.itemClass, synchronizable: .any, references: [target.reference], returning: .reference)
-        guard let found = try? target.held.keychain.itemWithSecret(matching: query), let secret = found.secret else {
-            return nil
-        }
-        return secret.withUnsafeBytes { Data($0) }
+        guard let found = try? target.held.keychain.itemWithSecret(matching: query) else { return .unreadable }
+        guard let secret = found.secret, Self.isEnvelope(secret) else { return .unsealed }
+        return .envelope(secret.withUnsafeBytes { Data($0) })
+    }
+
+    /// Whether `secret` is an envelope (``ItemPasswordEnvelope``), not a secret stored unsealed.
+    static func isEnvelope(_ secret: SharedSecret) -> Bool {
+        secret.withUnsafeBytes { ItemPasswordEnvelope.looksLikeEnvelope($0) }
     }
 
     /// The secret to hand out for `item` of `held`, read with `stored` as its secret, in the reply being made:
@@ -217,7 +237,9 @@ extension SecretServiceDaemon {
                 returning: .attributes)
             attributes = try held.keychain.items(matching: query).first?.attributes ?? [:]
         }
-        guard try AccessConstraints.of(attributes)?.needsItemPassword != true else {
+        // One stored unsealed, made while the flag was recorded only, is read as it was then.
+        guard try AccessConstraints.of(attributes)?.needsItemPassword != true || !(stored.map(Self.isEnvelope) ?? false)
+        else {
             throw KeychainError(
                 .interactionNotAllowed, "the item has a password of its own, and it was not given for this read")
         }

@@ -92,9 +92,8 @@ extension Keychain1Object {
         var reading = query
         reading.returning = [.attributes, .reference]
         reading.limit = .all
-        let gaining = ((try? keychain.keychain.items(matching: reading)) ?? []).filter {
-            (try? AccessConstraints.of($0.attributes ?? [:]))??.needsItemPassword != true
-        }
+        // Those without the flag, and those with it whose secret was stored unsealed (before it was enforced).
+        let gaining = ((try? keychain.keychain.items(matching: reading)) ?? []).filter { !isSealed($0) }
         guard !gaining.isEmpty else { return try then([:]).get() }
         guard query.authentication.interaction == .allow else {
             throw Keychain1Interface.dbusError(
@@ -135,6 +134,15 @@ extension Keychain1Object {
         return .deferred
     }
 
+    /// Whether `item` (read with its attributes) has a password of its own: the flag, and its secret stored
+    /// sealed under it (one stored before the flag was enforced, when it was recorded only, is not).
+    private func isSealed(_ item: KeychainItem) -> Bool {
+        guard (try? AccessConstraints.of(item.attributes ?? [:]))??.needsItemPassword == true else { return false }
+        let target = SecretServiceDaemon.SecretTarget(held: keychain, reference: item.reference)
+        if case .unsealed = SecretServiceDaemon.storedEnvelope(of: target) { return false }
+        return true
+    }
+
     /// The secret `reference` has now, in secret memory (empty when it has none).
     private func storedSecret(of reference: ItemReference) throws(KeychainError) -> SharedSecret {
         let query = ItemQuery(reference.itemClass, synchronizable: .any, references: [reference], returning: .reference)
@@ -160,7 +168,7 @@ extension Keychain1Object {
         var own: [(ItemReference, SharedSecret?, Data?)] = []
         var rest: [ItemReference] = []
         for item in matched {
-            let had = try AccessConstraints.of(item.attributes ?? [:])?.needsItemPassword == true
+            let had = isSealed(item)
             let after = afterwards ?? had
             if let envelope = sealed[item.reference] {
                 own.append((item.reference, nil, envelope))

@@ -247,3 +247,23 @@ def test_the_items_password_is_asked_on_the_callers_terminal(make_daemon, bus, t
         assert "guarded" in after and "read=0" in after, after
     finally:
         pane.stop()
+
+
+def test_an_item_flagged_while_the_flag_was_recorded_only_reads_as_then_until_given_a_password(make_daemon, bus):
+    """Before the flag was enforced it was recorded with the secret stored as it was: such an item is read as
+    then (no password of its own to ask), and an update of its access control gives it one."""
+    daemon = make_daemon().start()
+    assert add(bus, "mail", "alice", "guarded", "none") == (0, "")
+    daemon.stop()
+    subprocess.run([binary("keychain-writer"), str(daemon.keychains / "login.keychain-db"), "--set-access-control",
+                    "mail", "alice", str(1 << 31)], input=LOGIN_PASSWORD.encode(), check=True, timeout=60)
+    daemon.start()
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n"
+    assert asked(daemon) == []
+    daemon.set_pinentry_answers([ITEM])
+    assert secitem(bus, "update-control", "mail", "applicationPassword").returncode == 0
+    assert len(repeats(daemon)) == 1
+    daemon.set_pinentry_answers(["cancel"])
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == USER_CANCELED + "\n"
+    daemon.set_pinentry_answers([ITEM])
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n"

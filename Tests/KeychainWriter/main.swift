@@ -71,6 +71,25 @@ if arguments.count == 6, arguments[2] == "--copy-secret" {
         exit(1)
     }
 }
+// `keychain-writer PATH --set-access-control SERVICE ACCOUNT FLAGS` (the password on standard input): sets the
+// generic password's kSecAttrAccessControl to FLAGS (decimal), its secret left as it is, as latchkeyd did while
+// applicationPassword was recorded only (the test of items made then).
+if arguments.count == 6, arguments[2] == "--set-access-control", let flags = UInt64(arguments[5]) {
+    do {
+        let password = FileHandle.standardInput.readDataToEndOfFile().split(separator: UInt8(ascii: "\n"))
+        let keychain = try Keychain(opening: arguments[1])
+        try keychain.unlock(password: [UInt8](password.first ?? Data()))
+        let control = AccessConstraints(protection: "ak", flags: flags)
+        _ = try keychain.update(
+            matching: ItemQuery(
+                .genericPassword, attributes: [.service: .string(arguments[3]), .account: .string(arguments[4])]),
+            with: ItemChanges(attributes: [.accessControl: .data(control.storedForm)]))
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("keychain-writer: \(error)\n".utf8))
+        exit(1)
+    }
+}
 guard arguments.count == 4, let count = Int(arguments[3]) else {
     FileHandle.standardError.write(Data("usage: keychain-writer PATH PASSWORD COUNT\n".utf8))
     exit(2)
