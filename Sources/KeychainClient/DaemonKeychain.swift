@@ -234,11 +234,13 @@ package final class DaemonKeychain: KeychainBackend {
     /// Whether attributes and secrets are out of reach until an unlock (true when the daemon is gone).
     package var isLocked: Bool { (try? describe().isLocked) ?? true }
 
-    /// Adds an item.
+    /// Adds an item (waiting as long as a search with data: an item with a password of its own is added once the
+    /// person chose it in latchkeyd's prompt).
     package func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?) throws(KeychainError)
         -> KeychainItem
     {
-        let (reply, _) = try Self.callCarryingSecrets(path: path, "Add") { (channel) throws(KeychainError) in
+        let (reply, _) = try Self.callCarryingSecrets(path: path, "Add", timeout: 50_000) {
+            (channel) throws(KeychainError) in
             [
                 .string(itemClass.rawValue), Keychain1Interface.encode(attributes), .bytes(try channel.seal(secret)),
                 .bool(secret != nil),
@@ -276,12 +278,14 @@ package final class DaemonKeychain: KeychainBackend {
         }
     }
 
-    /// Changes every match; the number changed.
+    /// Changes every match; the number changed (waiting as long as a search with data: the person may be asked
+    /// first, for an access control or an item's own password).
     package func update(matching query: ItemQuery, with changes: ItemChanges) throws(KeychainError) -> Int {
         guard changes.removedAttributes.isEmpty else {
             throw KeychainError.param("removing attributes is not offered through the daemon")
         }
-        let (reply, _) = try Self.callCarryingSecrets(path: path, "Update") { (channel) throws(KeychainError) in
+        let (reply, _) = try Self.callCarryingSecrets(path: path, "Update", timeout: 50_000) {
+            (channel) throws(KeychainError) in
             [
                 Keychain1Interface.encode(query), Keychain1Interface.encode(changes.attributes),
                 .bytes(try channel.seal(changes.secret)), .bool(changes.secret != nil),

@@ -47,13 +47,13 @@ public struct AccessConstraints: Hashable, Sendable {
     public static let known: UInt64 =
         userPresence | biometryAny | biometryCurrentSet | devicePasscode | companion | or | and | privateKeyUsage
         | applicationPassword
-    /// The constraints latchkeyd checks before it hands an item's secret out.
-    public static let enforced: UInt64 = userPresence | devicePasscode | biometryAny | biometryCurrentSet
+    /// The constraints latchkeyd checks before it hands an item's secret out (`applicationPassword`: the secret
+    /// is stored encrypted under the item's own password, asked at each read).
+    public static let enforced: UInt64 =
+        userPresence | devicePasscode | biometryAny | biometryCurrentSet | applicationPassword
     /// The constraints no Linux machine can meet: there is no paired watch, and no Secure Enclave for
     /// `privateKeyUsage` (which constrains key operations, not reads of the data, and is recorded only).
     public static let unenforceable: UInt64 = companion | privateKeyUsage
-    /// Constraints recorded and not enforced yet: the item's own password (docs/secitem-semantics.md).
-    public static let notYetEnforced: UInt64 = applicationPassword
 
     // MARK: What a read needs
 
@@ -82,8 +82,13 @@ public struct AccessConstraints: Hashable, Sendable {
         return (needed, flags & Self.or != 0)
     }
 
-    /// Whether a read of the secret needs the person (a password, a finger, a watch).
-    public var needsAuthentication: Bool { !factors.needed.isEmpty }
+    /// Whether the item's secret is stored under a password of its own (`applicationPassword`), which every
+    /// read needs in addition to ``factors``: it is a key, not a constraint `.or` could offer an alternative to
+    /// (Apple lists it among the options, beside `privateKeyUsage`, not among the constraints).
+    public var needsItemPassword: Bool { flags & Self.applicationPassword != 0 }
+
+    /// Whether a read of the secret needs the person (a password, a finger, a watch, the item's own password).
+    public var needsAuthentication: Bool { !factors.needed.isEmpty || needsItemPassword }
 
     // MARK: Stored form
 

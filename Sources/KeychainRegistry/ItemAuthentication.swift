@@ -3,6 +3,7 @@ import Glibc
 import KeychainCore
 import KeychainStore
 import Pinentry
+import Posix
 import Synchronization
 
 /// How the person's confirmation for a read of items with an access control ended (docs/secitem-semantics.md,
@@ -30,6 +31,11 @@ package struct ItemAuthenticationRequest {
     package let reason: String?
     /// Whose turn the prompt takes in the queue.
     package let client: PromptClient?
+    /// The items among them with a password of their own (`applicationPassword`), each asked for its password
+    /// once the other constraints were met; their secrets opened for this read go into ``opened``.
+    package var ownPasswords: [OwnPasswordRead] = []
+    /// The secrets of ``ownPasswords`` opened for this read, by their index there.
+    package let opened = OpenedItemSecrets()
 
     /// A request to confirm the read of items with `constraints` (and `labels`) of `keychain` by `who`.
     package init(
@@ -63,22 +69,23 @@ extension KeychainRegistry {
     /// ticket (nil when no prompt was queued) is withdrawn when the client leaves.
     package func confirmRead(
         _ request: ItemAuthenticationRequest, ticket: @escaping (PromptTicket) -> Void = { _ in },
-        completion: @escaping (ItemAuthenticationOutcome) -> Void
+        completion finished: @escaping (ItemAuthenticationOutcome) -> Void
     ) {
+        // The place of the request, kept for what is asked after the fingerprint stage (the password of `.or`)
+        // and after the password (the items' own passwords), when the request is no longer being served.
+        let placeOfRequest = promptPlaceOfRequest
+        // The items' own passwords, once the other constraints were met (ItemPasswords.swift).
+        let completion = { [self] (outcome: ItemAuthenticationOutcome) in
+            guard case .confirmed = outcome, !request.ownPasswords.isEmpty else { return finished(outcome) }
+            servingFrom(placeOfRequest) { askItemPasswords(request, ticket: ticket, completion: finished) }
+        }
         let plans = request.constraints.map(\.factors)
         let wantsFingers = plans.contains { plan in
             plan.needed.contains { if case .fingerprint = $0 { true } else { false } }
         }
-        // The place of the request, kept for what is asked after the fingerprint stage (the password of `.or`),
-        // when the request is no longer being served.
-        let placeOfRequest = promptPlaceOfRequest
         let needPassword = { [self] (ok: Bool) in
             guard ok else { return }
-            let outer = promptPlaceOfRequest
-            if outer == nil { promptPlaceOfRequest = placeOfRequest }
-            defer { if outer == nil { promptPlaceOfRequest = nil } }
-            let created = askPasswordToRead(request, completion: completion)
-            ticket(created)
+            servingFrom(placeOfRequest) { ticket(askPasswordToRead(request, completion: completion)) }
         }
         guard wantsFingers else {
             // No finger asked for: the password (or a constraint no machine here meets).
@@ -110,6 +117,14 @@ extension KeychainRegistry {
                     completion(.refused(.authFailed, why))
                 }
             })
+    }
+
+    /// Runs `body` with `place` as the place of the request being served, unless a request is being served now.
+    private func servingFrom(_ place: (() -> PromptPlace?)?, _ body: () -> Void) {
+        let outer = promptPlaceOfRequest
+        if outer == nil { promptPlaceOfRequest = place }
+        defer { if outer == nil { promptPlaceOfRequest = nil } }
+        body()
     }
 
     /// How long a read waits for the person's finger on the reader (fprintd's whole check: claim, verify, release).
@@ -241,39 +256,55 @@ extension KeychainRegistry {
         let record = ConfirmationRecord()
         var dialog = PromptDialog<Void>(
             sharingKey: nil, tries: 3, retryMessage: "The password was not correct. Try again.",
-            ask: { pinentry, error, cancellation in
-                let bounded = pinentry.bounded(to: Self.accessPromptTimeout)
-                var asked = prompt
-                asked.error = error
-                do throws(PinentryError) {
-                    switch try bounded.askPassword(asked, cancellation: cancellation) {
-                    case .password(let typed):
-                        record.note(.typed)
-                        return [typed]
-                    case .cancelled: return nil
-                    }
-                } catch {
-                    record.note(.failed(error.description))
-                    Self.log("no way to ask for the confirmation of a read: \(error.description); refused")
-                    return nil
-                }
-            },
+            ask: Self.recordedAsk(prompt, record, asking: "the confirmation of a read"),
             attempt: { typed in check.check(typed) }, apply: { _ in }, isSatisfied: { false })
-        dialog.client = request.client
-        dialog.timeLimit = Self.accessPromptTimeout
-        dialog.expire = { record.note(.failed(Self.unansweredWithin(Self.accessPromptTimeout))) }
-        dialog.ended = { ending in
-            if case .cannotShow(let error) = ending { record.note(.failed(error.description)) }
-        }
+        dialog.bound(for: request.client, recording: record)
         return enqueuePrompt(dialog) { accepted in
             guard !accepted else { return completion(.confirmed) }
             completion(record.outcome)
         }
     }
+
+    /// The `ask` of a password dialog of a read: `prompt` with the error shown, within the access prompts' bound;
+    /// `record` notes a password typed, or why nobody could be asked (said in the log, `asking` naming what).
+    static func recordedAsk(_ prompt: PinentryRequest, _ record: ConfirmationRecord, asking: String)
+        -> @Sendable (Pinentry, String?, PinentryCancellation) -> [SharedSecret]?
+    {
+        { pinentry, error, cancellation in
+            let bounded = pinentry.bounded(to: Self.accessPromptTimeout)
+            var asked = prompt
+            asked.error = error
+            do throws(PinentryError) {
+                switch try bounded.askPassword(asked, cancellation: cancellation) {
+                case .password(let typed):
+                    record.note(.typed)
+                    return [typed]
+                case .cancelled: return nil
+                }
+            } catch {
+                record.note(.failed(error.description))
+                Self.log("no way to ask for \(asking): \(error.description); refused")
+                return nil
+            }
+        }
+    }
+}
+
+extension PromptDialog {
+    /// Asked for `client`, within the access prompts' time bound; `record` notes the bound passing or a prompt
+    /// that could not be shown (nobody could be asked).
+    mutating func bound(for client: PromptClient?, recording record: ConfirmationRecord) {
+        self.client = client
+        timeLimit = KeychainRegistry.accessPromptTimeout
+        expire = { record.note(.failed(KeychainRegistry.unansweredWithin(KeychainRegistry.accessPromptTimeout))) }
+        ended = { ending in
+            if case .cannotShow(let error) = ending { record.note(.failed(error.description)) }
+        }
+    }
 }
 
 /// What happened in a confirmation's prompt, for the status of a refusal (filled in on the prompt's thread).
-private final class ConfirmationRecord: Sendable {
+final class ConfirmationRecord: Sendable {
     private let state = Mutex<(typed: Bool, failure: String?)>((false, nil))
 
     func note(_ event: TerminalAnswerNote) {

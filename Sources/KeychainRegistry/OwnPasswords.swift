@@ -253,49 +253,19 @@ extension KeychainRegistry {
             isSatisfied: { false })
     }
 
-    /// Asks for a new password with its confirmation: in one dialog (pinentry's `SETREPEAT`: the program
-    /// itself asks until the two match), else, from a program that does not know `SETREPEAT` or did not confirm
-    /// the repeat, a second dialog asks for it again, until both match (three tries); nil when cancelled.
+    /// Asks for a new password for the keychain labelled `label`, with its confirmation
+    /// (``askNewPassword(_:again:pinentry:cancellation:)``); nil when cancelled or when no pinentry could ask.
     private static func askNewPassword(
         _ label: String, _ pinentry: Pinentry, _ cancellation: PinentryCancellation
     ) -> SharedSecret? {
-        var request = PinentryRequest(
+        let request = PinentryRequest(
             title: "Change Keychain Password",
             description: "Choose a new password for the \u{201C}\(label)\u{201D} keychain.",
             prompt: "New password:", error: nil, okLabel: "Change Password")
-        let oneDialog = try? pinentry.askNewPassword(
-            request, repeatPrompt: "Confirm:", mismatchError: "The passwords did not match. Try again.",
+        return try? askNewPassword(
+            request, again: "Enter the new password for the \u{201C}\(label)\u{201D} keychain again.",
+            pinentry: pinentry,
             cancellation: cancellation)
-        var typedOnce: SharedSecret?
-        switch oneDialog {
-        case .confirmed(let password)?: return password
-        case .cancelled?: return nil
-        case .unconfirmed(let password)?: typedOnce = password
-        case nil: break
-        }
-        request.okLabel = "Continue"
-        for _ in 0..<3 {
-            let first: SharedSecret
-            if let typed = typedOnce {
-                first = typed
-                typedOnce = nil
-            } else {
-                guard case .password(let typed)? = try? pinentry.askPassword(request, cancellation: cancellation)
-                else { return nil }
-                first = typed
-            }
-            var confirmation = request
-            confirmation.description = "Enter the new password for the \u{201C}\(label)\u{201D} keychain again."
-            confirmation.prompt = "Confirm:"
-            confirmation.error = nil
-            confirmation.okLabel = "Change Password"
-            // Both answers are in secret memory, wiped when the last holder lets go.
-            guard case .password(let second)? = try? pinentry.askPassword(confirmation, cancellation: cancellation)
-            else { return nil }
-            if first == second { return first }
-            request.error = "The passwords did not match. Try again."
-        }
-        return nil
     }
 
     /// Unlocks `waiting` through the prompt queue: the login password first when any of them opens with the

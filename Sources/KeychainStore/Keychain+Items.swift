@@ -20,7 +20,13 @@ extension Keychain {
     public func add(_ itemClass: ItemClass, attributes: ItemAttributes, secret: Data?)
         throws(KeychainError) -> KeychainItem
     {
-        let added = try add([NewItem(itemClass, attributes: attributes, secret: secret)])
+        try add(NewItem(itemClass, attributes: attributes, secret: secret))
+    }
+
+    /// Adds one item, as ``add(_:attributes:secret:)``, with the reference it carries when it has one.
+    @discardableResult
+    public func add(_ item: NewItem) throws(KeychainError) -> KeychainItem {
+        let added = try add([item])
         guard let item = added.first else { throw KeychainError(.internalComponent, "an add returned no item") }
         return item
     }
@@ -43,7 +49,9 @@ extension Keychain {
             stored[.creationDate] = .date(item.creationDate ?? now)
             stored[.modificationDate] = .date(item.modificationDate ?? item.creationDate ?? now)
             if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
-            let reference = ItemReference(itemClass: item.itemClass, identifier: try SecureRandom.data(count: 16))
+            var identifier = item.reference?.identifier
+            if identifier == nil { identifier = try SecureRandom.data(count: 16) }
+            let reference = ItemReference(itemClass: item.itemClass, identifier: identifier ?? Data(count: 16))
             prepared.append((reference, stored, item.secret))
         }
         try state.withLock { (state) throws(KeychainError) in
@@ -91,6 +99,21 @@ extension Keychain {
             }
         }
         return prepared.map { KeychainItem(reference: $0.reference, attributes: $0.attributes, secret: $0.secret) }
+    }
+
+    /// Whether adding an item of `itemClass` with `attributes` would fail with `errSecDuplicateItem` now: one of
+    /// the class with the same primary key is stored (checked before the person is asked for a new item's own
+    /// password, so that nobody chooses one for an add that cannot be made).
+    package func hasDuplicate(of itemClass: ItemClass, attributes: ItemAttributes) throws(KeychainError) -> Bool {
+        var stored = attributes.filter { !$0.key.isSetByStore }
+        if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
+        return try state.withLock { (state) throws(KeychainError) in
+            _ = try state.unlockedKey()
+            let hash = state.indexer.primaryKeyHash(itemClass, stored)
+            return try state.db.withStatement(
+                "SELECT 1 FROM items WHERE class = \(itemClass.rawValue) AND pk = \(hash)"
+            ) { (select) throws(KeychainError) in try select.step() }
+        }
     }
 
     /// Changes every item that matches `query` (its limit is ignored) and
@@ -246,6 +269,9 @@ public struct NewItem: Sendable {
     public var creationDate: Date?
     /// When it last changed; nil: its creation date.
     public var modificationDate: Date?
+    /// The reference it gets, of its class (made beforehand when its secret is bound to it: an item with a
+    /// password of its own, ``ItemPasswordEnvelope``); nil: a new random one.
+    public var reference: ItemReference?
 
     /// An item of `itemClass`, with dates to keep or nil for the time it is added.
     public init(

@@ -49,8 +49,10 @@ extension Keychain {
     /// `PasswordAttempts`): refused without trying while too many wrong ones came lately (unless
     /// `limited` is false: a password a login verified), counted when wrong, resetting the count when right;
     /// outside the count altogether when `counted` is false (the person, in the daemon's own prompt).
+    /// `resetsCount` false: a right answer leaves the count as it is (an item's own password, which is not the
+    /// keychain's).
     private func countingAttempt<Result>(
-        limited: Bool, counted: Bool = true, _ attempt: () throws(KeychainError) -> Result
+        limited: Bool, counted: Bool = true, resetsCount: Bool = true, _ attempt: () throws(KeychainError) -> Result
     ) throws(KeychainError) -> Result {
         guard counted else { return try attempt() }
         let attempts = (try? storedAttempts()) ?? PasswordAttempts()
@@ -58,7 +60,7 @@ extension Keychain {
         if limited, wait > 0 { throw .tooManyAttempts(waitSeconds: wait) }
         do {
             let result = try attempt()
-            if attempts.failures > 0 { try? storeAttempts(PasswordAttempts()) }
+            if resetsCount, attempts.failures > 0 { try? storeAttempts(PasswordAttempts()) }
             return result
         } catch  where error.status == .authFailed {
             var counted = attempts
@@ -66,6 +68,23 @@ extension Keychain {
             counted.lastFailure = Int64(time(nil))
             try? storeAttempts(counted)
             throw error
+        }
+    }
+
+    /// Opens the secret of `item`, an item with a password of its own (``ItemPasswordEnvelope``), with the
+    /// password typed for it, under this keychain's wrong-password count: refused while too many wrong passwords
+    /// came lately, a wrong one counted. A right one does not reset the count: a program that knows the password
+    /// of an item it made itself must not clear the count of guesses at the keychain's password. Slow (one
+    /// scrypt): run it off the serving thread.
+    package func openItemSecret(_ envelope: Data, password: UnsafeRawBufferPointer, item: ItemReference)
+        throws(KeychainError) -> OpenedItemSecret
+    {
+        try countingAttempt(limited: true, resetsCount: false) { () throws(KeychainError) in
+            var key: ItemPasswordKey?
+            let secret = SharedSecret(
+                try ItemPasswordEnvelope.open(envelope, password: password, item: item) { key = $0 })
+            guard let key else { throw KeychainError(.internalComponent, "an opened envelope left no key") }
+            return OpenedItemSecret(secret: secret, key: key)
         }
     }
 

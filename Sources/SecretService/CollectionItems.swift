@@ -161,11 +161,20 @@ extension HeldKeychain {
     }
 
     /// Changes an item's label, Secret Service attributes, secret, content type or accessibility class (its
-    /// `kSecAttrAccessible` value; nil: unchanged).
+    /// `kSecAttrAccessible` value; nil: unchanged). A new secret for an item with a password of its own is
+    /// refused (`errSecParam`, InvalidArgs): stored as it is, it would not be sealed under that password; such
+    /// an item's secret changes through `Keychain1.Update` (`SecItemUpdate`), which asks for it.
     func update(
         _ reference: ItemReference, label: String? = nil, attributes: [String: String]? = nil,
         secret: Data? = nil, contentType: String? = nil, accessibility: AttributeValue? = nil
     ) throws(KeychainError) {
+        if secret != nil,
+            try AccessConstraints.of(item(reference, returning: .attributes)?.attributes ?? [:])?.needsItemPassword
+                == true
+        {
+            throw KeychainError.param(
+                "the item has a password of its own: change its secret with SecItemUpdate (latchkeyd asks for it)")
+        }
         var changes = ItemChanges(secret: secret)
         if let accessibility { changes.attributes[.accessible] = accessibility }
         if let label { changes.attributes[.label] = .string(label) }

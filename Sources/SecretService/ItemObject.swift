@@ -161,7 +161,13 @@ struct ItemObject: DBusObject {
             if case .denied(let denial) = outcome { return .failure(denial.secretServiceError) }
             do throws(DBusError) {
                 let (session, found) = try read(in: sessionPath, caller: call.sender)
-                return .success([try session.encode(found.item, secret: found.secret)])
+                let secret: SharedSecret?
+                do throws(KeychainError) {
+                    secret = try daemon.servedSecret(of: found.item, in: collection, stored: found.secret)
+                } catch {
+                    throw DBusError(.accessDenied, error.reason)
+                }
+                return .success([try session.encode(found.item, secret: secret)])
             } catch {
                 return .failure(error)
             }

@@ -101,11 +101,6 @@ extension HeldKeychain {
             reference: item.reference, folder: folder, key: key, form: form, attributes: attributes, stored: stored,
             modified: modified)
     }
-
-    /// The secret of `entry`'s item in secret memory, nil when it has none or is gone.
-    func kwalletSecret(_ entry: KWalletEntry) -> SharedSecret? {
-        (try? itemWithSecret(entry.reference))?.secret
-    }
 }
 
 /// KWallet's key patterns (`readEntryList` and its kin; Qt's wildcard syntax over the whole key): `*` any run,

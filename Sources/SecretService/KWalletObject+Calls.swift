@@ -342,8 +342,12 @@ extension KWalletObject {
     }
 
     /// The value of `entry` as `kind` gives it on the wire; nil when it is none of that kind or unreadable.
-    private static func wireValue(_ entry: KWalletEntry, in held: HeldKeychain, _ kind: ReadKind) -> DBusValue? {
-        guard kind.takes(entry.form), !held.isLocked, let secret = held.kwalletSecret(entry) else { return nil }
+    /// An entry with a password of its own gives the secret opened for this reply
+    /// (``SecretServiceDaemon/servedSecret(of:in:stored:)``), never its envelope.
+    private func wireValue(_ entry: KWalletEntry, in held: HeldKeychain, _ kind: ReadKind) -> DBusValue? {
+        guard kind.takes(entry.form), !held.isLocked, let found = try? held.itemWithSecret(entry.reference),
+            let secret = try? daemon.servedSecret(of: found.item, in: held, stored: found.secret)
+        else { return nil }
         switch kind {
         case .password:
             // The protocol carries a password as `s`: the only place it becomes a String.
@@ -366,7 +370,7 @@ extension KWalletObject {
         let target = entry.target(in: opened.held)
         let served = try? daemon.servingSecrets(of: [target], to: call) { allowed, _ in
             guard allowed.first == true else { return .success([kind.emptyValue]) }
-            return .success([Self.wireValue(entry, in: opened.held, kind) ?? kind.emptyValue])
+            return .success([wireValue(entry, in: opened.held, kind) ?? kind.emptyValue])
         }
         return served ?? .reply([kind.emptyValue])
     }
@@ -386,7 +390,7 @@ extension KWalletObject {
         let served = try? daemon.servingSecrets(of: targets, to: call) { allowed, _ in
             var values: [String: DBusValue] = [:]
             for (index, entry) in chosen.enumerated() where allowed[index] {
-                if let value = Self.wireValue(entry, in: opened.held, kind) { values[entry.key] = value }
+                if let value = wireValue(entry, in: opened.held, kind) { values[entry.key] = value }
             }
             return .success([.variantDictionary(values)])
         }

@@ -44,11 +44,14 @@ extension Keychain1Object {
     }
 
     /// Whether an `Update` of `query`'s items with `attributes` changes the access control of items that ask for
-    /// the person (then the person confirms first, as for a read of them): the items, else nil.
-    func accessControlChangeToConfirm(of query: ItemQuery, to attributes: ItemAttributes, caller: String)
-        -> [SecretServiceDaemon.SecretTarget]?
-    {
-        guard attributes[.accessControl] != nil, !keychain.isLocked else { return nil }
+    /// the person (then the person confirms first, as for a read of them): the items, else nil. A new secret
+    /// (`changingSecret`) for items with a password of their own asks it too (it proves the person knows it, and
+    /// gives the key the new secret is sealed under): those items.
+    func accessControlChangeToConfirm(
+        of query: ItemQuery, to attributes: ItemAttributes, changingSecret: Bool, caller: String
+    ) -> [SecretServiceDaemon.SecretTarget]? {
+        let changesControl = attributes[.accessControl] != nil
+        guard changesControl || changingSecret, !keychain.isLocked else { return nil }
         var reading = query
         reading.returning = .attributes
         reading.limit = .all
@@ -56,6 +59,8 @@ extension Keychain1Object {
         var targets: [SecretServiceDaemon.SecretTarget] = []
         var asks = false
         for item in matched {
+            let ownPassword = (try? AccessConstraints.of(item.attributes ?? [:]))??.needsItemPassword == true
+            guard changesControl || ownPassword else { continue }
             let target = SecretServiceDaemon.SecretTarget(
                 held: keychain, reference: item.reference, attributes: item.attributes ?? [:])
             if daemon.needsConfirmation(target, by: caller) { asks = true }

@@ -30,7 +30,8 @@ struct Keychain1Object: DBusObject {
                             object.daemon.limits, secretBytes: secret?.count ?? 0, isNew: true)
                         try object.daemon.checkApplicationQuota(
                             of: call.sender, storing: secret?.count ?? 0, in: object.keychain, replacing: nil)
-                        return try native { () throws(KeychainError) in
+                        let checked: (ItemClass, ItemAttributes)
+                        do throws(KeychainError) {
                             guard let itemClass = ItemClass(rawValue: itemClass) else {
                                 throw KeychainError(.noSuchClass, "not a keychain item class")
                             }
@@ -43,17 +44,18 @@ struct Keychain1Object: DBusObject {
                             {
                                 stored.merge(ItemAccess.creatorAccess(creator).attributes) { $1 }
                             }
-                            let item = try Self.lendingData(secret) { (secret) throws(KeychainError) in
-                                try object.keychain.keychain.add(itemClass, attributes: stored, secret: secret)
-                            }
-                            object.daemon.recordApplicationUsage(
-                                of: call.sender, storing: secret?.count ?? 0, in: object.keychain, at: item.reference)
-                            object.changed()
-                            // A caller with a session has the secret it sent: it does not cross again.
-                            guard !object.daemon.keychainSession(of: call.sender).isSealing else {
-                                return [Keychain1Interface.encode(item, secretBytes: nil)]
-                            }
-                            return [Keychain1Interface.encode(item)]
+                            checked = (itemClass, stored)
+                        } catch {
+                            throw Keychain1Interface.dbusError(error)
+                        }
+                        // A password of its own: asked first, the secret stored sealed under it.
+                        if let deferred = try object.addingWithItemPassword(
+                            checked.1, of: checked.0, secret: secret, call: call)
+                        {
+                            return deferred
+                        }
+                        return try native { () throws(KeychainError) in
+                            try object.add(NewItem(checked.0, attributes: checked.1, secret: nil), secret, call: call)
                         }
                     },
                     DBusMethod("Search", DBusInput("query", Keychain1Query.self), returns: [.init("items", "aa{sv}")]) {
@@ -78,7 +80,7 @@ struct Keychain1Object: DBusObject {
                         } catch {
                             throw Keychain1Interface.dbusError(error)
                         }
-                        let update = { () -> Result<DBusMethodResult, DBusError> in
+                        let update = { (sealed: [ItemReference: Data]) -> Result<DBusMethodResult, DBusError> in
                             do throws(DBusError) {
                                 return .success(
                                     try object.changing(.change, matching: query.query, call: call) {
@@ -87,21 +89,27 @@ struct Keychain1Object: DBusObject {
                                             let changes = ItemChanges(attributes: given, secret: secret)
                                             try Self.refuseBackendMarks(changes.attributes)
                                             try object.refuseWideningAccess(matching: matching, with: changes)
-                                            return try object.keychain.keychain.update(
-                                                matching: matching, with: changes)
+                                            // Items with a password of their own (before or after): each its own.
+                                            return try object.updateWithItemPasswords(
+                                                matching: matching, with: changes, sealed: sealed)
                                         }
                                     })
                             } catch {
                                 return .failure(error)
                             }
                         }
-                        guard
-                            let targets = object.accessControlChangeToConfirm(
-                                of: query.query, to: given, caller: call.sender)
-                        else { return try update().get() }
-                        return try object.confirmingAccessControlChange(
-                            of: targets, authentication: query.query.authentication, call: call, update
-                        ).get()
+                        let confirmed = { (sealed: [ItemReference: Data]) -> Result<DBusMethodResult, DBusError> in
+                            guard
+                                let targets = object.accessControlChangeToConfirm(
+                                    of: query.query, to: given, changingSecret: secret != nil, caller: call.sender)
+                            else { return update(sealed) }
+                            return object.confirmingAccessControlChange(
+                                of: targets, authentication: query.query.authentication, call: call
+                            ) { update(sealed) }
+                        }
+                        // Items given a password of their own by this update: asked for it first, one by one.
+                        return try object.sealingUnderNewItemPasswords(
+                            matching: query.query, to: given, secret: secret, call: call, then: confirmed)
                     },
                     DBusMethod(
                         "Delete", DBusInput("query", Keychain1Query.self), returns: [.init("count", UInt32.self)]
@@ -172,6 +180,24 @@ struct Keychain1Object: DBusObject {
         let secret = try session.unseal(bytes)
         guard secret.count <= most else { throw tooLarge }
         return secret
+    }
+
+    /// Adds `item`, with `secret` (in secret memory, lent to the store) when given, else the secret it carries
+    /// (an envelope, which is not replied), as `Add` replies it.
+    func add(_ item: NewItem, _ secret: SharedSecret?, call: DBusMethodCall) throws(KeychainError) -> [DBusValue] {
+        let added = try Self.lendingData(secret) { (lent) throws(KeychainError) in
+            var item = item
+            if secret != nil { item.secret = lent }
+            return try keychain.keychain.add(item)
+        }
+        let bytes = secret?.count ?? item.secret?.count ?? 0
+        daemon.recordApplicationUsage(of: call.sender, storing: bytes, in: keychain, at: added.reference)
+        changed()
+        // A caller with a session has the secret it sent: it does not cross again.
+        guard secret != nil, !daemon.keychainSession(of: call.sender).isSealing else {
+            return [Keychain1Interface.encode(added, secretBytes: nil)]
+        }
+        return [Keychain1Interface.encode(added)]
     }
 
     /// Lends `secret` to the store as `Data` without a copy (nil when there is none), for `body` only.
@@ -262,7 +288,7 @@ struct Keychain1Object: DBusObject {
                 // lapsed while another item's prompt was open).
                 var served = asked
                 served.references = zip(targets, allowed).filter(\.1).map(\.0.reference)
-                return Self.items(of: held, matching: served, sealedFor: session)
+                return Self.items(of: held, matching: served, sealedFor: session, daemon: daemon)
             }
             return .failure(denial.keychainError)
         }
@@ -279,10 +305,12 @@ struct Keychain1Object: DBusObject {
         return Keychain1Interface.encode(item, secretBytes: sealed)
     }
 
-    /// The items `query` finds, as `Search` replies them.
-    private static func items(of keychain: HeldKeychain, matching query: ItemQuery, sealedFor session: SecretSession)
-        -> Result<[DBusValue], DBusError>
-    {
+    /// The items `query` finds, as `Search` replies them (an item with a password of its own with the secret
+    /// opened for this reply: ``SecretServiceDaemon/servedSecret(of:in:stored:)``).
+    private static func items(
+        of keychain: HeldKeychain, matching query: ItemQuery, sealedFor session: SecretSession,
+        daemon: SecretServiceDaemon
+    ) -> Result<[DBusValue], DBusError> {
         let items: [(item: KeychainItem, secret: SharedSecret?)]
         do {
             items = try keychain.keychain.itemsWithSecrets(matching: query)
@@ -291,7 +319,13 @@ struct Keychain1Object: DBusObject {
         }
         do throws(DBusError) {
             let encoded = try items.map { (found) throws(DBusError) in
-                try Self.encode(found.item, secret: found.secret, sealedFor: session)
+                let secret: SharedSecret?
+                do throws(KeychainError) {
+                    secret = try daemon.servedSecret(of: found.item, in: keychain, stored: found.secret)
+                } catch {
+                    throw Keychain1Interface.dbusError(error)
+                }
+                return try Self.encode(found.item, secret: secret, sealedFor: session)
             }
             return .success([.array(elementSignature: "a{sv}", encoded)])
         } catch {

@@ -5,6 +5,7 @@ import Glibc
 import Keychain1
 import KeychainCore
 import KeychainRegistry
+import KeychainStore
 import Pinentry
 import Posix
 
@@ -70,6 +71,9 @@ package final class SecretServiceDaemon {
     /// Until when (nanoseconds on the registry's clock) each connection's confirmed reads of items with an access
     /// control hold, by connection and item (ItemConfirmations.swift).
     var confirmedReads: [String: [String: Int64]] = [:]
+    /// The secrets of items with a password of their own opened for the reply being made, by item (set only
+    /// while it is made: ItemConfirmations.swift).
+    var openedForServing: [String: OpenedItemSecret] = [:]
     /// What each application stored, across collections, for the per-application quotas (ApplicationUsage.swift).
     var applicationUsage = ApplicationUsage()
     /// The KWallet face's handles, waiting opens, empty folders and kwalletrc names (KWalletSessions.swift).

@@ -221,11 +221,12 @@ struct ServiceObject: DBusObject {
                 var entries: [DBusDictEntry] = []
                 for (index, target) in targets.enumerated() where allowed[index] {
                     guard !target.held.isLocked(target.reference),
-                        let found = try? target.held.itemWithSecret(target.reference)
+                        let found = try? target.held.itemWithSecret(target.reference),
+                        let secret = try? daemon.servedSecret(of: found.item, in: target.held, stored: found.secret)
                     else { continue }
                     entries.append(
                         DBusDictEntry(
-                            .objectPath(targetPaths[index]), try session.encode(found.item, secret: found.secret)))
+                            .objectPath(targetPaths[index]), try session.encode(found.item, secret: secret)))
                 }
                 if entries.isEmpty, case .denied(let denial) = outcome { return .failure(denial.secretServiceError) }
                 return .success([.dictionary(keySignature: "o", valueSignature: "(oayays)", entries)])

@@ -7,9 +7,10 @@ import KeychainCore
 /// Latchkey records every flag with the item and returns it as given;
 /// latchkeyd enforces `userPresence`, `devicePasscode` (the keychain password,
 /// asked at each read) and the biometry flags (a fingerprint reader) with `.or`
-/// and `.and` as Apple combines them. It has no paired watch or Secure Enclave,
-/// and does not enforce `applicationPassword` yet:
-/// ``SecAccessControl/unenforcedFlags`` says so for each object. See
+/// and `.and` as Apple combines them, and `applicationPassword` (the secret
+/// stored encrypted under the item's own password, which latchkeyd asks the
+/// person for at add and at each read). It has no paired watch or Secure
+/// Enclave: ``SecAccessControl/unenforcedFlags`` says so for each object. See
 /// docs/secitem-semantics.md, "Enforced access control".
 public struct SecAccessControlCreateFlags: OptionSet, Hashable, Sendable {
     /// The raw bits, as in Apple's header.
@@ -77,13 +78,10 @@ public final class SecAccessControl: Hashable, Sendable, CustomStringConvertible
 
     /// The constraints Latchkey records but does not enforce: what Linux
     /// cannot do (a paired watch or companion, `privateKeyUsage` without a
-    /// Secure Enclave) and, not yet, `applicationPassword`. latchkeyd enforces
-    /// the others at each read of the secret (docs/secitem-semantics.md,
-    /// "Enforced access control").
+    /// Secure Enclave). latchkeyd enforces the others at each read of the
+    /// secret (docs/secitem-semantics.md, "Enforced access control").
     public var unenforcedFlags: SecAccessControlCreateFlags {
-        flags.intersection(
-            SecAccessControlCreateFlags(
-                rawValue: CFOptionFlags(AccessConstraints.unenforceable | AccessConstraints.notYetEnforced)))
+        flags.intersection(SecAccessControlCreateFlags(rawValue: CFOptionFlags(AccessConstraints.unenforceable)))
     }
 
     /// Equal protection and flags.

@@ -17,6 +17,9 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
         var values = request.attributes
         if request.synchronizable == .yes { values[.synchronizable] = .bool(true) }
         let keychain = try orDefault(request.keychains?.first)
+        if keychain.store is Keychain, try AccessConstraints.of(values)?.needsItemPassword == true {
+            throw inProcessItemPassword
+        }
         let item = try keychain.store.add(itemClass, attributes: values, secret: request.data)
         if let result {
             result.pointee =
@@ -66,8 +69,35 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
         let changes = try QueryDictionary(attributesToUpdate, role: .changes)
         let itemChanges = ItemChanges(attributes: changes.attributes, secret: changes.data)
         try forEachTarget(of: request) { (keychain, query) throws(KeychainError) in
-            try keychain.store.update(matching: query, with: itemChanges)
+            if keychain.store is Keychain { try refuseItemPasswordsInProcess(keychain.store, query, itemChanges) }
+            return try keychain.store.update(matching: query, with: itemChanges)
         }
+    }
+}
+
+/// `errSecInteractionNotAllowed` for an item with a password of its own in a keychain file opened in this
+/// process: only latchkeyd asks for an item's password (docs/secitem-semantics.md, "An item's own password").
+private var inProcessItemPassword: KeychainError {
+    KeychainError(
+        .interactionNotAllowed,
+        "an item with a password of its own is made and changed through latchkeyd, which asks for the password:"
+            + " the keychain file is open in this process")
+}
+
+/// Refuses, in a keychain file opened in this process, an update that gives items a password of their own or
+/// changes the secret or access control of items that have one: sealing under, or opening with, an item's
+/// password is latchkeyd's (stored as it is, a new secret would not be sealed under it).
+private func refuseItemPasswordsInProcess(_ store: any KeychainBackend, _ query: ItemQuery, _ changes: ItemChanges)
+    throws(KeychainError)
+{
+    if try AccessConstraints.of(changes.attributes)?.needsItemPassword == true { throw inProcessItemPassword }
+    guard changes.secret != nil || changes.attributes[.accessControl] != nil else { return }
+    var reading = query
+    reading.returning = .attributes
+    reading.limit = .all
+    for item in try store.items(matching: reading)
+    where try AccessConstraints.of(item.attributes ?? [:])?.needsItemPassword == true {
+        throw inProcessItemPassword
     }
 }
 

@@ -47,6 +47,49 @@ if arguments.count == 4, arguments[2] == "--access-policy" {
         exit(1)
     }
 }
+// `keychain-writer PATH --copy-secret SERVICE FROM TO` (the password on standard input): copies, through the store,
+// the stored secret of the generic password (SERVICE, FROM) onto (SERVICE, TO), as someone with the keychain's
+// password and the file could (the abuse test of items with a password of their own: a copied envelope must not
+// open for the other item).
+if arguments.count == 6, arguments[2] == "--copy-secret" {
+    do {
+        let password = FileHandle.standardInput.readDataToEndOfFile().split(separator: UInt8(ascii: "\n"))
+        let keychain = try Keychain(opening: arguments[1])
+        try keychain.unlock(password: [UInt8](password.first ?? Data()))
+        func query(_ account: String) -> ItemQuery {
+            ItemQuery(
+                .genericPassword, attributes: [.service: .string(arguments[3]), .account: .string(account)],
+                returning: .data)
+        }
+        guard let stored = try keychain.items(matching: query(arguments[4])).first?.secret else {
+            throw KeychainError(.itemNotFound, "no item to copy from")
+        }
+        _ = try keychain.update(matching: query(arguments[5]), with: ItemChanges(secret: stored))
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("keychain-writer: \(error)\n".utf8))
+        exit(1)
+    }
+}
+// `keychain-writer PATH --set-access-control SERVICE ACCOUNT FLAGS` (the password on standard input): sets the
+// generic password's kSecAttrAccessControl to FLAGS (decimal), its secret left as it is, as latchkeyd did while
+// applicationPassword was recorded only (the test of items made then).
+if arguments.count == 6, arguments[2] == "--set-access-control", let flags = UInt64(arguments[5]) {
+    do {
+        let password = FileHandle.standardInput.readDataToEndOfFile().split(separator: UInt8(ascii: "\n"))
+        let keychain = try Keychain(opening: arguments[1])
+        try keychain.unlock(password: [UInt8](password.first ?? Data()))
+        let control = AccessConstraints(protection: "ak", flags: flags)
+        _ = try keychain.update(
+            matching: ItemQuery(
+                .genericPassword, attributes: [.service: .string(arguments[3]), .account: .string(arguments[4])]),
+            with: ItemChanges(attributes: [.accessControl: .data(control.storedForm)]))
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("keychain-writer: \(error)\n".utf8))
+        exit(1)
+    }
+}
 guard arguments.count == 4, let count = Int(arguments[3]) else {
     FileHandle.standardError.write(Data("usage: keychain-writer PATH PASSWORD COUNT\n".utf8))
     exit(2)

@@ -459,5 +459,31 @@ extension SecuritySuite {
             )
             #expect(addGeneric(account: "b", secret: "s", [kSecAttrAccessControl as String: "ak"]) == errSecParam)
         }
+
+        @Test func anItemPasswordIsLatchkeydsToAskAndAFileOpenInThisProcessRefusesIt() throws {
+            let kc = try TestKeychain()
+            defer { withExtendedLifetime(kc) {} }
+            let own = try #require(
+                SecAccessControlCreateWithFlags(nil, kSecAttrAccessibleWhenUnlocked, .applicationPassword, nil))
+            // Enforced (by latchkeyd): not among the flags recorded only.
+            #expect(own.unenforcedFlags.isEmpty)
+            #expect(!own.description.contains("not enforced"))
+            // Nobody here can choose the item's password: nothing is added.
+            #expect(
+                addGeneric(account: "a", secret: "s", [kSecAttrAccessControl as String: own])
+                    == errSecInteractionNotAllowed)
+            #expect(copyMatching([kSecClass as String: kSecClassGenericPassword]).0 == errSecItemNotFound)
+            // Nor given to an item by an update, which keeps its access control and secret.
+            #expect(addGeneric(account: "a", secret: "s", [:]) == errSecSuccess)
+            #expect(
+                SecItemUpdate(
+                    [kSecClass as String: kSecClassGenericPassword] as CFDictionary,
+                    [kSecAttrAccessControl as String: own] as CFDictionary) == errSecInteractionNotAllowed)
+            let (status, data) = copyMatching([
+                kSecClass as String: kSecClassGenericPassword, kSecReturnData as String: true,
+            ])
+            #expect(status == errSecSuccess)
+            #expect(data as? Data == Data("s".utf8))
+        }
     }
 }
