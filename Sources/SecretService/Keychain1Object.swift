@@ -114,6 +114,17 @@ struct Keychain1Object: DBusObject {
                             return count
                         }
                     },
+                    // A CXF file's items (or a CSV's), added in one transaction once the person allowed it
+                    // (Keychain1Exchange.swift, docs/exchange.md).
+                    DBusMethod(
+                        "Import", DBusInput("file", [UInt8].self), DBusInput("key", [UInt8].self),
+                        DBusInput("keyKind", String.self), DBusInput("dryRun", Bool.self),
+                        DBusInput("replace", Bool.self), returns: [.init("summary", "a{sv}")]
+                    ) { (object, call, file, key, keyKind, dryRun, replace) throws(DBusError) in
+                        try object.daemon.importFile(
+                            file, key: key, keyKind: keyKind, dryRun: dryRun, replace: replace, into: object.keychain,
+                            call: call)
+                    },
                     DBusMethod("Status", returns: [.init("status", "a{sv}")]) { object, _ in
                         .reply([Keychain1Interface.encode(object.keychain.description)])
                     },
