@@ -24,6 +24,7 @@ let package = Package(
             name: "LatchkeyFuzzSurface",
             targets: [
                 "SecretService", "KeychainRegistry", "GnomeKeyringImport", "KWalletImport", "Pinentry", "LoginControl",
+                "AgeEncryption",
             ]),
     ],
     dependencies: [
@@ -77,6 +78,8 @@ let package = Package(
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         // KWallet's values with no bus and no file in them: QDataStream, the entry scheme, map and stream forms.
         .target(name: "KWalletFormat", dependencies: ["COpenSSL", "Posix"]),
+        // The age file format v1 (passphrase and X25519 recipients, binary and armored) over OpenSSL: exports' container.
+        .target(name: "AgeEncryption", dependencies: ["COpenSSL", "Posix"]),
         // Reads KWallet's .kwl wallet files and writes them into a keychain; the import at login.
         .target(
             name: "KWalletImport",
@@ -195,6 +198,7 @@ let package = Package(
             dependencies: ["GnomeKeyringImport", "KeychainStore", "KeychainCore"],
             exclude: ["Fixtures"]),
         .testTarget(name: "KWalletFormatTests", dependencies: ["KWalletFormat", "Posix"]),
+        .testTarget(name: "AgeEncryptionTests", dependencies: ["AgeEncryption", "Posix"], exclude: ["Fixtures"]),
         .testTarget(
             name: "KWalletImportTests",
             dependencies: ["KWalletImport", "KWalletFormat", "KeychainStore", "KeychainCore", "COpenSSL", "Posix"],
