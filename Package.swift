@@ -80,6 +80,13 @@ let package = Package(
         .target(name: "KWalletFormat", dependencies: ["COpenSSL", "Posix"]),
         // The age file format v1 (passphrase and X25519 recipients, binary and armored) over OpenSSL: exports' container.
         .target(name: "AgeEncryption", dependencies: ["COpenSSL", "Posix"]),
+        // Export and import of keychains: the CXF file of a keychain's items, age-encrypted, and a file's items added
+        // in one transaction (the daemon's Keychain1 Export/Import and the latchkey command on a file alike).
+        .target(
+            name: "KeychainExchange",
+            dependencies: [
+                "AgeEncryption", "CredentialExchange", "Keychain1", "KeychainCore", "KeychainStore", "Posix",
+            ]),
         // Reads KWallet's .kwl wallet files and writes them into a keychain; the import at login.
         .target(
             name: "KWalletImport",
@@ -115,7 +122,8 @@ let package = Package(
             name: "SecretService",
             dependencies: [
                 "KeychainCore", "KeychainStore", "KeychainRegistry", "Keychain1", "DBus", "Posix",
-                "COpenSSL", "CallerIdentity", "AccessControl", "KWalletFormat",
+                "COpenSSL", "CallerIdentity", "AccessControl", "KWalletFormat", "KeychainExchange", "AgeEncryption",
+                "CredentialExchange",
             ]),
         // latchkeyd's serving loop (poll, termination signals) and its watches of logind and the screen saver,
         // over the bus face and the control socket: SecretService does no I/O of its own.
@@ -139,6 +147,7 @@ let package = Package(
             dependencies: [
                 "KeychainClient", "Keychain1", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
                 "GnomeKeyringImport", "KWalletImport", "CallerIdentity", "KeySlots", "TPMSealing",
+                "KeychainExchange", "AgeEncryption", "CredentialExchange",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

@@ -22,9 +22,9 @@ package enum ExportProtection: Sendable {
 }
 
 /// An export's file and what went into it.
-package struct ExportedFile: ~Copyable, Sendable {
+package struct ExportedFile: Sendable {
     /// The file's bytes: an age file, or, unencrypted, the CXF JSON (in secret memory either way).
-    package let bytes: SecretBytes
+    package let bytes: SharedSecret
     /// How many items it holds.
     package let itemCount: Int
     /// How many items were left out: `…ThisDeviceOnly` items never leave the machine.
@@ -55,29 +55,37 @@ package enum ExchangeExport {
         of keychains: [ExportedKeychain], protection: ExportProtection, at date: Date = Date()
     ) throws(KeychainError) -> ExportedFile {
         let total = keychains.reduce(0) { $0 + $1.items.count }
-        let encoded: (document: SecretBytes, leftOut: Int)
-        do {
+        let encoded: CXFExport
+        do throws(ExchangeError) {
             encoded = try CXFDocument.encode(keychains, exporter: exporter, at: date)
         } catch {
             throw KeychainError(.internalComponent, "cannot write the CXF document: \(error.message)")
         }
         let leftOut = encoded.leftOut
-        let document = encoded.document
         let sealed: [UInt8]
         do throws(AgeError) {
             switch protection {
             case .none:
-                return ExportedFile(bytes: document, itemCount: total - leftOut, leftOut: leftOut)
+                // Copied within secret memory: a value of another module's noncopyable type is not taken apart.
+                let bytes: SecretBytes
+                do {
+                    bytes = try encoded.document.withUnsafeBytes { (raw) throws(SecretMemoryError) in
+                        try SecretBytes(copying: raw)
+                    }
+                } catch {
+                    throw AgeError(.noSecretMemory, "no secret memory for the export: \(error)")
+                }
+                return ExportedFile(bytes: SharedSecret(bytes), itemCount: total - leftOut, leftOut: leftOut)
             case .passphrase(let passphrase):
-                sealed = try AgeFile.encrypt(document, passphrase: passphrase.bytes)
+                sealed = try AgeFile.encrypt(encoded.document, passphrase: passphrase.bytes)
             case .recipients(let recipients):
-                sealed = try AgeFile.encrypt(document, to: recipients)
+                sealed = try AgeFile.encrypt(encoded.document, to: recipients)
             }
         } catch {
             throw ExchangeErrors.keychainError(error)
         }
         do {
-            return ExportedFile(bytes: try SecretBytes(copying: sealed), itemCount: total - leftOut, leftOut: leftOut)
+            return ExportedFile(bytes: try SharedSecret(copying: sealed), itemCount: total - leftOut, leftOut: leftOut)
         } catch {
             throw KeychainError(.allocate, "no secret memory for the export: \(error)")
         }

@@ -54,19 +54,21 @@ package enum ExchangeImport {
         let kind = try kind(of: file)
         // An age file is ciphertext: read as plain bytes. Anything else is read where it is, in secret memory.
         guard kind != .plain, let encrypted = ageBytes(of: file) else { return try decode(file.bytes) }
+        switch (kind, key) {
+        case (.agePassphrase, .passphrase), (.ageRecipients, .identities): break
+        case (.agePassphrase, _): throw KeychainError(.authFailed, "the file is encrypted with a passphrase")
+        default: throw KeychainError(.authFailed, "the file is encrypted to an age recipient: give its --identity")
+        }
         let plain: SecretBytes
         do throws(AgeError) {
-            switch (kind, key) {
-            case (.agePassphrase, .passphrase(let passphrase)):
+            if case .passphrase(let passphrase) = key {
                 plain = try AgeFile.decrypt(
                     encrypted, passphrase: passphrase.bytes, maximumWorkFactor: maximumWorkFactor)
-            case (.ageRecipients, .identities(let keyFile)):
+            } else if case .identities(let keyFile) = key {
                 let identities = try AgeIdentities(parsingKeyFile: keyFile.bytes)
                 plain = try AgeFile.decrypt(encrypted, identities: identities)
-            case (.agePassphrase, _):
-                throw KeychainError(.authFailed, "the file is encrypted with a passphrase")
-            default:
-                throw KeychainError(.authFailed, "the file is encrypted to an age recipient: give its --identity")
+            } else {
+                throw AgeError(.invalidArgument, "no key for the file")
             }
         } catch {
             throw ExchangeErrors.keychainError(error)

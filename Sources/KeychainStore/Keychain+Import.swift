@@ -4,8 +4,9 @@ import Posix
 
 extension Keychain {
     /// Adds `items` in one transaction, as ``add(_:metadata:)`` does, with the items whose primary key is
-    /// taken (as `SecItemAdd`'s `errSecDuplicateItem` decides: by the class's primary key; Secret Service items
-    /// have none) reported and left out, or, with `replacing`, put in place of the items they collide with
+    /// taken (as `SecItemAdd`'s `errSecDuplicateItem` decides: by the class's primary key; a Secret Service item,
+    /// which has none, by its attributes, as `CreateItem` with `replace` finds the item it replaces) reported and
+    /// left out, or, with `replacing`, put in place of the items they collide with
     /// (deleted and added in the same transaction). A second item of `items` with the primary key of an
     /// earlier one is a duplicate either way. With `dryRun` nothing is written: the outcome says what would be.
     ///
@@ -24,19 +25,27 @@ extension Keychain {
             var replacedRows: [Int64] = []
             for item in prepared {
                 let itemClass = item.reference.itemClass
-                guard let primaryKey = indexer.primaryKeyHash(itemClass, item.attributes) else {
-                    outcome.dispositions.append(.added)
-                    written.append(item)
-                    continue
+                let existing: Int64?
+                if let primaryKey = indexer.primaryKeyHash(itemClass, item.attributes) {
+                    guard seen.insert(Data(itemClass.rawValue.utf8) + [0] + primaryKey).inserted else {
+                        outcome.dispositions.append(.duplicate)
+                        continue
+                    }
+                    existing = try db.withStatement(
+                        "SELECT id FROM items WHERE class = \(itemClass.rawValue) AND pk = \(primaryKey)"
+                    ) { (select) throws(KeychainError) -> Int64? in try select.step() ? select.int64(0) : nil }
+                } else {
+                    let attributes = Self.secretServiceAttributes(item.attributes)
+                    guard seen.insert(Self.secretServiceTag(itemClass, attributes)).inserted else {
+                        outcome.dispositions.append(.duplicate)
+                        continue
+                    }
+                    var query = ItemQuery(itemClass, attributes: attributes, synchronizable: .any, limit: .all)
+                    query.attributes[.secretServiceItem] = item.attributes[.secretServiceItem]
+                    existing = try state.find(query, in: self, limit: nil, returning: [.attributes]).first {
+                        Self.secretServiceAttributes($0.item.attributes ?? [:]) == attributes
+                    }?.row
                 }
-                let tag = Data(itemClass.rawValue.utf8) + primaryKey
-                guard seen.insert(tag).inserted else {
-                    outcome.dispositions.append(.duplicate)
-                    continue
-                }
-                let existing = try db.withStatement(
-                    "SELECT id FROM items WHERE class = \(itemClass.rawValue) AND pk = \(primaryKey)"
-                ) { (select) throws(KeychainError) -> Int64? in try select.step() ? select.int64(0) : nil }
                 switch (existing, replacing) {
                 case (nil, _):
                     outcome.dispositions.append(.added)
@@ -63,6 +72,27 @@ extension Keychain {
         }
         if checkpointNow { _ = Self.checkpoint(at: path, waitMilliseconds: 1_000) }
         return outcome
+    }
+}
+
+extension Keychain {
+    /// A Secret Service item's own attributes (`ss:`…): what makes two of them the same item.
+    static func secretServiceAttributes(_ attributes: ItemAttributes) -> ItemAttributes {
+        attributes.filter { $0.key.rawValue.hasPrefix(AttributeKey.secretServicePrefix) }
+    }
+
+    /// The attributes of a Secret Service item as one value, for telling duplicates apart within a batch.
+    static func secretServiceTag(_ itemClass: ItemClass, _ attributes: ItemAttributes) -> Data {
+        var tag = Data(itemClass.rawValue.utf8) + [1]
+        for (key, value) in attributes.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            var text = ""
+            if case .string(let string) = value { text = string }
+            for part in [key.rawValue, text] {
+                withUnsafeBytes(of: UInt32(part.utf8.count).bigEndian) { tag += $0 }
+                tag += Data(part.utf8)
+            }
+        }
+        return tag
     }
 }
 

@@ -85,7 +85,7 @@ extension SecretServiceDaemon {
                             ExportedKeychain(name: source.name, items: try ExchangeExport.items(of: source.keychain))
                         }
                         let file = try ExchangeExport.file(of: keychains, protection: protection)
-                        return (SharedSecret(file.bytes), file.itemCount, file.leftOut)
+                        return (file.bytes, file.itemCount, file.leftOut)
                     }
                 }) { [self] result in
                     switch result {

@@ -1,4 +1,6 @@
+import AgeEncryption
 import ArgumentParser
+import CredentialExchange
 import FoundationEssentials
 import Glibc
 import Keychain1
@@ -76,9 +78,13 @@ struct ExportKeychain: ParsableCommand {
             }
             let recipients = try recipient.map { (text) throws(KeychainError) in try ExchangeFiles.recipient(text) }
             if unencrypted { try Self.confirmUnencrypted(yes: yes) }
+            var lines = try ExchangeFiles.StandardInput(reading: stdin)
+            defer { lines.wipe() }
             let passphrase =
-                unencrypted || !recipients.isEmpty ? nil : try ExchangeFiles.passphrase(stdin: stdin, twice: true)
-            let exported = try export(recipients: recipients, passphrase: passphrase)
+                unencrypted || !recipients.isEmpty ? nil : try ExchangeFiles.passphrase(from: &lines, twice: true)
+            var passwords = lines.pool()
+            defer { passwords.wipe() }
+            let exported = try export(recipients: recipients, passphrase: passphrase, passwords: &passwords)
             try ExchangeFiles.write(exported.file, to: destination, replacing: force)
             let how =
                 unencrypted
@@ -100,7 +106,8 @@ struct ExportKeychain: ParsableCommand {
     }
 
     /// The file: through the daemon when it holds the keychains, else made here from the keychain files.
-    private func export(recipients: [AgeRecipient], passphrase: SharedSecret?) throws(KeychainError) -> (
+    private func export(recipients: [AgeRecipient], passphrase: SharedSecret?, passwords: inout PasswordPool)
+        throws(KeychainError) -> (
         file: SharedSecret, items: Int, leftOut: Int, keychains: [String]
     ) {
         let daemonKeychains = KeychainTarget.daemonKeychains()
@@ -120,7 +127,7 @@ struct ExportKeychain: ParsableCommand {
         } else {
             targets = [try KeychainTarget.reach(KeychainPaths.resolve(keychain), daemonKeychains: daemonKeychains)]
         }
-        for target in targets { try target.unlock() }
+        for target in targets { try ExchangeFiles.unlock(target, with: &passwords, stdin: stdin) }
         if let held = targets.first?.held {
             let (file, items, leftOut) = try DaemonKeychain.export(
                 keychains: [held.id], recipients: recipient, passphrase: passphrase, unencrypted: unencrypted)
@@ -135,21 +142,23 @@ struct ExportKeychain: ParsableCommand {
         let protection: ExportProtection =
             passphrase.map { .passphrase($0) } ?? (recipients.isEmpty ? .none : .recipients(recipients))
         let made = try ExchangeExport.file(of: keychains, protection: protection)
-        return (SharedSecret(made.bytes), made.itemCount, made.leftOut, keychains.map(\.name))
+        return (made.bytes, made.itemCount, made.leftOut, keychains.map(\.name))
     }
 
     /// Warns that the file holds every secret in clear, and asks for the confirmation typed on the terminal
     /// (or takes `--yes`).
     private static func confirmUnencrypted(yes: Bool) throws(KeychainError) {
-        StandardError.write(
-            "latchkey: warning: --unencrypted writes every secret in clear: anyone who reads the file can use them")
-        guard !yes else { return }
+        let warning = "--unencrypted writes every secret in clear: anyone who reads the file can use them"
+        guard !yes else { return StandardError.write("latchkey: warning: \(warning)") }
         let phrase = "export unencrypted"
-        guard let typed = try SecretInput.fromTerminal(prompt: "type \"\(phrase)\" to go on: ", echo: true) else {
+        guard
+            let typed = try SecretInput.fromTerminal(
+                prompt: "warning: \(warning)\ntype \"\(phrase)\" to go on: ", echo: true)
+        else {
             throw KeychainError(
                 .interactionNotAllowed, "--unencrypted needs a confirmation typed on a terminal, or --yes")
         }
-        guard String(decoding: typed, as: UTF8.self).trimmingCharacters(in: .whitespaces) == phrase else {
+        guard String(decoding: typed, as: UTF8.self).split(separator: " ").joined(separator: " ") == phrase else {
             throw KeychainError(.userCanceled, "not confirmed: nothing exported")
         }
     }
@@ -209,12 +218,14 @@ struct ImportExchangeFile: ParsableCommand {
         try reportingFailures { () throws(KeychainError) in
             let source = ExchangeFiles.absolute(file)
             let contents = try ExchangeFiles.read(source)
+            var lines = try ExchangeFiles.StandardInput(reading: stdin)
+            defer { lines.wipe() }
             let key: ImportKey
             switch try ExchangeImport.kind(of: contents) {
             case .plain:
                 key = .none
             case .agePassphrase:
-                key = .passphrase(try ExchangeFiles.passphrase(stdin: stdin, twice: false))
+                key = .passphrase(try ExchangeFiles.passphrase(from: &lines, twice: false))
             case .ageRecipients:
                 guard let identity else {
                     throw KeychainError(.authFailed, "\(source) is encrypted to an age recipient: give its --identity")
@@ -223,7 +234,9 @@ struct ImportExchangeFile: ParsableCommand {
             }
             let target = try KeychainTarget.reach(
                 KeychainPaths.resolve(keychain), daemonKeychains: KeychainTarget.daemonKeychains())
-            try target.unlock()
+            var passwords = lines.pool()
+            defer { passwords.wipe() }
+            try ExchangeFiles.unlock(target, with: &passwords, stdin: stdin)
             let summary: ImportSummary
             if let daemon = target.backend as? DaemonKeychain {
                 let (secret, kind): (SharedSecret?, String) =
@@ -301,13 +314,40 @@ enum ExchangeFiles {
         }
     }
 
+    /// The lines of standard input with `--stdin` (the passphrase first when one is needed, then keychain
+    /// passwords), read once.
+    struct StandardInput {
+        private(set) var lines: [[UInt8]]?
+
+        init(reading: Bool) throws(KeychainError) {
+            lines = reading ? try SecretInput.linesFromStandardInput() : nil
+        }
+
+        /// The next line; nil without `--stdin` or when none is left.
+        mutating func next() -> [UInt8]? {
+            guard var remaining = lines, !remaining.isEmpty else { return nil }
+            let first = remaining.removeFirst()
+            lines = remaining
+            return first
+        }
+
+        /// The lines left, as the passwords an unlock tries (nil without `--stdin`: asked for).
+        func pool() -> PasswordPool { PasswordPool(lines: lines) }
+
+        mutating func wipe() {
+            for line in lines ?? [] { wipeSharedStorage(of: line) }
+            lines = nil
+        }
+    }
+
     /// The passphrase: the first line of standard input with `--stdin`, else asked on the terminal (`twice`: and
     /// again, until both agree, for an export).
-    static func passphrase(stdin: Bool, twice: Bool) throws(KeychainError) -> SharedSecret {
+    static func passphrase(from input: inout StandardInput, twice: Bool) throws(KeychainError) -> SharedSecret {
         SecretsAhead.prepare()
         var typed: [UInt8]
-        if stdin {
-            typed = try SecretInput.fromStandardInput(count: 1)[0]
+        if input.lines != nil {
+            guard let line = input.next() else { throw KeychainError.param("standard input holds no passphrase") }
+            typed = line
         } else if twice {
             typed = try SecretInput.newPassword(for: "the export file")
         } else {
@@ -322,6 +362,22 @@ enum ExchangeFiles {
             return try SharedSecret(copying: typed)
         } catch {
             throw KeychainError(.allocate, "no secret memory for the passphrase: \(error)")
+        }
+    }
+
+    /// Unlocks `target` when locked: a file with the passwords of standard input (or asked); the daemon's keychain
+    /// as other verbs do, or, with `--stdin`, with its lines when it has a password of its own (else the daemon
+    /// asks in its own prompt).
+    static func unlock(_ target: KeychainTarget, with passwords: inout PasswordPool, stdin: Bool)
+        throws(KeychainError)
+    {
+        if let file = target.backend as? Keychain {
+            guard file.isLocked else { return }
+            return try passwords.unlock(file)
+        }
+        guard stdin else { return try target.unlock() }
+        if let daemon = target.backend as? DaemonKeychain, target.held?.protection == .password {
+            try passwords.unlock(daemon, path: target.path)
         }
     }
 
@@ -365,11 +421,11 @@ enum ExchangeFiles {
     static func write(_ file: SharedSecret, to path: String, replacing: Bool) throws(KeychainError) {
         let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
         var template = Array((directory + "/.latchkey-export.XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkostemp($0.baseAddress!, O_CLOEXEC) }
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else {
             throw KeychainError(.io, "cannot write in \(directory): \(String(cString: strerror(errno)))")
         }
-        let temporary = String(cString: template)
+        let temporary = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         var linked = false
         defer {
             if !linked { unlink(temporary) }
