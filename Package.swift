@@ -155,6 +155,8 @@ let package = Package(
         // Drives FprintdFingerprints for the fprintd tests (Tests/Integration/test_fingerprint.py).
         .executableTarget(
             name: "fingerprint-check", dependencies: ["Fingerprint"], path: "Tests/FingerprintCheck"),
+        // AgeFile between stdin and stdout, for the interoperability tests with the real age (test_age_interop.py).
+        .executableTarget(name: "age-file-tool", dependencies: ["AgeEncryption", "Posix"], path: "Tests/AgeFileTool"),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
             path: "Tests/KeychainWriter"),
