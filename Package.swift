@@ -200,7 +200,8 @@ let package = Package(
             dependencies: ["GnomeKeyringImport", "KeychainStore", "KeychainCore"],
             exclude: ["Fixtures"]),
         .testTarget(name: "KWalletFormatTests", dependencies: ["KWalletFormat", "Posix"]),
-        .testTarget(name: "AgeEncryptionTests", dependencies: ["AgeEncryption", "Posix"], exclude: ["Fixtures"]),
+        .testTarget(
+            name: "AgeEncryptionTests", dependencies: ["AgeEncryption", "COpenSSL", "Posix"], exclude: ["Fixtures"]),
         .testTarget(
             name: "KWalletImportTests",
             dependencies: ["KWalletImport", "KWalletFormat", "KeychainStore", "KeychainCore", "COpenSSL", "Posix"],
