@@ -147,8 +147,11 @@ enum AgeArmor {
         guard lines.first?.elementsEqual(begin) == true else {
             throw AgeError(.malformed, "the armored age file does not start with its BEGIN line")
         }
-        guard lines.count >= 3, lines.last?.elementsEqual(end) == true else {
+        guard let endIndex = lines.firstIndex(where: { $0.elementsEqual(end) }) else {
             throw AgeError(.truncated, "the armored age file has no END line: it was cut short")
+        }
+        guard endIndex == lines.count - 1, endIndex >= 2 else {
+            throw AgeError(.malformed, "the armored age file has data after its END line, or none before it")
         }
         lines.removeFirst()
         lines.removeLast()
