@@ -164,6 +164,8 @@ let package = Package(
         // Drives FprintdFingerprints for the fprintd tests (Tests/Integration/test_fingerprint.py).
         .executableTarget(
             name: "fingerprint-check", dependencies: ["Fingerprint"], path: "Tests/FingerprintCheck"),
+        // AgeFile between stdin and stdout, for the interoperability tests with the real age (test_age_interop.py).
+        .executableTarget(name: "age-file-tool", dependencies: ["AgeEncryption", "Posix"], path: "Tests/AgeFileTool"),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
             path: "Tests/KeychainWriter"),
@@ -207,7 +209,8 @@ let package = Package(
             dependencies: ["GnomeKeyringImport", "KeychainStore", "KeychainCore"],
             exclude: ["Fixtures"]),
         .testTarget(name: "KWalletFormatTests", dependencies: ["KWalletFormat", "Posix"]),
-        .testTarget(name: "AgeEncryptionTests", dependencies: ["AgeEncryption", "Posix"], exclude: ["Fixtures"]),
+        .testTarget(
+            name: "AgeEncryptionTests", dependencies: ["AgeEncryption", "COpenSSL", "Posix"], exclude: ["Fixtures"]),
         .testTarget(
             name: "KWalletImportTests",
             dependencies: ["KWalletImport", "KWalletFormat", "KeychainStore", "KeychainCore", "COpenSSL", "Posix"],
