@@ -332,15 +332,9 @@ private struct CXFReader {
         let issuer = try document.text(credential["issuer"], "issuer")
         let secret = try document.secret(try required(credential, "secret"), "secret")
         let uri = try OTPAuthURI.make(
-            secret: secret, label: [issuer, username].compactMap { $0 }.joined(separator: ":"), issuer: issuer,
+            secret: secret, account: username, issuer: issuer,
             algorithm: algorithm.uppercased(), digits: digits, period: period)
-        var attributes: ItemAttributes = [
-            .label: .string(title), .service: .string(issuer ?? title), .itemDescription: .string("TOTP"),
-        ]
-        if let username { attributes[.account] = .string(username) }
-        return NewItem(
-            .genericPassword, attributes: attributes, secret: uri.withUnsafeBytes { Data($0) }, creationDate: created,
-            modificationDate: modified)
+        return TOTPItem.make(uri: uri, title: title, username: username, created: created, modified: modified)
     }
 }
 
@@ -366,11 +360,13 @@ enum OTPAuthURI {
         return out
     }
 
+    /// The URI of `secret` for `account` at `issuer` (the label is `issuer:account`, each part escaped).
     static func make(
-        secret: borrowing SecretBytes, label: String, issuer: String?, algorithm: String, digits: Int64,
+        secret: borrowing SecretBytes, account: String?, issuer: String?, algorithm: String, digits: Int64,
         period: Int64
     ) throws(ExchangeError) -> SecretBytes {
-        let head = Array("otpauth://totp/".utf8) + escape(label) + Array("?secret=".utf8)
+        let label = [issuer, account].compactMap { $0.map(escape) }.joined(separator: [UInt8(ascii: ":")])
+        let head = Array("otpauth://totp/".utf8) + label + Array("?secret=".utf8)
         var tail = Array("&algorithm=\(algorithm)&digits=\(digits)&period=\(period)".utf8)
         if let issuer { tail += Array("&issuer=".utf8) + escape(issuer) }
         var uri = try secretBuffer(capacity: head.count + secret.count + tail.count)

@@ -62,17 +62,24 @@ struct JSONReader {
     /// What the messages call the document ("CXF document").
     private let what: String
 
-    private init(_ bytes: UnsafeRawBufferPointer, what: String) {
+    /// The most values this reader takes (``maxValues`` but in tests).
+    private let valueLimit: Int
+
+    private init(_ bytes: UnsafeRawBufferPointer, what: String, valueLimit: Int) {
         self.bytes = bytes
         self.what = what
+        self.valueLimit = valueLimit
     }
 
-    /// The value `bytes` holds (one value, blanks around it, a UTF-8 BOM before it allowed).
-    static func parse(_ bytes: UnsafeRawBufferPointer, what: String) throws(ExchangeError) -> JSONValue {
+    /// The value `bytes` holds (one value, blanks around it, a UTF-8 BOM before it allowed), of at most
+    /// `valueLimit` values.
+    static func parse(_ bytes: UnsafeRawBufferPointer, what: String, valueLimit: Int = maxValues)
+        throws(ExchangeError) -> JSONValue
+    {
         guard bytes.count <= maxBytes else {
             throw ExchangeError(.tooLarge, "\(what): larger than \(maxBytes >> 20) MiB")
         }
-        var reader = JSONReader(bytes, what: what)
+        var reader = JSONReader(bytes, what: what, valueLimit: valueLimit)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { reader.position = 3 }
         let value = try reader.value(depth: 0)
         reader.skipBlanks()
@@ -104,8 +111,8 @@ struct JSONReader {
     private mutating func value(depth: Int) throws(ExchangeError) -> JSONValue {
         skipBlanks()
         values += 1
-        guard values <= Self.maxValues else {
-            throw ExchangeError(.tooLarge, "\(what): more than \(Self.maxValues) values")
+        guard values <= valueLimit else {
+            throw ExchangeError(.tooLarge, "\(what): more than \(valueLimit) values")
         }
         let start = position
         guard let byte = current else { throw fault("expected a value") }

@@ -28,13 +28,13 @@ func everything(in keychain: Keychain) throws -> [(item: KeychainItem, secret: S
     }
 }
 
-/// The error `body` throws.
-func exchangeError(_ body: () throws(ExchangeError) -> Void) -> ExchangeError? {
+/// The error `body` throws, nil when it throws none or another type.
+func exchangeError(_ body: () throws -> Void) -> ExchangeError? {
     do {
         try body()
         return nil
     } catch {
-        return error
+        return error as? ExchangeError
     }
 }
 
