@@ -24,7 +24,7 @@ let package = Package(
             name: "LatchkeyFuzzSurface",
             targets: [
                 "SecretService", "KeychainRegistry", "GnomeKeyringImport", "KWalletImport", "Pinentry", "LoginControl",
-                "AgeEncryption",
+                "AgeEncryption", "CredentialExchange",
             ]),
     ],
     dependencies: [
@@ -91,6 +91,9 @@ let package = Package(
         .target(
             name: "KWalletImport",
             dependencies: ["KWalletFormat", "GnomeKeyringImport", "KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
+        // The Credential Exchange Format (CXF 1.0 JSON) and the password CSV exports of other programs, with no
+        // I/O: a keychain's items to a document in secret memory and back.
+        .target(name: "CredentialExchange", dependencies: ["KeychainCore", "KeychainStore", "Posix"]),
         .target(
             name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "Keychain1", "DBus", "Posix"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient", "CallerIdentity"]),
@@ -211,6 +214,9 @@ let package = Package(
         .testTarget(name: "KWalletFormatTests", dependencies: ["KWalletFormat", "Posix"]),
         .testTarget(
             name: "AgeEncryptionTests", dependencies: ["AgeEncryption", "COpenSSL", "Posix"], exclude: ["Fixtures"]),
+        .testTarget(
+            name: "CredentialExchangeTests",
+            dependencies: ["CredentialExchange", "KeychainStore", "KeychainCore", "Posix"]),
         .testTarget(
             name: "KWalletImportTests",
             dependencies: ["KWalletImport", "KWalletFormat", "KeychainStore", "KeychainCore", "COpenSSL", "Posix"],
