@@ -274,12 +274,23 @@ def age_with_passphrase(source, target, passphrase):
 
 
 @pytest.mark.skipif(not FIXTURES.is_dir() or not any(FIXTURES.glob("*.csv")), reason="no CSV fixtures")
-def test_csv_fixtures_are_imported(cli):
-    for fixture in sorted(FIXTURES.glob("*.csv")):
-        result = import_(cli, str(fixture), "other", "--dry-run", "--json")
+def test_csv_fixtures_and_another_exporters_cxf_are_imported(cli):
+    fixtures = sorted(FIXTURES.glob("*.csv")) + sorted(FIXTURES.glob("*.cxf.json"))
+    assert len(fixtures) >= 6
+    count = 0
+    for fixture in fixtures:
+        result = import_(cli, str(fixture), "other", "--json")
         assert result.returncode == 0, (fixture.name, result.stderr)
         summary = json.loads(result.stdout)
-        assert summary["format"].startswith("csv") and summary["added"] > 0, (fixture.name, summary)
+        expected = "cxf" if fixture.name.endswith(".json") else "csv"
+        assert expected in summary["format"] and summary["added"] > 0, (fixture.name, summary)
+        count += summary["added"]
+        # Every item added is there, with its secret; nothing else.
+        items = dump(cli, "other", FILE_PASSWORD)
+        assert len(items) == count and all(item["secret"] for item in items), fixture.name
+        if fixture.name == "other-exporter.cxf.json":
+            # The passkey no item can hold is listed, never dropped silently.
+            assert "passkey" in {skipped["type"] for skipped in summary["skipped"]}, summary
 
 
 # What another program of the user, or a Flatpak app, can do with Export and Import.
