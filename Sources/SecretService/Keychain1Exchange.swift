@@ -35,7 +35,8 @@ extension SecretServiceDaemon {
         switch (recipients.isEmpty, passphrase.isEmpty, unencrypted) {
         case (false, true, false):
             do throws(AgeError) {
-                protection = .recipients(try recipients.map { (text) throws(AgeError) in try AgeRecipient(parsing: text) })
+                protection = .recipients(
+                    try recipients.map { (text) throws(AgeError) in try AgeRecipient(parsing: text) })
             } catch {
                 throw DBusError(.invalidArgs, error.message)
             }
@@ -92,11 +93,13 @@ extension SecretServiceDaemon {
                     case .failure(let error): reply(to: call, .failure(Keychain1Interface.dbusError(error)))
                     case .success(let (file, count, leftOut)):
                         do throws(DBusError) {
-                            let sealed = try file.withUnsafeBytes { (bytes) throws(DBusError) in try session.seal(bytes) }
+                            let sealed = try file.withUnsafeBytes { (bytes) throws(DBusError) in try session.seal(bytes)
+                            }
                             reply(
                                 to: call,
                                 .success([
-                                    .bytes(sealed), .uint32(UInt32(clamping: count)), .uint32(UInt32(clamping: leftOut)),
+                                    .bytes(sealed), .uint32(UInt32(clamping: count)),
+                                    .uint32(UInt32(clamping: leftOut)),
                                 ]))
                         } catch {
                             reply(to: call, .failure(error))
@@ -141,13 +144,14 @@ extension SecretServiceDaemon {
         let keychain = held.keychain
         // Read and tried as a dry run first (on the worker): the person is asked about what the file holds.
         let run = { [self] (dry: Bool, then: @escaping (Result<ImportSummary, KeychainError>) -> Void) in
-            registry.offLoop({ () -> Result<ImportSummary, KeychainError> in
-                Result { () throws(KeychainError) in
-                    let reading = try ExchangeImport.read(file, key: key)
-                    for item in reading.items { try Self.checkImported(item, limits: limits) }
-                    return try ExchangeImport.add(reading, to: keychain, replacing: replace, dryRun: dry)
-                }
-            }, then: then)
+            registry.offLoop(
+                { () -> Result<ImportSummary, KeychainError> in
+                    Result { () throws(KeychainError) in
+                        let reading = try ExchangeImport.read(file, key: key)
+                        for item in reading.items { try Self.checkImported(item, limits: limits) }
+                        return try ExchangeImport.add(reading, to: keychain, replacing: replace, dryRun: dry)
+                    }
+                }, then: then)
         }
         let fail = { [self] (error: KeychainError) in reply(to: call, .failure(Keychain1Interface.dbusError(error))) }
         let finish = { [self] (result: Result<ImportSummary, KeychainError>) in
@@ -222,7 +226,8 @@ extension SecretServiceDaemon {
             throw KeychainError.param("an item of the file has more than \(limits.attributeCount) attributes")
         }
         guard (item.secret?.count ?? 0) <= limits.secretBytes else {
-            throw KeychainError(.dataTooLarge, "an item of the file has a secret larger than \(limits.secretBytes) bytes")
+            throw KeychainError(
+                .dataTooLarge, "an item of the file has a secret larger than \(limits.secretBytes) bytes")
         }
         for (key, value) in item.attributes {
             let length: Int
@@ -233,7 +238,8 @@ extension SecretServiceDaemon {
             }
             let most = key == .label ? limits.labelBytes : limits.attributeValueBytes
             guard key.rawValue.utf8.count <= limits.attributeNameBytes, length <= most else {
-                throw KeychainError(.dataTooLarge, "an item of the file has attribute '\(key.rawValue)' over the limits")
+                throw KeychainError(
+                    .dataTooLarge, "an item of the file has attribute '\(key.rawValue)' over the limits")
             }
         }
     }

@@ -39,7 +39,9 @@ struct Keychain1ListObject: DBusObject {
                     DBusMethod(
                         "Export", DBusInput("keychains", [String].self), DBusInput("recipients", [String].self),
                         DBusInput("passphrase", [UInt8].self), DBusInput("unencrypted", Bool.self),
-                        returns: [.init("file", [UInt8].self), .init("items", UInt32.self), .init("leftOut", UInt32.self)]
+                        returns: [
+                            .init("file", [UInt8].self), .init("items", UInt32.self), .init("leftOut", UInt32.self),
+                        ]
                     ) { (object, call, keychains, recipients, passphrase, unencrypted) throws(DBusError) in
                         try object.daemon.export(
                             keychains: keychains, recipients: recipients, passphrase: passphrase,

@@ -57,7 +57,7 @@ enum ExportBenchmark {
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         let argv = ([program] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
+        defer { for pointer in argv + envp { free(pointer) } }
         let start = Date()
         var pid: pid_t = 0
         guard posix_spawn(&pid, program, &actions, nil, argv, envp) == 0 else { throw POSIXError(.ENOENT) }

@@ -66,7 +66,9 @@ struct ExportKeychain: ParsableCommand {
 
     func validate() throws {
         if all && keychain != nil { throw ValidationError("give a keychain or --all, not both") }
-        if unencrypted && !recipient.isEmpty { throw ValidationError("--unencrypted and --recipient exclude each other") }
+        if unencrypted && !recipient.isEmpty {
+            throw ValidationError("--unencrypted and --recipient exclude each other")
+        }
         if yes && !unencrypted { throw ValidationError("--yes goes with --unencrypted") }
     }
 
@@ -88,7 +90,10 @@ struct ExportKeychain: ParsableCommand {
             try ExchangeFiles.write(exported.file, to: destination, replacing: force)
             let how =
                 unencrypted
-                ? "UNENCRYPTED" : recipients.isEmpty ? "encrypted with a passphrase" : "encrypted to \(recipients.count) recipient\(recipients.count == 1 ? "" : "s")"
+                ? "UNENCRYPTED"
+                : recipients.isEmpty
+                    ? "encrypted with a passphrase"
+                    : "encrypted to \(recipients.count) recipient\(recipients.count == 1 ? "" : "s")"
             if json {
                 print(
                     JSONValue.object([
@@ -97,7 +102,9 @@ struct ExportKeychain: ParsableCommand {
                         "keychains": .array(exported.keychains.map { .string($0) }),
                     ]).text)
             } else {
-                print("exported \(exported.items) items of \(exported.keychains.joined(separator: ", ")) to \(destination) (\(how))")
+                print(
+                    "exported \(exported.items) items of \(exported.keychains.joined(separator: ", ")) to \(destination) (\(how))"
+                )
                 if exported.leftOut > 0 {
                     print("left out \(exported.leftOut) ThisDeviceOnly items: they never leave this machine")
                 }
@@ -108,8 +115,9 @@ struct ExportKeychain: ParsableCommand {
     /// The file: through the daemon when it holds the keychains, else made here from the keychain files.
     private func export(recipients: [AgeRecipient], passphrase: SharedSecret?, passwords: inout PasswordPool)
         throws(KeychainError) -> (
-        file: SharedSecret, items: Int, leftOut: Int, keychains: [String]
-    ) {
+            file: SharedSecret, items: Int, leftOut: Int, keychains: [String]
+        )
+    {
         let daemonKeychains = KeychainTarget.daemonKeychains()
         let targets: [KeychainTarget]
         if all {
@@ -123,7 +131,9 @@ struct ExportKeychain: ParsableCommand {
             targets = try KeychainPaths.keychainFiles().map { (path) throws(KeychainError) in
                 try KeychainTarget.reach(path, daemonKeychains: nil)
             }
-            guard !targets.isEmpty else { throw KeychainError(.noSuchKeychain, "no keychain in \(KeychainPaths.directory)") }
+            guard !targets.isEmpty else {
+                throw KeychainError(.noSuchKeychain, "no keychain in \(KeychainPaths.directory)")
+            }
         } else {
             targets = [try KeychainTarget.reach(KeychainPaths.resolve(keychain), daemonKeychains: daemonKeychains)]
         }
@@ -137,7 +147,8 @@ struct ExportKeychain: ParsableCommand {
         for target in targets {
             guard let file = target.backend as? Keychain else { continue }
             keychains.append(
-                ExportedKeychain(name: ExchangeFiles.keychainName(target.path), items: try ExchangeExport.items(of: file)))
+                ExportedKeychain(
+                    name: ExchangeFiles.keychainName(target.path), items: try ExchangeExport.items(of: file)))
         }
         let protection: ExportProtection =
             passphrase.map { .passphrase($0) } ?? (recipients.isEmpty ? .none : .recipients(recipients))
@@ -385,7 +396,9 @@ enum ExchangeFiles {
     static func read(_ path: String) throws(KeychainError) -> SharedSecret {
         SecretsAhead.prepare()
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw KeychainError(.noSuchKeychain, "cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw KeychainError(.noSuchKeychain, "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
         defer { close(fd) }
         var status = stat()
         guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {

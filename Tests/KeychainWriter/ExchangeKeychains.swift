@@ -18,7 +18,9 @@ enum ExchangeKeychains {
     /// Every attribute `itemClass` takes that an item is given (not the store's own, nor those with rules of
     /// their own: the accessibility class, access control, synchronizable).
     static func everyAttribute(of itemClass: ItemClass) -> ItemAttributes {
-        let skipped: Set<AttributeKey> = [.accessible, .accessControl, .synchronizable, .creationDate, .modificationDate]
+        let skipped: Set<AttributeKey> = [
+            .accessible, .accessControl, .synchronizable, .creationDate, .modificationDate,
+        ]
         var attributes: ItemAttributes = [:]
         for key in ItemSchema.of(itemClass).attributes where !skipped.contains(key) {
             guard let kind = key.kind else { continue }
@@ -30,7 +32,8 @@ enum ExchangeKeychains {
     static func addEveryKind(to keychain: Keychain) throws {
         var items: [NewItem] = ItemClass.allCases.map { itemClass in
             NewItem(
-                itemClass, attributes: everyAttribute(of: itemClass), secret: Data("secret of \(itemClass.rawValue)\u{0}\u{ff}".utf8),
+                itemClass, attributes: everyAttribute(of: itemClass),
+                secret: Data("secret of \(itemClass.rawValue)\u{0}\u{ff}".utf8),
                 creationDate: Date(timeIntervalSinceReferenceDate: 600_000_000),
                 modificationDate: Date(timeIntervalSinceReferenceDate: 650_000_000))
         }
@@ -49,10 +52,12 @@ enum ExchangeKeychains {
                 .genericPassword,
                 attributes: [
                     .label: .string("trusting"), .account: .string("trusting"), .service: .string("svc"),
-                    ItemAccess.trustedApplicationsKey: .string("/usr/bin/true"), ItemAccess.anyApplicationKey: .string("0"),
+                    ItemAccess.trustedApplicationsKey: .string("/usr/bin/true"),
+                    ItemAccess.anyApplicationKey: .string("0"),
                 ], secret: Data("trusted".utf8)))
         items.append(
-            NewItem(.genericPassword, attributes: [.account: .string("no secret"), .service: .string("svc")], secret: nil))
+            NewItem(
+                .genericPassword, attributes: [.account: .string("no secret"), .service: .string("svc")], secret: nil))
         items.append(
             NewItem(
                 .internetPassword,
@@ -89,7 +94,8 @@ enum ExchangeKeychains {
                 for (key, value) in item.attributes ?? [:] {
                     switch value {
                     case .string(let text): attributes[key.rawValue] = "s:" + text
-                    case .data(let bytes): attributes[key.rawValue] = "d:" + bytes.map { String(format: "%02x", $0) }.joined()
+                    case .data(let bytes):
+                        attributes[key.rawValue] = "d:" + bytes.map { String(format: "%02x", $0) }.joined()
                     case .number(let number): attributes[key.rawValue] = "n:\(number)"
                     case .date(let date): attributes[key.rawValue] = "t:\(date.timeIntervalSinceReferenceDate)"
                     case .bool(let flag): attributes[key.rawValue] = "b:\(flag)"

@@ -18,7 +18,8 @@ let arguments = CommandLine.arguments
 // as one JSON line each, sorted, for comparing two keychains item by item; `--many N` adds N generic passwords
 // in one transaction (the export benchmark's keychain).
 if arguments.count >= 3, ["--every-kind", "--dump", "--many"].contains(arguments[2]) {
-    let password = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+    let password =
+        String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
         .split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
     do {
         let keychain = try Keychain(opening: arguments[1])
