@@ -1,4 +1,4 @@
-"""`latchkey export` and `latchkey import` (CXF 1.0, age-encrypted; docs/exchange.md) through latchkeyd
+"""`latchkey export` and `latchkey import` (CXF 1.0, age-encrypted; docs/export-import.md) through latchkeyd
 (`org.latchkey.Keychain1` Export/Import, asked of the person) and on keychain files with no daemon: the round trip
 of every class and attribute kind, interoperability with the real `age`, the bad inputs (one line, nothing
 imported), duplicates and --replace, --dry-run, and what another program or a Flatpak app can do with Export and
@@ -333,13 +333,21 @@ def test_an_unencrypted_export_never_crosses_the_bus_in_clear(held):
 def test_a_hostile_file_into_import_is_one_error_and_nothing_written(held):
     before = dump(held, "login")
     client = Client(held.bus.address)
-    for hostile in [b"{" * 100000, b'{"version":{"major":1,"minor":0},"accounts":[{"items":[{"id":' + b"1" * 5000,
-                    b"age-encryption.org/v1\n-> scrypt AAAA 30\n", b"\xff\xfe\x00garbage"]:
+    # An age header asking for scrypt with 2^30 (16 GiB): refused before anything is derived.
+    greedy = (b"age-encryption.org/v1\n-> scrypt " + b"A" * 22 + b" 30\n" + b"A" * 43 + b"\n--- " + b"A" * 43
+              + b"\n" + bytes(48))
+    for hostile, kind in [(b"{" * 100000, "none"),
+                          (b'{"version":{"major":1,"minor":0},"accounts":[{"items":[{"id":' + b"1" * 5000, "none"),
+                          (greedy, "passphrase"), (b"\xff\xfe\x00garbage", "none")]:
         held.daemon.set_pinentry_answers(["confirm"])
+        started = time.monotonic()
         reply = client.call("/org/latchkey/keychain/login", KEYCHAIN1, "Import", "ayaysbb",
-                            (hostile, b"", "none", False, False), timeout=60)
+                            (hostile, b"pass", kind, False, False), timeout=60)
+        assert time.monotonic() - started < 10
         assert reply.is_error and reply.error_name == STATUS_ERROR, (hostile[:20], reply.body)
         assert "\n" not in reply.body[0]
+        if hostile is greedy:
+            assert "work factor 2^30" in reply.body[0], reply.body
     assert held.daemon.alive()
     assert dump(held, "login") == before
     # Nothing was asked: the file failed before the person was.
