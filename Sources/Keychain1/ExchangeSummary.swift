@@ -2,7 +2,7 @@ import DBus
 import KeychainCore
 
 /// What an import did (or, in a dry run, would do): `org.latchkey.Keychain1`'s `Import` reply and the
-/// `latchkey import --json` summary (docs/exchange.md).
+/// `latchkey import --json` summary (docs/export-import.md).
 package struct ImportSummary: Equatable, Sendable {
     /// A credential of the file that no item can hold (a passkey, a TOTP seed…), with why it was skipped.
     package struct Skipped: Equatable, Sendable {

@@ -340,7 +340,7 @@ package final class DaemonKeychain: KeychainBackend {
     }
 
     /// Exports the keychains `ids` (every one the daemon holds in a file when empty) as a CXF file
-    /// (`Keychain1.Export`, docs/exchange.md): to the age `recipients`, else to `passphrase`, else, with
+    /// (`Keychain1.Export`, docs/export-import.md): to the age `recipients`, else to `passphrase`, else, with
     /// `unencrypted`, in clear. Waits for the person to allow it in the daemon's prompt (`errSecUserCanceled` when
     /// they decline). The file, how many items it holds, and how many `…ThisDeviceOnly` items were left out.
     package static func export(

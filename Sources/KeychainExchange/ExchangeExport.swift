@@ -5,7 +5,7 @@ import KeychainCore
 import KeychainStore
 import Posix
 
-/// How an export's file is protected (docs/exchange.md).
+/// How an export's file is protected (docs/export-import.md).
 package enum ExportProtection: Sendable {
     /// age with a passphrase (scrypt, age's work factor 18).
     case passphrase(SharedSecret)

@@ -11,7 +11,7 @@ import KeychainStore
 import Posix
 
 /// `org.latchkey.Keychain1`'s `Export` (on `/org/latchkey/keychain`) and `Import` (on a keychain's object):
-/// files in the Credential Exchange Format, age-encrypted (docs/exchange.md). The daemon never opens a path: the
+/// files in the Credential Exchange Format, age-encrypted (docs/export-import.md). The daemon never opens a path: the
 /// client reads and writes the files. Every export and every import is asked of the person (after the usual
 /// unlock prompt when a keychain is locked); a Flatpak application or an unidentified caller is refused outright
 /// (docs/threat-model.md, "Export and import"). The file's bytes cross sealed under the caller's `Keychain1`

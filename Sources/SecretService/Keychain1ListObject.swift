@@ -35,7 +35,7 @@ struct Keychain1ListObject: DBusObject {
                         ])
                     },
                     // The keychains named (every one held in a file when none is) as a CXF file, age-encrypted unless
-                    // `unencrypted`, once the person allowed it (Keychain1Exchange.swift, docs/exchange.md).
+                    // `unencrypted`, once the person allowed it (Keychain1Exchange.swift, docs/export-import.md).
                     DBusMethod(
                         "Export", DBusInput("keychains", [String].self), DBusInput("recipients", [String].self),
                         DBusInput("passphrase", [UInt8].self), DBusInput("unencrypted", Bool.self),

@@ -115,7 +115,7 @@ struct Keychain1Object: DBusObject {
                         }
                     },
                     // A CXF file's items (or a CSV's), added in one transaction once the person allowed it
-                    // (Keychain1Exchange.swift, docs/exchange.md).
+                    // (Keychain1Exchange.swift, docs/export-import.md).
                     DBusMethod(
                         "Import", DBusInput("file", [UInt8].self), DBusInput("key", [UInt8].self),
                         DBusInput("keyKind", String.self), DBusInput("dryRun", Bool.self),

@@ -17,7 +17,7 @@ struct ExportKeychain: ParsableCommand {
         usage: "latchkey export [<keychain> | --all] --to <file> [--recipient <age-public-key> ...] [<options>]",
         discussion: """
             Writes the items of the keychain (default: the default keychain), or of every keychain with --all, as \
-            a CXF 1.0 JSON document (docs/exchange.md) encrypted with age: to each --recipient (an age1… public \
+            a CXF 1.0 JSON document (docs/export-import.md) encrypted with age: to each --recipient (an age1… public \
             key, as `age -r` takes it), else to a passphrase asked twice on the terminal (or read from standard \
             input with --stdin). Items of a …ThisDeviceOnly class never leave the machine: they are left out and \
             counted. The file is written 0600 and atomically; an existing file is kept unless --force.
@@ -184,7 +184,7 @@ struct ImportExchangeFile: ParsableCommand {
             Reads FILE by its content: an age file encrypted to a passphrase (asked on the terminal, or read from \
             standard input with --stdin), an age file encrypted to a recipient (give --identity, an age key file \
             as age-keygen writes it), a CXF 1.0 JSON document, or a password CSV exported by Chrome/Chromium, \
-            Firefox, Bitwarden, KeePassXC or Apple Passwords (docs/exchange.md). Its items are added to the \
+            Firefox, Bitwarden, KeePassXC or Apple Passwords (docs/export-import.md). Its items are added to the \
             keychain (default: the default keychain) in one transaction: an item whose primary key is taken is \
             reported as a duplicate and left as it is, unless --replace; credentials no item can hold (passkeys, \
             one-time codes…) are listed and skipped. --dry-run says what would be added, replaced and skipped, and \

@@ -1,8 +1,7 @@
 import Foundation
 import KeychainCore
-import Testing
-
 import KeychainStore
+import Testing
 
 /// `Keychain.importItems(_:replacing:dryRun:)`: one transaction, duplicates by primary key (Secret Service items
 /// by their attributes) reported or replaced, a dry run that writes nothing.
