@@ -222,25 +222,14 @@ extension SecretServiceDaemon {
 
     /// The bounds an item added through `Keychain1.Add` keeps, for an item of a file.
     private static func checkImported(_ item: NewItem, limits: InputLimits) throws(KeychainError) {
-        guard item.attributes.count <= limits.attributeCount else {
-            throw KeychainError.param("an item of the file has more than \(limits.attributeCount) attributes")
-        }
         guard (item.secret?.count ?? 0) <= limits.secretBytes else {
             throw KeychainError(
                 .dataTooLarge, "an item of the file has a secret larger than \(limits.secretBytes) bytes")
         }
-        for (key, value) in item.attributes {
-            let length: Int
-            switch value {
-            case .string(let text): length = text.utf8.count
-            case .data(let bytes): length = bytes.count
-            default: length = 0
-            }
-            let most = key == .label ? limits.labelBytes : limits.attributeValueBytes
-            guard key.rawValue.utf8.count <= limits.attributeNameBytes, length <= most else {
-                throw KeychainError(
-                    .dataTooLarge, "an item of the file has attribute '\(key.rawValue)' over the limits")
-            }
+        do {
+            try limits.check(item.attributes)
+        } catch {
+            throw KeychainError(error.status, "an item of the file: \(error.reason)")
         }
     }
 }

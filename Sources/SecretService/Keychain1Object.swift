@@ -195,25 +195,7 @@ struct Keychain1Object: DBusObject {
 
     /// The same bounds as the Secret Service face: how many attributes, and how long each name and value.
     private func checkBounds(_ attributes: ItemAttributes) throws(KeychainError) {
-        let limits = daemon.limits
-        guard attributes.count <= limits.attributeCount else {
-            throw KeychainError.param("more than \(limits.attributeCount) attributes")
-        }
-        for (key, value) in attributes {
-            guard key.rawValue.utf8.count <= limits.attributeNameBytes else {
-                throw KeychainError.param("an attribute name is longer than \(limits.attributeNameBytes) bytes")
-            }
-            let length: Int
-            switch value {
-            case .string(let text): length = text.utf8.count
-            case .data(let bytes): length = bytes.count
-            default: length = 0
-            }
-            let most = key == .label ? limits.labelBytes : limits.attributeValueBytes
-            guard length <= most else {
-                throw KeychainError(.dataTooLarge, "attribute '\(key.rawValue)' is longer than \(most) bytes")
-            }
-        }
+        try daemon.limits.check(attributes)
     }
 
     /// `Search`: the items now, or, when the query asks for secrets the caller is not trusted with, once the

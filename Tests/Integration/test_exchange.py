@@ -119,6 +119,22 @@ def test_passphrase_round_trip(cli, tmp_path):
     assert dump(cli, "other", FILE_PASSWORD) == without_device_only(dump(cli, "login"))
 
 
+def test_export_all_takes_every_keychain(cli, tmp_path):
+    writer(cli.keychains / "other.keychain-db", "--every-kind", password=FILE_PASSWORD)
+    out = tmp_path / "all.json"
+    result = export(cli, "--all", "--to", str(out), "--unencrypted", "--yes", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    login, other = dump(cli, "login"), dump(cli, "other", FILE_PASSWORD)
+    if cli.mode == "daemon":
+        # The daemon exports the keychains it holds: the login keychain (other is a file beside it).
+        assert summary["keychains"] == ["login"] and summary["exported"] == len(login) - 1, summary
+    else:
+        assert sorted(summary["keychains"]) == ["login", "other"], summary
+        assert summary["exported"] == len(login) + len(other) - 2 and summary["leftOut"] == 2, summary
+    assert len(json.loads(out.read_text())["accounts"][0]["items"]) == summary["exported"]
+
+
 def test_export_refuses_to_overwrite_a_file_unless_forced(cli, tmp_path):
     out = tmp_path / "kept.json"
     out.write_text("mine")

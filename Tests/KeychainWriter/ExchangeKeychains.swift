@@ -73,18 +73,6 @@ enum ExchangeKeychains {
             secret: Data("stays here".utf8))
     }
 
-    static func addMany(_ count: Int, to keychain: Keychain) throws {
-        let items = (0..<count).map { index in
-            NewItem(
-                .genericPassword,
-                attributes: [
-                    .account: .string("user\(index)@example.org"), .service: .string("service \(index % 97)"),
-                    .label: .string("Item \(index)"), .comment: .string("made for the export benchmark"),
-                ], secret: Data("secret-\(index)-0123456789abcdef".utf8))
-        }
-        try keychain.add(items)
-    }
-
     static func dump(_ keychain: Keychain) throws {
         var lines: [String] = []
         for itemClass in ItemClass.allCases {

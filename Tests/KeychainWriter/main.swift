@@ -11,13 +11,12 @@ import KeychainCore
 import KeychainStore
 
 let arguments = CommandLine.arguments
-// `keychain-writer PATH --every-kind|--dump|--many N`: the export and import tests' keychains (password: the
+// `keychain-writer PATH --every-kind|--dump`: the export and import tests' keychains (password: the
 // first line of standard input). `--every-kind` adds an item of every class with every attribute its class takes
 // (each kind of value: text, bytes, number, date, flag), a Secret Service item, an item with an access list, and
 // one of a ThisDeviceOnly class; `--dump` prints every item (class, attributes with their kinds, secret in hex)
-// as one JSON line each, sorted, for comparing two keychains item by item; `--many N` adds N generic passwords
-// in one transaction (the export benchmark's keychain).
-if arguments.count >= 3, ["--every-kind", "--dump", "--many"].contains(arguments[2]) {
+// as one JSON line each, sorted, for comparing two keychains item by item.
+if arguments.count >= 3, ["--every-kind", "--dump"].contains(arguments[2]) {
     let password =
         String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
         .split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
@@ -26,7 +25,6 @@ if arguments.count >= 3, ["--every-kind", "--dump", "--many"].contains(arguments
         try keychain.unlock(password: password)
         switch arguments[2] {
         case "--every-kind": try ExchangeKeychains.addEveryKind(to: keychain)
-        case "--many": try ExchangeKeychains.addMany(Int(arguments[3]) ?? 0, to: keychain)
         default: try ExchangeKeychains.dump(keychain)
         }
         exit(0)
