@@ -7,6 +7,20 @@ import Posix
 /// A file is read whole and checked whole: nothing of the plaintext is returned unless the header's MAC and
 /// every chunk of the payload authenticate, and every size is bounded before anything is allocated for it.
 package enum AgeFile {
+    /// Computes a passphrase stanza's wrap key: scrypt(N = 2^logN, r = 8, p = 1, dkLen = 32) of the passphrase
+    /// with `salt` (the spec's label and the stanza's 16 bytes, already joined). ``scryptInThisProcess`` by
+    /// default; a daemon passes one that derives in a process of its own, so that scrypt's memory (256 MiB at
+    /// 2^18) is not its own. The work factor it gets has been checked against the caller's maximum.
+    package typealias ScryptFunction = (_ passphrase: borrowing SecretBytes, _ salt: [UInt8], _ logN: Int)
+        throws(AgeError) -> SecretBytes
+
+    /// scrypt with OpenSSL in this process (`EVP_KDF` "SCRYPT"), into secret memory.
+    package static func scryptInThisProcess(passphrase: borrowing SecretBytes, salt: [UInt8], logN: Int)
+        throws(AgeError) -> SecretBytes
+    {
+        try AgeCrypto.scrypt(passphrase: passphrase, salt: salt, logN: logN)
+    }
+
     /// The longest plaintext written or read: 256 MiB.
     package static let maximumPlaintextLength = 256 << 20
     /// The longest file read (armored files are a third longer than binary ones): 512 MiB.
@@ -38,7 +52,7 @@ package enum AgeFile {
     ///   ``writableWorkFactors``, ``AgeError/Kind/tooLarge`` for a plaintext above ``maximumPlaintextLength``.
     package static func encrypt(
         _ plaintext: borrowing SecretBytes, passphrase: borrowing SecretBytes, workFactor: Int = 18,
-        armored: Bool = false
+        armored: Bool = false, scrypt: ScryptFunction = scryptInThisProcess
     ) throws(AgeError) -> [UInt8] {
         guard !passphrase.isEmpty else { throw AgeError(.invalidArgument, "the passphrase is empty") }
         guard writableWorkFactors.contains(workFactor) else {
@@ -50,7 +64,7 @@ package enum AgeFile {
         try checkLength(of: plaintext)
         let fileKey = try AgeCrypto.randomSecret(16)
         let salt = try AgeCrypto.randomBytes(16)
-        let wrapKey = try AgeCrypto.scrypt(passphrase: passphrase, salt: scryptLabel + salt, logN: workFactor)
+        let wrapKey = try scrypt(passphrase, scryptLabel + salt, workFactor)
         let stanza = AgeStanza(
             arguments: ["scrypt", String(decoding: Base64.encode(salt), as: UTF8.self), String(workFactor)],
             body: try wrap(fileKey, with: wrapKey))
@@ -149,9 +163,10 @@ package enum AgeFile {
     ///   ``AgeError/Kind/noMatchingIdentity`` when the file is encrypted to recipients instead;
     ///   ``AgeError/Kind/malformed``, ``AgeError/Kind/truncated``, ``AgeError/Kind/tampered`` for a damaged file.
     ///   No plaintext is returned unless all of it authenticates.
-    package static func decrypt(_ file: [UInt8], passphrase: borrowing SecretBytes, maximumWorkFactor: Int = 22)
-        throws(AgeError) -> SecretBytes
-    {
+    package static func decrypt(
+        _ file: [UInt8], passphrase: borrowing SecretBytes, maximumWorkFactor: Int = 22,
+        scrypt: ScryptFunction = scryptInThisProcess
+    ) throws(AgeError) -> SecretBytes {
         let (binary, header) = try read(file)
         guard let stanza = try scryptStanza(of: header) else {
             throw AgeError(
@@ -166,7 +181,7 @@ package enum AgeFile {
                 "the age file's scrypt work factor 2^\(logN) is above the allowed 2^\(min(maximumWorkFactor, highestWorkFactor))"
             )
         }
-        let wrapKey = try AgeCrypto.scrypt(passphrase: passphrase, salt: scryptLabel + salt, logN: logN)
+        let wrapKey = try scrypt(passphrase, scryptLabel + salt, logN)
         guard let fileKey = try unwrap(stanza.body, with: wrapKey) else {
             throw AgeError(.wrongPassphrase, "wrong passphrase for the age file (or its scrypt stanza was altered)")
         }
@@ -177,7 +192,7 @@ package enum AgeFile {
     ///
     /// - Throws: ``AgeError/Kind/noMatchingIdentity`` when none of them unwraps the file key (or the file is
     ///   encrypted to a passphrase); ``AgeError/Kind/unsupported`` when it holds only stanzas of other types; the
-    ///   errors of a damaged file as ``decrypt(_:passphrase:maximumWorkFactor:)``.
+    ///   errors of a damaged file as ``decrypt(_:passphrase:maximumWorkFactor:scrypt:)``.
     package static func decrypt(_ file: [UInt8], identities: borrowing AgeIdentities) throws(AgeError) -> SecretBytes {
         let (binary, header) = try read(file)
         guard try scryptStanza(of: header) == nil else {

@@ -182,3 +182,32 @@ func replacingStanzaLine(of file: [UInt8], with line: String) -> [UInt8] {
     let lines = file.split(separator: UInt8(ascii: "\n"), maxSplits: 2, omittingEmptySubsequences: false)
     return Array(lines[0]) + [10] + Array(line.utf8) + [10] + Array(lines[2])
 }
+
+@Suite struct AgeScryptSeamTests {
+    /// A daemon derives elsewhere: the function it passes gets the passphrase, the labelled salt and the work
+    /// factor, and what it returns is the wrap key used (here OpenSSL's, counted).
+    @Test func aPassedScryptFunctionIsTheOneUsed() throws {
+        nonisolated(unsafe) var calls: [(salt: [UInt8], logN: Int)] = []
+        let counting: AgeFile.ScryptFunction = { (passphrase, salt, logN) throws(AgeError) in
+            calls.append((salt, logN))
+            return try AgeFile.scryptInThisProcess(passphrase: passphrase, salt: salt, logN: logN)
+        }
+        let pass = try secret(passphrase)
+        let file = try AgeFile.encrypt(try secret("s"), passphrase: pass, workFactor: cheap, scrypt: counting)
+        #expect(bytes(try AgeFile.decrypt(file, passphrase: pass, scrypt: counting)) == Array("s".utf8))
+        #expect(calls.count == 2 && calls.allSatisfy { $0.logN == cheap })
+        #expect(calls[0].salt.starts(with: Array("age-encryption.org/v1/scrypt".utf8)) && calls[0].salt.count == 44)
+        #expect(calls[0].salt == calls[1].salt)
+        // Refused before it is called when the work factor is too high.
+        #expect(
+            failure { () throws(AgeError) in
+                try AgeFile.decrypt(file, passphrase: pass, maximumWorkFactor: cheap - 1, scrypt: counting)
+            } == .workFactorTooHigh)
+        #expect(calls.count == 2)
+        // A function that derives another key: the passphrase looks wrong.
+        let other: AgeFile.ScryptFunction = { (_, _, _) throws(AgeError) in try AgeCrypto.secretZeros(32) }
+        #expect(
+            failure { () throws(AgeError) in try AgeFile.decrypt(file, passphrase: pass, scrypt: other) }
+                == .wrongPassphrase)
+    }
+}

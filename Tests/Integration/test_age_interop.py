@@ -6,14 +6,12 @@ ours reads it from file descriptor 3, so no passphrase is ever on a command line
 Tests/AgeFileTool (age-file-tool), AgeFile between stdin and stdout."""
 
 import os
-import pty
-import select
 import subprocess
-import time
 
 import pytest
 
 from conftest import binary
+from test_cli import run_on_terminal
 
 AGE = "/usr/bin/age"
 AGE_KEYGEN = "/usr/bin/age-keygen"
@@ -49,38 +47,11 @@ def tool(*args, input=b"", passphrase=None, check=True):
     return result
 
 
-def in_terminal(args, typed, timeout=120):
-    """Runs the real age on a pseudo-terminal, typing `typed` (a list of (prompt, text)). Returns (exit status,
-    everything the terminal showed)."""
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execv(args[0], args)
-    shown = b""
-    seen = 0
-    deadline = time.monotonic() + timeout
-
-    def read_until(marker):
-        nonlocal shown
-        while marker not in shown[seen:] and time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.5)
-            if ready:
-                try:
-                    chunk = os.read(fd, 4096)
-                except OSError:
-                    return
-                if not chunk:
-                    return
-                shown += chunk
-
-    for prompt, text in typed:
-        read_until(prompt.encode())
-        assert prompt.encode() in shown[seen:], shown
-        seen = shown.index(prompt.encode(), seen) + len(prompt)
-        os.write(fd, text.encode() + b"\n")
-    read_until(b"\0never")
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    return os.waitstatus_to_exitcode(status), shown.decode(errors="replace")
+def in_terminal(args, typed):
+    """Runs the real age on a pseudo-terminal, typing each (prompt, text) of `typed` and a line end. Returns
+    (exit status, everything the terminal showed)."""
+    return run_on_terminal(args[0], args, dict(os.environ), [(prompt, text + "\n") for prompt, text in typed],
+                           timeout=120)
 
 
 @pytest.fixture
