@@ -166,6 +166,30 @@ func exchangeError(_ body: () throws -> Void) -> ExchangeError? {
         let json = text(export.document)
         #expect(!json.contains("device only"))
         #expect(!json.contains("device.example"))
+
+        // An access control whose protection is device-only, or that cannot be read, keeps the item home too.
+        func found(_ service: String, _ accessControl: Data) -> (item: KeychainItem, secret: SharedSecret?) {
+            let reference = ItemReference(itemClass: .genericPassword, identifier: Data(repeating: 1, count: 16))
+            let attributes: ItemAttributes = [
+                .service: .string(service), .accessible: .string("ak"), .accessControl: .data(accessControl),
+            ]
+            return (KeychainItem(reference: reference, attributes: attributes, secret: nil), nil)
+        }
+        let constrained = try CXFDocument.encode(
+            [
+                ExportedKeychain(
+                    name: "login",
+                    items: [
+                        found(
+                            "kept",
+                            AccessConstraints(protection: "ak", flags: AccessConstraints.userPresence).storedForm),
+                        found("home", AccessConstraints(protection: "aku", flags: 0).storedForm),
+                        found("unreadable", Data([1, 2, 3])),
+                    ])
+            ], exporter: "Latchkey", at: Self.modified)
+        #expect(constrained.leftOut == 2)
+        #expect(text(constrained.document).contains("\"kept\""))
+        #expect(!text(constrained.document).contains("\"home\""))
         #expect(json.contains("\"exporterDisplayName\":\"Latchkey\""))
     }
 
