@@ -91,6 +91,8 @@ enum CSVReader {
                 } else if bytes[position] == cr, position + 1 == bytes.count {
                     position += 1
                     atRecordEnd = true
+                } else if bytes[position] == cr {
+                    throw ExchangeError(.malformed, "CSV file: a carriage return without a line feed on line \(line)")
                 } else {
                     throw ExchangeError(.malformed, "CSV file: text after a closing quote on line \(line)")
                 }

@@ -47,7 +47,7 @@ package enum CXFDocument {
         for keychain in keychains {
             var listed: [Data] = []
             for (item, secret) in keychain.items {
-                guard item.mayLeaveThisDevice == true, let attributes = item.attributes else {
+                guard let attributes = item.attributes, mayLeaveThisDevice(item, attributes) else {
                     leftOut += 1
                     continue
                 }
@@ -78,6 +78,18 @@ package enum CXFDocument {
         try writer.endArray()
         try writer.endObject()
         return CXFExport(document: writer.finish(), leftOut: leftOut)
+    }
+
+    /// Whether `item` may be exported: its class is not `…ThisDeviceOnly`, nor is the protection its
+    /// `kSecAttrAccessControl` names (were the two ever to differ); an access control that cannot be read keeps
+    /// the item home.
+    static func mayLeaveThisDevice(_ item: KeychainItem, _ attributes: ItemAttributes) -> Bool {
+        guard item.mayLeaveThisDevice == true else { return false }
+        guard attributes[.accessControl] != nil else { return true }
+        guard let constraints = try? AccessConstraints.of(attributes),
+            let protection = Accessibility(rawValue: constraints.protection)
+        else { return false }
+        return protection.mayLeaveThisDevice
     }
 
     /// The text of a text attribute (given as text, or as bytes that are UTF-8).

@@ -130,6 +130,33 @@ func exchangeError(_ body: () throws -> Void) -> ExchangeError? {
         #expect(imported.sorted() == expected.sorted())
     }
 
+    @Test func eachItemComesBackWithItsKeychainAndAnyFileIsToldByContent() throws {
+        let first = try Keychain.createInMemory(password: Array("pw".utf8))
+        let second = try Keychain.createInMemory(password: Array("pw".utf8))
+        _ = try first.add([NewItem(.genericPassword, attributes: [.service: .string("a")], secret: Data("1".utf8))])
+        _ = try second.add([
+            NewItem(.genericPassword, attributes: [.service: .string("b")], secret: nil),
+            NewItem(.internetPassword, attributes: [.server: .string("c.example")], secret: Data("3".utf8)),
+        ])
+        let export = try CXFDocument.encode(
+            [
+                ExportedKeychain(name: "login", items: try everything(in: first)),
+                ExportedKeychain(name: "Work ü", items: try everything(in: second)),
+            ], exporter: "Latchkey", at: Self.modified)
+        // A BOM and blanks before the document, as an editor may leave them.
+        var bytes: [UInt8] = [0xEF, 0xBB, 0xBF, 0x0A, 0x20]
+        export.document.withUnsafeBytes { bytes += $0 }
+        let reading = try ExchangeFile.decode(try SecretBytes(copying: bytes))
+        #expect(reading.format == "cxf-1.0")
+        #expect(
+            reading.items.map { $0.attributes[.service] ?? $0.attributes[.server] } == [
+                .string("a"), .string("b"), .string("c.example"),
+            ])
+        #expect(reading.keychainNames == ["login", "Work ü", "Work ü"])
+        #expect(reading.items.map { $0.secret } == [Data("1".utf8), nil, Data("3".utf8)])
+        #expect(text(export.document).contains("\"collections\":[{\"id\":\"a2V5Y2hhaW4tMA\",\"title\":\"login\""))
+    }
+
     @Test func thisDeviceOnlyItemsAreNeitherWrittenNorCounted() throws {
         let source = try Self.sourceKeychain()
         let export = try CXFDocument.encode(
@@ -139,6 +166,30 @@ func exchangeError(_ body: () throws -> Void) -> ExchangeError? {
         let json = text(export.document)
         #expect(!json.contains("device only"))
         #expect(!json.contains("device.example"))
+
+        // An access control whose protection is device-only, or that cannot be read, keeps the item home too.
+        func found(_ service: String, _ accessControl: Data) -> (item: KeychainItem, secret: SharedSecret?) {
+            let reference = ItemReference(itemClass: .genericPassword, identifier: Data(repeating: 1, count: 16))
+            let attributes: ItemAttributes = [
+                .service: .string(service), .accessible: .string("ak"), .accessControl: .data(accessControl),
+            ]
+            return (KeychainItem(reference: reference, attributes: attributes, secret: nil), nil)
+        }
+        let constrained = try CXFDocument.encode(
+            [
+                ExportedKeychain(
+                    name: "login",
+                    items: [
+                        found(
+                            "kept",
+                            AccessConstraints(protection: "ak", flags: AccessConstraints.userPresence).storedForm),
+                        found("home", AccessConstraints(protection: "aku", flags: 0).storedForm),
+                        found("unreadable", Data([1, 2, 3])),
+                    ])
+            ], exporter: "Latchkey", at: Self.modified)
+        #expect(constrained.leftOut == 2)
+        #expect(text(constrained.document).contains("\"kept\""))
+        #expect(!text(constrained.document).contains("\"home\""))
         #expect(json.contains("\"exporterDisplayName\":\"Latchkey\""))
     }
 

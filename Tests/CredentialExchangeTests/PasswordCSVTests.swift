@@ -114,6 +114,10 @@ import Testing
         ("name,url,username,password\na,b,\"c\"x,d\n", .malformed, "CSV file: text after a closing quote on line 2"),
         ("", .unknownFormat, "CSV file: empty"),
         (
+            "name,url,username,password\ra,b,c,d\r", .malformed,
+            "CSV file: a carriage return without a line feed on line 1"
+        ),
+        (
             "name,url,username,password\na,b,c,\u{FF}\n", .malformed,
             "CSV file: the password column on line 2 is not UTF-8"
         ),
