@@ -52,7 +52,8 @@ package enum ExchangeExport {
 
     /// The file of `keychains` (each a name and its items, as ``items(of:)`` reads them), protected as asked.
     package static func file(
-        of keychains: [ExportedKeychain], protection: ExportProtection, at date: Date = Date()
+        of keychains: [ExportedKeychain], protection: ExportProtection, at date: Date = Date(),
+        scrypt: AgeFile.ScryptFunction = AgeFile.scryptInThisProcess
     ) throws(KeychainError) -> ExportedFile {
         let total = keychains.reduce(0) { $0 + $1.items.count }
         let encoded: CXFExport
@@ -77,7 +78,7 @@ package enum ExchangeExport {
                 }
                 return ExportedFile(bytes: SharedSecret(bytes), itemCount: total - leftOut, leftOut: leftOut)
             case .passphrase(let passphrase):
-                sealed = try AgeFile.encrypt(encoded.document, passphrase: passphrase.bytes)
+                sealed = try AgeFile.encrypt(encoded.document, passphrase: passphrase.bytes, scrypt: scrypt)
             case .recipients(let recipients):
                 sealed = try AgeFile.encrypt(encoded.document, to: recipients)
             }
@@ -89,5 +90,22 @@ package enum ExchangeExport {
         } catch {
             throw KeychainError(.allocate, "no secret memory for the export: \(error)")
         }
+    }
+}
+
+extension ExchangeExport {
+    /// age's passphrase scrypt in a worker of the daemon's deriver (so that its 256 MiB are not the daemon's
+    /// own: docs/threat-model.md, "scrypt in a process of its own"), or in this process when none serves.
+    package static func scryptInDeriver(passphrase: borrowing SecretBytes, salt: [UInt8], logN: Int)
+        throws(AgeError) -> SecretBytes
+    {
+        let derived: SecretBytes?
+        do throws(KeychainError) {
+            derived = try KeyDerivationProcess.deriveAgeKey(logN: logN, password: passphrase, salt: salt)
+        } catch {
+            throw AgeError(.cryptoFailure, "the key derivation failed: \(error.reason)")
+        }
+        if let derived { return derived }
+        return try AgeFile.scryptInThisProcess(passphrase: passphrase, salt: salt, logN: logN)
     }
 }

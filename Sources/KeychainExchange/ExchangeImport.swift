@@ -47,7 +47,9 @@ package enum ExchangeImport {
     }
 
     /// The credentials of `file`, opened with `key`.
-    package static func read(_ file: SharedSecret, key: ImportKey) throws(KeychainError) -> ExchangeReading {
+    package static func read(
+        _ file: SharedSecret, key: ImportKey, scrypt: AgeFile.ScryptFunction = AgeFile.scryptInThisProcess
+    ) throws(KeychainError) -> ExchangeReading {
         guard file.count <= maximumFileBytes else {
             throw KeychainError(.dataTooLarge, "the file is larger than \(maximumFileBytes >> 20) MiB")
         }
@@ -63,7 +65,7 @@ package enum ExchangeImport {
         do throws(AgeError) {
             if case .passphrase(let passphrase) = key {
                 plain = try AgeFile.decrypt(
-                    encrypted, passphrase: passphrase.bytes, maximumWorkFactor: maximumWorkFactor)
+                    encrypted, passphrase: passphrase.bytes, maximumWorkFactor: maximumWorkFactor, scrypt: scrypt)
             } else if case .identities(let keyFile) = key {
                 let identities = try AgeIdentities(parsingKeyFile: keyFile.bytes)
                 plain = try AgeFile.decrypt(encrypted, identities: identities)

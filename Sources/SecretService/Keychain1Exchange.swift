@@ -85,7 +85,8 @@ extension SecretServiceDaemon {
                         let keychains = try sources.map { (source) throws(KeychainError) in
                             ExportedKeychain(name: source.name, items: try ExchangeExport.items(of: source.keychain))
                         }
-                        let file = try ExchangeExport.file(of: keychains, protection: protection)
+                        let file = try ExchangeExport.file(
+                            of: keychains, protection: protection, scrypt: ExchangeExport.scryptInDeriver)
                         return (file.bytes, file.itemCount, file.leftOut)
                     }
                 }) { [self] result in
@@ -147,7 +148,7 @@ extension SecretServiceDaemon {
             registry.offLoop(
                 { () -> Result<ImportSummary, KeychainError> in
                     Result { () throws(KeychainError) in
-                        let reading = try ExchangeImport.read(file, key: key)
+                        let reading = try ExchangeImport.read(file, key: key, scrypt: ExchangeExport.scryptInDeriver)
                         for item in reading.items { try Self.checkImported(item, limits: limits) }
                         return try ExchangeImport.add(reading, to: keychain, replacing: replace, dryRun: dry)
                     }

@@ -380,3 +380,21 @@ def test_a_flatpak_application_can_neither_export_nor_import(held, bus, tmp_path
     assert as_flatpak(bus, tmp_path, calls) == [ACCESS_DENIED, ACCESS_DENIED]
     # Refused outright: nobody was asked.
     assert "CONFIRM" not in held.daemon.pinentry_log()
+
+
+def peak_mib(pid):
+    status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) / 1024
+
+
+def test_the_daemon_derives_a_passphrase_key_outside_its_own_memory(held, tmp_path):
+    """age's scrypt takes 256 MiB (2^18): through the daemon it runs in a worker of its deriver (docs/threat-model.md,
+    "scrypt in a process of its own"), for the export and for the import alike."""
+    held.daemon.set_pinentry_answers(["confirm"])
+    out = tmp_path / "out.age"
+    result = held.run("export", "--to", str(out), "--stdin", input=PASSPHRASE + "\n")
+    assert result.returncode == 0, result.stderr
+    result = held.run("import", str(out), "login", "--dry-run", "--stdin", "--json", input=PASSPHRASE + "\n")
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["duplicates"]) > 0
+    assert peak_mib(held.daemon.process.pid) < 256 * 0.75
