@@ -14,7 +14,7 @@ struct ExportKeychain: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
         abstract: "Export a keychain's items, with their secrets, into a Credential Exchange Format file.",
-        usage: "latchkey export [<keychain> | --all] --to <file> [--recipient <age-public-key> ...] [<options>]",
+        usage: "latchkey export [<keychain> | --all] --to <file> [<options>]",
         discussion: """
             Writes the items of the keychain (default: the default keychain), or of every keychain with --all, as \
             a CXF 1.0 JSON document (docs/export-import.md) encrypted with age: to each --recipient (an age1… public \
@@ -33,7 +33,7 @@ struct ExportKeychain: ParsableCommand {
 
             Examples:
               latchkey export --to login.cxf.age
-              latchkey export work --to work.age --recipient age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p
+              latchkey export work --to work.age --recipient "$(age-keygen -y key.txt)"
               latchkey export --all --unencrypted --yes --to everything.json
             """)
 
@@ -179,7 +179,7 @@ struct ImportExchangeFile: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Import a Credential Exchange Format file (age-encrypted or not) or a password CSV into a keychain.",
-        usage: "latchkey import <file> [<keychain>] [--identity <age-key-file>] [--dry-run] [--replace] [<options>]",
+        usage: "latchkey import <file> [<keychain>] [--identity <key-file>] [<options>]",
         discussion: """
             Reads FILE by its content: an age file encrypted to a passphrase (asked on the terminal, or read from \
             standard input with --stdin), an age file encrypted to a recipient (give --identity, an age key file \
