@@ -99,18 +99,12 @@ package enum ExchangeImport {
     private static let ageMagics = ["age-encryption.org/", "-----BEGIN AGE ENCRYPTED FILE-----"]
 
     /// Adds `reading`'s items to `keychain` in one transaction (``Keychain/importItems(_:replacing:dryRun:)``):
-    /// duplicates by primary key are reported, or replaced with `replacing`; `dryRun` writes nothing.
-    ///
-    /// `portalKey` is dropped from every item: only the Secret portal's backend marks an application's key, and a
-    /// file must not choose the key an application's secrets are sealed with.
+    /// duplicates by primary key are reported, or replaced with `replacing`; `dryRun` writes nothing. (No item of
+    /// a reading carries `lk:portal-key`: the CXF reader drops it, so a file cannot choose an application's key.)
     package static func add(
         _ reading: ExchangeReading, to keychain: Keychain, replacing: Bool, dryRun: Bool
     ) throws(KeychainError) -> ImportSummary {
-        let items = reading.items.map { (item) -> NewItem in
-            var item = item
-            item.attributes[.portalKey] = nil
-            return item
-        }
+        let items = reading.items
         let outcome = try keychain.importItems(items, replacing: replacing, dryRun: dryRun)
         let duplicates = zip(items, outcome.dispositions).filter { $0.1 == .duplicate }.map { (item, _) in
             if case .string(let label)? = item.attributes[.label] { return label }

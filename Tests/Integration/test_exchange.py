@@ -224,6 +224,22 @@ def test_bad_inputs_fail_in_one_line_and_import_nothing(cli, tmp_path, damage):
     assert dump(cli, "other", FILE_PASSWORD) == []
 
 
+def test_a_file_cannot_mark_an_item_as_an_applications_portal_key(cli, tmp_path):
+    """lk:portal-key is set only by the Secret portal's backend: an imported file's item never carries it."""
+    out = tmp_path / "everything.json"
+    assert export(cli, "--to", str(out), "--unencrypted", "--yes").returncode == 0
+    document = json.loads(out.read_text())
+    item = next(i for i in document["accounts"][0]["items"] if i["title"] == "trusting")
+    item["extensions"][0]["attributes"].append({"key": "lk:portal-key", "kind": "string", "value": "org.example.App"})
+    planted = tmp_path / "planted.json"
+    planted.write_text(json.dumps(document))
+    result = import_(cli, str(planted), "other", "--json")
+    assert result.returncode == 0, result.stderr
+    items = dump(cli, "other", FILE_PASSWORD)
+    assert any(i["attributes"].get("acct") == "s:trusting" for i in items)
+    assert not any("lk:portal-key" in i["attributes"] for i in items), items
+
+
 @needs_age
 def test_the_real_age_decrypts_our_export_to_its_recipient(cli, tmp_path):
     key = tmp_path / "key.txt"
