@@ -158,7 +158,9 @@ extension SecretServiceDaemon {
         let finish = { [self] (result: Result<ImportSummary, KeychainError>) in
             switch result {
             case .failure(let error): fail(error)
-            case .success(let summary): reply(to: call, .success([Keychain1Interface.encode(summary)]))
+            case .success(let summary):
+                if !summary.dryRun && summary.added + summary.replaced > 0 { itemsChanged(in: held) }
+                reply(to: call, .success([Keychain1Interface.encode(summary)]))
             }
         }
         // Tried as a dry run first, then, once the person said yes to what it would do, for real.

@@ -380,9 +380,7 @@ struct Keychain1Object: DBusObject {
 
     /// Tells Secret Service clients that the collection's items changed.
     private func changed() {
-        keychain.touch()
-        daemon.invalidateItems(of: keychain)
-        daemon.emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(keychain.path))
+        daemon.itemsChanged(in: keychain)
     }
 
     /// Unlocks: the login keychain with its password, derived on the worker (the reply comes then); the

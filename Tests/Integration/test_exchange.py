@@ -414,3 +414,22 @@ def test_the_daemon_derives_a_passphrase_key_outside_its_own_memory(held, tmp_pa
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)["duplicates"]) > 0
     assert peak_mib(held.daemon.process.pid) < 256 * 0.75
+
+
+def test_an_import_through_the_daemon_tells_secret_service_clients(held):
+    """Items imported through the daemon are announced as any Keychain1 write is (CollectionChanged, the
+    collection's Items invalidated), so a Secret Service client sees them."""
+    from jeepney import MatchRule
+    from jeepney.io.blocking import open_dbus_connection, Proxy
+    from jeepney.bus_messages import message_bus
+    watcher = open_dbus_connection(bus=held.bus.address)
+    rule = MatchRule(type="signal", interface="org.freedesktop.Secret.Service", member="CollectionChanged")
+    Proxy(message_bus, watcher).AddMatch(rule)
+    held.daemon.set_pinentry_answers(["confirm"])
+    with watcher.filter(rule) as queue:
+        result = held.run("import", str(FIXTURES / "chrome.csv"), "login", "--json", "--stdin", input="")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["added"] > 0
+        signal = watcher.recv_until_filtered(queue, timeout=10)
+    assert signal.body == ("/org/freedesktop/secrets/collection/login",)
+    watcher.close()
