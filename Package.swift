@@ -24,6 +24,7 @@ let package = Package(
             name: "LatchkeyFuzzSurface",
             targets: [
                 "SecretService", "KeychainRegistry", "GnomeKeyringImport", "KWalletImport", "Pinentry", "LoginControl",
+                "AgeEncryption", "CredentialExchange",
             ]),
     ],
     dependencies: [
@@ -77,10 +78,22 @@ let package = Package(
         .target(name: "GnomeKeyringImport", dependencies: ["KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
         // KWallet's values with no bus and no file in them: QDataStream, the entry scheme, map and stream forms.
         .target(name: "KWalletFormat", dependencies: ["COpenSSL", "Posix"]),
+        // The age file format v1 (passphrase and X25519 recipients, binary and armored) over OpenSSL: exports' container.
+        .target(name: "AgeEncryption", dependencies: ["COpenSSL", "Posix"]),
+        // Export and import of keychains: the CXF file of a keychain's items, age-encrypted, and a file's items added
+        // in one transaction (the daemon's Keychain1 Export/Import and the latchkey command on a file alike).
+        .target(
+            name: "KeychainExchange",
+            dependencies: [
+                "AgeEncryption", "CredentialExchange", "Keychain1", "KeychainCore", "KeychainStore", "Posix",
+            ]),
         // Reads KWallet's .kwl wallet files and writes them into a keychain; the import at login.
         .target(
             name: "KWalletImport",
             dependencies: ["KWalletFormat", "GnomeKeyringImport", "KeychainCore", "KeychainStore", "COpenSSL", "Posix"]),
+        // The Credential Exchange Format (CXF 1.0 JSON) and the password CSV exports of other programs, with no
+        // I/O: a keychain's items to a document in secret memory and back.
+        .target(name: "CredentialExchange", dependencies: ["KeychainCore", "KeychainStore", "Posix"]),
         .target(
             name: "KeychainClient", dependencies: ["KeychainCore", "KeychainStore", "Keychain1", "DBus", "Posix"]),
         .target(name: "Security", dependencies: ["KeychainCore", "KeychainStore", "KeychainClient", "CallerIdentity"]),
@@ -112,7 +125,8 @@ let package = Package(
             name: "SecretService",
             dependencies: [
                 "KeychainCore", "KeychainStore", "KeychainRegistry", "Keychain1", "DBus", "Posix",
-                "COpenSSL", "CallerIdentity", "AccessControl", "KWalletFormat",
+                "COpenSSL", "CallerIdentity", "AccessControl", "KWalletFormat", "KeychainExchange", "AgeEncryption",
+                "CredentialExchange",
             ]),
         // latchkeyd's serving loop (poll, termination signals) and its watches of logind and the screen saver,
         // over the bus face and the control socket: SecretService does no I/O of its own.
@@ -136,6 +150,7 @@ let package = Package(
             dependencies: [
                 "KeychainClient", "Keychain1", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
                 "GnomeKeyringImport", "KWalletImport", "CallerIdentity", "KeySlots", "TPMSealing",
+                "KeychainExchange", "AgeEncryption", "CredentialExchange",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -152,6 +167,8 @@ let package = Package(
         // Drives FprintdFingerprints for the fprintd tests (Tests/Integration/test_fingerprint.py).
         .executableTarget(
             name: "fingerprint-check", dependencies: ["Fingerprint"], path: "Tests/FingerprintCheck"),
+        // AgeFile between stdin and stdout, for the interoperability tests with the real age (test_age_interop.py).
+        .executableTarget(name: "age-file-tool", dependencies: ["AgeEncryption", "Posix"], path: "Tests/AgeFileTool"),
         .executableTarget(
             name: "keychain-writer", dependencies: ["KeychainStore", "KeychainCore"],
             path: "Tests/KeychainWriter"),
@@ -195,6 +212,11 @@ let package = Package(
             dependencies: ["GnomeKeyringImport", "KeychainStore", "KeychainCore"],
             exclude: ["Fixtures"]),
         .testTarget(name: "KWalletFormatTests", dependencies: ["KWalletFormat", "Posix"]),
+        .testTarget(
+            name: "AgeEncryptionTests", dependencies: ["AgeEncryption", "COpenSSL", "Posix"]),
+        .testTarget(
+            name: "CredentialExchangeTests",
+            dependencies: ["CredentialExchange", "KeychainStore", "KeychainCore", "Posix"]),
         .testTarget(
             name: "KWalletImportTests",
             dependencies: ["KWalletImport", "KWalletFormat", "KeychainStore", "KeychainCore", "COpenSSL", "Posix"],

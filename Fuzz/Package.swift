@@ -9,7 +9,7 @@ import PackageDescription
 /// main package's `LatchkeyFuzzSurface` product, whose `package` symbols another package cannot otherwise reach.
 let harnesses = [
     "fuzz-keychain-file", "fuzz-control-frames", "fuzz-assuan-replies", "fuzz-dh-session", "fuzz-dbus-dispatch",
-    "fuzz-gnome-keyring", "fuzz-key-slots", "fuzz-kwallet",
+    "fuzz-gnome-keyring", "fuzz-key-slots", "fuzz-kwallet", "fuzz-age", "fuzz-exchange",
 ]
 
 let package = Package(

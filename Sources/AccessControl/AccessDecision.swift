@@ -116,6 +116,11 @@ package enum CallerAction: Sendable, Equatable, CaseIterable {
     case changeLockSettings
     /// Make a new collection (`CreateCollection`): asked of a sandboxed or unidentified caller, not refused.
     case createCollection
+    /// Export a keychain's items with their secrets into a file (`Keychain1.Export`): the person is asked every
+    /// time, and a sandboxed or unidentified caller is refused outright (docs/threat-model.md, "Export and import").
+    case exportItems
+    /// Import a file's items into a keychain (`Keychain1.Import`): asked every time, refused as ``exportItems``.
+    case importItems
 
     /// The words an error message uses: "… cannot choose where prompts show".
     package var phrase: String {
@@ -125,6 +130,8 @@ package enum CallerAction: Sendable, Equatable, CaseIterable {
         case .setCollectionAlias: "set a collection alias"
         case .changeLockSettings: "change when a keychain locks"
         case .createCollection: "create a collection"
+        case .exportItems: "export a keychain's items"
+        case .importItems: "import items into a keychain"
         }
     }
 }

@@ -2,6 +2,7 @@ import DBus
 import FoundationEssentials
 import Keychain1
 import KeychainCore
+import Posix
 import Synchronization
 
 /// A keychain the user's daemon holds, reached over the session bus through
@@ -341,6 +342,51 @@ package final class DaemonKeychain: KeychainBackend {
         guard let policy = description.accessPolicy else { throw Keychain1Interface.alteredPolicyError }
         return (policy, description.accessPolicyChecked)
     }
+
+    /// Exports the keychains `ids` (every one the daemon holds in a file when empty) as a CXF file
+    /// (`Keychain1.Export`, docs/export-import.md): to the age `recipients`, else to `passphrase`, else, with
+    /// `unencrypted`, in clear. Waits for the person to allow it in the daemon's prompt (`errSecUserCanceled` when
+    /// they decline). The file, how many items it holds, and how many `…ThisDeviceOnly` items were left out.
+    package static func export(
+        keychains ids: [String], recipients: [String], passphrase: SharedSecret?, unencrypted: Bool
+    ) throws(KeychainError) -> (file: SharedSecret, items: Int, leftOut: Int) {
+        let (reply, channel) = try callCarryingSecrets(
+            path: Keychain1Interface.rootPath, "Export", timeout: exchangeTimeout
+        ) { (channel) throws(KeychainError) in
+            [
+                .array(elementSignature: "s", ids.map { .string($0) }),
+                .array(elementSignature: "s", recipients.map { .string($0) }),
+                .bytes(try passphrase.map { (secret) throws(KeychainError) in try channel.seal(secret) } ?? []),
+                .bool(unencrypted),
+            ]
+        }
+        guard reply.count == 3, case .bytes(let sealed) = reply[0], case .uint32(let items) = reply[1],
+            case .uint32(let leftOut) = reply[2]
+        else { throw KeychainError(.decode, "the daemon's Export reply is not a file and two counts") }
+        return (try channel.unsealSecret(sealed), Int(items), Int(leftOut))
+    }
+
+    /// Imports `file` (a CXF or CSV file, or an age file opened with `key`: a passphrase for `keyKind`
+    /// `passphrase`, an identity file's text for `identity`) into this keychain (`Keychain1.Import`): in one
+    /// transaction, once the person allowed it (a dry run asks nothing and writes nothing).
+    package func importFile(
+        _ file: SharedSecret, key: SharedSecret?, keyKind: String, dryRun: Bool, replace: Bool
+    ) throws(KeychainError) -> ImportSummary {
+        let (reply, _) = try Self.callCarryingSecrets(path: path, "Import", timeout: Self.exchangeTimeout) {
+            (channel) throws(KeychainError) in
+            [
+                .bytes(try channel.seal(file)),
+                .bytes(try key.map { (secret) throws(KeychainError) in try channel.seal(secret) } ?? []),
+                .string(keyKind), .bool(dryRun), .bool(replace),
+            ]
+        }
+        guard let first = reply.first else { throw KeychainError(.decode, "the daemon's Import reply is empty") }
+        return try Keychain1Interface.decodeSummary(first)
+    }
+
+    /// How long an export or import may wait: an unlock prompt, the person's confirmation (pinentry's own
+    /// timeout is 120 s), and the encryption.
+    private static let exchangeTimeout: Int32 = 300_000
 
     /// Changes the access policy (`SetAccessPolicy`). A switch to `allow-all` waits for the user to answer the
     /// daemon's confirmation prompt (pinentry's own timeout is 120 s): `errSecUserCanceled` when they decline,

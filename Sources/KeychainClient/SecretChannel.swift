@@ -68,12 +68,35 @@ struct SecretChannel: Sendable {
         try secret.withUnsafeBytes { bytes in Result { () throws(KeychainError) in try seal(bytes) } }.get()
     }
 
+    /// `secret`, held in secret memory, as the call carries it.
+    func seal(_ secret: SharedSecret) throws(KeychainError) -> [UInt8] {
+        try secret.withUnsafeBytes { bytes in Result { () throws(KeychainError) in try seal(bytes) } }.get()
+    }
+
     private func seal(_ bytes: UnsafeRawBufferPointer) throws(KeychainError) -> [UInt8] {
         guard let cipher else { return [UInt8](bytes) }
         do {
             return try cipher.seal(bytes)
         } catch {
             throw KeychainError(.internalComponent, "cannot encrypt the secret for the session: \(error)")
+        }
+    }
+
+    /// A secret the daemon sealed, decrypted into secret memory and kept there.
+    func unsealSecret(_ sealed: [UInt8]) throws(KeychainError) -> SharedSecret {
+        guard let cipher else {
+            do {
+                return try SharedSecret(copying: sealed)
+            } catch {
+                throw KeychainError(.allocate, "no secret memory for a secret: \(error)")
+            }
+        }
+        do {
+            return SharedSecret(try cipher.unseal(sealed))
+        } catch .noSecretMemory(let failure) {
+            throw KeychainError(.allocate, "no secret memory for a secret: \(failure)")
+        } catch {
+            throw KeychainError(.decode, "a secret from the daemon does not decrypt with the session key")
         }
     }
 

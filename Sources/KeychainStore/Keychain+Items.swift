@@ -40,55 +40,14 @@ extension Keychain {
     @discardableResult
     public func add(_ items: [NewItem], metadata: [String: Data] = [:]) throws(KeychainError) -> [KeychainItem] {
         for name in metadata.keys { try Self.checkMetadataName(name) }
-        let now = Date()
-        var prepared: [(reference: ItemReference, attributes: ItemAttributes, secret: Data?)] = []
-        prepared.reserveCapacity(items.count)
-        for item in items {
-            var stored = item.attributes.filter { !$0.key.isSetByStore }
-            try ItemSchema.of(item.itemClass).validate(stored)
-            stored[.creationDate] = .date(item.creationDate ?? now)
-            stored[.modificationDate] = .date(item.modificationDate ?? item.creationDate ?? now)
-            if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
-            var identifier = item.reference?.identifier
-            if identifier == nil { identifier = try SecureRandom.data(count: 16) }
-            let reference = ItemReference(itemClass: item.itemClass, identifier: identifier ?? Data(count: 16))
-            prepared.append((reference, stored, item.secret))
-        }
+        let prepared = try prepare(items)
         try state.withLock { (state) throws(KeychainError) in
             _ = try state.unlockedKey()
-            var sealed: [(attributes: Data, secret: Data?)] = []
-            sealed.reserveCapacity(prepared.count)
-            for item in prepared {
-                let accessibility = Accessibility(of: item.attributes)
-                try state.requirePasscode(for: accessibility)
-                let key = try state.classKey(for: accessibility, identifier: identifier)
-                let attributes = try AuthenticatedCipher.seal(
-                    AttributeCodec.encode(item.attributes), key: key,
-                    context: ItemSealing.itemField(
-                        keychain: identifier, item: item.reference, .attributes, version: Self.firstItemVersion))
-                let secret = try item.secret.map { (secret) throws(KeychainError) in
-                    try AuthenticatedCipher.seal(
-                        secret, key: key,
-                        context: ItemSealing.itemField(
-                            keychain: identifier, item: item.reference, .secret, version: Self.firstItemVersion))
-                }
-                sealed.append((attributes, secret))
-            }
+            let sealed = try seal(prepared, state: &state)
             let db = state.db
             let indexer = state.indexer
             try db.transaction { () throws(KeychainError) in
-                for (item, seal) in zip(prepared, sealed) {
-                    let itemClass = item.reference.itemClass
-                    let primaryKeyHash = indexer.primaryKeyHash(itemClass, item.attributes)
-                    try db.run(
-                        """
-                        INSERT INTO items (uuid, class, pk, attributes, secret, sync, version, pclass)
-                        VALUES (\(item.reference.identifier), \(itemClass.rawValue), \(primaryKeyHash),
-                            \(seal.attributes), \(seal.secret), \(item.attributes.isSynchronizable),
-                            \(Self.firstItemVersion), \(Accessibility(of: item.attributes).rawValue))
-                        """)
-                    try Self.insertTags(indexer.tags(itemClass, item.attributes), item: db.lastInsertRowID, db)
-                }
+                try Self.insert(prepared, sealed, indexer: indexer, db)
                 for (name, value) in metadata.sorted(by: { $0.key < $1.key }) {
                     try db.setMetaRow("x-" + name, value)
                 }
@@ -113,6 +72,72 @@ extension Keychain {
             return try state.db.withStatement(
                 "SELECT 1 FROM items WHERE class = \(itemClass.rawValue) AND pk = \(hash)"
             ) { (select) throws(KeychainError) in try select.step() }
+        }
+    }
+
+    /// An item checked against its class's schema, with its dates and a new reference: ready to seal.
+    typealias PreparedItem = (reference: ItemReference, attributes: ItemAttributes, secret: Data?)
+
+    /// `items` checked and given their dates (an item's own, else now) and new references.
+    func prepare(_ items: [NewItem]) throws(KeychainError) -> [PreparedItem] {
+        let now = Date()
+        var prepared: [PreparedItem] = []
+        prepared.reserveCapacity(items.count)
+        for item in items {
+            var stored = item.attributes.filter { !$0.key.isSetByStore }
+            try ItemSchema.of(item.itemClass).validate(stored)
+            stored[.creationDate] = .date(item.creationDate ?? now)
+            stored[.modificationDate] = .date(item.modificationDate ?? item.creationDate ?? now)
+            if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
+            // An item whose secret is sealed to its reference (an item's own password) comes with it.
+            let identifier = try item.reference?.identifier ?? SecureRandom.data(count: 16)
+            let reference = ItemReference(itemClass: item.itemClass, identifier: identifier)
+            prepared.append((reference, stored, item.secret))
+        }
+        return prepared
+    }
+
+    /// `prepared`'s attributes and secrets sealed under their classes' keys (made when missing).
+    func seal(_ prepared: [PreparedItem], state: inout State) throws(KeychainError) -> [(
+        attributes: Data, secret: Data?
+    )] {
+        var sealed: [(attributes: Data, secret: Data?)] = []
+        sealed.reserveCapacity(prepared.count)
+        for item in prepared {
+            let accessibility = Accessibility(of: item.attributes)
+            try state.requirePasscode(for: accessibility)
+            let key = try state.classKey(for: accessibility, identifier: identifier)
+            let attributes = try AuthenticatedCipher.seal(
+                AttributeCodec.encode(item.attributes), key: key,
+                context: ItemSealing.itemField(
+                    keychain: identifier, item: item.reference, .attributes, version: Self.firstItemVersion))
+            let secret = try item.secret.map { (secret) throws(KeychainError) in
+                try AuthenticatedCipher.seal(
+                    secret, key: key,
+                    context: ItemSealing.itemField(
+                        keychain: identifier, item: item.reference, .secret, version: Self.firstItemVersion))
+            }
+            sealed.append((attributes, secret))
+        }
+        return sealed
+    }
+
+    /// Inserts sealed items and their index tags (inside the caller's transaction).
+    static func insert(
+        _ prepared: [PreparedItem], _ sealed: [(attributes: Data, secret: Data?)], indexer: AttributeIndexer,
+        _ db: SQLiteDatabase
+    ) throws(KeychainError) {
+        for (item, seal) in zip(prepared, sealed) {
+            let itemClass = item.reference.itemClass
+            let primaryKeyHash = indexer.primaryKeyHash(itemClass, item.attributes)
+            try db.run(
+                """
+                INSERT INTO items (uuid, class, pk, attributes, secret, sync, version, pclass)
+                VALUES (\(item.reference.identifier), \(itemClass.rawValue), \(primaryKeyHash),
+                    \(seal.attributes), \(seal.secret), \(item.attributes.isSynchronizable),
+                    \(Self.firstItemVersion), \(Accessibility(of: item.attributes).rawValue))
+                """)
+            try insertTags(indexer.tags(itemClass, item.attributes), item: db.lastInsertRowID, db)
         }
     }
 

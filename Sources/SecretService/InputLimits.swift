@@ -1,4 +1,5 @@
 import DBus
+import KeychainCore
 
 /// Bounds on what a client may send, so that no request can make the daemon
 /// hold or index unbounded data. Going past one gives `InvalidArgs`; going past one of the quotas
@@ -89,6 +90,31 @@ package struct InputLimits: Sendable {
             throw DBusError(
                 .limitsExceeded,
                 "\(collection) would hold more than \(bytesPerCollection) bytes of items (it holds \(usage.bytes))")
+        }
+    }
+}
+
+extension InputLimits {
+    /// `Keychain1`'s bounds on an item's attributes, the Secret Service face's: how many, and how long each
+    /// name and value (`Add`, `Update`, `Search`, and every item of a file `Import` reads).
+    func check(_ attributes: ItemAttributes) throws(KeychainError) {
+        guard attributes.count <= attributeCount else {
+            throw KeychainError.param("more than \(attributeCount) attributes")
+        }
+        for (key, value) in attributes {
+            guard key.rawValue.utf8.count <= attributeNameBytes else {
+                throw KeychainError.param("an attribute name is longer than \(attributeNameBytes) bytes")
+            }
+            let length: Int
+            switch value {
+            case .string(let text): length = text.utf8.count
+            case .data(let bytes): length = bytes.count
+            default: length = 0
+            }
+            let most = key == .label ? labelBytes : attributeValueBytes
+            guard length <= most else {
+                throw KeychainError(.dataTooLarge, "attribute '\(key.rawValue)' is longer than \(most) bytes")
+            }
         }
     }
 }

@@ -34,6 +34,19 @@ struct Keychain1ListObject: DBusObject {
                                 object.daemon.registry.keychains.map { Keychain1Interface.encode($0.description) })
                         ])
                     },
+                    // The keychains named (every one held in a file when none is) as a CXF file, age-encrypted unless
+                    // `unencrypted`, once the person allowed it (Keychain1Exchange.swift, docs/export-import.md).
+                    DBusMethod(
+                        "Export", DBusInput("keychains", [String].self), DBusInput("recipients", [String].self),
+                        DBusInput("passphrase", [UInt8].self), DBusInput("unencrypted", Bool.self),
+                        returns: [
+                            .init("file", [UInt8].self), .init("items", UInt32.self), .init("leftOut", UInt32.self),
+                        ]
+                    ) { (object, call, keychains, recipients, passphrase, unencrypted) throws(DBusError) in
+                        try object.daemon.export(
+                            keychains: keychains, recipients: recipients, passphrase: passphrase,
+                            unencrypted: unencrypted, call: call)
+                    },
                     // The desktop session's display, language and pinentry, for the prompts shown from now on
                     // (`latchkey update-environment`; docs/dbus-mapping.md).
                     DBusMethod("UpdateEnvironment", DBusInput("variables", [String: String].self)) {

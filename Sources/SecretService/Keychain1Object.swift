@@ -122,6 +122,17 @@ struct Keychain1Object: DBusObject {
                             return count
                         }
                     },
+                    // A CXF file's items (or a CSV's), added in one transaction once the person allowed it
+                    // (Keychain1Exchange.swift, docs/export-import.md).
+                    DBusMethod(
+                        "Import", DBusInput("file", [UInt8].self), DBusInput("key", [UInt8].self),
+                        DBusInput("keyKind", String.self), DBusInput("dryRun", Bool.self),
+                        DBusInput("replace", Bool.self), returns: [.init("summary", "a{sv}")]
+                    ) { (object, call, file, key, keyKind, dryRun, replace) throws(DBusError) in
+                        try object.daemon.importFile(
+                            file, key: key, keyKind: keyKind, dryRun: dryRun, replace: replace, into: object.keychain,
+                            call: call)
+                    },
                     DBusMethod("Status", returns: [.init("status", "a{sv}")]) { object, _ in
                         .reply([Keychain1Interface.encode(object.keychain.description)])
                     },
@@ -210,25 +221,7 @@ struct Keychain1Object: DBusObject {
 
     /// The same bounds as the Secret Service face: how many attributes, and how long each name and value.
     private func checkBounds(_ attributes: ItemAttributes) throws(KeychainError) {
-        let limits = daemon.limits
-        guard attributes.count <= limits.attributeCount else {
-            throw KeychainError.param("more than \(limits.attributeCount) attributes")
-        }
-        for (key, value) in attributes {
-            guard key.rawValue.utf8.count <= limits.attributeNameBytes else {
-                throw KeychainError.param("an attribute name is longer than \(limits.attributeNameBytes) bytes")
-            }
-            let length: Int
-            switch value {
-            case .string(let text): length = text.utf8.count
-            case .data(let bytes): length = bytes.count
-            default: length = 0
-            }
-            let most = key == .label ? limits.labelBytes : limits.attributeValueBytes
-            guard length <= most else {
-                throw KeychainError(.dataTooLarge, "attribute '\(key.rawValue)' is longer than \(most) bytes")
-            }
-        }
+        try daemon.limits.check(attributes)
     }
 
     /// `Search`: the items now, or, when the query asks for secrets the caller is not trusted with, once the
@@ -421,9 +414,7 @@ struct Keychain1Object: DBusObject {
 
     /// Tells Secret Service clients that the collection's items changed.
     private func changed() {
-        keychain.touch()
-        daemon.invalidateItems(of: keychain)
-        daemon.emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(keychain.path))
+        daemon.itemsChanged(in: keychain)
     }
 
     /// Unlocks: the login keychain with its password, derived on the worker (the reply comes then); the

@@ -547,6 +547,14 @@ package final class SecretServiceDaemon {
         if signal.name != CollectionObject.itemDeleted.name { announceItemToKWallet(held, reference) }
     }
 
+    /// Tells Secret Service clients that `held`'s items changed (a `Keychain1` write: `Add`, `Update`, `Delete`,
+    /// `Import`): its `Items` property and `CollectionChanged`; the keychain counts as used.
+    func itemsChanged(in held: HeldKeychain) {
+        held.touch()
+        invalidateItems(of: held)
+        emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
+    }
+
     /// Sends `PropertiesChanged` naming `Items` as invalidated.
     func invalidateItems(of held: HeldKeychain) {
         emit(

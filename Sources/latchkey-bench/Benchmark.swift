@@ -30,7 +30,18 @@ struct Benchmark: ParsableCommand {
             """)
     var accessibility = false
 
+    @Option(
+        help: """
+            Measure only `latchkey export` of a keychain of this many items (time and peak memory of the \
+            command, on the file, to a passphrase and unencrypted) and print the rows (docs/benchmarks.md).
+            """)
+    var export: Int?
+
     mutating func run() throws {
+        if let export {
+            for row in try ExportBenchmark.run(items: export) { print(row) }
+            return
+        }
         if accessibility {
             try runAccessibility()
             return

@@ -30,7 +30,7 @@ struct Latchkey: ParsableCommand {
             DumpKeychain.self, ListKeychains.self, DefaultKeychain.self, LoginKeychain.self,
             CreateKeychain.self, DeleteKeychain.self, LockKeychain.self, UnlockKeychain.self,
             SetKeychainPassword.self, SetKeychainSettings.self, ShowKeychainInfo.self, ImportGnomeKeyring.self,
-            ImportKWallet.self,
+            ImportKWallet.self, ExportKeychain.self, ImportExchangeFile.self,
             MigrationStatus.self, ListAccess.self, RemoveAccess.self, SetAccessPolicy.self, AddSlot.self,
             ListSlots.self, RemoveSlot.self, UpdateEnvironment.self,
         ])

@@ -604,12 +604,19 @@ def test_daemon_without_a_system_bus_serves_and_says_so(daemon):
 def run_in_terminal(cli, args, typed):
     """Runs latchkey on a pseudo-terminal; `typed` is a list of (expected prompt, text to type).
     Returns (exit status, everything the terminal showed)."""
+    return run_on_terminal(binary("latchkey"), ["latchkey", *args], cli.env(), typed)
+
+
+def run_on_terminal(path, argv, env, typed, timeout=30):
+    """Runs the program at `path` (with `argv` and `env`) on a pseudo-terminal, its controlling terminal;
+    `typed` is a list of (expected prompt, text to type). Returns (exit status, everything the terminal
+    showed)."""
     pid, fd = pty.fork()
     if pid == 0:
-        os.execve(binary("latchkey"), ["latchkey", *args], cli.env())
+        os.execve(path, argv, env)
     shown = b""
     seen = 0
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout
 
     def read_until(marker):
         nonlocal shown, seen

@@ -11,6 +11,28 @@ import KeychainCore
 import KeychainStore
 
 let arguments = CommandLine.arguments
+// `keychain-writer PATH --every-kind|--dump`: the export and import tests' keychains (password: the
+// first line of standard input). `--every-kind` adds an item of every class with every attribute its class takes
+// (each kind of value: text, bytes, number, date, flag), a Secret Service item, an item with an access list, and
+// one of a ThisDeviceOnly class; `--dump` prints every item (class, attributes with their kinds, secret in hex)
+// as one JSON line each, sorted, for comparing two keychains item by item.
+if arguments.count >= 3, ["--every-kind", "--dump"].contains(arguments[2]) {
+    let password =
+        String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        .split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
+    do {
+        let keychain = try Keychain(opening: arguments[1])
+        try keychain.unlock(password: password)
+        switch arguments[2] {
+        case "--every-kind": try ExchangeKeychains.addEveryKind(to: keychain)
+        default: try ExchangeKeychains.dump(keychain)
+        }
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("keychain-writer: \(error)\n".utf8))
+        exit(1)
+    }
+}
 if arguments.count == 4, arguments[2] == "--access-policy" {
     guard let policy = KeychainAccessPolicy(rawValue: arguments[3]) else {
         FileHandle.standardError.write(Data("keychain-writer: no access policy '\(arguments[3])'\n".utf8))

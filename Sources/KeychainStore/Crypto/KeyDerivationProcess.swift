@@ -118,6 +118,22 @@ package enum KeyDerivationProcess {
         return try run(deriver, request: request)
     }
 
+    /// age's passphrase scrypt (N = 2^`logN`, r = 8, p = 1, 32 bytes) of `password` with `salt`, in a worker of
+    /// the deriver when it serves (an export or import through the daemon: docs/export-import.md), so that its
+    /// 256 MiB are not the daemon's; nil when it is to run in this process (no deriver, or it is gone).
+    package static func deriveAgeKey(logN: Int, password: borrowing SecretBytes, salt: [UInt8])
+        throws(KeychainError) -> SecretBytes?
+    {
+        guard let exponent = UInt8(exactly: logN) else { return nil }
+        let key = try password.withUnsafeBytes { (bytes) throws(KeychainError) in
+            try derive(KDFParameters(logN: exponent, r: 8, p: 1), password: bytes, salt: Data(salt))
+        }
+        guard let key else { return nil }
+        return try KeychainError.allocating { () throws(SecretMemoryError) in
+            try SecretBytes(copying: UnsafeRawBufferPointer(key.bytes))
+        }
+    }
+
     /// Hands the deriver one end of a new socket pair, sends `request` on the other and reads the key its worker
     /// writes back. Nil when the deriver is gone (reported, and forgotten: later derivations run in this
     /// process).

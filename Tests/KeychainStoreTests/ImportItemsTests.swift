@@ -1,0 +1,73 @@
+import Foundation
+import KeychainCore
+import KeychainStore
+import Testing
+
+/// `Keychain.importItems(_:replacing:dryRun:)`: one transaction, duplicates by primary key (Secret Service items
+/// by their attributes) reported or replaced, a dry run that writes nothing.
+@Suite struct ImportItemsTests {
+    let directory: TemporaryDirectory
+    let keychain: Keychain
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        keychain = try Keychain.create(at: directory.file("import.keychain-db"), password: "pw")
+    }
+
+    private func password(_ account: String, _ secret: String) -> NewItem {
+        NewItem(
+            .genericPassword, attributes: [.service: .string("import"), .account: .string(account)],
+            secret: Data(secret.utf8))
+    }
+
+    private func secretServiceItem(_ user: String, _ secret: String) -> NewItem {
+        NewItem(
+            .genericPassword,
+            attributes: [
+                .secretServiceItem: .string("1"), AttributeKey(rawValue: "ss:user"): .string(user),
+                .label: .string(user),
+            ], secret: Data(secret.utf8))
+    }
+
+    private func secrets() throws -> [String] {
+        try keychain.items(matching: ItemQuery(.genericPassword, limit: .all, returning: [.data])).compactMap {
+            $0.secret.map { String(decoding: $0, as: UTF8.self) }
+        }.sorted()
+    }
+
+    @Test func duplicatesAreReportedAndLeftAsTheyAre() throws {
+        try keychain.add([password("a", "old a"), secretServiceItem("alice", "old alice")])
+        let outcome = try keychain.importItems(
+            [
+                password("a", "new a"), password("b", "b"), password("b", "b again"), secretServiceItem("alice", "x"),
+                secretServiceItem("bob", "bob"),
+            ],
+            replacing: false, dryRun: false)
+        #expect(outcome.dispositions == [.duplicate, .added, .duplicate, .duplicate, .added])
+        #expect(try secrets() == ["b", "bob", "old a", "old alice"])
+    }
+
+    @Test func replaceOverwritesInTheSameTransaction() throws {
+        try keychain.add([password("a", "old a"), secretServiceItem("alice", "old alice")])
+        let outcome = try keychain.importItems(
+            [password("a", "new a"), secretServiceItem("alice", "new alice")], replacing: true, dryRun: false)
+        #expect(outcome.replaced == 2 && outcome.added == 0)
+        #expect(try secrets() == ["new a", "new alice"])
+    }
+
+    @Test func aDryRunWritesNothing() throws {
+        try keychain.add([password("a", "old a")])
+        let outcome = try keychain.importItems(
+            [password("a", "new a"), password("b", "b")], replacing: true, dryRun: true)
+        #expect(outcome.dispositions == [.replaced, .added])
+        #expect(try secrets() == ["old a"])
+    }
+
+    @Test func aBatchWithABadItemImportsNothing() throws {
+        let bad = NewItem(.genericPassword, attributes: [.server: .string("not a genp attribute")], secret: nil)
+        #expect(throws: KeychainError.self) {
+            try keychain.importItems([password("a", "a"), bad], replacing: false, dryRun: false)
+        }
+        #expect(try secrets() == [])
+    }
+}
