@@ -90,8 +90,9 @@ extension Keychain {
             stored[.modificationDate] = .date(item.modificationDate ?? item.creationDate ?? now)
             if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
             // An item whose secret is sealed to its reference (an item's own password) comes with it.
-            let identifier = try item.reference?.identifier ?? SecureRandom.data(count: 16)
-            let reference = ItemReference(itemClass: item.itemClass, identifier: identifier)
+            var identifier = item.reference?.identifier
+            if identifier == nil { identifier = try SecureRandom.data(count: 16) }
+            let reference = ItemReference(itemClass: item.itemClass, identifier: identifier ?? Data(count: 16))
             prepared.append((reference, stored, item.secret))
         }
         return prepared
