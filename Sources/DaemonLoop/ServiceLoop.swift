@@ -160,6 +160,7 @@ package struct ServiceLoop {
                     DBusMessage.scrubReleasedMessages()
                     connection?.scrubReadBuffer()
                     ProcessHardening.wipeDeadStack()
+                    ProcessHardening.returnFreedMemory()
                     scrubDue = nil
                 } else {
                     timeout = min(timeout, max(due.remainingMilliseconds, 1))

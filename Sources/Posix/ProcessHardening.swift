@@ -82,6 +82,14 @@ package enum ProcessHardening {
         latchkey_one_malloc_arena() == 1
     }
 
+    /// Gives the whole pages of free heap memory back to the system (`malloc_trim(0)`): what a large
+    /// request or a read of large items allocated and freed (already overwritten, ``overwriteFreedMemory()``)
+    /// stops counting in the process's memory, where glibc would keep it for reuse (docs/robustness.md,
+    /// "Bounds and quotas"). Walks the free chunks: for moments of quiet.
+    package static func returnFreedMemory() {
+        _ = latchkey_trim_heap()
+    }
+
     /// Overwrites the calling thread's stack below the caller (256 KiB): what returned calls left in their
     /// frames (a decrypted value, an encoding built on the stack) is gone even where no later call reaches.
     package static func wipeDeadStack() {

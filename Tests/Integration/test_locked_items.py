@@ -303,3 +303,43 @@ def test_a_lock_of_thousands_of_items_lets_another_clients_call_through_before_i
         locker.close()
         other.close()
         monitor.close()
+
+
+def rss_mib(daemon):
+    status = pathlib.Path(f"/proc/{daemon.process.pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
+
+
+def test_items_with_huge_attributes_do_not_grow_the_daemon_with_what_they_show_while_locked(make_daemon, bus):
+    """Robustness: what a locked collection's items show is kept in the daemon's memory, within a bound (4 MiB
+    for every collection together), and the heap memory that reading them took is given back once the daemon is
+    quiet. 20 items of 60 attributes of 16 KiB (20 MiB, within the per-collection quota), locked and unlocked
+    twice: the daemon holds less than 16 MiB more than at start. Without giving memory back it held 31 MiB more;
+    without the bound, every item shows while locked (and with 24 such items the daemon held 55 MiB more)."""
+    daemon = make_daemon(answers=[f"password {LOGIN_PASSWORD}"] * 2).start()
+    time.sleep(0.5)
+    start = rss_mib(daemon)
+    client = Client(bus.address)
+    try:
+        session = client.open_plain()
+        huge = "x" * (16 << 10)
+        paths = []
+        for number in range(20):
+            attributes = {"service": "huge.example", "n": str(number)}
+            attributes.update({f"a{index}": huge for index in range(60)})
+            paths.append(client.create_item(session, attributes, b"s", label=f"Huge {number}", collection=LOGIN))
+    finally:
+        client.close()
+    grown = []
+    for _ in range(2):
+        lock_login(bus)
+        time.sleep(0.5)
+        grown.append(rss_mib(daemon) - start)
+        shown = [item_properties(bus, path)["Label"] for path in paths]
+        assert 1 <= sum(label.startswith("Huge ") for label in shown) < len(paths), shown
+        assert "items past the bound of 4194304 bytes show nothing while locked" in daemon.stderr.read_text()
+        secret_tool(bus, "search", "--unlock", "service", "huge.example", "n", "0")
+        assert item_properties(bus, paths[-1])["Locked"] is False
+        time.sleep(0.5)
+        grown.append(rss_mib(daemon) - start)
+    assert max(grown) < 16, grown
