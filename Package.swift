@@ -8,6 +8,18 @@ let packageDirectory = String(#filePath.dropLast("/Package.swift".count))
 /// verbatim Apple samples (SecurityTests), which carry the warnings Apple's text has.
 let warningsAsErrors = Context.environment["LATCHKEY_WARNINGS_AS_ERRORS"] == "1"
 
+/// How latchkeyd is linked, to keep its resident memory small (docs/robustness.md, "Memory of a prompt storm"):
+/// with lld (shipped with the Swift toolchain), its relative relocations packed (`DT_RELR`: 8 KiB where gold
+/// wrote 1 MiB of `Elf64_Rela` that the loader reads at every start), and the functions it runs put first in
+/// its text, in the order of packaging/latchkeyd.order (`scripts/hot-functions` writes it), so that the pages
+/// of code it runs are few and together rather than spread over the 11 MiB of the statically linked runtime.
+let daemonLinkFlags = [
+    "-use-ld=lld",
+    "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+    "-Xlinker", "--symbol-ordering-file=\(packageDirectory)/packaging/latchkeyd.order",
+    "-Xlinker", "--no-warn-symbol-ordering",
+]
+
 let package = Package(
     name: "Latchkey",
     products: [
@@ -144,7 +156,8 @@ let package = Package(
                 "GnomeKeyringImport", "KWalletImport",
                 "LoginControl", "Pinentry", "Posix", "DBus", "TPMSealing", "KeySlots", "Fingerprint",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]),
+            ],
+            linkerSettings: [.unsafeFlags(daemonLinkFlags)]),
         .executableTarget(
             name: "latchkey",
             dependencies: [
@@ -226,4 +239,13 @@ let package = Package(
 
 for target in package.targets where warningsAsErrors && target.type != .system && target.name != "SecurityTests" {
     target.swiftSettings = (target.swiftSettings ?? []) + [.treatAllWarnings(as: .error)]
+}
+
+// A release build puts each function in a section of its own, so that the link drops the ones nothing calls
+// (SwiftPM links with --gc-sections) and can place the ones latchkeyd runs together (`daemonLinkFlags`).
+for target in package.targets where target.type != .system {
+    target.swiftSettings =
+        (target.swiftSettings ?? []) + [
+            .unsafeFlags(["-Xfrontend", "-function-sections"], .when(configuration: .release))
+        ]
 }

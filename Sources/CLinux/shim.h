@@ -33,6 +33,16 @@ static inline int latchkey_perturb_freed_memory(int byte) {
     return mallopt(M_PERTURB, byte);
 }
 
+/* Gives the pages of free heap memory back to the system (malloc_trim(0)): 1 when some were. */
+static inline int latchkey_trim_heap(void) {
+    return malloc_trim(0);
+}
+
+/* Makes every thread allocate from the main arena (M_ARENA_MAX 1). 1 on success. */
+static inline int latchkey_one_malloc_arena(void) {
+    return mallopt(M_ARENA_MAX, 1);
+}
+
 #include <sys/auxv.h>
 
 /* 1 when the process started in secure mode (AT_SECURE: set-user-ID and the like), where glibc ignores

@@ -120,6 +120,10 @@ package struct ServiceLoop {
             }
             deliver(daemon.deliverCompletions())
             if daemon.hasLostName { return .replaced }
+            // A lock's or unlock's item signals, a batch at a time once what was sent before is written: the
+            // calls read meanwhile were answered above, between two batches (docs/robustness.md).
+            let announcing = daemon.hasItemAnnouncements
+            if announcing, connection?.hasOutgoingMessages != true { deliver(daemon.nextItemAnnouncements()) }
             let (timerMessages, nextTimer) = daemon.runTimers()
             deliver(timerMessages)
             var fds = [
@@ -135,6 +139,9 @@ package struct ServiceLoop {
                 timeout = Self.busRetryMilliseconds
             }
             if let nextTimer { timeout = min(timeout, nextTimer) }
+            // More batches to send: poll only for what came meanwhile (a connection with messages still to
+            // write polls for POLLOUT instead).
+            if announcing, daemon.hasItemAnnouncements, connection?.hasOutgoingMessages != true { timeout = 0 }
             let logindIndex = fds.count
             if let logindFD = logindWatch?.fileDescriptor {
                 let events = POLLIN | (logindWatch?.hasOutgoingMessages == true ? POLLOUT : 0)
@@ -153,6 +160,7 @@ package struct ServiceLoop {
                     DBusMessage.scrubReleasedMessages()
                     connection?.scrubReadBuffer()
                     ProcessHardening.wipeDeadStack()
+                    ProcessHardening.returnFreedMemory()
                     scrubDue = nil
                 } else {
                     timeout = min(timeout, max(due.remainingMilliseconds, 1))

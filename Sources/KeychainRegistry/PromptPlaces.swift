@@ -29,10 +29,22 @@ extension KeychainRegistry {
         return placeState.systemdSession == nil ? nil : false
     }
 
+    /// How long a read of the systemd user manager's variables stands for the requests that follow: a prompt
+    /// is asked for by two requests of its client (Secret Service `Unlock`, which says whether a prompt can
+    /// show at all, then `Prompt`), which read them once.
+    static let systemdSessionFreshness: Duration = .seconds(1)
+
     /// Reads the systemd user manager's session variables again, on the quick worker (at most one read at a
-    /// time).
+    /// time, none within ``systemdSessionFreshness`` of the last one's start).
     func refreshSystemdSession() {
         guard let systemctl = configuration.systemctl, !placeState.isReadingSystemd else { return }
+        let now = self.now
+        if let started = placeState.systemdReadStarted,
+            now - started < RegistryClock.nanoseconds(Self.systemdSessionFreshness)
+        {
+            return
+        }
+        placeState.systemdReadStarted = now
         placeState.isReadingSystemd = true
         let runtime = configuration.pinentry.environment["XDG_RUNTIME_DIR"] ?? "/run/user/\(getuid())"
         offLoop(
@@ -142,6 +154,8 @@ struct PromptPlaceState {
     /// nil until first read.
     var systemdSession: SessionEnvironment?
     var isReadingSystemd = false
+    /// When the last read started (the registry's clock).
+    var systemdReadStarted: Int64?
 }
 
 extension PromptDialog {

@@ -72,6 +72,24 @@ package enum ProcessHardening {
         latchkey_perturb_freed_memory(0x5a) == 1
     }
 
+    /// Has every thread allocate from glibc's main arena (`mallopt(M_ARENA_MAX, 1)`), before threads start.
+    /// glibc otherwise gives a thread that finds the arena busy one of its own (up to eight per core), each
+    /// keeping its own free chunks and top: for a daemon that serves from one thread, with a worker or two and
+    /// a prompt's thread, a few hundred KiB of resident memory (docs/robustness.md, "Memory of a prompt
+    /// storm") against a little waiting on the arena's lock. False when glibc refused.
+    @discardableResult
+    package static func allocateFromOneArena() -> Bool {
+        latchkey_one_malloc_arena() == 1
+    }
+
+    /// Gives the whole pages of free heap memory back to the system (`malloc_trim(0)`): what a large
+    /// request or a read of large items allocated and freed (already overwritten, ``overwriteFreedMemory()``)
+    /// stops counting in the process's memory, where glibc would keep it for reuse (docs/robustness.md,
+    /// "Bounds and quotas"). Walks the free chunks: for moments of quiet.
+    package static func returnFreedMemory() {
+        _ = latchkey_trim_heap()
+    }
+
     /// Overwrites the calling thread's stack below the caller (256 KiB): what returned calls left in their
     /// frames (a decrypted value, an encoding built on the stack) is gone even where no later call reaches.
     package static func wipeDeadStack() {

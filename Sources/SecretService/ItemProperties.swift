@@ -49,20 +49,74 @@ struct ItemProperties: Equatable, Sendable {
 /// file with the kept ones (plain columns, nothing decrypted) and reads only the items that differ: those written
 /// by another process or not seen yet. With nothing written since the unlock (the file's
 /// ``Keychain/ChangeStamp`` unchanged) it compares nothing.
+///
+/// What all collections' views hold together, locked and unlocked, is bounded (``byteLimit``: labels and
+/// attribute text, and a little for each entry): an item that does not fit is left out, and shows nothing while
+/// its collection is locked, as if the daemon had never seen it unlocked (docs/robustness.md, "Bounds and
+/// quotas"). Items are few hundred bytes each; items with attributes of megabytes, made through the Secret
+/// Service (up to 64 MiB a collection) or written into the file by another program, cannot grow the daemon.
 struct LockedItemViews {
     /// What an item shows, read from its version `version`.
     struct Shown: Sendable {
         let version: Int64
         let properties: ItemProperties
+
+        /// What it counts against ``LockedItemViews/byteLimit``: its text and 64 bytes for the entry.
+        var bytes: Int {
+            properties.attributes.reduce(64 + properties.label.utf8.count) {
+                $0 + $1.key.utf8.count + $1.value.utf8.count
+            }
+        }
     }
+
+    /// The default bound on what the views hold: 4 MiB, some 16,000 items of a few hundred bytes.
+    static let defaultByteLimit = 4 << 20
 
     /// Items read per query when a lock reads the ones that changed.
     private static let readBatch = 256
 
+    /// The bound on what the views of all collections hold together.
+    let byteLimit: Int
     private var views: [String: [ItemReference: Shown]] = [:]
     /// Unlocked collections: what their items show now, and the file's stamp when it was all read (nil once
     /// something was written since).
     private var current: [String: (stamp: Keychain.ChangeStamp?, items: [ItemReference: Shown])] = [:]
+    /// What each collection's entries (in ``views`` and ``current``) count against ``byteLimit``.
+    private var bytes: [String: Int] = [:]
+
+    /// Views holding at most `byteLimit` bytes together.
+    init(byteLimit: Int = defaultByteLimit) {
+        self.byteLimit = byteLimit
+    }
+
+    /// What the views of all collections hold, as counted against ``byteLimit``.
+    var heldBytes: Int { bytes.values.reduce(0, +) }
+
+    /// `items` as far as they fit, with what the other collections' views hold, in the bound: the rest is left
+    /// out (logged), and those items show nothing while `id` is locked.
+    private func fitting(_ items: [ItemReference: Shown], of id: String) -> [ItemReference: Shown] {
+        var room = byteLimit - (heldBytes - (bytes[id] ?? 0))
+        let total = items.values.reduce(0) { $0 + $1.bytes }
+        guard total > room else { return items }
+        var kept: [ItemReference: Shown] = [:]
+        for (reference, shown) in items {
+            let size = shown.bytes
+            guard size <= room else { continue }
+            kept[reference] = shown
+            room -= size
+        }
+        KeychainRegistry.log(
+            "\(id): \(items.count - kept.count) items past the bound of \(byteLimit) bytes show nothing while locked")
+        return kept
+    }
+
+    /// Counts again what collection `id`'s entries hold.
+    private mutating func recount(_ id: String) {
+        let held = [views[id], current[id]?.items].reduce(0) { sum, items in
+            sum + (items?.values.reduce(0) { $0 + $1.bytes } ?? 0)
+        }
+        bytes[id] = held == 0 ? nil : held
+    }
 
     /// The properties `reference` showed when its collection `id` locked; nil if it has none.
     func properties(of reference: ItemReference, in id: String) -> ItemProperties? {
@@ -74,30 +128,35 @@ struct LockedItemViews {
     /// and never written through it); logs how many it read.
     mutating func keep(_ held: HeldKeychain) {
         let known = current.removeValue(forKey: held.id)
+        views[held.id] = nil
+        recount(held.id)
+        defer { recount(held.id) }
         if let known, let stamp = known.stamp, stamp == (try? held.keychain.changeStamp()) {
             views[held.id] = known.items
             return
         }
-        guard let versions = try? held.itemVersions() else {
-            views[held.id] = nil
-            return
-        }
+        guard let versions = try? held.itemVersions() else { return }
         var items = (known?.items ?? [:]).filter { versions[$0.key] == $0.value.version }
         let stale = versions.filter { items[$0.key] == nil }
         items.merge(Self.read(stale, from: held.keychain)) { $1 }
+        items = fitting(items, of: held.id)
         views[held.id] = items
         KeychainRegistry.log("\(held.id): kept what \(items.count) items show while locked, \(stale.count) read")
     }
 
     /// Drops and returns the view of collection `id`: it unlocked.
     mutating func unlocked(_ id: String) -> [ItemReference: Shown]? {
-        views.removeValue(forKey: id)
+        defer { recount(id) }
+        return views.removeValue(forKey: id)
     }
 
     /// Keeps what `held`'s items show now that it unlocked (read by the unlock's announcement; `stamp` and
     /// the versions taken before that read), for its next lock.
     mutating func read(_ items: [ItemReference: Shown], of held: HeldKeychain, at stamp: Keychain.ChangeStamp?) {
-        current[held.id] = (stamp, items)
+        current[held.id] = nil
+        recount(held.id)
+        current[held.id] = (stamp, fitting(items, of: held.id))
+        recount(held.id)
     }
 
     /// Reads again what `reference` shows (nil: it was deleted), as a face wrote it in unlocked `held`: one item.
@@ -105,15 +164,21 @@ struct LockedItemViews {
         guard !held.isLocked else { return }
         var entry = current.removeValue(forKey: held.id) ?? (nil, [:])
         entry.stamp = nil
-        entry.items[reference] = nil
+        let before = entry.items.removeValue(forKey: reference)?.bytes ?? 0
+        var collectionBytes = (bytes[held.id] ?? 0) - before
         if !deleted, let version = try? held.keychain.itemVersions(of: reference.itemClass, among: [reference]),
             let number = version[reference],
             let attributes = try? held.item(reference, returning: .attributes)?.attributes
         {
-            entry.items[reference] = Shown(
-                version: number, properties: ItemProperties(attributes, of: reference.itemClass))
+            let shown = Shown(version: number, properties: ItemProperties(attributes, of: reference.itemClass))
+            // Past the bound it is left out: read again at the lock, where the bound leaves it out or not.
+            if heldBytes - (bytes[held.id] ?? 0) + collectionBytes + shown.bytes <= byteLimit {
+                entry.items[reference] = shown
+                collectionBytes += shown.bytes
+            }
         }
         current[held.id] = entry
+        bytes[held.id] = collectionBytes > 0 ? collectionBytes : nil
     }
 
     /// Takes in what the items of unlocked `held` show, read in the background (``readAll(_:)``): entries of
@@ -122,7 +187,11 @@ struct LockedItemViews {
         guard !held.isLocked else { return }
         var entry = current.removeValue(forKey: held.id) ?? (nil, [:])
         entry.items.merge(items) { kept, _ in kept }
+        current[held.id] = nil
+        recount(held.id)
+        entry.items = fitting(entry.items, of: held.id)
         current[held.id] = entry
+        recount(held.id)
     }
 
     /// What every item of `keychain` shows (the Secret Service's classes), read in batches of ``readBatch``
@@ -162,5 +231,6 @@ struct LockedItemViews {
     mutating func forget(_ id: String) {
         views[id] = nil
         current[id] = nil
+        bytes[id] = nil
     }
 }

@@ -80,6 +80,8 @@ package final class SecretServiceDaemon {
     var kwallet = KWalletSessions()
     /// What locked collections' items show: their properties as they were when each locked.
     var lockedViews = LockedItemViews()
+    /// The item signals of locks and unlocks still to send, a batch at a time (``nextItemAnnouncements()``).
+    var itemAnnouncements = ItemAnnouncements()
     /// The callers' terminals open for prompts, by ``PromptTerminal/id``, held weakly: the requests waiting on
     /// one terminal share one descriptor of it (``promptPlace(of:)``).
     var openTerminals = OpenTerminals()
@@ -296,7 +298,7 @@ package final class SecretServiceDaemon {
     }
 
     /// The registry's changes as signals, after everything queued.
-    private func takeOutgoing() -> [DBusMessage] {
+    func takeOutgoing() -> [DBusMessage] {
         for event in registry.takeEvents() { announce(event) }
         defer { outbox.removeAll() }
         return outbox
@@ -471,6 +473,7 @@ package final class SecretServiceDaemon {
         case .created(let held): announceCollections(ServiceObject.collectionCreated, held)
         case .deleted(let held):
             lockedViews.forget(held.id)
+            itemAnnouncements.forget(held)
             announceCollections(ServiceObject.collectionDeleted, held)
         case .itemsAdded(let held):
             readLockedViewInBackground(held)
@@ -482,44 +485,24 @@ package final class SecretServiceDaemon {
         }
     }
 
-    /// Announces a collection's new lock state, on it and on each of its items: `Locked` alone when it
+    /// Announces a collection's new lock state: on it now, `Locked` and the service's `CollectionChanged`; on
+    /// each of its items in batches between other clients' calls (``ItemAnnouncements``): `Locked` alone when it
     /// locked (its items keep showing what they showed, ``LockedItemViews``); on unlock, with `Locked`, each
     /// item's `Label`, `Attributes`, `Created` and `Modified` and the collection's `ItemChanged` (libsecret
-    /// reads the item again then), for the items whose values differ from what they showed while locked:
-    /// all of them when the daemon never held the collection unlocked (they showed nothing), none that stayed
-    /// the same since it locked. The items are read in one pass per class, their attributes without secrets.
+    /// reads the item again then), for the items whose values differ from what they showed while locked: all
+    /// of them when the daemon never held the collection unlocked (they showed nothing), none that stayed the
+    /// same since it locked. Read here: the items' references (and an unlock's versions), plain columns.
     private func announceLockChange(_ held: HeldKeychain) {
         held.markUsed()
-        let locked = DBusValue.bool(held.isLocked)
-        emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Locked": locked])
+        emitPropertiesChanged(held.path, CollectionObject.interfaceName, ["Locked": .bool(held.isLocked)])
         emit(ServiceObject.collectionChanged, at: ObjectPaths.service, ObjectPath(held.path))
-        let shownWhileLocked = held.isLocked ? nil : lockedViews.unlocked(held.id)
-        let stamp = held.isLocked ? nil : try? held.keychain.changeStamp()
-        let versions = held.isLocked ? [:] : (try? held.itemVersions()) ?? [:]
-        let items = (try? held.allItems(returning: held.isLocked ? [] : .attributes)) ?? []
-        var view: [ItemReference: LockedItemViews.Shown] = [:]
-        if !held.isLocked { view.reserveCapacity(items.count) }
-        // Items whose class key outlasted the lock read as unlocked (AfterFirstUnlock).
-        let readable = held.isLocked ? held.readable(among: items.map(\.reference)) : []
-        for item in items {
-            let path = ObjectPaths.item(item.reference, in: held.id)
-            let itemLocked = held.isLocked && !readable.contains(item.reference)
-            var changed: [String: DBusValue] = ["Locked": itemLocked ? locked : .bool(false)]
-            var properties: ItemProperties?
-            if let attributes = item.attributes {
-                let now = ItemProperties(attributes, of: item.reference.itemClass)
-                if let version = versions[item.reference] {
-                    view[item.reference] = LockedItemViews.Shown(version: version, properties: now)
-                }
-                if now != shownWhileLocked?[item.reference]?.properties { properties = now }
-            }
-            if let properties { changed.merge(properties.changedValues) { $1 } }
-            emitPropertiesChanged(path, ItemObject.interfaceName, changed)
-            if properties != nil {
-                emit(CollectionObject.itemChanged, at: held.path, ObjectPath(path))
-            }
+        var pending = ItemAnnouncements.Pending(held: held, references: ((try? held.itemReferences()) ?? [])[...])
+        if !held.isLocked {
+            pending.shownWhileLocked = lockedViews.unlocked(held.id)
+            pending.stamp = try? held.keychain.changeStamp()
+            pending.versions = (try? held.itemVersions()) ?? [:]
         }
-        if !held.isLocked { lockedViews.read(view, of: held, at: stamp) }
+        itemAnnouncements.start(pending)
     }
 
     /// Reads what the items of `held`, unlocked with nothing kept of them (the daemon started with it unlocked,

@@ -129,6 +129,7 @@ struct Latchkeyd: ParsableCommand {
         // Labels and attribute values are decrypted into ordinary heap memory for replies: freed, they are
         // overwritten (docs/threat-model.md, "In memory"; the cost is in docs/benchmarks.md).
         ProcessHardening.overwriteFreedMemory()
+        ProcessHardening.allocateFromOneArena()
         SecretBytes.reportLockFailures { printError("latchkeyd: \($0)") }
         if let restartProblem { printError("latchkeyd: freed memory may keep secrets: \(restartProblem)") }
         // Each held collection keeps three files open and each client a pidfd: the soft limit systemd gives

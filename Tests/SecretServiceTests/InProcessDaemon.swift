@@ -121,12 +121,18 @@ final class InProcessDaemon {
         while daemon.registry.hasWorkInProgress, Date() < deadline {
             var entry = pollfd(fd: daemon.registry.inbox.fileDescriptor, events: Int16(POLLIN), revents: 0)
             _ = poll(&entry, 1, 100)
-            signals += daemon.deliverCompletions().filter { $0.kind == .signal }
+            var sent = daemon.deliverCompletions()
+            while daemon.hasItemAnnouncements { sent += daemon.nextItemAnnouncements() }
+            signals += sent.filter { $0.kind == .signal }
         }
     }
 
     /// Keeps the signals of `messages`; the reply to `call` among them.
+    /// A lock's or unlock's item signals are all sent at once, as the serving loop sends them with nothing else
+    /// to do.
     private func record(_ messages: [DBusMessage], for call: DBusMessage) -> DBusMessage? {
+        var messages = messages
+        while daemon.hasItemAnnouncements { messages += daemon.nextItemAnnouncements() }
         signals += messages.filter { $0.kind == .signal }
         return messages.first { $0.kind != .signal && $0.replySerial == call.serial }
     }

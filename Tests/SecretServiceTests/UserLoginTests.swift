@@ -39,12 +39,7 @@ import Testing
 
         /// Delivers work done off the serving thread until none is left.
         func settle() {
-            let deadline = Date().addingTimeInterval(30)
-            while registry.hasWorkInProgress, Date() < deadline {
-                var entry = pollfd(fd: registry.inbox.fileDescriptor, events: Int16(POLLIN), revents: 0)
-                _ = poll(&entry, 1, 100)
-                registry.deliverCompletions()
-            }
+            registry.settle()
         }
     }
 
