@@ -6,6 +6,12 @@ import Glibc
 /// `Lock` (`loginctl lock-session`, `lock-sessions`, a desktop locking through logind) for keychains set to
 /// lock with the screen (`-s`).
 ///
+/// `PrepareForSleep` does not say whether the machine suspends or hibernates. So at each one the watch asks
+/// systemd (`org.freedesktop.systemd1`, `ListJobs`) which sleep it has started: logind starts the sleep's target
+/// right after its signal, and a job for `hibernate.target`, `hybrid-sleep.target` or
+/// `suspend-then-hibernate.target` (or their services) means the machine's memory goes to disk, which ends
+/// what `AfterFirstUnlock` items may outlast (docs/secitem-semantics.md, "Accessibility classes").
+///
 /// Only a signal sent by the current owner of `org.freedesktop.login1` counts: any client may send a signal
 /// straight to this connection, and the bus's match rule does not filter those. A `Lock` counts only for a
 /// session of this daemon's user: logind's signal does not say whose session it is, so the watch asks logind
@@ -17,7 +23,18 @@ package final class LogindWatch {
         case sleep
         /// One of the user's sessions is to lock its screen.
         case screenLock
+        /// The sleep announced is a hibernation (systemd runs a job of a hibernating sleep).
+        case hibernation
     }
+
+    /// The units whose job means the sleep writes memory to disk.
+    static let hibernatingUnits: Set<String> = [
+        "hibernate.target", "hybrid-sleep.target", "suspend-then-hibernate.target", "systemd-hibernate.service",
+        "systemd-hybrid-sleep.service", "systemd-suspend-then-hibernate.service",
+    ]
+    static let systemdName = "org.freedesktop.systemd1"
+    /// Serials of the `ListJobs` questions sent at a sleep announcement, awaiting systemd's answer.
+    private var pendingJobQuestions: Set<UInt32> = []
 
     private let connection: DBusConnection
     private let userID: uid_t
@@ -71,9 +88,16 @@ package final class LogindWatch {
                 if !message.expectsNoReply, let reply = message.errorReply(refusal) { connection.send(reply) }
             case .signal:
                 noteOwnerChange(message)
-                if isSleepAnnouncement(message) { announced.insert(.sleep) }
+                if isSleepAnnouncement(message) {
+                    announced.insert(.sleep)
+                    askWhichSleep()
+                }
                 if isSessionLock(message), let session = message.path { askWhoseSession(session) }
             case .methodReturn, .error:
+                if pendingJobQuestions.remove(message.replySerial) != nil {
+                    if isHibernationAnswer(message) { announced.insert(.hibernation) }
+                    break
+                }
                 guard pendingSessionQuestions.remove(message.replySerial) != nil else { break }
                 if isUserAnswer(message) { announced.insert(.screenLock) }
             default:
@@ -115,6 +139,33 @@ package final class LogindWatch {
                 member: "Get", arguments: [.string(Self.sessionInterface), .string("User")])
         else { return }
         pendingSessionQuestions.insert(connection.send(question))
+    }
+
+    /// Asks systemd for its jobs; the answer is read by ``readAnnouncements()``. The reply comes from the name's
+    /// owner (the bus routes a reply only from the connection the call went to), which on the system bus only root
+    /// may be.
+    private func askWhichSleep() {
+        guard pendingJobQuestions.count < Self.pendingQuestionLimit,
+            let question = try? DBusMessage.methodCall(
+                destination: Self.systemdName, path: "/org/freedesktop/systemd1",
+                interface: "org.freedesktop.systemd1.Manager", member: "ListJobs")
+        else { return }
+        question.startsService = false
+        pendingJobQuestions.insert(connection.send(question))
+    }
+
+    /// Whether `message` is systemd's `ListJobs` answer (`a(usssoo)`: id, unit, type, state, job, unit path)
+    /// with a job of a hibernating sleep.
+    private func isHibernationAnswer(_ message: DBusMessage) -> Bool {
+        guard message.kind == .methodReturn, case .array(_, let jobs)? = try? message.arguments().first else {
+            return false
+        }
+        return jobs.contains { job in
+            guard case .structure(let fields) = job, fields.count > 1, case .string(let unit) = fields[1] else {
+                return false
+            }
+            return Self.hibernatingUnits.contains(unit)
+        }
     }
 
     /// Whether `message` is logind's answer naming this daemon's user: `User` is `(uo)`, the uid and the

@@ -181,6 +181,7 @@ package struct ServiceLoop {
             if let logindWatch, logindIndex < controlStart, fds[logindIndex].revents != 0 {
                 let announced = logindWatch.readAnnouncements()
                 if announced.contains(.sleep) { deliver(daemon.lockForSleep()) }
+                if announced.contains(.hibernation) { deliver(daemon.forgetClassKeysForHibernation()) }
                 if announced.contains(.screenLock) { deliver(daemon.lockForScreenLock()) }
             }
             if let connection, fds[2].revents != 0 || connection.hasOutgoingMessages {

@@ -6,9 +6,8 @@ public enum Accessibility: String, CaseIterable, Hashable, Sendable, Comparable 
     /// `kSecAttrAccessibleWhenUnlocked` (the default): readable while the keychain is unlocked.
     case whenUnlocked = "ak"
     /// `kSecAttrAccessibleAfterFirstUnlock`: readable from the keychain's first unlock in the daemon's life until
-    /// the session ends (logout, `lock-keychain --all-classes`, the daemon's exit; not a hibernation, which
-    /// logind does not tell from a suspend: docs/threat-model.md), also while
-    /// the keychain is locked again.
+    /// the session ends (logout, `lock-keychain --all-classes`, the daemon's exit) or the machine hibernates
+    /// (docs/threat-model.md), also while the keychain is locked again.
     case afterFirstUnlock = "ck"
     /// `kSecAttrAccessibleAlways` (deprecated by Apple): as ``afterFirstUnlock`` on Linux, since its key is
     /// wrapped by the keychain key, which only an unlock gives.

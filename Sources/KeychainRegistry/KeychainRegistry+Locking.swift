@@ -35,6 +35,16 @@ extension KeychainRegistry {
         for held in keychains where held.appliedSettings[keyPath: setting] { lock(held) }
     }
 
+    /// Wipes the class keys that outlast a lock in every locked keychain (a hibernation): unlocked keychains keep
+    /// theirs.
+    package func forgetClassKeysOfLockedKeychains() {
+        let forgetting = keychains.filter { $0.isLocked && !$0.keychain.readableClasses.isEmpty }
+        Self.log(
+            "the machine hibernates: \(forgetting.count) locked keychain(s) forget the keys of their AfterFirstUnlock"
+                + " items until the next unlock")
+        for held in forgetting { lock(held, allClasses: true) }
+    }
+
     /// Unlocks a keychain that needs no password: the session keychain, or one under the unlocked login
     /// keychain. False when it needs the login password.
     package func unlockWithoutPassword(_ held: HeldKeychain) -> Bool {

@@ -281,6 +281,15 @@ package final class SecretServiceDaemon {
         return takeOutgoing()
     }
 
+    /// The machine hibernates (logind's sleep, and systemd runs a hibernating sleep's job): every locked keychain
+    /// forgets the class keys that outlast a lock (`AfterFirstUnlock`), which would otherwise be written to disk
+    /// with the daemon's memory; their items need the next unlock. Keychains still unlocked (not set to lock on
+    /// sleep) stay as they are. The signals.
+    package func forgetClassKeysForHibernation() -> [DBusMessage] {
+        registry.forgetClassKeysOfLockedKeychains()
+        return takeOutgoing()
+    }
+
     /// Locks every keychain set to lock with the screen (logind's `Lock` for one of the user's sessions, or
     /// the screen saver activating, as the loop's watches tell): the signals.
     package func lockForScreenLock() -> [DBusMessage] {

@@ -242,3 +242,92 @@ def test_another_program_cannot_move_an_item_to_after_first_unlock(tmp_path, bus
     stolen = run(other, "Search")
     assert stolen.returncode == 2 and "backup secret" not in stolen.stdout
     assert daemon.pinentry_log().count("CONFIRM") == asks + 1
+
+
+class Systemd:
+    """Stands in for systemd's manager on the private bus playing the system bus (no systemd runs in CI): owns
+    org.freedesktop.systemd1 and answers ListJobs with the job logind started for a sleep, as systemd does while
+    the sleep's target is starting."""
+
+    def __init__(self, system_bus, unit):
+        import threading
+        from jeepney.io.blocking import open_dbus_connection
+        from jeepney.bus_messages import message_bus
+        self.connection = open_dbus_connection(bus=system_bus.address, auth_timeout=30)
+        assert self.connection.send_and_get_reply(message_bus.RequestName("org.freedesktop.systemd1")).body == (1,)
+        self.unit = unit
+        self.asked = 0
+        self.running = True
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        from jeepney import new_method_return
+        from jeepney.low_level import HeaderFields, MessageType
+        while self.running:
+            try:
+                message = self.connection.receive(timeout=0.2)
+            except TimeoutError:
+                continue
+            except Exception:
+                return
+            fields = message.header.fields
+            if message.header.message_type == MessageType.method_call and fields.get(HeaderFields.member) == "ListJobs":
+                self.asked += 1
+                job = (7, self.unit, "start", "running", "/org/freedesktop/systemd1/job/7",
+                       "/org/freedesktop/systemd1/unit/" + self.unit.replace(".", "_2e").replace("-", "_2d"))
+                self.connection.send(new_method_return(message, "a(usssoo)", ([job],)))
+
+    def stop(self):
+        self.running = False
+        self.thread.join(timeout=5)
+        self.connection.close()
+
+
+def sleep_with(tmp_path, bus, make_daemon, unit):
+    """The login keychain (lock on sleep) with an AfterFirstUnlock and a WhenUnlocked item, then logind's
+    PrepareForSleep(true) while systemd runs `unit`'s job: whether the AfterFirstUnlock item is still read."""
+    from conftest import Bus
+    from test_cli import Logind
+    system_bus = Bus()
+    systemd = None
+    try:
+        cli = Cli(tmp_path, bus)
+        daemon, client, session = started(make_daemon, cli, system_bus=system_bus)
+        cli.ok("set-keychain-settings", "-l")
+        afu = create(client, session, {"kind": "afu"}, b"afu secret", accessible="AfterFirstUnlock")
+        plain = create(client, session, {"kind": "plain"}, b"plain secret")
+        logind = Logind(system_bus)
+        systemd = Systemd(system_bus, unit)
+        logind.prepare_for_sleep(True)
+        deadline = time.monotonic() + 10
+        while (locked(client, LOGIN) is not True or systemd.asked == 0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert systemd.asked == 1, "the daemon should ask systemd which sleep it started"
+        # The answer is read in the daemon's next turn: a ping on the system bus comes after it.
+        (names,) = logind.connection.send_and_get_reply(
+            __import__("jeepney.bus_messages", fromlist=["message_bus"]).message_bus.ListNames()).body
+        [daemon_name] = [n for n in names if n.startswith(":") and n not in
+                         (logind.connection.unique_name, systemd.connection.unique_name)]
+        Logind.ping(logind.connection, daemon_name)
+        assert locked(client, LOGIN) is True
+        read = secrets(client, session, [afu, plain])
+        logind.connection.close()
+        return read, afu, daemon
+    finally:
+        if systemd:
+            systemd.stop()
+        system_bus.stop()
+
+
+def test_a_suspend_keeps_after_first_unlock_items(tmp_path, bus, make_daemon):
+    read, afu, daemon = sleep_with(tmp_path, bus, make_daemon, "suspend.target")
+    assert read == {afu: b"afu secret"}
+
+
+def test_a_hibernation_ends_after_first_unlock_until_the_next_unlock(tmp_path, bus, make_daemon):
+    """The keys that outlast a lock would be written to disk with the daemon's memory: a hibernation wipes them
+    (docs/secitem-semantics.md, "Accessibility classes"); the next unlock brings the items back."""
+    read, afu, daemon = sleep_with(tmp_path, bus, make_daemon, "hibernate.target")
+    assert read == {}
+    assert "hibernat" in daemon.stderr.read_text()
