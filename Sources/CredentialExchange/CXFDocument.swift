@@ -34,7 +34,7 @@ package enum CXFDocument {
         try writer.endObject()
         try writer.member("exporterRpId", "latchkey.org")
         try writer.member("exporterDisplayName", exporter)
-        try writer.member("timestamp", Int64(date.timeIntervalSince1970.rounded(.down)))
+        try writer.member("timestamp", StorableDates.seconds(date))
         try writer.key("accounts")
         try writer.beginArray()
         try writer.beginObject()
@@ -132,10 +132,10 @@ package enum CXFDocument {
         try writer.beginObject()
         try writer.member("id", Base64URL.text(item.reference.identifier))
         if case .date(let created) = attributes[.creationDate] {
-            try writer.member("creationAt", Int64(created.timeIntervalSince1970.rounded(.down)))
+            try writer.member("creationAt", StorableDates.seconds(created))
         }
         if case .date(let modified) = attributes[.modificationDate] {
-            try writer.member("modifiedAt", Int64(modified.timeIntervalSince1970.rounded(.down)))
+            try writer.member("modifiedAt", StorableDates.seconds(modified))
         }
         try writer.member("title", title)
         if let description = text(attributes[.itemDescription]) { try writer.member("subtitle", description) }

@@ -78,7 +78,11 @@ private struct CXFReader {
 
     private func date(_ value: JSONValue?, _ name: String) throws(ExchangeError) -> Date? {
         guard let value, !value.isNull else { return nil }
-        return Date(timeIntervalSince1970: TimeInterval(try document.integer(value, name)))
+        let date = Date(timeIntervalSince1970: TimeInterval(try document.integer(value, name)))
+        guard StorableDates.contains(date) else {
+            throw document.invalid("\(name) is not a date of years 1 to 9999", at: value)
+        }
+        return date
     }
 
     private mutating func readItem(_ item: JSONValue) throws(ExchangeError) {
@@ -164,8 +168,10 @@ private struct CXFReader {
             }
             return .number(number)
         case .date:
-            guard let seconds = Double(try document.text(value, name)), seconds.isFinite else {
-                throw document.invalid("attribute \(name) is not a date", at: value)
+            guard let seconds = Double(try document.text(value, name)), seconds.isFinite,
+                StorableDates.contains(Date(timeIntervalSinceReferenceDate: seconds))
+            else {
+                throw document.invalid("attribute \(name) is not a date of years 1 to 9999", at: value)
             }
             return .date(Date(timeIntervalSinceReferenceDate: seconds))
         }

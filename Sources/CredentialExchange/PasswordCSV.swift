@@ -230,7 +230,8 @@ private struct RowReader {
     /// Firefox's times: milliseconds since 1970.
     private func milliseconds(_ record: CSVRecord, _ column: String) throws(ExchangeError) -> Date? {
         guard let text = try text(record, column) else { return nil }
-        guard let value = Int64(text) else {
+        guard let value = Int64(text), StorableDates.contains(Date(timeIntervalSince1970: TimeInterval(value) / 1000))
+        else {
             throw ExchangeError(.invalid, "CSV file: the \(column) column on line \(record.line) is not a time")
         }
         return Date(timeIntervalSince1970: TimeInterval(value) / 1000)

@@ -70,7 +70,7 @@ package final class HeldKeychain {
         let now = UInt64(Date().timeIntervalSince1970)
         let createdMetadata = (try? keychain.metadata("created")).flatMap { String(decoding: $0, as: UTF8.self) }
         self.created = createdMetadata.flatMap(UInt64.init) ?? now
-        self.modified = (attributes?[.modificationDate] as? Date).map { UInt64($0.timeIntervalSince1970) } ?? now
+        self.modified = (attributes?[.modificationDate] as? Date).map(StorableDates.unsignedSeconds) ?? now
         self.settings = Self.storedSettings(of: keychain)
         self.lastUse = Self.wholeSeconds(clock.nanoseconds())
         self.settingsChecked = !keychain.isLocked

@@ -86,6 +86,7 @@ extension Keychain {
         for item in items {
             var stored = item.attributes.filter { !$0.key.isSetByStore }
             try ItemSchema.of(item.itemClass).validate(stored)
+            try Self.checkDates(item, stored)
             stored[.creationDate] = .date(item.creationDate ?? now)
             stored[.modificationDate] = .date(item.modificationDate ?? item.creationDate ?? now)
             if stored[.synchronizable] == nil { stored[.synchronizable] = .bool(false) }
@@ -96,6 +97,17 @@ extension Keychain {
             prepared.append((reference, stored, item.secret))
         }
         return prepared
+    }
+
+    /// Refuses an item whose dates (its own, or a date attribute) are outside ``StorableDates`` (a file's, at an
+    /// import): no face could show them.
+    static func checkDates(_ item: NewItem, _ attributes: ItemAttributes) throws(KeychainError) {
+        let dates =
+            [item.creationDate, item.modificationDate].compactMap { $0 }
+            + attributes.values.compactMap { if case .date(let date) = $0 { date } else { nil } }
+        for date in dates where !StorableDates.contains(date) {
+            throw KeychainError(.param, "an item's date is not of the years 1 to 9999")
+        }
     }
 
     /// `prepared`'s attributes and secrets sealed under their classes' keys (made when missing).

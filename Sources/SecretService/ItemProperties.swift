@@ -33,7 +33,7 @@ struct ItemProperties: Equatable, Sendable {
 
     private static func unixSeconds(_ value: AttributeValue?) -> UInt64 {
         guard case .date(let date) = value else { return 0 }
-        return UInt64(max(0, date.timeIntervalSince1970))
+        return StorableDates.unsignedSeconds(date)
     }
 }
 

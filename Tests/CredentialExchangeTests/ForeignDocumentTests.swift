@@ -88,6 +88,17 @@ func secretText(_ item: NewItem) -> String? { item.secret.map { String(decoding:
         ),
         (#"{"version":{"major":1,"minor":0},"accounts":[01]}"#, .malformed, "expected ',' or ']'"),
         (#"{"accounts":[]}"#, .invalid, "version is missing"),
+        // Dates no face can show (a daemon once trapped converting them to D-Bus's unsigned seconds).
+        (
+            #"{"version":{"major":1,"minor":0},"accounts":[{"items":[{"title":"x","credentials":[],"#
+                + #""creationAt":9223372036854775807}]}]}"#, .invalid, "creationAt is not a date of years 1 to 9999"
+        ),
+        (
+            #"{"version":{"major":1,"minor":0},"accounts":[{"items":[{"title":"x","credentials":[],"#
+                + #""extensions":[{"name":"latchkey","version":1,"class":"genp","attributes":["#
+                + #"{"key":"cdat","kind":"date","value":"1e300"}]}]}]}]}"#, .invalid,
+            "attribute cdat is not a date of years 1 to 9999"
+        ),
         ("{\"a\":\"\u{1}\"}", .malformed, "control character in a string"),
     ])
     func badDocumentsGetOneLineNamingTheFault(document: String, kind: ExchangeError.Kind, words: String) throws {

@@ -47,6 +47,21 @@ import Testing
         #expect(single.attributes?[.creationDate] != .date(created))
     }
 
+    @Test func aDateNoFaceCanShowIsRefusedAndNothingAdded() throws {
+        // An import's file decides these dates: one far outside years 1 to 9999 once trapped the daemon when it
+        // turned the item's dates into D-Bus's unsigned seconds.
+        for date in [Date(timeIntervalSince1970: 1e300), Date(timeIntervalSince1970: -1e300)] {
+            let error = try #require(throws: KeychainError.self) {
+                try keychain.add([password("a"), password("b", created: date)])
+            }
+            #expect(error.status == .param)
+        }
+        #expect(try keychain.count() == 0)
+        #expect(StorableDates.unsignedSeconds(Date(timeIntervalSince1970: 1e300)) == 253_402_300_799)
+        #expect(StorableDates.unsignedSeconds(Date(timeIntervalSince1970: -5)) == 0)
+        #expect(StorableDates.seconds(Date(timeIntervalSince1970: -1e300)) == -62_135_596_800)
+    }
+
     @Test func aBatchThatFailsHalfWayChangesNothing() throws {
         try keychain.setMetadata("note", Data("before".utf8))
         // The third item has the primary key of the first: the whole batch is refused.
