@@ -15,7 +15,8 @@ import Posix
 /// client reads and writes the files. Every export and every import is asked of the person (after the usual
 /// unlock prompt when a keychain is locked); a Flatpak application or an unidentified caller is refused outright
 /// (docs/threat-model.md, "Export and import"). The file's bytes cross sealed under the caller's `Keychain1`
-/// session when it has one; an unencrypted export is refused to a caller without one. The encryption, the
+/// session: an import, a passphrase export and an unencrypted export are refused to a caller without one (an
+/// export to age recipients may cross in a plain session: only the recipients open it). The encryption, the
 /// reading and the writing run on the worker, never on the serving thread.
 extension SecretServiceDaemon {
     /// `Export(keychains as, recipients as, passphrase ay, unencrypted b) → (file ay, items u, leftOut u)`: the keychains named (every
@@ -41,6 +42,11 @@ extension SecretServiceDaemon {
                 throw DBusError(.invalidArgs, error.message)
             }
         case (true, false, false):
+            // A passphrase crosses the bus only sealed: a bus monitor (any process of the user may be one) would
+            // otherwise see it, and the file it opens.
+            guard session.isSealing else {
+                throw DBusError(.accessDenied, "a passphrase crosses the bus only in a Keychain1 session (OpenSession)")
+            }
             let secret = try session.unseal(passphrase)
             guard secret.count > 0 else { throw DBusError(.invalidArgs, "the passphrase is empty") }
             protection = .passphrase(secret)
@@ -131,6 +137,10 @@ extension SecretServiceDaemon {
                 KeychainError(.dataTooLarge, "the file is larger than \(ExchangeImport.maximumFileBytes >> 20) MiB"))
         }
         let session = keychainSession(of: call.sender)
+        // The file holds secrets (or is opened by the key that comes with it): both cross the bus only sealed.
+        guard session.isSealing else {
+            throw DBusError(.accessDenied, "a file to import crosses the bus only in a Keychain1 session (OpenSession)")
+        }
         let file = try session.unseal(sealedFile)
         let key: ImportKey
         switch keyKind {

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from test_keychain_sessions import open_dh, sealed
 from conftest import LOGIN_PASSWORD, ROOT, binary
 from dbus_client import Client
 from flatpak_caller import as_flatpak, needs_root
@@ -345,8 +346,9 @@ def test_an_export_the_person_declines_gives_no_bytes(held, tmp_path):
     # A program of the same user calling Export itself, with nobody to say yes: an error, no bytes.
     held.daemon.set_pinentry_answers(["cancel"])
     client = Client(held.bus.address)
-    reply = client.call("/org/latchkey/keychain", KEYCHAIN1, "Export", "asasayb", ([], [], b"pass", False),
-                        timeout=60)
+    dh, _ = open_dh(client)
+    reply = client.call("/org/latchkey/keychain", KEYCHAIN1, "Export", "asasayb",
+                        ([], [], sealed(dh, b"pass"), False), timeout=60)
     assert reply.is_error and reply.error_name == STATUS_ERROR and reply.body[0].startswith("-128 "), reply.body
     # And the person was asked each time, naming the keychain and the count.
     asked = [json.loads(line) for line in held.daemon.pinentry_log().splitlines()]
@@ -355,16 +357,28 @@ def test_an_export_the_person_declines_gives_no_bytes(held, tmp_path):
 
 
 def test_an_unencrypted_export_never_crosses_the_bus_in_clear(held):
+    """Nor a passphrase, nor a file to import or its key: in a plain session each is refused before anyone is
+    asked or anything is read (a bus monitor, which any process of the user may run, would see them)."""
     held.daemon.set_pinentry_answers(["confirm"])
     client = Client(held.bus.address)
-    reply = client.call("/org/latchkey/keychain", KEYCHAIN1, "Export", "asasayb", ([], [], b"", True), timeout=60)
-    assert reply.is_error and reply.error_name == ACCESS_DENIED, reply.body
+    for path, signature, body in [
+            ("/org/latchkey/keychain", "asasayb", ([], [], b"", True)),
+            ("/org/latchkey/keychain", "asasayb", ([], [], b"pass", False)),
+            ("/org/latchkey/keychain/login", "ayaysbb", (b"name,url,username,password\nx,https://x,u,p\n", b"",
+                                                          "none", False, False)),
+            ("/org/latchkey/keychain/login", "ayaysbb", (b"age-encryption.org/v1\n", b"pass", "passphrase", False,
+                                                          False))]:
+        member = "Export" if signature == "asasayb" else "Import"
+        reply = client.call(path, KEYCHAIN1, member, signature, body, timeout=60)
+        assert reply.is_error and reply.error_name == ACCESS_DENIED, (member, reply.body)
+        assert "Keychain1 session" in reply.body[0]
     assert "GETPIN" not in held.daemon.pinentry_log() and "CONFIRM" not in held.daemon.pinentry_log()
 
 
 def test_a_hostile_file_into_import_is_one_error_and_nothing_written(held):
     before = dump(held, "login")
     client = Client(held.bus.address)
+    dh, _ = open_dh(client)
     # An age header asking for scrypt with 2^30 (16 GiB): refused before anything is derived.
     greedy = (b"age-encryption.org/v1\n-> scrypt " + b"A" * 22 + b" 30\n" + b"A" * 43 + b"\n--- " + b"A" * 43
               + b"\n" + bytes(48))
@@ -374,7 +388,7 @@ def test_a_hostile_file_into_import_is_one_error_and_nothing_written(held):
         held.daemon.set_pinentry_answers(["confirm"])
         started = time.monotonic()
         reply = client.call("/org/latchkey/keychain/login", KEYCHAIN1, "Import", "ayaysbb",
-                            (hostile, b"pass", kind, False, False), timeout=60)
+                            (sealed(dh, hostile), sealed(dh, b"pass"), kind, False, False), timeout=60)
         assert time.monotonic() - started < 10
         assert reply.is_error and reply.error_name == STATUS_ERROR, (hostile[:20], reply.body)
         assert "\n" not in reply.body[0]
