@@ -19,6 +19,32 @@ import Posix
 /// export to age recipients may cross in a plain session: only the recipients open it). The encryption, the
 /// reading and the writing run on the worker, never on the serving thread.
 extension SecretServiceDaemon {
+    /// Exports and imports under way at once, of all clients: each holds a file of up to 64 MiB, parses it and may
+    /// run age's scrypt, on the worker every client's unlock also waits for.
+    static let exchangesAtOnce = 2
+
+    /// Counts `call` (an Export or an Import about to be answered later) as under way until its reply: refused
+    /// (`LimitsExceeded`) when its connection has one under way already, or ``exchangesAtOnce`` are.
+    func beginExchange(_ call: DBusMethodCall) throws(DBusError) {
+        guard exchangesUnderWay[call.sender, default: 0] == 0 else {
+            throw DBusError(.limitsExceeded, "this connection's export or import is still under way")
+        }
+        guard exchangesUnderWay.values.reduce(0, +) < Self.exchangesAtOnce else {
+            throw DBusError(
+                .limitsExceeded, "\(Self.exchangesAtOnce) exports or imports are under way: try again later")
+        }
+        exchangesUnderWay[call.sender, default: 0] += 1
+    }
+
+    /// Ends what ``beginExchange(_:)`` counted, at `call`'s reply (any reply: other calls count nothing).
+    func endExchange(_ call: DBusMethodCall) {
+        guard call.message.interface == Keychain1Interface.interface,
+            call.message.member == "Export" || call.message.member == "Import",
+            let count = exchangesUnderWay[call.sender]
+        else { return }
+        exchangesUnderWay[call.sender] = count > 1 ? count - 1 : nil
+    }
+
     /// `Export(keychains as, recipients as, passphrase ay, unencrypted b) → (file ay, items u, leftOut u)`: the keychains named (every
     /// keychain held in a file when none is), to the age recipients given, else to the passphrase (sealed under
     /// the session), else, with `unencrypted`, in clear.
@@ -74,6 +100,7 @@ extension SecretServiceDaemon {
             throw Keychain1Interface.dbusError(KeychainError(.noSuchKeychain, "no keychain to export"))
         }
         let requester = application(of: call.sender)?.description
+        try beginExchange(call)
         _ = trackConfirmation(
             for: call,
             { [self] completion in
@@ -201,6 +228,7 @@ extension SecretServiceDaemon {
                     })
             }
         }
+        try beginExchange(call)
         guard held.isLocked else {
             proceed()
             return .deferred

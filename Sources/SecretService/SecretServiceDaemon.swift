@@ -71,6 +71,8 @@ package final class SecretServiceDaemon {
     /// Until when (nanoseconds on the registry's clock) each connection's confirmed reads of items with an access
     /// control hold, by connection and item (ItemConfirmations.swift).
     var confirmedReads: [String: [String: Int64]] = [:]
+    /// The exports and imports under way (from the call to its reply), by connection (Keychain1Exchange.swift).
+    var exchangesUnderWay: [String: Int] = [:]
     /// The secrets of items with a password of their own opened for the reply being made, by item (set only
     /// while it is made: ItemConfirmations.swift).
     var openedForServing: [String: OpenedItemSecret] = [:]
@@ -315,6 +317,7 @@ package final class SecretServiceDaemon {
 
     /// Queues a reply to a call answered later.
     func reply(to call: DBusMethodCall, _ result: Result<[DBusValue], DBusError>) {
+        endExchange(call)
         guard !call.message.expectsNoReply else { return }
         let message: DBusMessage?
         switch result {
@@ -339,6 +342,7 @@ package final class SecretServiceDaemon {
             callers?.forget(name)
             withdrawAccessPrompts(of: name)
             confirmedReads[name] = nil
+            exchangesUnderWay[name] = nil
             sessions = sessions.filter { $0.value.owner != name }
             keychainSessions[name] = nil
             for prompt in prompts.values where prompt.owner == name { drop(prompt) }

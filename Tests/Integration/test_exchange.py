@@ -16,13 +16,14 @@ import pytest
 
 from test_keychain_sessions import open_dh, sealed
 from conftest import LOGIN_PASSWORD, ROOT, binary
-from dbus_client import Client
+from dbus_client import Client, Reply
 from flatpak_caller import as_flatpak, needs_root
 from test_cli import FILE_PASSWORD, Cli
 
 PASSPHRASE = "correct horse battery staple"
 ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
 STATUS_ERROR = "org.latchkey.Keychain1.Error.Status"
+LIMITS_EXCEEDED = "org.freedesktop.DBus.Error.LimitsExceeded"
 KEYCHAIN1 = "org.latchkey.Keychain1"
 FIXTURES = ROOT / "Tests" / "Fixtures" / "exchange"
 needs_age = pytest.mark.skipif(shutil.which("age") is None, reason="age is not installed")
@@ -398,6 +399,50 @@ def test_a_hostile_file_into_import_is_one_error_and_nothing_written(held):
     assert dump(held, "login") == before
     # Nothing was asked: the file failed before the person was.
     assert "CONFIRM" not in held.daemon.pinentry_log()
+
+
+def test_exports_and_imports_under_way_are_bounded(held, tmp_path):
+    """Each holds a file of up to 64 MiB, parses it and may run scrypt on the worker every unlock waits for: two of
+    all clients' at once, one per connection; the others get LimitsExceeded at once. Dry runs of files to a
+    passphrase (scrypt 2^18 each, one after the other on the worker) are under way long enough to see it."""
+    from jeepney import DBusAddress, new_method_call
+    plain = tmp_path / "one.csv"
+    plain.write_text("name,url,username,password\nx,https://x.example,u,p\n")
+    encrypted = tmp_path / "one.age"
+    age_with_passphrase(plain, encrypted, PASSPHRASE)
+    clients = [Client(held.bus.address) for _ in range(4)]
+    sessions = [open_dh(client)[0] for client in clients]
+    login = DBusAddress("/org/latchkey/keychain/login", bus_name="org.freedesktop.secrets", interface=KEYCHAIN1)
+
+    def dry_run(index):
+        return new_method_call(login, "Import", "ayaysbb", (
+            sealed(sessions[index], encrypted.read_bytes()), sealed(sessions[index], PASSPHRASE.encode()),
+            "passphrase", True, False))
+
+    def refused(reply):
+        return reply.is_error and reply.error_name == LIMITS_EXCEEDED
+
+    from jeepney.low_level import HeaderFields, MessageType
+    serials = {}
+    for index in (0, 1):
+        serials[index] = 900 + index
+        clients[index].connection.send(dry_run(index), serial=serials[index])
+    # A third connection, and a second call of the first, while two are under way.
+    third = Reply(clients[2].connection.send_and_get_reply(dry_run(2), timeout=60))
+    again = Reply(clients[0].connection.send_and_get_reply(dry_run(0), timeout=60))
+    assert refused(third), third.body
+    assert refused(again), again.body
+    # Once they are answered, another is taken.
+    for index in (0, 1):
+        while True:  # the reply to that call (the bus's NameAcquired may come first)
+            message = clients[index].connection.receive(timeout=60)
+            if message.header.message_type in (MessageType.method_return, MessageType.error) and \
+                    message.header.fields.get(HeaderFields.reply_serial) == serials[index]:
+                break
+        assert message.header.message_type == MessageType.method_return, message.body
+    later = Reply(clients[3].connection.send_and_get_reply(dry_run(3), timeout=60))
+    assert not later.is_error, later.body
+    assert held.daemon.alive()
 
 
 @needs_root
