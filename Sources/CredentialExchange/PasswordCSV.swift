@@ -123,7 +123,7 @@ private struct RowReader {
                 modified: try milliseconds(record, "timepasswordchanged"))
         case "bitwarden-csv":
             let title = try text(record, "name") ?? ""
-            var extra = try bitwardenFields(record)
+            var extra: ItemAttributes = [:]
             let collections = try text(record, "collections")
             if let folder = try text(record, "folder") ?? collections {
                 extra[.secretService("group")] = .string(folder)
@@ -137,9 +137,11 @@ private struct RowReader {
                     username: try text(record, "login_username"), password: "login_password", notes: "notes",
                     extra: extra)
                 try addTOTP(record, column: "login_totp", title: title, username: try text(record, "login_username"))
+                try addBitwardenFields(record, title: title)
             case "note":
                 try add(record, title: title, url: nil, username: nil, password: "notes", notes: nil, extra: extra)
                 items[items.count - 1].attributes[.itemDescription] = .string("secure note")
+                try addBitwardenFields(record, title: title)
             default:
                 skipped.append(
                     SkippedCredential(
@@ -215,16 +217,32 @@ private struct RowReader {
         items.append(TOTPItem.make(uri: uri, title: title, username: username, created: nil, modified: nil))
     }
 
-    /// Bitwarden's `fields` column: one custom field a line, `name: value`, as Secret Service attributes.
-    private func bitwardenFields(_ record: CSVRecord) throws(ExchangeError) -> ItemAttributes {
-        guard let fields = try text(record, "fields") else { return [:] }
-        var attributes: ItemAttributes = [:]
-        for line in fields.split(separator: "\n") {
-            let parts = line.split(separator: ":", maxSplits: 1)
-            guard let name = parts.first.map({ String($0).trimmingBlanks() }), !name.isEmpty else { continue }
-            attributes[.secretService(name)] = .string(parts.count > 1 ? String(parts[1]).trimmingBlanks() : "")
+    /// Bitwarden's `fields` column: one custom field a line, `name: value`. The CSV does not say which were
+    /// hidden (a PIN, a recovery code), so each becomes a generic password of its own (service: the row's name,
+    /// account: the field's), as a CXF document's concealed fields do: a value is never an attribute, which every
+    /// client may read, also while the keychain is locked. Read in secret memory.
+    private mutating func addBitwardenFields(_ record: CSVRecord, title: String) throws(ExchangeError) {
+        guard let fields = try secret(record, "fields") else { return }
+        let lines: [(name: String, value: Data)] = fields.withUnsafeBytes { raw in
+            var found: [(name: String, value: Data)] = []
+            for line in raw.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true) {
+                guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+                let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self).trimmingBlanks()
+                guard !name.isEmpty else { continue }
+                var value = line[(colon + 1)...]
+                while value.first == UInt8(ascii: " ") { value = value.dropFirst() }
+                while value.last == UInt8(ascii: " ") || value.last == UInt8(ascii: "\r") { value = value.dropLast() }
+                found.append((name, Data(value)))
+            }
+            return found
         }
-        return attributes
+        for (name, value) in lines {
+            items.append(
+                NewItem(
+                    .genericPassword,
+                    attributes: [.label: .string(title), .service: .string(title), .account: .string(name)],
+                    secret: value))
+        }
     }
 
     /// Firefox's times: milliseconds since 1970.
