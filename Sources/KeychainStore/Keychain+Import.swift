@@ -42,9 +42,16 @@ extension Keychain {
                     }
                     var query = ItemQuery(itemClass, attributes: attributes, synchronizable: .any, limit: .all)
                     query.attributes[.secretServiceItem] = item.attributes[.secretServiceItem]
-                    existing = try state.find(query, in: self, limit: nil, returning: [.attributes]).first {
+                    let found = try state.find(query, in: self, limit: nil, returning: [.attributes]).first {
                         Self.secretServiceAttributes($0.item.attributes ?? [:]) == attributes
-                    }?.row
+                    }
+                    // A Flatpak application's Secret portal key (the daemon's, marked so) is never replaced by a
+                    // file's item with its attributes: the application's own keyring would become unreadable.
+                    if found?.item.attributes?[.portalKey] != nil {
+                        outcome.dispositions.append(.duplicate)
+                        continue
+                    }
+                    existing = found?.row
                 }
                 switch (existing, replacing) {
                 case (nil, _):

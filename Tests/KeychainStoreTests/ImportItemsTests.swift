@@ -55,6 +55,18 @@ import Testing
         #expect(try secrets() == ["new a", "new alice"])
     }
 
+    @Test func aSecretPortalKeyIsNeverReplaced() throws {
+        // The daemon's key for a Flatpak application (marked lk:portal-key): a file's item with its attributes
+        // would make the application's own keyring unreadable.
+        var portalKey = secretServiceItem("org.example.App", "portal key")
+        portalKey.attributes[.portalKey] = .string("1")
+        try keychain.add([portalKey])
+        let outcome = try keychain.importItems(
+            [secretServiceItem("org.example.App", "planted")], replacing: true, dryRun: false)
+        #expect(outcome.dispositions == [.duplicate])
+        #expect(try secrets() == ["portal key"])
+    }
+
     @Test func aDryRunWritesNothing() throws {
         try keychain.add([password("a", "old a")])
         let outcome = try keychain.importItems(
