@@ -26,23 +26,22 @@ extension SecretServiceDaemon {
     /// Counts `call` (an Export or an Import about to be answered later) as under way until its reply: refused
     /// (`LimitsExceeded`) when its connection has one under way already, or ``exchangesAtOnce`` are.
     func beginExchange(_ call: DBusMethodCall) throws(DBusError) {
-        guard exchangesUnderWay[call.sender, default: 0] == 0 else {
+        guard !exchangesUnderWay.contains(call.sender) else {
             throw DBusError(.limitsExceeded, "this connection's export or import is still under way")
         }
-        guard exchangesUnderWay.values.reduce(0, +) < Self.exchangesAtOnce else {
+        guard exchangesUnderWay.count < Self.exchangesAtOnce else {
             throw DBusError(
                 .limitsExceeded, "\(Self.exchangesAtOnce) exports or imports are under way: try again later")
         }
-        exchangesUnderWay[call.sender, default: 0] += 1
+        exchangesUnderWay.insert(call.sender)
     }
 
     /// Ends what ``beginExchange(_:)`` counted, at `call`'s reply (any reply: other calls count nothing).
     func endExchange(_ call: DBusMethodCall) {
         guard call.message.interface == Keychain1Interface.interface,
-            call.message.member == "Export" || call.message.member == "Import",
-            let count = exchangesUnderWay[call.sender]
+            call.message.member == "Export" || call.message.member == "Import"
         else { return }
-        exchangesUnderWay[call.sender] = count > 1 ? count - 1 : nil
+        exchangesUnderWay.remove(call.sender)
     }
 
     /// `Export(keychains as, recipients as, passphrase ay, unencrypted b) → (file ay, items u, leftOut u)`: the keychains named (every

@@ -71,8 +71,9 @@ package final class SecretServiceDaemon {
     /// Until when (nanoseconds on the registry's clock) each connection's confirmed reads of items with an access
     /// control hold, by connection and item (ItemConfirmations.swift).
     var confirmedReads: [String: [String: Int64]] = [:]
-    /// The exports and imports under way (from the call to its reply), by connection (Keychain1Exchange.swift).
-    var exchangesUnderWay: [String: Int] = [:]
+    /// The connections with an export or import under way (from the call to its reply; one each at most:
+    /// Keychain1Exchange.swift).
+    var exchangesUnderWay: Set<String> = []
     /// The secrets of items with a password of their own opened for the reply being made, by item (set only
     /// while it is made: ItemConfirmations.swift).
     var openedForServing: [String: OpenedItemSecret] = [:]
@@ -342,7 +343,7 @@ package final class SecretServiceDaemon {
             callers?.forget(name)
             withdrawAccessPrompts(of: name)
             confirmedReads[name] = nil
-            exchangesUnderWay[name] = nil
+            exchangesUnderWay.remove(name)
             sessions = sessions.filter { $0.value.owner != name }
             keychainSessions[name] = nil
             for prompt in prompts.values where prompt.owner == name { drop(prompt) }
