@@ -36,7 +36,7 @@ let package = Package(
             name: "LatchkeyFuzzSurface",
             targets: [
                 "SecretService", "KeychainRegistry", "GnomeKeyringImport", "KWalletImport", "Pinentry", "LoginControl",
-                "AgeEncryption", "CredentialExchange",
+                "AgeEncryption", "CredentialExchange", "KeySlots",
             ]),
     ],
     dependencies: [

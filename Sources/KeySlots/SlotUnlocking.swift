@@ -279,6 +279,25 @@ package enum RecoverySlot {
 
     /// HKDF-SHA-256 of the key's 150 bits with `salt`, into secret memory.
     static func derive(_ recoveryKey: RecoveryKey, salt: [UInt8]) throws(KeySlotError) -> SecretBytes {
+        let secret: SecretBytes
+        do {
+            secret = try SecretBytes(copying: recoveryKey.secret)
+        } catch {
+            throw .keychain(KeychainError(.allocate, error.description))
+        }
+        return try secret.withUnsafeBytes { (secret) throws(KeySlotError) in
+            try SlotKeyDerivation.hkdfSHA256(secret: secret, salt: salt, info: Self.info)
+        }
+    }
+}
+
+/// The key derivation of the slots whose key comes from a secret outside the file (the recovery key's bits, a
+/// security key's `hmac-secret` output): one HKDF-SHA-256 for all of them.
+enum SlotKeyDerivation {
+    /// HKDF-SHA-256 (extract and expand) of `secret` with `salt` and `info`, 32 bytes into secret memory.
+    static func hkdfSHA256(secret: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8]) throws(KeySlotError)
+        -> SecretBytes
+    {
         guard let kdf = EVP_KDF_fetch(nil, "HKDF", nil) else {
             throw .keychain(KeychainError(.internalComponent, "OpenSSL has no HKDF"))
         }
@@ -287,27 +306,25 @@ package enum RecoverySlot {
             throw .keychain(KeychainError(.allocate, "cannot allocate a KDF context"))
         }
         defer { EVP_KDF_CTX_free(context) }
-        var secret = recoveryKey.secret
-        defer { wipeBytes(&secret) }
         var salt = salt
-        var info = Self.info
+        var info = info
         var status: Int32 = 0
         var key = try secretMemory(KeySealing.keyLength)
         key.withUnsafeMutableBytes { (out) in
-            secret.withUnsafeMutableBytes { secret in
-                salt.withUnsafeMutableBytes { salt in
-                    info.withUnsafeMutableBytes { info in
-                        var parameters = [
-                            OSSL_PARAM_construct_utf8_string(
-                                parameterName("digest"), UnsafeMutablePointer(mutating: parameterName("SHA256")), 0),
-                            OSSL_PARAM_construct_octet_string(parameterName("key"), secret.baseAddress, secret.count),
-                            OSSL_PARAM_construct_octet_string(parameterName("salt"), salt.baseAddress, salt.count),
-                            OSSL_PARAM_construct_octet_string(parameterName("info"), info.baseAddress, info.count),
-                            OSSL_PARAM_construct_end(),
-                        ]
-                        status = EVP_KDF_derive(
-                            context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count, &parameters)
-                    }
+            salt.withUnsafeMutableBytes { salt in
+                info.withUnsafeMutableBytes { info in
+                    var parameters = [
+                        OSSL_PARAM_construct_utf8_string(
+                            parameterName("digest"), UnsafeMutablePointer(mutating: parameterName("SHA256")), 0),
+                        OSSL_PARAM_construct_octet_string(
+                            parameterName("key"), UnsafeMutableRawPointer(mutating: secret.baseAddress),
+                            secret.count),
+                        OSSL_PARAM_construct_octet_string(parameterName("salt"), salt.baseAddress, salt.count),
+                        OSSL_PARAM_construct_octet_string(parameterName("info"), info.baseAddress, info.count),
+                        OSSL_PARAM_construct_end(),
+                    ]
+                    status = EVP_KDF_derive(
+                        context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count, &parameters)
                 }
             }
         }
@@ -317,7 +334,7 @@ package enum RecoverySlot {
 }
 
 /// `count` zeroed bytes of secret memory; `errSecAllocate` when none can be mapped.
-private func secretMemory(_ count: Int) throws(KeySlotError) -> SecretBytes {
+func secretMemory(_ count: Int) throws(KeySlotError) -> SecretBytes {
     do {
         return try SecretBytes(zeros: count)
     } catch {

@@ -140,6 +140,11 @@ func describe(_ slot: KeySlot) -> String {
         words.append(sealed.needsPIN ? "pin" : "no-pin")
         words.append(sealed.pcrs.isEmpty ? "no-pcrs" : "pcrs=" + sealed.pcrs.map(String.init).joined(separator: ","))
     }
+    if let parameters = Fido2Slot.parameters(of: slot) {
+        words.append(parameters.usesPIN ? "pin" : "no-pin")
+        words.append("aaguid=\(parameters.aaguidText)")
+        words.append("product=\"\(parameters.product)\"")
+    }
     if slot.created > 0 { words.append("created=\(isoDate(slot.created))") }
     return words.joined(separator: " ")
 }
@@ -150,6 +155,11 @@ func jsonDescription(_ slot: KeySlot) -> JSONValue {
     if let sealed = TPMSlot.sealedKey(of: slot) {
         object["pin"] = .bool(sealed.needsPIN)
         object["pcrs"] = .array(sealed.pcrs.map { .number(Int64($0)) })
+    }
+    if let parameters = Fido2Slot.parameters(of: slot) {
+        object["pin"] = .bool(parameters.usesPIN)
+        object["aaguid"] = .string(parameters.aaguidText)
+        object["product"] = .string(parameters.product)
     }
     object["created"] = slot.created > 0 ? .string(isoDate(slot.created)) : .null
     return .object(object)
