@@ -129,8 +129,11 @@ let package = Package(
         // Talking to FIDO2 security keys through libfido2: enumeration, a credential with hmac-secret, its
         // output, the touch-free probe; and the unix:PATH seam that carries CTAP commands over a socket. No keychain.
         .target(name: "SecurityKeys", dependencies: ["CFIDO2", "Posix"]),
-        // Key slots that unlock a keychain without its password: tpm2 (through TPMSealing) and the recovery key.
-        .target(name: "KeySlots", dependencies: ["KeychainCore", "KeychainStore", "TPMSealing", "COpenSSL", "Posix"]),
+        // Key slots that unlock a keychain without its password: tpm2 (through TPMSealing), fido2 (through
+        // SecurityKeys) and the recovery key.
+        .target(
+            name: "KeySlots",
+            dependencies: ["KeychainCore", "KeychainStore", "TPMSealing", "SecurityKeys", "COpenSSL", "Posix"]),
         // Who is calling: a process's program (executable, interpreter and script, Flatpak app id) from /proc.
         .target(name: "CallerIdentity", dependencies: ["COpenSSL", "Posix"]),
         // Fingerprint checks for biometry-protected items (kSecAccessControlBiometry*): the reader as a protocol.
@@ -170,7 +173,7 @@ let package = Package(
             dependencies: [
                 "KeychainClient", "Keychain1", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
                 "GnomeKeyringImport", "KWalletImport", "CallerIdentity", "KeySlots", "TPMSealing",
-                "KeychainExchange", "AgeEncryption", "CredentialExchange",
+                "KeychainExchange", "AgeEncryption", "CredentialExchange", "SecurityKeys",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

@@ -3,6 +3,7 @@ import FoundationEssentials
 import KeychainCore
 import KeychainStore
 import Posix
+import SecurityKeys
 import TPMSealing
 
 /// Why a slot could not be added or opened, in the terms of the part that failed.
@@ -15,6 +16,8 @@ package enum KeySlotError: Error, CustomStringConvertible {
     case recoveryKey(RecoveryKeyError)
     /// The keychain has no slot of the kind asked for.
     case noSlot(String)
+    /// The security key refused or could not be used (another key, wrong PIN, no touch, no key…).
+    case securityKey(SecurityKeyError)
 
     /// One line for the user.
     package var description: String {
@@ -23,11 +26,13 @@ package enum KeySlotError: Error, CustomStringConvertible {
         case .tpm(let error): error.description
         case .recoveryKey(let error): error.description
         case .noSlot(let reason): reason
+        case .securityKey(let error): error.description
         }
     }
 
-    /// The error as a keychain status: wrong PIN or recovery key `errSecAuthFailed`, no TPM or lockout
-    /// `errSecInteractionNotAllowed`, bad input `errSecParam`.
+    /// The error as a keychain status: wrong PIN or recovery key, another security key `errSecAuthFailed`, no
+    /// TPM or lockout, no security key or no touch `errSecInteractionNotAllowed`, cancelled at the key
+    /// `errSecUserCanceled`, bad input `errSecParam`.
     package var keychainError: KeychainError {
         switch self {
         case .keychain(let error): error
@@ -36,6 +41,10 @@ package enum KeySlotError: Error, CustomStringConvertible {
         case .tpm(.invalidInput): KeychainError(.param, description)
         case .tpm: KeychainError(.interactionNotAllowed, description)
         case .noSlot: KeychainError(.param, description)
+        case .securityKey(.wrongPIN), .securityKey(.otherKey): KeychainError(.authFailed, description)
+        case .securityKey(.cancelled): KeychainError(.userCanceled, description)
+        case .securityKey(.invalidInput): KeychainError(.param, description)
+        case .securityKey: KeychainError(.interactionNotAllowed, description)
         }
     }
 }
