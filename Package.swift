@@ -119,7 +119,7 @@ let package = Package(
             name: "KeychainRegistry",
             dependencies: [
                 "KeychainCore", "KeychainStore", "GnomeKeyringImport", "KWalletImport", "Pinentry", "Posix", "KeySlots",
-                "TPMSealing", "LoginControl", "Fingerprint",
+                "TPMSealing", "LoginControl", "Fingerprint", "SecurityKeys",
             ]),
         // Keychain1's names and encoding, and the session key exchange and cipher (daemon and client).
         .target(name: "Keychain1", dependencies: ["KeychainCore", "DBus", "COpenSSL", "Posix"]),

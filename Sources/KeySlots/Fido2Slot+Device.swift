@@ -123,16 +123,23 @@ extension Fido2Slot {
         _ keychain: Keychain, held: HeldFido2Slot, pin: SharedSecret?,
         touchTimeout: Duration = SecurityKeyDevice.defaultTouchTimeout
     ) throws(KeySlotError) -> UnwrappedKeychainKey {
+        let secret = try hmacSecret(held, pin: pin, touchTimeout: touchTimeout)
+        return try unwrapKey(keychain, slot: held.slot, secret: secret)
+    }
+
+    /// The `hmac-secret` output of the slot `held` names: one assertion with a touch (and the key's `pin` when the
+    /// slot uses it), for ``unwrapKey(_:slot:secret:)``. Blocks up to `touchTimeout`: not on a serving loop.
+    package static func hmacSecret(
+        _ held: HeldFido2Slot, pin: SharedSecret?, touchTimeout: Duration = SecurityKeyDevice.defaultTouchTimeout
+    ) throws(KeySlotError) -> SecretBytes {
         guard held.parameters.usesPIN == (pin != nil) else {
             throw .securityKey(held.parameters.usesPIN ? .pinRequired : .invalidInput("this slot takes no PIN"))
         }
-        let secret: SecretBytes
         do throws(SecurityKeyError) {
-            secret = try hmacSecret(held.device, held.parameters, pin: pin, touchTimeout: touchTimeout)
+            return try hmacSecret(held.device, held.parameters, pin: pin, touchTimeout: touchTimeout)
         } catch {
             throw .securityKey(error)
         }
-        return try unwrapKey(keychain, slot: held.slot, secret: secret)
     }
 
     private static func hmacSecret(
