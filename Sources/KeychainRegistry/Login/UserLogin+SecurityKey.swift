@@ -33,6 +33,10 @@ extension UserLogin {
     /// after 3 in a row until re-inserted, and for good after 8).
     static let securityKeyPINTries = 3
 
+    /// How long the key may take to answer before the touch dialog shows: no person touches a key faster, and a key
+    /// that answers at once (a wrong PIN, a key that refuses) shows no dialog that flashes by.
+    static let touchPromptDelay: Duration = .milliseconds(500)
+
     /// The security-key prompt for the login keychain, when it has fido2 slots: nil otherwise. On the prompt's
     /// thread, the reachable keys are probed (no touch) for one holding a slot; the slot's PIN is asked through
     /// pinentry when it uses one (never on a terminal: a program can type there, and each guess counts towards
@@ -177,6 +181,12 @@ extension UserLogin {
             // The line is said; the answer is waited for here (the request going away ends the wait).
             while !answered.isCancelled, !cancellation.isCancelled { usleep(20_000) }
         } else {
+            // A key that answers at once (a wrong PIN, a key that refuses) shows no dialog that would flash by.
+            var waited: Duration = .zero
+            while !answered.isCancelled, !cancellation.isCancelled, waited < Self.touchPromptDelay {
+                usleep(20_000)
+                waited += .milliseconds(20)
+            }
             // The dialog shows until the key answers (which ends it) or the person dismisses it.
             runDetached {
                 while !answered.isCancelled {
