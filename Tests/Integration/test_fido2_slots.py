@@ -12,6 +12,7 @@ import control_client as control
 import pytest
 from conftest import LOGIN_PASSWORD, secret_tool
 from test_cli import Cli
+from test_key_slots import one_line_failure
 
 SOFT_FIDO2 = pathlib.Path(__file__).resolve().parent.parent / "Support" / "soft-fido2"
 
@@ -86,12 +87,7 @@ class KeyCli(Cli):
         return env
 
     def slots(self, keychain):
-        return json.loads(self.ok("list-slots", "--json", keychain).stdout)
-
-
-def one_line_failure(result, words):
-    assert result.returncode == 1, result.stderr
-    assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+        return self.json("list-slots", keychain)
 
 
 def keychain_with_item(cli, name="work", password="pw"):
