@@ -18,8 +18,13 @@ package struct HeldFido2Slot: Sendable {
 
 /// Which of a keychain's fido2 slots the security keys reachable now hold.
 package struct Fido2SlotSearch: Sendable {
-    /// The slots found, at most one per key (a key holds one slot of a keychain).
+    /// The slots without a PIN found by the touch-free probe, at most one per key (a key holds one slot of a
+    /// keychain).
     package let held: [HeldFido2Slot]
+    /// The slots with a PIN, on each reachable key: their credentials (credProtect "user verification
+    /// required") are hidden from a probe without the PIN, so which key holds which is found once the PIN is
+    /// known (``Fido2Slot/find(_:pin:)``).
+    package let withPIN: [HeldFido2Slot]
     /// Why none was found, when none was (no key plugged in, only other keys, over SSH…).
     package let reason: String?
 }
@@ -28,7 +33,8 @@ extension Fido2Slot {
     /// Enrolls the security key `device` in `keychain` (unlocked): a new non-resident credential with
     /// `hmac-secret` for the keychain's relying party (with the key's `pin` when given: then also credProtect "user
     /// verification required"), then its output for a new random salt, which wraps the keychain key. Two touches:
-    /// `touchRequested` runs before each. Refused when the key already holds one of the keychain's fido2 slots.
+    /// `touchRequested` runs before each. Refused when the key already holds one of the keychain's fido2 slots (one
+    /// with a PIN is seen only when `pin` is given: its credential is hidden from a probe without it).
     /// Blocks (a touch waits for a person): not on a serving loop.
     package static func enroll(
         _ keychain: Keychain, device: SecurityKeyDevice, pin: SharedSecret?,
@@ -39,7 +45,15 @@ extension Fido2Slot {
         }
         let relyingParty = Fido2SlotParameters.relyingParty(of: keychain)
         for (slot, parameters) in slots(of: keychain) {
-            if (try? device.probe(relyingParty: relyingParty, credentialID: parameters.credentialID)) == true {
+            // A slot with a PIN is seen only with the PIN (credProtect): without one it cannot be checked here.
+            let holds: Bool?
+            if parameters.usesPIN {
+                guard let pin else { continue }
+                holds = try? device.probe(relyingParty: relyingParty, credentialID: parameters.credentialID, pin: pin.bytes)
+            } else {
+                holds = try? device.probe(relyingParty: relyingParty, credentialID: parameters.credentialID)
+            }
+            if holds == true {
                 throw .keychain(
                     KeychainError(
                         .duplicateItem,
@@ -81,22 +95,23 @@ extension Fido2Slot {
         devices: () throws(SecurityKeyError) -> [SecurityKeyDevice] = SecurityKeyDevice.available
     ) -> Fido2SlotSearch {
         let slots = slots(of: keychain)
-        guard !slots.isEmpty else { return Fido2SlotSearch(held: [], reason: "the keychain has no fido2 slot") }
+        guard !slots.isEmpty else { return Fido2SlotSearch(held: [], withPIN: [], reason: "the keychain has no fido2 slot") }
         let reachable: [SecurityKeyDevice]
         do throws(SecurityKeyError) {
             reachable = try devices()
         } catch {
-            return Fido2SlotSearch(held: [], reason: error.description)
+            return Fido2SlotSearch(held: [], withPIN: [], reason: error.description)
         }
         guard !reachable.isEmpty else {
             return Fido2SlotSearch(
-                held: [], reason: remote ? "no security key is reachable over SSH" : "no security key is plugged in")
+                held: [], withPIN: [],
+                reason: remote ? "no security key is reachable over SSH" : "no security key is plugged in")
         }
         let relyingParty = Fido2SlotParameters.relyingParty(of: keychain)
         var held: [HeldFido2Slot] = []
         var failure: String?
         for device in reachable {
-            for (slot, parameters) in slots {
+            for (slot, parameters) in slots where !parameters.usesPIN {
                 do throws(SecurityKeyError) {
                     guard try device.probe(relyingParty: relyingParty, credentialID: parameters.credentialID)
                     else { continue }
@@ -108,13 +123,37 @@ extension Fido2Slot {
                 }
             }
         }
-        guard held.isEmpty else { return Fido2SlotSearch(held: held, reason: nil) }
+        let withPIN = reachable.flatMap { device in
+            slots.filter(\.parameters.usesPIN).map {
+                HeldFido2Slot(device: device, slot: $0.slot, parameters: $0.parameters)
+            }
+        }
+        guard held.isEmpty, withPIN.isEmpty else { return Fido2SlotSearch(held: held, withPIN: withPIN, reason: nil) }
         return Fido2SlotSearch(
-            held: [],
+            held: [], withPIN: [],
             reason: failure
                 ?? (reachable.count == 1
                     ? "the security key plugged in is not one of this keychain's (or it was reset)"
                     : "none of the security keys plugged in is one of this keychain's (or they were reset)"))
+    }
+
+    /// Which of `candidates` (slots with a PIN, on the reachable keys) a key holds, probed with the key's `pin`
+    /// (no touch); nil when none. A wrong PIN is thrown at once (``SecurityKeyError/wrongPIN(triesLeft:)``): the
+    /// key counted it.
+    package static func find(_ candidates: [HeldFido2Slot], pin: SharedSecret) throws(KeySlotError) -> HeldFido2Slot? {
+        for candidate in candidates {
+            do throws(SecurityKeyError) {
+                if try candidate.device.probe(
+                    relyingParty: candidate.parameters.relyingParty, credentialID: candidate.parameters.credentialID,
+                    pin: pin.bytes)
+                {
+                    return candidate
+                }
+            } catch {
+                throw .securityKey(error)
+            }
+        }
+        return nil
     }
 
     /// The keychain key from the slot `held` names: one assertion with a touch (and the key's `pin` when the slot

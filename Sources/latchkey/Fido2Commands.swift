@@ -64,32 +64,37 @@ func addFido2Slot(_ file: Keychain, device: SecurityKeyDevice, pin: Bool, secret
 func unlockWithSecurityKey(_ file: Keychain) -> UnwrappedKeychainKey? {
     guard !Fido2Slot.slots(of: file).isEmpty else { return nil }
     let search = Fido2Slot.search(file, remote: Fido2Slot.inSSHSession)
-    guard let held = search.held.first else {
-        if let reason = search.reason { StandardError.write("latchkey: \(reason); asking for the password") }
+    let giveUp = { (reason: String) -> UnwrappedKeychainKey? in
+        StandardError.write("latchkey: \(reason); asking for the password")
         return nil
     }
-    var complaint: String?
-    for _ in 0..<3 {
-        var pin: SharedSecret?
-        if held.parameters.usesPIN {
-            let prompt = (complaint.map { "\($0)\n" } ?? "") + "PIN of the security key \(held.device.description): "
-            guard var typed = try? SecretInput.fromTerminal(prompt: prompt), !typed.isEmpty else { return nil }
-            defer { wipeBytes(&typed) }
-            pin = try? SharedSecret(copying: typed)
-            if pin == nil { return nil }
-        }
+    let touch = { (held: HeldFido2Slot, pin: SharedSecret?) -> UnwrappedKeychainKey? in
         StandardError.write("latchkey: touch your security key to unlock \(file.path)…")
         do throws(KeySlotError) {
             return try Fido2Slot.unwrapKey(file, held: held, pin: pin, touchTimeout: Fido2Slot.touchTimeout())
         } catch {
-            if case .securityKey(.wrongPIN) = error, held.parameters.usesPIN {
-                complaint = "latchkey: \(error.description)"
-                continue
-            }
-            StandardError.write("latchkey: \(error.description); asking for the password")
-            return nil
+            return giveUp(error.description)
         }
     }
-    StandardError.write("latchkey: three wrong PINs; asking for the password")
-    return nil
+    if let held = search.held.first { return touch(held, nil) }
+    guard !search.withPIN.isEmpty else { return search.reason.flatMap(giveUp) }
+    // Slots with a PIN: which key holds which is seen only with the PIN.
+    var complaint = ""
+    for _ in 0..<3 {
+        guard var typed = try? SecretInput.fromTerminal(prompt: complaint + "PIN of the security key: ") else {
+            return giveUp("no terminal to ask the security key's PIN on")
+        }
+        defer { wipeBytes(&typed) }
+        guard !typed.isEmpty, let pin = try? SharedSecret(copying: typed) else { return giveUp("no PIN given") }
+        do throws(KeySlotError) {
+            guard let held = try Fido2Slot.find(search.withPIN, pin: pin) else {
+                return giveUp("the security key plugged in is not one of this keychain's (or it was reset)")
+            }
+            return touch(held, pin)
+        } catch {
+            guard case .securityKey(.wrongPIN) = error else { return giveUp(error.description) }
+            complaint = "latchkey: \(error.description)\n"
+        }
+    }
+    return giveUp("three wrong PINs")
 }

@@ -38,9 +38,10 @@ extension UserLogin {
     static let touchPromptDelay: Duration = .milliseconds(500)
 
     /// The security-key prompt for the login keychain, when it has fido2 slots: nil otherwise. On the prompt's
-    /// thread, the reachable keys are probed (no touch) for one holding a slot; the slot's PIN is asked through
-    /// pinentry when it uses one (never on a terminal: a program can type there, and each guess counts towards
-    /// the key blocking its PIN for good); then one assertion waits for a touch while "Touch your security key"
+    /// thread, the reachable keys are probed (no touch) for one holding a slot without a PIN; else, for slots
+    /// with one, the PIN is asked through pinentry (never on a terminal: a program can type there, and each
+    /// guess counts towards the key blocking its PIN for good) and the keys probed with it (such credentials are
+    /// hidden from a probe without it); then one assertion waits for a touch while "Touch your security key"
     /// shows (a pinentry dialog on the desktop, a line on the caller's terminal, a log line). A wrong PIN asks
     /// again with the tries the key has left; everything else that keeps the key from opening the keychain (no
     /// key, another key, over SSH, no touch in time, a blocked PIN, the touch prompt cancelled) ends it, and
@@ -66,27 +67,8 @@ extension UserLogin {
                     step.fallBack("no security key is reachable over SSH")
                     return nil
                 }
-                let search = Fido2Slot.search(keychain, remote: false)
-                guard let held = search.held.first else {
-                    step.fallBack(search.reason ?? "no security key holds a slot of the login keychain")
-                    return nil
-                }
-                if held.parameters.usesPIN, onTerminal {
-                    step.fallBack("the security key's PIN is not asked on a terminal")
-                    return nil
-                }
-                var complaint: String?
-                for _ in 0..<Self.securityKeyPINTries {
-                    var pin: SharedSecret?
-                    if held.parameters.usesPIN {
-                        guard let answers = KeychainRegistry.askOne(pinentry, pinRequest, complaint, cancellation),
-                            let typed = answers.first
-                        else {
-                            step.fallBack("the PIN prompt was cancelled")
-                            return nil
-                        }
-                        pin = typed
-                    }
+                // One assertion with a touch on the slot found: its output, or nil (the fallback said why).
+                let touch = { (held: HeldFido2Slot, pin: SharedSecret?) -> [SharedSecret]? in
                     switch Self.waitForTouch(
                         held, pin: pin, timeout: touchTimeout, pinentry: pinentry, place: place,
                         cancellation: cancellation)
@@ -96,16 +78,53 @@ extension UserLogin {
                         return [secret]
                     case .dismissed:
                         step.fallBack("the touch was cancelled")
+                    case .failed(let error):
+                        step.fallBack(Self.words(for: error))
+                    }
+                    return nil
+                }
+                let search = Fido2Slot.search(keychain, remote: false)
+                if let held = search.held.first { return touch(held, nil) }
+                guard !search.withPIN.isEmpty else {
+                    step.fallBack(search.reason ?? "no security key holds a slot of the login keychain")
+                    return nil
+                }
+                guard !onTerminal else {
+                    step.fallBack("the security key's PIN is not asked on a terminal")
+                    return nil
+                }
+                // Slots with a PIN: which key holds which is seen only with the PIN (credProtect).
+                var complaint: String?
+                for _ in 0..<Self.securityKeyPINTries {
+                    guard let answers = KeychainRegistry.askOne(pinentry, pinRequest, complaint, cancellation),
+                        let pin = answers.first
+                    else {
+                        step.fallBack("the PIN prompt was cancelled")
                         return nil
-                    case .failed(.wrongPIN(let triesLeft)) where held.parameters.usesPIN:
+                    }
+                    let found: HeldFido2Slot?
+                    do throws(KeySlotError) {
+                        found = try Fido2Slot.find(search.withPIN, pin: pin)
+                    } catch {
+                        guard case .securityKey(.wrongPIN(let triesLeft)) = error else {
+                            if case .securityKey(let keyError) = error {
+                                step.fallBack(Self.words(for: keyError))
+                            } else {
+                                step.fallBack(error.description)
+                            }
+                            return nil
+                        }
                         complaint =
                             "Wrong PIN"
                             + (triesLeft.map { ": \($0) tries left before the key blocks its PIN for good" } ?? "")
                             + ". Try again."
-                    case .failed(let error):
-                        step.fallBack(Self.words(for: error))
+                        continue
+                    }
+                    guard let found else {
+                        step.fallBack(Self.words(for: .otherKey))
                         return nil
                     }
+                    return touch(found, pin)
                 }
                 step.fallBack("\(Self.securityKeyPINTries) wrong PINs")
                 return nil
