@@ -49,14 +49,14 @@ extension Fido2Slot {
             let holds: Bool?
             if parameters.usesPIN {
                 guard let pin else { continue }
-                holds = try? device.probe(relyingParty: relyingParty, credentialID: parameters.credentialID, pin: pin.bytes)
+                holds = try? device.probe(
+                    relyingParty: relyingParty, credentialID: parameters.credentialID, pin: pin.bytes)
             } else {
                 holds = try? device.probe(relyingParty: relyingParty, credentialID: parameters.credentialID)
             }
             if holds == true {
                 throw .keychain(
-                    KeychainError(
-                        .duplicateItem,
+                    KeychainError.param(
                         "this security key holds slot \(slot.id) of the keychain already: one slot per key"))
             }
         }
@@ -95,7 +95,9 @@ extension Fido2Slot {
         devices: () throws(SecurityKeyError) -> [SecurityKeyDevice] = SecurityKeyDevice.available
     ) -> Fido2SlotSearch {
         let slots = slots(of: keychain)
-        guard !slots.isEmpty else { return Fido2SlotSearch(held: [], withPIN: [], reason: "the keychain has no fido2 slot") }
+        guard !slots.isEmpty else {
+            return Fido2SlotSearch(held: [], withPIN: [], reason: "the keychain has no fido2 slot")
+        }
         let reachable: [SecurityKeyDevice]
         do throws(SecurityKeyError) {
             reachable = try devices()
