@@ -293,7 +293,7 @@ def test_a_reset_key_no_touch_and_a_cancelled_touch_fall_back_to_the_password(
     later.stop()
 
     # The person cancels the touch prompt: the password prompt follows.
-    key.set_control(touch=True, touch_delay=3)
+    key.set_control(touch=True, touch_delay=1.5)
     later = autologin(make_daemon, cli, key, ["cancel", "password " + LOGIN_PASSWORD])
     assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
     assert any("touch was cancelled" in e for e in asked(later, "SETERROR")), later.pinentry_log()
