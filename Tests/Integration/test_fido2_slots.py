@@ -306,3 +306,25 @@ def test_a_reset_key_no_touch_and_a_cancelled_touch_fall_back_to_the_password(
     assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
     assert any("not one of this keychain's" in e for e in asked(later, "SETERROR")), later.pinentry_log()
     assert "CONFIRM" not in later.pinentry_log()
+
+
+def test_a_blocked_pin_falls_back_to_the_password_in_words(tmp_path, bus, make_daemon, make_key):
+    key = make_key("--set-pin", "1234")
+    cli = login_with_fido2_slots(tmp_path, bus, make_daemon, [key], pins=[key])
+
+    # Three wrong PINs in a row: the key refuses every PIN until it is re-inserted; the prompt says so and the
+    # password follows.
+    # (A PIN no key takes, "12", is asked again without counting.)
+    later = autologin(make_daemon, cli, key, ["password 12", "password 0001", "password 0002", "password 0003",
+                                              "password " + LOGIN_PASSWORD])
+    assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
+    errors = asked(later, "SETERROR")
+    assert any("That is not a PIN" in e for e in errors) and any("Wrong PIN: 6 tries left" in e for e in errors), errors
+    assert any("unplug it and plug it in again" in e or "3 wrong PINs" in e for e in errors), errors
+    later.stop()
+
+    # The key's PIN blocked for good: the slot is dead, the password opens the keychain, and the prompt says why.
+    key.restart("--block-pin")
+    later = autologin(make_daemon, cli, key, ["password 1234", "password " + LOGIN_PASSWORD])
+    assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
+    assert any("blocked for good" in e for e in asked(later, "SETERROR")), later.pinentry_log()

@@ -95,7 +95,9 @@ extension UserLogin {
                 }
                 // Slots with a PIN: which key holds which is seen only with the PIN (credProtect).
                 var complaint: String?
-                for _ in 0..<Self.securityKeyPINTries {
+                // Wrong PINs (the key counts them) and answers that are no PIN at all (it never sees them).
+                var (wrong, notPINs) = (0, 0)
+                while wrong < Self.securityKeyPINTries, notPINs < Self.securityKeyPINTries {
                     guard let answers = KeychainRegistry.askOne(pinentry, pinRequest, complaint, cancellation),
                         let pin = answers.first
                     else {
@@ -106,6 +108,12 @@ extension UserLogin {
                     do throws(KeySlotError) {
                         found = try Fido2Slot.find(search.withPIN, pin: pin)
                     } catch {
+                        // A PIN no key takes (too short, too long): asked again, the key counted nothing.
+                        if case .securityKey(.invalidInput(let reason)) = error {
+                            complaint = "That is not a PIN: \(reason). Try again."
+                            notPINs += 1
+                            continue
+                        }
                         guard case .securityKey(.wrongPIN(let triesLeft)) = error else {
                             if case .securityKey(let keyError) = error {
                                 step.fallBack(Self.words(for: keyError))
@@ -118,6 +126,7 @@ extension UserLogin {
                             "Wrong PIN"
                             + (triesLeft.map { ": \($0) tries left before the key blocks its PIN for good" } ?? "")
                             + ". Try again."
+                        wrong += 1
                         continue
                     }
                     guard let found else {
@@ -126,7 +135,7 @@ extension UserLogin {
                     }
                     return touch(found, pin)
                 }
-                step.fallBack("\(Self.securityKeyPINTries) wrong PINs")
+                step.fallBack(wrong > 0 ? "\(wrong) wrong PINs" : "no PIN was given")
                 return nil
             },
             attempt: { answers in
