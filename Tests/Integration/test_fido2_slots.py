@@ -328,3 +328,35 @@ def test_a_blocked_pin_falls_back_to_the_password_in_words(tmp_path, bus, make_d
     later = autologin(make_daemon, cli, key, ["password 1234", "password " + LOGIN_PASSWORD])
     assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
     assert any("blocked for good" in e for e in asked(later, "SETERROR")), later.pinentry_log()
+
+
+def test_the_touch_is_asked_on_the_callers_terminal_and_not_over_ssh(tmp_path, bus, make_daemon, make_key):
+    """The terminal prompt of docs/prompts-in-terminals.md: a lookup typed in a terminal is told on that terminal
+    to touch the key (the touch comes after 1 s); typed in an SSH session, the password is asked there at once,
+    saying the key is not reachable."""
+    from test_terminal_prompts import NO_DESKTOP, Pane, lock_login
+    key = make_key()
+    key.set_control(touch=True, touch_delay=1.0)
+    cli = login_with_fido2_slots(tmp_path, bus, make_daemon, [key])
+    daemon = make_daemon(keychains=cli.keychains, extra_env={"LATCHKEY_FIDO2_DEVICE": key.device, **NO_DESKTOP},
+                         pinentry=None)
+    daemon.start(unlock=False)
+    status, message = control.hand_over(control_socket(daemon))
+    assert status == "ok", message
+    pane = Pane(tmp_path, bus, name="tmux-touch")
+    try:
+        pane.type("secret-tool lookup service mail; echo exit=$?")
+        told = pane.wait_for(lambda screen: "touch your security key" in screen)
+        assert "Latchkey: touch your security key within 30 s to unlock the login keychain." in told, told
+        after = pane.wait_for(lambda screen: "\nexit=" in screen)
+        assert "s3cret" in after and "exit=0" in after, after
+
+        lock_login(bus)
+        pane.type("clear; export SSH_CONNECTION='192.0.2.1 5000 192.0.2.2 22'")
+        pane.type("secret-tool lookup service mail; echo exit=$?")
+        prompt = pane.wait_for(lambda screen: "Enter your login password" in screen)
+        assert "reachable over SSH" in prompt, prompt
+        pane.type(LOGIN_PASSWORD)
+        assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+    finally:
+        pane.stop()
