@@ -197,20 +197,31 @@ def test_an_altered_slot_row_and_another_key_do_not_open_the_file(tmp_path, make
 
 
 def test_the_touch_timeout_variable_only_moves_when_the_wait_gives_up(tmp_path, make_key):
-    """Abuse: LATCHKEY_FIDO2_TOUCH_TIMEOUT outside 1-120 s, or not a number, is ignored; no value of it makes a
-    touch unnecessary (a key nobody touches opens nothing, and the command ends)."""
+    """Abuse: LATCHKEY_FIDO2_TOUCH_TIMEOUT outside 1-120 s, or not a number, is ignored (the 30 s default
+    holds: 0 or -1 is not "no wait" nor "wait for ever"); within bounds it only moves when the wait for a touch
+    gives up, and a touch is needed whatever it says."""
     key = make_key()
     cli = KeyCli(tmp_path, key)
     keychain_with_item(cli)
     cli.ok("add-slot", "fido2", "--stdin", "work", input="pw\n")
-    key.set_control(touch=False)
-    for value in ["0", "-1", "abc", "99999999999999999999", "1"]:
+    # The touch comes after 1.2 s.
+    key.set_control(touch=True, touch_delay=1.2)
+    cli.extra = {"LATCHKEY_FIDO2_TOUCH_TIMEOUT": "1"}
+    cli.set_answers(["cancel"])
+    started = time.monotonic()
+    given_up = cli.run("find-generic-password", "-s", "there", "-w", "work")
+    assert given_up.returncode == 1 and "not touched in time" in given_up.stderr, given_up.stderr
+    assert time.monotonic() - started < 10
+    for value in ["0", "abc", "99999999999999999999", "121"]:
         cli.extra = {"LATCHKEY_FIDO2_TOUCH_TIMEOUT": value}
-        cli.set_answers(["cancel"])
-        started = time.monotonic()
-        result = cli.run("find-generic-password", "-s", "there", "-w", "work")
-        assert result.returncode == 1 and "not touched in time" in result.stderr, (value, result.stderr)
-        assert time.monotonic() - started < 20
+        cli.set_answers([])
+        touched = cli.run("find-generic-password", "-s", "there", "-w", "work")
+        assert touched.returncode == 0 and touched.stdout == "touched\n", (value, touched.stderr)
+    # Nobody touches: no value opens anything.
+    key.set_control(touch=False)
+    cli.extra = {"LATCHKEY_FIDO2_TOUCH_TIMEOUT": "120"}
+    cli.set_answers(["cancel"])
+    assert "not touched in time" in cli.run("find-generic-password", "-s", "there", "-w", "work").stderr
 
 
 def control_socket(daemon):
