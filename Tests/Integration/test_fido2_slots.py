@@ -358,7 +358,7 @@ def test_the_touch_is_asked_on_the_callers_terminal_and_not_over_ssh(tmp_path, b
     try:
         pane.type("secret-tool lookup service mail; echo exit=$?")
         told = pane.wait_for(lambda screen: "touch your security key" in screen)
-        assert "Latchkey: touch your security key within 30 s to unlock the login keychain." in told, told
+        assert "Latchkey: touch your security key within 30 s to unlock your login keychain." in told, told
         after = pane.wait_for(lambda screen: "\nexit=" in screen)
         assert "s3cret" in after and "exit=0" in after, after
 
@@ -371,3 +371,39 @@ def test_the_touch_is_asked_on_the_callers_terminal_and_not_over_ssh(tmp_path, b
         assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
     finally:
         pane.stop()
+
+
+def test_a_keychain_with_its_own_password_held_by_the_daemon_opens_with_a_touch(
+        tmp_path, bus, session_env, make_daemon, make_key):
+    """The unlock prompt of a keychain with a password of its own (a Secret Service client unlocking the
+    collection) asks for the touch too, and the password when the key is not touched."""
+    import secretstorage
+    key = make_key()
+    cli = KeyCli(tmp_path, key, bus)
+    cli.ok("create-keychain", "--stdin", "work", input="work pw\n")
+    cli.ok("add-slot", "fido2", "--stdin", "work", input="work pw\n")
+    daemon = make_daemon(keychains=cli.keychains, extra_env={"LATCHKEY_FIDO2_DEVICE": key.device})
+    daemon.own_passwords.append("work pw")
+    daemon.start()
+
+    def unlock_through_the_daemon(answers):
+        cli.ok("lock-keychain", "work")
+        daemon.set_pinentry_answers(answers)
+        daemon.log.unlink(missing_ok=True)
+        connection = secretstorage.dbus_init()
+        try:
+            collection = secretstorage.Collection(connection, "/org/freedesktop/secrets/collection/work")
+            assert collection.is_locked()
+            collection.unlock()
+            assert not collection.is_locked()
+        finally:
+            connection.close()
+
+    key.set_control(touch=True, touch_delay=1.0)
+    unlock_through_the_daemon(["hang"])
+    assert any("Touch your security key" in d for d in asked(daemon, "SETDESC")), daemon.pinentry_log()
+    assert "GETPIN" not in daemon.pinentry_log()
+
+    key.set_control(touch=False, no_touch_delay=1.0)
+    unlock_through_the_daemon(["hang", "password work pw"])
+    assert any("not touched in time" in e for e in asked(daemon, "SETERROR")), daemon.pinentry_log()

@@ -29,6 +29,19 @@ private enum TouchOutcome {
 }
 
 extension UserLogin {
+    /// The security-key prompt for the login keychain, when it has fido2 slots: nil otherwise
+    /// (``KeychainRegistry/securityKeyDialog(_:named:sharingKey:place:apply:isSatisfied:fallback:)``).
+    func loginSecurityKeyDialog(
+        _ keychain: Keychain, place: PromptPlace?, fallback: @escaping (String) -> Void
+    ) -> (PromptDialog<UnwrappedKeychainKey>, (Bool) -> Bool)? {
+        registry.securityKeyDialog(
+            keychain, named: "your login keychain", sharingKey: "unlock-login", place: place,
+            apply: applyingLoginKey(to: keychain), isSatisfied: { [self] in login?.isLocked == false },
+            fallback: fallback)
+    }
+}
+
+extension KeychainRegistry {
     /// Wrong PINs one security-key prompt takes before it asks for the password instead (the key blocks its PIN
     /// after 3 in a row until re-inserted, and for good after 8).
     static let securityKeyPINTries = 3
@@ -37,7 +50,9 @@ extension UserLogin {
     /// that answers at once (a wrong PIN, a key that refuses) shows no dialog that flashes by.
     static let touchPromptDelay: Duration = .milliseconds(500)
 
-    /// The security-key prompt for the login keychain, when it has fido2 slots: nil otherwise. On the prompt's
+    /// The security-key prompt for `keychain` (shown as `name`), when it has fido2 slots: nil otherwise. It shares
+    /// `sharingKey` with the keychain's password prompt; `apply` and `isSatisfied` are the password prompt's. On
+    /// the prompt's
     /// thread, the reachable keys are probed (no touch) for one holding a slot without a PIN; else, for slots
     /// with one, the PIN is asked through pinentry (never on a terminal: a program can type there, and each
     /// guess counts towards the key blocking its PIN for good) and the keys probed with it (such credentials are
@@ -47,8 +62,10 @@ extension UserLogin {
     /// key, another key, over SSH, no touch in time, a blocked PIN, the touch prompt cancelled) ends it, and
     /// `fallback` then runs with why, to ask for the password. The returned function says, after the prompt,
     /// whether it fell back.
-    func loginSecurityKeyDialog(
-        _ keychain: Keychain, place: PromptPlace?, fallback: @escaping (String) -> Void
+    func securityKeyDialog(
+        _ keychain: Keychain, named name: String, sharingKey: String, place: PromptPlace?,
+        apply: @escaping (UnwrappedKeychainKey) -> Void, isSatisfied: @escaping () -> Bool,
+        fallback: @escaping (String) -> Void
     ) -> (PromptDialog<UnwrappedKeychainKey>, (Bool) -> Bool)? {
         guard !Fido2Slot.slots(of: keychain).isEmpty else { return nil }
         let step = SecurityKeyStep()
@@ -58,10 +75,10 @@ extension UserLogin {
         let pinRequest = PinentryRequest(
             title: "Unlock Keychain",
             description:
-                "An application wants to use your login keychain.\nEnter your security key's PIN to unlock it.",
+                "An application wants to use \(name).\nEnter your security key's PIN to unlock it.",
             prompt: "PIN:", error: nil, okLabel: "Next")
         let dialog = PromptDialog(
-            sharingKey: "unlock-login", tries: 1, retryMessage: "",
+            sharingKey: sharingKey, tries: 1, retryMessage: "",
             ask: { pinentry, _, cancellation -> [SharedSecret]? in
                 guard !remote else {
                     step.fallBack("no security key is reachable over SSH")
@@ -70,7 +87,7 @@ extension UserLogin {
                 // One assertion with a touch on the slot found: its output, or nil (the fallback said why).
                 let touch = { (held: HeldFido2Slot, pin: SharedSecret?) -> [SharedSecret]? in
                     switch Self.waitForTouch(
-                        held, pin: pin, timeout: touchTimeout, pinentry: pinentry, place: place,
+                        held, pin: pin, timeout: touchTimeout, pinentry: pinentry, place: place, name: name,
                         cancellation: cancellation)
                     {
                     case .touched(let secret):
@@ -86,7 +103,7 @@ extension UserLogin {
                 let search = Fido2Slot.search(keychain, remote: false)
                 if let held = search.held.first { return touch(held, nil) }
                 guard !search.withPIN.isEmpty else {
-                    step.fallBack(search.reason ?? "no security key holds a slot of the login keychain")
+                    step.fallBack(search.reason ?? "no security key holds a slot of \(name)")
                     return nil
                 }
                 guard !onTerminal else {
@@ -149,11 +166,10 @@ extension UserLogin {
                     return .failure(KeychainError(.interactionNotAllowed, error.description))
                 }
             },
-            apply: applyingLoginKey(to: keychain),
-            isSatisfied: { [self] in login?.isLocked == false })
+            apply: apply, isSatisfied: isSatisfied)
         let fellBack: (Bool) -> Bool = { accepted in
             guard !accepted, let reason = step.fallback.withLock({ $0 }) else { return false }
-            KeychainRegistry.log("the login keychain's security key slot was not used: \(reason)")
+            KeychainRegistry.log("the security key slot of \(name) was not used: \(reason)")
             fallback(reason)
             return true
         }
@@ -178,11 +194,11 @@ extension UserLogin {
     /// the log. Ends when the key answers, the dialog is dismissed, or `cancellation` is (the request went away).
     private static func waitForTouch(
         _ held: HeldFido2Slot, pin: SharedSecret?, timeout: Duration, pinentry: Pinentry, place: PromptPlace?,
-        cancellation: PinentryCancellation
+        name: String, cancellation: PinentryCancellation
     ) -> TouchOutcome {
         guard let answered = try? PinentryCancellation() else { return .failed(.noSecretMemory("no pipe left")) }
         let result = Mutex<Result<SharedSecret, SecurityKeyError>?>(nil)
-        let keychainName = "the login keychain"
+        let keychainName = name
         runDetached {
             let outcome: Result<SharedSecret, SecurityKeyError>
             do throws(KeySlotError) {
