@@ -78,7 +78,7 @@ extension SecurityKeyDevice {
 
     /// The keys libfido2 finds plugged in (hidraw devices that say they are FIDO keys), with product names.
     static func pluggedIn() throws(SecurityKeyError) -> [SecurityKeyDevice] {
-        OpenKey.initializeLibrary
+        OpenKey.initializeLibrary()
         let capacity = 64
         var listHandle = fido_dev_info_new(capacity)
         defer { fido_dev_info_free(&listHandle, capacity) }
