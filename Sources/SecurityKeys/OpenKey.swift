@@ -147,4 +147,17 @@ final class Assertion {
     deinit {
         fido_assert_free(&handle)
     }
+
+    /// The one assertion's 32-byte hmac-secret output, copied into secret memory (libfido2's copy is zeroed when
+    /// this assertion goes).
+    func hmacSecretOutput() throws(SecurityKeyError) -> SecretBytes {
+        guard fido_assert_count(handle) == 1, let output = fido_assert_hmac_secret_ptr(handle, 0),
+            fido_assert_hmac_secret_len(handle, 0) == 32
+        else { throw .unsupported("it gave no hmac-secret output") }
+        do {
+            return try SecretBytes(copying: UnsafeRawBufferPointer(start: output, count: 32))
+        } catch {
+            throw .noSecretMemory(error.description)
+        }
+    }
 }

@@ -117,7 +117,9 @@ extension SecurityKeyDevice {
         if status == FIDO_OK { status = fido_cred_set_extensions(credential, extensions) }
         if status == FIDO_OK, pin != nil { status = fido_cred_set_prot(credential, FIDO_CRED_PROT_UV_REQUIRED) }
         guard status == FIDO_OK else { throw .device(status, "preparing the credential") }
-        status = key.run(timeout: timeout) { fido_dev_make_cred($0, credential, pin?.cString) }
+        status = withExtendedLifetime(pin) {
+            key.run(timeout: timeout) { fido_dev_make_cred($0, credential, pin?.cString) }
+        }
         guard status == FIDO_OK else { throw key.error(status, "making the credential", touch: true) }
         guard let id = fido_cred_id_ptr(credential), fido_cred_id_len(credential) > 0 else {
             throw .device(
@@ -143,7 +145,9 @@ extension SecurityKeyDevice {
         let assertion = try Assertion(relyingParty: relyingParty, credentialID: credentialID)
         var status = fido_assert_set_up(assertion.handle, FIDO_OPT_FALSE)
         guard status == FIDO_OK else { throw .device(status, "preparing the probe") }
-        status = key.run(timeout: timeout) { fido_dev_get_assert($0, assertion.handle, pin?.cString) }
+        status = withExtendedLifetime((assertion, pin)) {
+            key.run(timeout: timeout) { fido_dev_get_assert($0, assertion.handle, pin?.cString) }
+        }
         switch status {
         case FIDO_OK: return true
         case FIDO_ERR_NO_CREDENTIALS, FIDO_ERR_INVALID_CREDENTIAL: return false
@@ -162,16 +166,11 @@ extension SecurityKeyDevice {
         var status = fido_assert_set_extensions(assertion.handle, FIDO_EXT_HMAC_SECRET)
         if status == FIDO_OK { status = fido_assert_set_hmac_salt(assertion.handle, salt, salt.count) }
         guard status == FIDO_OK else { throw .device(status, "preparing the assertion") }
-        status = key.run(timeout: timeout) { fido_dev_get_assert($0, assertion.handle, pin?.cString) }
-        guard status == FIDO_OK else { throw key.error(status, "getting the key's secret", touch: true) }
-        guard fido_assert_count(assertion.handle) == 1, let output = fido_assert_hmac_secret_ptr(assertion.handle, 0),
-            fido_assert_hmac_secret_len(assertion.handle, 0) == 32
-        else { throw .unsupported("it gave no hmac-secret output") }
-        do {
-            return try SecretBytes(copying: UnsafeRawBufferPointer(start: output, count: 32))
-        } catch {
-            throw .noSecretMemory(error.description)
+        status = withExtendedLifetime((assertion, pin)) {
+            key.run(timeout: timeout) { fido_dev_get_assert($0, assertion.handle, pin?.cString) }
         }
+        guard status == FIDO_OK else { throw key.error(status, "getting the key's secret", touch: true) }
+        return try assertion.hmacSecretOutput()
     }
 }
 
