@@ -15,9 +15,8 @@ extension SecurityKeyDevice {
         relyingParty: String, userID: [UInt8], userName: String, pin: borrowing SecretBytes,
         touchTimeout: Duration = defaultTouchTimeout
     ) throws(SecurityKeyError) -> EnrolledCredential {
-        let pinText = try PINText(pin)
-        return try enroll(
-            relyingParty: relyingParty, userID: userID, userName: userName, pin: pinText, timeout: touchTimeout)
+        try enroll(
+            relyingParty: relyingParty, userID: userID, userName: userName, pin: PINText(pin), timeout: touchTimeout)
     }
 
     /// Makes a non-resident ES256 credential with the `hmac-secret` extension for `relyingParty`, with a touch and
@@ -47,8 +46,8 @@ extension SecurityKeyDevice {
         relyingParty: String, credentialID: [UInt8], pin: borrowing SecretBytes,
         timeout: Duration = defaultResponseTimeout
     ) throws(SecurityKeyError) -> Bool {
-        let pinText = try PINText(pin)
-        return try probe(relyingParty: relyingParty, credentialID: credentialID, pin: pinText, timeout: timeout)
+        try probe(
+            relyingParty: relyingParty, credentialID: credentialID, pin: PINText(pin), timeout: timeout)
     }
 
     /// The credential's `hmac-secret` output for `salt` (32 bytes), with a touch and the key's `pin`: 32 bytes.
@@ -56,9 +55,9 @@ extension SecurityKeyDevice {
         relyingParty: String, credentialID: [UInt8], salt: [UInt8], pin: borrowing SecretBytes,
         touchTimeout: Duration = defaultTouchTimeout
     ) throws(SecurityKeyError) -> SecretBytes {
-        let pinText = try PINText(pin)
-        return try hmacSecret(
-            relyingParty: relyingParty, credentialID: credentialID, salt: salt, pin: pinText, timeout: touchTimeout)
+        try hmacSecret(
+            relyingParty: relyingParty, credentialID: credentialID, salt: salt, pin: PINText(pin), timeout: touchTimeout
+        )
     }
 
     /// The credential's `hmac-secret` output for `salt` (32 bytes), with a touch and no PIN: 32 bytes.
