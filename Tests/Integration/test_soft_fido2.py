@@ -11,6 +11,7 @@ from fido2.attestation import PackedAttestation
 from fido2.cose import ES256
 from fido2.ctap import CtapError
 from fido2.ctap2 import Ctap2
+from fido2.ctap2.extensions import HmacSecretExtension
 from fido2.ctap2.pin import ClientPin, PinProtocolV1, PinProtocolV2
 
 from soft_fido2 import SocketCtapDevice, SoftFido2
@@ -116,3 +117,23 @@ def test_two_state_files_are_two_keys_and_a_restart_is_the_same_key(tmp_path):
     finally:
         first.stop()
         second.stop()
+
+
+@pytest.mark.parametrize("protocol", [PinProtocolV1, PinProtocolV2])
+def test_hmac_secret_with_one_and_two_salts(key, protocol):
+    ctap = client(key)
+    cdh = os.urandom(32)
+    made = ctap.make_credential(cdh, RP, USER, ES256_PARAMS, extensions={"hmac-secret": True})
+    descriptor = {"type": "public-key", "id": made.auth_data.credential_data.credential_id}
+    salt1, salt2 = b"\x01" * 32, b"\x02" * 32
+
+    def outputs(**salts):
+        extension = HmacSecretExtension(ctap, protocol())
+        request = extension.process_get_input({"hmacGetSecret": salts})
+        asserted = ctap.get_assertion(RP["id"], cdh, [descriptor], extensions={"hmac-secret": request})
+        return extension.process_get_output(asserted.auth_data)["hmacGetSecret"]
+
+    both = outputs(salt1=salt1, salt2=salt2)
+    assert both["output1"] == outputs(salt1=salt1)["output1"]
+    assert both["output2"] == outputs(salt1=salt2)["output1"]
+    assert both["output1"] != both["output2"] and len(both["output1"]) == 32
