@@ -36,19 +36,22 @@ final class HostileAuthenticator: @unchecked Sendable {
             }
         }
         guard bound == 0, listen(listener, 4) == 0 else { throw SoftwareAuthenticatorError.couldNotStart }
-        Thread { [self] in serve() }.start()
+        // The thread holds the descriptor and the script, not this object: deinit shuts the listener and it ends.
+        Thread { [listener, respond] in Self.serve(listener, respond) }.start()
     }
 
     deinit {
-        _ = shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
+        _ = shutdown(listener, Int32(SHUT_RDWR))  // the serving thread's accept fails, and it closes the listener
         try? FileManager.default.removeItem(at: directory)
     }
 
-    private func serve() {
+    private static func serve(_ listener: Int32, _ respond: @Sendable (UInt8, [UInt8]) -> Reply) {
         while true {
             let connection = accept(listener, nil, nil)
-            guard connection >= 0 else { return }
+            guard connection >= 0 else {
+                close(listener)
+                return
+            }
             defer { close(connection) }
             reading: while let (command, payload) = readRequest(connection) {
                 switch respond(command, payload) {
@@ -60,14 +63,14 @@ final class HostileAuthenticator: @unchecked Sendable {
         }
     }
 
-    private func readRequest(_ connection: Int32) -> (UInt8, [UInt8])? {
+    private static func readRequest(_ connection: Int32) -> (UInt8, [UInt8])? {
         guard let header = readExactly(connection, 5) else { return nil }
         let length = Int(header[1]) << 24 | Int(header[2]) << 16 | Int(header[3]) << 8 | Int(header[4])
         guard length <= 8192, let payload = readExactly(connection, length) else { return nil }
         return (header[0], payload)
     }
 
-    private func readExactly(_ connection: Int32, _ count: Int) -> [UInt8]? {
+    private static func readExactly(_ connection: Int32, _ count: Int) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: count)
         var read = 0
         while read < count {
