@@ -4,16 +4,18 @@ import Posix
 
 /// A device opened for one operation (libfido2's `fido_dev_t`), closed and freed when it goes.
 final class OpenKey {
-    /// libfido2's one-time set-up: no fallback to U2F (the slot needs CTAP2's hmac-secret), its debug log only
-    /// when `FIDO_DEBUG` is set.
-    static let initializeLibrary: Void = fido_init(FIDO_DISABLE_U2F_FALLBACK)
+    /// libfido2's set-up, on the calling thread (it keeps the flag per thread): no fallback to U2F (a slot needs
+    /// CTAP2's hmac-secret), its debug log only when `FIDO_DEBUG` is set.
+    static func initializeLibrary() {
+        fido_init(FIDO_DISABLE_U2F_FALLBACK)
+    }
 
     let device: SecurityKeyDevice
     private var handle: OpaquePointer?
 
     /// Opens `device`, waiting at most `timeout` for it to answer.
     init(_ device: SecurityKeyDevice, timeout: Duration) throws(SecurityKeyError) {
-        Self.initializeLibrary
+        Self.initializeLibrary()
         self.device = device
         guard let handle = fido_dev_new() else { throw .noSecretMemory("no memory for a device") }
         self.handle = handle
@@ -24,7 +26,7 @@ final class OpenKey {
         let status = run(timeout: timeout) { fido_dev_open($0, device.path) }
         guard status == FIDO_OK else {
             fido_dev_free(&self.handle)
-            throw .unreachable(device: device.path, reason: String(cString: fido_strerr(status)))
+            throw .unreachable(device: device.path, reason: Self.openFailure(status, socket: device.socketPath != nil))
         }
         guard fido_dev_is_fido2(handle) else {
             throw .unsupported("it speaks only U2F (CTAP1), not FIDO2")
@@ -106,6 +108,18 @@ final class OpenKey {
         }
     }
 
+    /// Why opening failed, in words: libfido2 says FIDO_ERR_INTERNAL when its open hook (ours, or hidraw's) fails,
+    /// and FIDO_ERR_RX for anything wrong with the answer to INIT or getInfo.
+    private static func openFailure(_ status: Int32, socket: Bool) -> String {
+        switch status {
+        case FIDO_ERR_INTERNAL where socket: "nothing answers on its socket"
+        case FIDO_ERR_INTERNAL: "it cannot be opened (unplugged, or no permission)"
+        case FIDO_ERR_RX, FIDO_ERR_TX, FIDO_ERR_RX_NOT_CBOR, FIDO_ERR_RX_INVALID_CBOR:
+            "it does not answer as a FIDO2 key should"
+        default: String(cString: fido_strerr(status))
+        }
+    }
+
     private static func milliseconds(_ duration: Duration) -> Int32 {
         let (seconds, attoseconds) = duration.components
         return Int32(clamping: max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
@@ -132,5 +146,18 @@ final class Assertion {
 
     deinit {
         fido_assert_free(&handle)
+    }
+
+    /// The one assertion's 32-byte hmac-secret output, copied into secret memory (libfido2's copy is zeroed when
+    /// this assertion goes).
+    func hmacSecretOutput() throws(SecurityKeyError) -> SecretBytes {
+        guard fido_assert_count(handle) == 1, let output = fido_assert_hmac_secret_ptr(handle, 0),
+            fido_assert_hmac_secret_len(handle, 0) == 32
+        else { throw .unsupported("it gave no hmac-secret output") }
+        do {
+            return try SecretBytes(copying: UnsafeRawBufferPointer(start: output, count: 32))
+        } catch {
+            throw .noSecretMemory(error.description)
+        }
     }
 }

@@ -15,9 +15,8 @@ extension SecurityKeyDevice {
         relyingParty: String, userID: [UInt8], userName: String, pin: borrowing SecretBytes,
         touchTimeout: Duration = defaultTouchTimeout
     ) throws(SecurityKeyError) -> EnrolledCredential {
-        let pinText = try PINText(pin)
-        return try enroll(
-            relyingParty: relyingParty, userID: userID, userName: userName, pin: pinText, timeout: touchTimeout)
+        try enroll(
+            relyingParty: relyingParty, userID: userID, userName: userName, pin: PINText(pin), timeout: touchTimeout)
     }
 
     /// Makes a non-resident ES256 credential with the `hmac-secret` extension for `relyingParty`, with a touch and
@@ -47,8 +46,8 @@ extension SecurityKeyDevice {
         relyingParty: String, credentialID: [UInt8], pin: borrowing SecretBytes,
         timeout: Duration = defaultResponseTimeout
     ) throws(SecurityKeyError) -> Bool {
-        let pinText = try PINText(pin)
-        return try probe(relyingParty: relyingParty, credentialID: credentialID, pin: pinText, timeout: timeout)
+        try probe(
+            relyingParty: relyingParty, credentialID: credentialID, pin: PINText(pin), timeout: timeout)
     }
 
     /// The credential's `hmac-secret` output for `salt` (32 bytes), with a touch and the key's `pin`: 32 bytes.
@@ -56,9 +55,9 @@ extension SecurityKeyDevice {
         relyingParty: String, credentialID: [UInt8], salt: [UInt8], pin: borrowing SecretBytes,
         touchTimeout: Duration = defaultTouchTimeout
     ) throws(SecurityKeyError) -> SecretBytes {
-        let pinText = try PINText(pin)
-        return try hmacSecret(
-            relyingParty: relyingParty, credentialID: credentialID, salt: salt, pin: pinText, timeout: touchTimeout)
+        try hmacSecret(
+            relyingParty: relyingParty, credentialID: credentialID, salt: salt, pin: PINText(pin), timeout: touchTimeout
+        )
     }
 
     /// The credential's `hmac-secret` output for `salt` (32 bytes), with a touch and no PIN: 32 bytes.
@@ -78,7 +77,7 @@ extension SecurityKeyDevice {
 
     /// The keys libfido2 finds plugged in (hidraw devices that say they are FIDO keys), with product names.
     static func pluggedIn() throws(SecurityKeyError) -> [SecurityKeyDevice] {
-        OpenKey.initializeLibrary
+        OpenKey.initializeLibrary()
         let capacity = 64
         var listHandle = fido_dev_info_new(capacity)
         defer { fido_dev_info_free(&listHandle, capacity) }
@@ -117,7 +116,9 @@ extension SecurityKeyDevice {
         if status == FIDO_OK { status = fido_cred_set_extensions(credential, extensions) }
         if status == FIDO_OK, pin != nil { status = fido_cred_set_prot(credential, FIDO_CRED_PROT_UV_REQUIRED) }
         guard status == FIDO_OK else { throw .device(status, "preparing the credential") }
-        status = key.run(timeout: timeout) { fido_dev_make_cred($0, credential, pin?.cString) }
+        status = withExtendedLifetime(pin) {
+            key.run(timeout: timeout) { fido_dev_make_cred($0, credential, pin?.cString) }
+        }
         guard status == FIDO_OK else { throw key.error(status, "making the credential", touch: true) }
         guard let id = fido_cred_id_ptr(credential), fido_cred_id_len(credential) > 0 else {
             throw .device(
@@ -143,7 +144,9 @@ extension SecurityKeyDevice {
         let assertion = try Assertion(relyingParty: relyingParty, credentialID: credentialID)
         var status = fido_assert_set_up(assertion.handle, FIDO_OPT_FALSE)
         guard status == FIDO_OK else { throw .device(status, "preparing the probe") }
-        status = key.run(timeout: timeout) { fido_dev_get_assert($0, assertion.handle, pin?.cString) }
+        status = withExtendedLifetime((assertion, pin)) {
+            key.run(timeout: timeout) { fido_dev_get_assert($0, assertion.handle, pin?.cString) }
+        }
         switch status {
         case FIDO_OK: return true
         case FIDO_ERR_NO_CREDENTIALS, FIDO_ERR_INVALID_CREDENTIAL: return false
@@ -162,16 +165,11 @@ extension SecurityKeyDevice {
         var status = fido_assert_set_extensions(assertion.handle, FIDO_EXT_HMAC_SECRET)
         if status == FIDO_OK { status = fido_assert_set_hmac_salt(assertion.handle, salt, salt.count) }
         guard status == FIDO_OK else { throw .device(status, "preparing the assertion") }
-        status = key.run(timeout: timeout) { fido_dev_get_assert($0, assertion.handle, pin?.cString) }
-        guard status == FIDO_OK else { throw key.error(status, "getting the key's secret", touch: true) }
-        guard fido_assert_count(assertion.handle) == 1, let output = fido_assert_hmac_secret_ptr(assertion.handle, 0),
-            fido_assert_hmac_secret_len(assertion.handle, 0) == 32
-        else { throw .unsupported("it gave no hmac-secret output") }
-        do {
-            return try SecretBytes(copying: UnsafeRawBufferPointer(start: output, count: 32))
-        } catch {
-            throw .noSecretMemory(error.description)
+        status = withExtendedLifetime((assertion, pin)) {
+            key.run(timeout: timeout) { fido_dev_get_assert($0, assertion.handle, pin?.cString) }
         }
+        guard status == FIDO_OK else { throw key.error(status, "getting the key's secret", touch: true) }
+        return try assertion.hmacSecretOutput()
     }
 }
 

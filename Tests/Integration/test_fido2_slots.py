@@ -3,57 +3,26 @@ with the real libfido2 talking to Tests/Support/soft-fido2 (a software CTAP2 aut
 named by LATCHKEY_FIDO2_DEVICE=unix:PATH) and the scripted pinentry."""
 
 import json
-import pathlib
 import sqlite3
-import subprocess
 import time
 
 import control_client as control
 import pytest
 from conftest import LOGIN_PASSWORD, secret_tool
+from soft_fido2 import SoftFido2
 from test_cli import Cli
 from test_key_slots import one_line_failure
 
-SOFT_FIDO2 = pathlib.Path(__file__).resolve().parent.parent / "Support" / "soft-fido2"
-
-
-class SoftKey:
-    """One software security key: its own socket, state file (two state files are two keys) and control file."""
-
-    def __init__(self, directory, *arguments):
-        self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        self.socket = directory / "key.sock"
-        self.state = directory / "state.json"
-        self.control = directory / "control.json"
-        self.process = None
-        self.start(*arguments)
-
-    @property
-    def device(self):
-        return f"unix:{self.socket}"
-
-    def start(self, *arguments):
-        self.process = subprocess.Popen(
-            ["/usr/bin/python3", str(SOFT_FIDO2), "--socket", str(self.socket), "--state", str(self.state),
-             "--control", str(self.control), *arguments], stdout=subprocess.PIPE)
-        assert self.process.stdout.read(5) == b"ready"
-        return self
-
-    def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-
-    def restart(self, *arguments):
-        self.stop()
-        return self.start(*arguments)
+class SoftKey(SoftFido2):
+    """A software security key whose control file a test sets whole, and whose AAGUID it reads."""
 
     def set_control(self, **switches):
-        self.control.write_text(json.dumps(switches))
+        self.control = dict(switches)
+        self._write_control()
 
     def aaguid(self):
-        return json.loads(self.state.read_text()).get("aaguid")
+        with open(self.state_path) as state:
+            return json.load(state).get("aaguid")
 
 
 @pytest.fixture

@@ -188,6 +188,21 @@ import Testing
         #expect(MonotonicClock.nanoseconds() - started < 2_000_000_000)
     }
 
+    @Test func aKeyWhosePINIsBlockedSaysSoAtEnrollment() throws {
+        let key = try SoftwareAuthenticator(["--set-pin", "1234", "--block-pin"])
+        #expect(throws: SecurityKeyError.pinBlocked) {
+            _ = try key.device.enroll(
+                relyingParty: Self.relyingParty, userID: Self.userID, userName: "a", pin: try pin("1234"))
+        }
+        #expect(key.device.pinRetries() == 0)
+    }
+
+    @Test func listingThePluggedInKeysWorksWithNone() throws {
+        // CI machines have no security key: libfido2's manifest runs (hidraw, udev) and lists none, without error.
+        let keys = try SecurityKeyDevice.pluggedIn()
+        #expect(keys.allSatisfy { $0.socketPath == nil && !$0.path.isEmpty })
+    }
+
     @Test func whatAKeyCannotDoIsSaid() throws {
         let noPIN = try SoftwareAuthenticator()
         #expect(throws: SecurityKeyError.noPINSet) {
