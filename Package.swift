@@ -36,7 +36,7 @@ let package = Package(
             name: "LatchkeyFuzzSurface",
             targets: [
                 "SecretService", "KeychainRegistry", "GnomeKeyringImport", "KWalletImport", "Pinentry", "LoginControl",
-                "AgeEncryption", "CredentialExchange",
+                "AgeEncryption", "CredentialExchange", "KeySlots",
             ]),
     ],
     dependencies: [
@@ -59,6 +59,10 @@ let package = Package(
         .systemLibrary(
             name: "CTSS2", pkgConfig: "tss2-esys",
             providers: [.apt(["libtss2-dev"])]),
+        // libfido2: FIDO2 security keys (CTAP2 over hidraw, or whole commands over the unix: test seam).
+        .systemLibrary(
+            name: "CFIDO2", pkgConfig: "libfido2",
+            providers: [.apt(["libfido2-dev"])]),
         .target(name: "KeychainCore"),
         // Glibc only: deadlines, EINTR-safe calls, errno-carrying errors, wiping, threads.
         // prctl for Posix (variadic in C); no library to link.
@@ -115,15 +119,21 @@ let package = Package(
             name: "KeychainRegistry",
             dependencies: [
                 "KeychainCore", "KeychainStore", "GnomeKeyringImport", "KWalletImport", "Pinentry", "Posix", "KeySlots",
-                "TPMSealing", "LoginControl", "Fingerprint",
+                "TPMSealing", "LoginControl", "Fingerprint", "SecurityKeys",
             ]),
         // Keychain1's names and encoding, and the session key exchange and cipher (daemon and client).
         .target(name: "Keychain1", dependencies: ["KeychainCore", "DBus", "COpenSSL", "Posix"]),
         .target(name: "Pinentry", dependencies: ["Posix"]),
         // Seals a 32-byte key to the machine's TPM 2.0 (optional PIN and PCR policy) and unseals it.
         .target(name: "TPMSealing", dependencies: ["CTSS2", "COpenSSL", "Posix"]),
-        // Key slots that unlock a keychain without its password: tpm2 (through TPMSealing) and the recovery key.
-        .target(name: "KeySlots", dependencies: ["KeychainCore", "KeychainStore", "TPMSealing", "COpenSSL", "Posix"]),
+        // Talking to FIDO2 security keys through libfido2: enumeration, a credential with hmac-secret, its
+        // output, the touch-free probe; and the unix:PATH seam that carries CTAP commands over a socket. No keychain.
+        .target(name: "SecurityKeys", dependencies: ["CFIDO2", "Posix"]),
+        // Key slots that unlock a keychain without its password: tpm2 (through TPMSealing), fido2 (through
+        // SecurityKeys) and the recovery key.
+        .target(
+            name: "KeySlots",
+            dependencies: ["KeychainCore", "KeychainStore", "TPMSealing", "SecurityKeys", "COpenSSL", "Posix"]),
         // Who is calling: a process's program (executable, interpreter and script, Flatpak app id) from /proc.
         .target(name: "CallerIdentity", dependencies: ["COpenSSL", "Posix"]),
         // Fingerprint checks for biometry-protected items (kSecAccessControlBiometry*): the reader as a protocol.
@@ -163,7 +173,7 @@ let package = Package(
             dependencies: [
                 "KeychainClient", "Keychain1", "KeychainStore", "KeychainCore", "Pinentry", "Posix",
                 "GnomeKeyringImport", "KWalletImport", "CallerIdentity", "KeySlots", "TPMSealing",
-                "KeychainExchange", "AgeEncryption", "CredentialExchange",
+                "KeychainExchange", "AgeEncryption", "CredentialExchange", "SecurityKeys",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -211,6 +221,7 @@ let package = Package(
             ]),
         .testTarget(name: "PosixTests", dependencies: ["Posix", "ProcessMemoryMaps"]),
         .testTarget(name: "TPMSealingTests", dependencies: ["TPMSealing", "Posix"]),
+        .testTarget(name: "SecurityKeysTests", dependencies: ["SecurityKeys", "Posix"]),
         .testTarget(
             name: "KeySlotsTests",
             dependencies: ["KeySlots", "KeychainStore", "KeychainCore", "TPMSealing", "Posix", "CSQLite"]),

@@ -3,6 +3,7 @@ import FoundationEssentials
 import KeychainCore
 import KeychainStore
 import Posix
+import SecurityKeys
 import TPMSealing
 
 /// Why a slot could not be added or opened, in the terms of the part that failed.
@@ -15,6 +16,8 @@ package enum KeySlotError: Error, CustomStringConvertible {
     case recoveryKey(RecoveryKeyError)
     /// The keychain has no slot of the kind asked for.
     case noSlot(String)
+    /// The security key refused or could not be used (another key, wrong PIN, no touch, no key…).
+    case securityKey(SecurityKeyError)
 
     /// One line for the user.
     package var description: String {
@@ -23,11 +26,13 @@ package enum KeySlotError: Error, CustomStringConvertible {
         case .tpm(let error): error.description
         case .recoveryKey(let error): error.description
         case .noSlot(let reason): reason
+        case .securityKey(let error): error.description
         }
     }
 
-    /// The error as a keychain status: wrong PIN or recovery key `errSecAuthFailed`, no TPM or lockout
-    /// `errSecInteractionNotAllowed`, bad input `errSecParam`.
+    /// The error as a keychain status: wrong PIN or recovery key, another security key `errSecAuthFailed`, no
+    /// TPM or lockout, no security key or no touch `errSecInteractionNotAllowed`, cancelled at the key
+    /// `errSecUserCanceled`, bad input `errSecParam`.
     package var keychainError: KeychainError {
         switch self {
         case .keychain(let error): error
@@ -36,6 +41,10 @@ package enum KeySlotError: Error, CustomStringConvertible {
         case .tpm(.invalidInput): KeychainError(.param, description)
         case .tpm: KeychainError(.interactionNotAllowed, description)
         case .noSlot: KeychainError(.param, description)
+        case .securityKey(.wrongPIN), .securityKey(.otherKey): KeychainError(.authFailed, description)
+        case .securityKey(.cancelled): KeychainError(.userCanceled, description)
+        case .securityKey(.invalidInput): KeychainError(.param, description)
+        case .securityKey: KeychainError(.interactionNotAllowed, description)
         }
     }
 }
@@ -279,6 +288,25 @@ package enum RecoverySlot {
 
     /// HKDF-SHA-256 of the key's 150 bits with `salt`, into secret memory.
     static func derive(_ recoveryKey: RecoveryKey, salt: [UInt8]) throws(KeySlotError) -> SecretBytes {
+        let secret: SecretBytes
+        do {
+            secret = try SecretBytes(copying: recoveryKey.secret)
+        } catch {
+            throw .keychain(KeychainError(.allocate, error.description))
+        }
+        return try secret.withUnsafeBytes { (secret) throws(KeySlotError) in
+            try SlotKeyDerivation.hkdfSHA256(secret: secret, salt: salt, info: Self.info)
+        }
+    }
+}
+
+/// The key derivation of the slots whose key comes from a secret outside the file (the recovery key's bits, a
+/// security key's `hmac-secret` output): one HKDF-SHA-256 for all of them.
+enum SlotKeyDerivation {
+    /// HKDF-SHA-256 (extract and expand) of `secret` with `salt` and `info`, 32 bytes into secret memory.
+    static func hkdfSHA256(secret: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8]) throws(KeySlotError)
+        -> SecretBytes
+    {
         guard let kdf = EVP_KDF_fetch(nil, "HKDF", nil) else {
             throw .keychain(KeychainError(.internalComponent, "OpenSSL has no HKDF"))
         }
@@ -287,27 +315,25 @@ package enum RecoverySlot {
             throw .keychain(KeychainError(.allocate, "cannot allocate a KDF context"))
         }
         defer { EVP_KDF_CTX_free(context) }
-        var secret = recoveryKey.secret
-        defer { wipeBytes(&secret) }
         var salt = salt
-        var info = Self.info
+        var info = info
         var status: Int32 = 0
         var key = try secretMemory(KeySealing.keyLength)
         key.withUnsafeMutableBytes { (out) in
-            secret.withUnsafeMutableBytes { secret in
-                salt.withUnsafeMutableBytes { salt in
-                    info.withUnsafeMutableBytes { info in
-                        var parameters = [
-                            OSSL_PARAM_construct_utf8_string(
-                                parameterName("digest"), UnsafeMutablePointer(mutating: parameterName("SHA256")), 0),
-                            OSSL_PARAM_construct_octet_string(parameterName("key"), secret.baseAddress, secret.count),
-                            OSSL_PARAM_construct_octet_string(parameterName("salt"), salt.baseAddress, salt.count),
-                            OSSL_PARAM_construct_octet_string(parameterName("info"), info.baseAddress, info.count),
-                            OSSL_PARAM_construct_end(),
-                        ]
-                        status = EVP_KDF_derive(
-                            context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count, &parameters)
-                    }
+            salt.withUnsafeMutableBytes { salt in
+                info.withUnsafeMutableBytes { info in
+                    var parameters = [
+                        OSSL_PARAM_construct_utf8_string(
+                            parameterName("digest"), UnsafeMutablePointer(mutating: parameterName("SHA256")), 0),
+                        OSSL_PARAM_construct_octet_string(
+                            parameterName("key"), UnsafeMutableRawPointer(mutating: secret.baseAddress),
+                            secret.count),
+                        OSSL_PARAM_construct_octet_string(parameterName("salt"), salt.baseAddress, salt.count),
+                        OSSL_PARAM_construct_octet_string(parameterName("info"), info.baseAddress, info.count),
+                        OSSL_PARAM_construct_end(),
+                    ]
+                    status = EVP_KDF_derive(
+                        context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), out.count, &parameters)
                 }
             }
         }
@@ -317,7 +343,7 @@ package enum RecoverySlot {
 }
 
 /// `count` zeroed bytes of secret memory; `errSecAllocate` when none can be mapped.
-private func secretMemory(_ count: Int) throws(KeySlotError) -> SecretBytes {
+func secretMemory(_ count: Int) throws(KeySlotError) -> SecretBytes {
     do {
         return try SecretBytes(zeros: count)
     } catch {

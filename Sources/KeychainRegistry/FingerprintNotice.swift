@@ -2,7 +2,7 @@ import Glibc
 import Pinentry
 
 /// Tells the person to touch the fingerprint reader once fprintd waits for their finger (docs/fingerprint.md,
-/// "Telling the person"): always a line in the daemon's log, and a line on the caller's terminal when the
+/// "Telling the person"), or their security key while the daemon waits for its touch (docs/key-slots.md): always a line in the daemon's log, and a line on the caller's terminal when the
 /// request's prompts show there. Nothing is shown on the desktop yet.
 struct FingerprintNotice: Sendable {
     /// The log line: who asks, how long the reader waits.
@@ -21,6 +21,14 @@ struct FingerprintNotice: Sendable {
         terminalLine =
             "\r\nLatchkey: touch the fingerprint reader within \(seconds) s to allow the read of \(items)"
             + " by \(who).\r\n"
+        if case .terminal(let open)? = place { terminal = open } else { terminal = nil }
+    }
+
+    /// A notice of the daemon's own (a security key's touch awaited, …): `logLine`, and `terminalLine` on the
+    /// terminal of `place` when it is one.
+    init(logLine: String, terminalLine: String, place: PromptPlace?) {
+        self.logLine = logLine
+        self.terminalLine = terminalLine
         if case .terminal(let open)? = place { terminal = open } else { terminal = nil }
     }
 

@@ -289,13 +289,30 @@ extension KeychainRegistry {
         // After the request's first prompt, each of its next ones shows before prompts asked for later.
         func askOwn(_ remaining: ArraySlice<HeldKeychain>, showingNext: Bool) {
             guard let held = remaining.first else { return completion(true) }
-            _ = enqueuePrompt(
-                ownPasswordDialog(held, onTerminal: ticket.place?.isTerminal == true), ticket: ticket,
-                showingNext: showingNext
-            ) { accepted in
+            let next = { (accepted: Bool) in
                 guard accepted else { return completion(false) }
                 askOwn(remaining.dropFirst(), showingNext: true)
             }
+            let askPassword = { [self] (notice: String?, showingNext: Bool) in
+                _ = enqueuePrompt(
+                    ownPasswordDialog(held, onTerminal: ticket.place?.isTerminal == true, notice: notice),
+                    ticket: ticket, showingNext: showingNext, completion: next)
+            }
+            // A fido2 slot a reachable security key holds: its touch first, the password when it cannot be used.
+            let dialog = ownPasswordDialog(held, onTerminal: false, notice: nil)
+            if let (touch, fellBack) = securityKeyDialog(
+                held.keychain, named: "the \u{201C}\(ownLabel(held))\u{201D} keychain",
+                sharingKey: dialog.sharingKey ?? "", place: ticket.place, apply: dialog.apply,
+                isSatisfied: dialog.isSatisfied,
+                fallback: { reason in askPassword("The security key cannot be used: \(reason).", true) })
+            {
+                _ = enqueuePrompt(touch, ticket: ticket, showingNext: showingNext) { accepted in
+                    if fellBack(accepted) { return }
+                    next(accepted)
+                }
+                return
+            }
+            askPassword(nil, showingNext)
         }
         guard !underLogin.isEmpty, underLogin.contains(where: \.isLocked) else {
             askOwn(ownPassword[...], showingNext: false)
@@ -309,26 +326,34 @@ extension KeychainRegistry {
     }
 
     /// The prompt for the password of a keychain with a password of its own, shared by the requests for it.
-    /// `onTerminal`: shown on a terminal, where the answers count as a program's attempts (``PromptPlace/isTerminal``).
-    private func ownPasswordDialog(_ held: HeldKeychain, onTerminal: Bool) -> PromptDialog<UnwrappedKeychainKey> {
+    /// `onTerminal`: shown on a terminal, where the answers count as a program's attempts (``PromptPlace/isTerminal``);
+    /// `notice`: why its security key was not used, as a sentence.
+    private func ownPasswordDialog(_ held: HeldKeychain, onTerminal: Bool, notice: String?)
+        -> PromptDialog<UnwrappedKeychainKey>
+    {
         let keychain = held.keychain
-        let label = PromptText.field(held.label.isEmpty ? held.id : held.label)
         let request = PinentryRequest(
             title: "Unlock Keychain",
-            description: "An application wants to use the \u{201C}\(label)\u{201D} keychain.\n"
+            description: "An application wants to use the \u{201C}\(ownLabel(held))\u{201D} keychain.\n"
                 + "Enter its password to unlock it.",
-            prompt: "Password:", error: nil, okLabel: "Unlock")
+            prompt: "Password:", error: notice, okLabel: "Unlock")
         return PromptDialog(
             // The object, not its id: a keychain deleted and made again under the same id is another one.
             sharingKey: "unlock-own:\(ObjectIdentifier(held).hashValue)", tries: 3,
             retryMessage: "The password was not correct. Try again.",
-            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error, cancellation) },
+            ask: { pinentry, error, cancellation in Self.askOne(pinentry, request, error ?? request.error, cancellation)
+            },
             attempt: Self.attempt { (password) throws(KeychainError) in
                 try Self.unwrapKey(keychain, typed: password, inPrompt: !onTerminal)
             },
             // Installed even when locked while the person typed: the answer was right and is delivered now.
             apply: { [self] key in applyUnlock(held, key) },
             isSatisfied: { [self] in !held.isLocked || !keychains.contains { $0 === held } })
+    }
+
+    /// A keychain's name as its prompts show it: its label, else its id.
+    private func ownLabel(_ held: HeldKeychain) -> String {
+        PromptText.field(held.label.isEmpty ? held.id : held.label)
     }
 }
 

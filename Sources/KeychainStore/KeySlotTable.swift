@@ -11,6 +11,8 @@ package enum KeySlotKind: UInt8, Sendable, CaseIterable {
     case tpm2 = 2
     /// A key derived from a recovery key shown once to the user.
     case recovery = 3
+    /// A key derived from a FIDO2 security key's `hmac-secret` output (a touch, and its PIN when enrolled so).
+    case fido2 = 4
 
     /// The name the command uses (`password`, `tpm2`, `recovery`).
     package var name: String {
@@ -18,6 +20,7 @@ package enum KeySlotKind: UInt8, Sendable, CaseIterable {
         case .password: "password"
         case .tpm2: "tpm2"
         case .recovery: "recovery"
+        case .fido2: "fido2"
         }
     }
 
@@ -27,9 +30,10 @@ package enum KeySlotKind: UInt8, Sendable, CaseIterable {
         self = kind
     }
 
-    /// Whether a human can open it from memory or paper without this machine (password, recovery key): the
-    /// last of these is never removed, since a tpm2 slot dies with its TPM.
-    package var isPasswordLike: Bool { self != .tpm2 }
+    /// Whether a human can open it from memory or paper without this machine or a device (password, recovery
+    /// key): the last of these is never removed, since a tpm2 slot dies with its TPM and a fido2 slot with its
+    /// security key.
+    package var isPasswordLike: Bool { self == .password || self == .recovery }
 }
 
 /// One key slot as the file holds it.
@@ -44,7 +48,8 @@ package struct KeySlot: Sendable, Equatable {
     /// When it was added (Unix seconds; 0 for the password slot, which is as old as the keychain or its last
     /// password change).
     package var created: Int64
-    /// Per kind: tpm2 — the sealed key (`SealedKey.encoded()`); recovery — the HKDF salt; password — empty
+    /// Per kind: tpm2 — the sealed key (`SealedKey.encoded()`); recovery — the HKDF salt; fido2 — the encoded
+    /// `Fido2SlotParameters` (credential, salt, PIN flag, the key's AAGUID and name); password — empty
     /// (its parameters are the header's).
     package var parameters: Data
 

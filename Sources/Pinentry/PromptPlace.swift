@@ -21,6 +21,12 @@ package enum PromptPlace: Sendable {
         return false
     }
 
+    /// Whether it is the terminal of a caller in an SSH session, where the person's security key is not reachable.
+    package var terminalOverSSH: Bool {
+        if case .terminal(let terminal) = self { return terminal.overSSH }
+        return false
+    }
+
     /// The queue a prompt for this place waits in: "desktop", "terminal:ID" (one per terminal), "nowhere".
     package var queueKey: String {
         switch self {
@@ -81,7 +87,8 @@ package enum PromptPlace: Sendable {
                     descriptor: descriptor, device: caller.terminal,
                     id: "\(caller.terminal):\(caller.session)",
                     type: environment.terminalType ?? leader.terminalType ?? PromptTerminal.defaultType,
-                    characterType: environment.characterType ?? leader.characterType))
+                    characterType: environment.characterType ?? leader.characterType,
+                    overSSH: environment.overSSH || leader.overSSH))
         }
         return displayIsKnown == false
             ? .nowhere("its terminal could not be opened, and there is no display") : .desktop
@@ -102,17 +109,22 @@ package final class PromptTerminal: Sendable {
     package let type: String
     /// `LC_CTYPE` for pinentry's `lc-ctype`, nil for none.
     package let characterType: String?
+    /// Whether the caller (or its session leader) runs in an SSH session (`SSH_CONNECTION` set).
+    package let overSSH: Bool
 
     /// The `TERM` taken when the caller names none (or one with other characters than a terminfo name has).
     package static let defaultType = "vt100"
 
     /// Takes over `descriptor`.
-    package init(descriptor: Int32, device: UInt64, id: String, type: String, characterType: String?) {
+    package init(
+        descriptor: Int32, device: UInt64, id: String, type: String, characterType: String?, overSSH: Bool = false
+    ) {
         self.descriptor = descriptor
         self.device = device
         self.id = id
         self.type = type
         self.characterType = characterType
+        self.overSSH = overSSH
     }
 
     deinit { close(descriptor) }
@@ -257,6 +269,9 @@ struct CallerEnvironment {
     var waylandDisplay: String?
     var terminalType: String?
     var characterType: String?
+    /// Whether `SSH_CONNECTION` is set: the caller runs in an SSH session (its claim; it only keeps the daemon
+    /// from waiting for a security key the person cannot reach).
+    var overSSH = false
 
     init(pid: pid_t, procRoot: String) {
         self.init(environ: BoundedFile.read("\(procRoot)/\(pid)/environ", limit: Self.maxBytes) ?? [])
@@ -270,6 +285,7 @@ struct CallerEnvironment {
         for entry in entries {
             guard let equals = entry.firstIndex(of: UInt8(ascii: "=")) else { continue }
             let name = String(decoding: entry[..<equals], as: UTF8.self)
+            if name == "SSH_CONNECTION" { overSSH = true }
             guard ["DISPLAY", "WAYLAND_DISPLAY", "TERM", "LC_ALL", "LC_CTYPE", "LANG"].contains(name) else { continue }
             let value = entry[(equals + 1)...]
             guard !value.isEmpty, value.count <= 256, !value.contains(where: { $0 < 0x20 || $0 >= 0x7F }) else {

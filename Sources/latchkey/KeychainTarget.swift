@@ -164,6 +164,8 @@ struct KeychainTarget {
             if TPMSlot.kinds(of: file).withoutPIN, let key = try? TPMSlot.unwrapKey(file, pin: nil) {
                 return file.unlock(with: key)
             }
+            // A security key that holds one of its fido2 slots: a touch (and its PIN); else the password.
+            if let key = unlockWithSecurityKey(file) { return file.unlock(with: key) }
             try Self.askUntilUnlocked(path) { (password) throws(KeychainError) in try file.unlock(password: password) }
         }
     }

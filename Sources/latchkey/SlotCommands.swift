@@ -140,6 +140,11 @@ func describe(_ slot: KeySlot) -> String {
         words.append(sealed.needsPIN ? "pin" : "no-pin")
         words.append(sealed.pcrs.isEmpty ? "no-pcrs" : "pcrs=" + sealed.pcrs.map(String.init).joined(separator: ","))
     }
+    if let parameters = Fido2Slot.parameters(of: slot) {
+        words.append(parameters.usesPIN ? "pin" : "no-pin")
+        words.append("aaguid=\(parameters.aaguidText)")
+        words.append("product=\"\(parameters.product)\"")
+    }
     if slot.created > 0 { words.append("created=\(isoDate(slot.created))") }
     return words.joined(separator: " ")
 }
@@ -150,6 +155,11 @@ func jsonDescription(_ slot: KeySlot) -> JSONValue {
     if let sealed = TPMSlot.sealedKey(of: slot) {
         object["pin"] = .bool(sealed.needsPIN)
         object["pcrs"] = .array(sealed.pcrs.map { .number(Int64($0)) })
+    }
+    if let parameters = Fido2Slot.parameters(of: slot) {
+        object["pin"] = .bool(parameters.usesPIN)
+        object["aaguid"] = .string(parameters.aaguidText)
+        object["product"] = .string(parameters.product)
     }
     object["created"] = slot.created > 0 ? .string(isoDate(slot.created)) : .null
     return .object(object)
@@ -170,7 +180,7 @@ private func isoDate(_ seconds: Int64) -> String {
 
 struct AddSlot: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Add a key slot (tpm2 or recovery) to a keychain file.",
+        abstract: "Add a key slot (tpm2, fido2 or recovery) to a keychain file.",
         usage: "latchkey add-slot <type> [<options>] [<keychain>]",
         discussion: """
             The keychain is unlocked first with its password (or, with --recovery, its recovery key).
@@ -179,22 +189,36 @@ struct AddSlot: ParsableCommand {
             the keychain key; --pin asks for a PIN the TPM checks (with its dictionary-attack lockout), --pcrs binds \
             it to PCR values of the SHA-256 bank (7 is the usual choice; see docs/key-slots.md).
 
+            fido2: a FIDO2 security key with the hmac-secret extension (YubiKey 5, SoloKey, Nitrokey 3…) makes a \
+            credential for this keychain; its secret for a random salt wraps the keychain key. Touch the key twice \
+            (once for the credential, once for its secret). --pin: the key's own PIN is part of the slot, asked at \
+            enrollment and at every unlock (fixed for the slot's life). One slot per key: a key that holds one of \
+            this keychain's slots already is refused. --device names the key when several are plugged in \
+            (LATCHKEY_FIDO2_DEVICE names one for every command).
+
             recovery: prints a new recovery key once, on the terminal (or standard output with --stdout), and asks to \
             type it back before saving.
 
-            With --stdin, standard input holds the password, then the PIN.
+            With --stdin, standard input holds the password, then the PIN (tpm2: the new PIN; fido2: the key's PIN).
 
             Examples:
               latchkey add-slot tpm2
               latchkey add-slot tpm2 --pin --pcrs 7
+              latchkey add-slot fido2 --pin
               latchkey add-slot recovery
             """)
 
-    @Argument(help: "tpm2 or recovery.")
+    @Argument(help: "tpm2, fido2 or recovery.")
     var type: String
 
-    @Flag(help: "tpm2: ask for a PIN that unsealing needs.")
+    @Flag(help: "tpm2: ask for a PIN that unsealing needs. fido2: the security key's own PIN is asked at each unlock.")
     var pin = false
+
+    @Option(
+        help: ArgumentHelp(
+            "fido2: the security key to enroll (a hidraw device or unix:PATH); default the one plugged in.",
+            valueName: "path"))
+    var device: String?
 
     @Option(help: ArgumentHelp("tpm2: PCR indices to bind to, e.g. 7 or 0,2,7.", valueName: "list"))
     var pcrs: String?
@@ -214,11 +238,13 @@ struct AddSlot: ParsableCommand {
     func run() throws {
         try reportingFailures { () throws(KeychainError) in
             guard let kind = KeySlotKind(name: type), kind != .password else {
-                throw KeychainError.param("add-slot takes tpm2 or recovery, not \"\(type)\"")
+                throw KeychainError.param("add-slot takes tpm2, fido2 or recovery, not \"\(type)\"")
             }
-            guard kind == .tpm2 || (!pin && pcrs == nil) else {
-                throw KeychainError.param("--pin and --pcrs are for a tpm2 slot")
+            guard kind == .tpm2 || pcrs == nil else { throw KeychainError.param("--pcrs is for a tpm2 slot") }
+            guard kind == .tpm2 || kind == .fido2 || !pin else {
+                throw KeychainError.param("--pin is for a tpm2 or fido2 slot")
             }
+            guard kind == .fido2 || device == nil else { throw KeychainError.param("--device is for a fido2 slot") }
             let pcrList = try parsePCRs(pcrs)
             if kind == .recovery, !stdout, isatty(STDOUT_FILENO) == 0 {
                 throw KeychainError.param(
@@ -242,6 +268,8 @@ struct AddSlot: ParsableCommand {
                 } catch {
                     throw error.keychainError
                 }
+            case .fido2:
+                slot = try addFido2Slot(file, device: try securityKeyToEnroll(device), pin: pin, secrets: secrets)
             default:
                 slot = try addRecoverySlot(file)
             }
@@ -300,7 +328,8 @@ struct ListSlots: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List a keychain's key slots.",
         discussion: """
-            One line per slot: id, type, and for tpm2 whether it needs a PIN and its PCRs. The table is read from the \
+            One line per slot: id, type, for tpm2 whether it needs a PIN and its PCRs, for fido2 whether it needs the \
+            key's PIN and the key's AAGUID and product name. The table is read from the \
             file without unlocking, so it is marked "unverified"; with --unlock the keychain is unlocked first and the \
             table checked under its key ("verified", or "altered" with why).
 
@@ -311,7 +340,9 @@ struct ListSlots: ParsableCommand {
 
     @Flag(
         help:
-            "Print {\"path\", \"check\", \"reason\", \"slots\": [{\"id\", \"type\", \"pin\", \"pcrs\", \"created\"}]}.")
+            ArgumentHelp(
+                "Print {\"path\", \"check\", \"reason\", \"slots\": [{\"id\", \"type\", \"pin\", \"pcrs\", \"aaguid\","
+                    + " \"product\", \"created\"}]}."))
     var json = false
 
     @Flag(help: "Unlock the keychain (password prompt) to check the table under its key.")
@@ -360,14 +391,15 @@ struct RemoveSlot: ParsableCommand {
         discussion: """
             The slot is named by its id (list-slots) or its type when the keychain has one slot of that type. The \
             keychain is unlocked first (password, or --recovery). The last password or recovery slot is never removed: \
-            a tpm2 slot alone dies with its TPM.
+            a tpm2 slot alone dies with its TPM, a fido2 slot with its security key.
 
             Examples:
               latchkey remove-slot tpm2
               latchkey remove-slot 2 work
+              latchkey remove-slot fido2
             """)
 
-    @Argument(help: "The slot's id, or password, tpm2 or recovery.")
+    @Argument(help: "The slot's id, or password, tpm2, fido2 or recovery.")
     var slot: String
 
     @Flag(help: "Unlock with the recovery key instead of the password.")
@@ -402,7 +434,8 @@ struct RemoveSlot: ParsableCommand {
                 }
                 id = only.id
             } else {
-                throw KeychainError.param("remove-slot takes a slot id or password, tpm2 or recovery, not \"\(slot)\"")
+                throw KeychainError.param(
+                    "remove-slot takes a slot id or password, tpm2, fido2 or recovery, not \"\(slot)\"")
             }
             let file = try openSlotsKeychain(keychain, secrets: try SlotSecrets(stdin: stdin), recovery: recovery)
             defer { file.lock() }

@@ -88,7 +88,7 @@ def test_slot_verbs_on_a_keychain_file(tmp_path, make_tpm):
     assert [s["type"] for s in cli.slots("work")["slots"]] == ["recovery"]
 
     # Bad input: one line, status 1, nothing changed.
-    one_line_failure(cli.run("add-slot", "fido2", "work"), "tpm2 or recovery")
+    one_line_failure(cli.run("add-slot", "bogus", "work"), "tpm2, fido2 or recovery")
     one_line_failure(cli.run("add-slot", "tpm2", "--pcrs", "7,99", "work"), "0 to 23")
     one_line_failure(cli.run("remove-slot", "9", "work"), "no slot 9")
     one_line_failure(cli.run("add-slot", "recovery", "work"), "terminal")

@@ -164,6 +164,14 @@ import Testing
         #expect(long.terminalType == nil)
     }
 
+    /// A caller in an SSH session says so (its claim: it only keeps the daemon from waiting for a security key).
+    @Test func anSSHSessionIsSeen() {
+        #expect(CallerEnvironment(environ: Array("TERM=xterm\0SSH_CONNECTION=192.0.2.1 5 192.0.2.2 22\0".utf8)).overSSH)
+        #expect(!CallerEnvironment(environ: Array("TERM=xterm\0SSH_CONNECTIONS=x\0".utf8)).overSSH)
+        // Cut by the bound (no NUL after it): not taken, as any other entry.
+        #expect(!CallerEnvironment(environ: Array("TERM=xterm\0SSH_CONNECTION=1".utf8)).overSSH)
+    }
+
     /// A terminal of the caller's number on a mount whose filesystem is not one a terminal is looked for on
     /// (FUSE, say, whose server may never answer) is never looked at: the file behind a descriptor is
     /// followed only once the kernel's fdinfo and mountinfo say it is on devpts or devtmpfs.

@@ -8,14 +8,15 @@
 // Input: a sequence of edits, each `op`, `target`, then a field (2-byte length and bytes):
 //   op % 3 == 0: set the meta row `metaNames[target]` to the field;
 //   op % 3 == 1: delete the meta row `metaNames[target]`;
-//   op % 3 == 2: set row `slot-(target % 4)` to a row of kind `target / 4 % 4` with the field as its
-//                parameters, its key sealed under the slot key (the keychain key, or the field's first 32
+//   op % 3 == 2: set row `slot-(target % 4)` to a row of kind `target / 4 % 4` (0: fido2) with the field as its
+//                parameters (each slot's parameters are then decoded as its kind's reader does), its key sealed under the slot key (the keychain key, or the field's first 32
 //                bytes as a key when `target` ≥ 128).
 import FoundationEssentials
 import FuzzSupport
 import Glibc
 import KeychainCore
 
+@testable import KeySlots
 @testable import KeychainStore
 @testable import Posix
 
@@ -67,8 +68,19 @@ public func initialize(
         listed.byte(0)
         listed.byte(1)
         listed.field([1, 2, 3])
+        // Slot 3 as a well-formed fido2 slot (kind 0 in the harness's numbering), sealed under the slot key.
+        var fido2 = SeedBuilder()
+        fido2.byte(2)
+        fido2.byte(3)
+        fido2.field(
+            Fido2SlotParameters(
+                relyingParty: "latchkey:00", credentialID: [UInt8](repeating: 0xC1, count: 64),
+                salt: [UInt8](repeating: 0x5A, count: 32), usesPIN: true, aaguid: [UInt8](repeating: 1, count: 16),
+                product: "soft-fido2"
+            ).encoded())
         return [
             ("unchanged", []), ("planted-slot", planted.bytes), ("no-list", dropped.bytes), ("raw-row", listed.bytes),
+            ("fido2-slot", fido2.bytes),
         ]
     }
     do {
@@ -134,7 +146,7 @@ func rowKey(_ target: Int, _ field: [UInt8], _ fixture: Fixture) -> [UInt8]? {
 
 /// A slot row as Latchkey writes it, with the input's kind, parameters and key.
 func wellFormedRow(_ target: Int, _ field: [UInt8], _ fixture: Fixture) -> Data? {
-    guard let kind = KeySlotKind(rawValue: UInt8(target / 4 % 4)),
+    guard let kind = KeySlotKind(rawValue: target / 4 % 4 == 0 ? KeySlotKind.fido2.rawValue : UInt8(target / 4 % 4)),
         let slotKeyBytes = rowKey(target, field, fixture),
         let slotKey = try? SecretKey.filled({ $0.copyBytes(from: slotKeyBytes) })
     else { return nil }
@@ -151,7 +163,11 @@ func wellFormedRow(_ target: Int, _ field: [UInt8], _ fixture: Fixture) -> Data?
 /// slot: any error is fine, a crash is not.
 func exercise(_ path: String, fixture: Fixture) {
     guard let keychain = try? Keychain(opening: path) else { return }
-    _ = try? keychain.keySlots()
+    // Each slot's parameters as the slot kinds read them (a fido2 slot's are bounded and versioned).
+    for slot in (try? keychain.keySlots().slots) ?? [] {
+        _ = Fido2Slot.parameters(of: slot).map { ($0.encoded(), $0.aaguidText) }
+        _ = TPMSlot.sealedKey(of: slot)
+    }
     guard let slotKey = try? SecretBytes(copying: fixture.slotKey) else { return }
     for id in UInt8(0)...3 {
         guard let unwrapped = try? keychain.unwrapKey(slot: id, slotKey: slotKey) else { continue }

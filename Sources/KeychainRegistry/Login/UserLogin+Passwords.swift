@@ -169,13 +169,30 @@ extension UserLogin {
         // Never on a terminal: a program can type there (its own pseudo-terminal), and PIN guesses would push
         // the TPM towards its dictionary lockout uncounted; the password asked there counts as its attempt.
         let ticket = ticket ?? registry.newPromptTicket()
+        // A fido2 slot a reachable security key holds: a touch (and the key's PIN) instead of the password; when
+        // the key cannot be used, or the touch prompt is cancelled, the password is asked, saying why.
+        if let (dialog, fellBack) = loginSecurityKeyDialog(
+            keychain, place: ticket.place,
+            fallback: { [self] reason in
+                passwordPromptForLogin(
+                    keychain, unlocking: waiting, notice: "The security key cannot be used: \(reason).",
+                    ticket: ticket, showingNext: true, completion: completion)
+            })
+        {
+            return registry.enqueuePrompt(dialog, ticket: ticket) { [self] accepted in
+                if fellBack(accepted) { return }
+                guard let held = login, !held.isLocked else { return completion(false) }
+                registry.unlockUnderLogin(among: waiting)
+                completion(true)
+            }
+        }
         if ticket.place?.isTerminal != true,
             let (dialog, fellBack) = loginPINDialog(
                 keychain,
                 fallback: { [self] reason in
                     passwordPromptForLogin(
-                        keychain, unlocking: waiting, notice: reason, ticket: ticket, showingNext: true,
-                        completion: completion)
+                        keychain, unlocking: waiting, notice: "The PIN cannot be used: \(reason).", ticket: ticket,
+                        showingNext: true, completion: completion)
                 })
         {
             return registry.enqueuePrompt(dialog, ticket: ticket) { [self] accepted in
@@ -188,8 +205,8 @@ extension UserLogin {
         return passwordPromptForLogin(keychain, unlocking: waiting, notice: nil, ticket: ticket, completion: completion)
     }
 
-    /// The password prompt of ``promptForPassword(unlocking:ticket:completion:)`` (`notice`: why the PIN was not
-    /// asked). The login keychain's recovery key is accepted in place of the password.
+    /// The password prompt of ``promptForPassword(unlocking:ticket:completion:)`` (`notice`: why the PIN or the
+    /// security key was not used, as a sentence). The login keychain's recovery key is accepted in place of the password.
     @discardableResult
     private func passwordPromptForLogin(
         _ keychain: Keychain, unlocking waiting: [HeldKeychain], notice: String?, ticket: PromptTicket,
@@ -198,7 +215,7 @@ extension UserLogin {
         let request = PinentryRequest(
             title: "Unlock Keychain",
             description: "An application wants to use your login keychain.\nEnter your login password to unlock it.",
-            prompt: "Password:", error: notice.map { "The PIN cannot be used: \($0)." }, okLabel: "Unlock")
+            prompt: "Password:", error: notice, okLabel: "Unlock")
         let onTerminal = ticket.place?.isTerminal == true
         let dialog = PromptDialog(
             sharingKey: "unlock-login", tries: 5, retryMessage: "The password was not correct. Try again.",

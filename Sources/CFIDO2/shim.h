@@ -1,0 +1,2 @@
+#include <fido.h>
+#include <fido/es256.h>
