@@ -7,8 +7,9 @@ import Glibc
 /// Every operation opens the device, does one thing and closes it; every one blocks (a touch waits for a person),
 /// so callers run them off the serving thread.
 package struct SecurityKeyDevice: Sendable, Hashable, CustomStringConvertible {
-    /// The environment variable that names the one device to use instead of the plugged-in keys: a hidraw path or
-    /// `unix:PATH` (tests: a software authenticator), as `LATCHKEY_TPM_TCTI` names a software TPM.
+    /// The environment variable that names the devices to use instead of the plugged-in keys: hidraw paths or
+    /// `unix:PATH` (tests: software authenticators), separated by commas (several keys "plugged in" at once), as
+    /// `LATCHKEY_TPM_TCTI` names a software TPM.
     package static let environmentVariable = "LATCHKEY_FIDO2_DEVICE"
 
     /// The prefix of a socket device's name.
@@ -33,13 +34,19 @@ package struct SecurityKeyDevice: Sendable, Hashable, CustomStringConvertible {
     /// The name, for messages.
     package var description: String { productName.map { "\($0) (\(path))" } ?? path }
 
-    /// The device `LATCHKEY_FIDO2_DEVICE` names when it is set and not empty, else every plugged-in FIDO2 key
-    /// (libfido2's manifest, with product names). An empty list when none is plugged in.
+    /// The devices `LATCHKEY_FIDO2_DEVICE` names (comma-separated) when it is set and names one, else every
+    /// plugged-in FIDO2 key (libfido2's manifest, with product names). An empty list when none is plugged in.
     package static func available() throws(SecurityKeyError) -> [SecurityKeyDevice] {
-        if let value = getenv(environmentVariable), value.pointee != 0 {
-            return [SecurityKeyDevice(path: String(cString: value))]
+        if let value = getenv(environmentVariable) {
+            let named = named(by: String(cString: value))
+            if !named.isEmpty { return named }
         }
         return try pluggedIn()
+    }
+
+    /// The devices a value of `LATCHKEY_FIDO2_DEVICE` names: its comma-separated names, empty ones left out.
+    package static func named(by value: String) -> [SecurityKeyDevice] {
+        value.split(separator: ",", omittingEmptySubsequences: true).map { SecurityKeyDevice(path: String($0)) }
     }
 }
 

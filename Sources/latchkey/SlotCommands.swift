@@ -194,7 +194,7 @@ struct AddSlot: ParsableCommand {
             (once for the credential, once for its secret). --pin: the key's own PIN is part of the slot, asked at \
             enrollment and at every unlock (fixed for the slot's life). One slot per key: a key that holds one of \
             this keychain's slots already is refused. --device names the key when several are plugged in \
-            (LATCHKEY_FIDO2_DEVICE names one for every command).
+            (LATCHKEY_FIDO2_DEVICE names them for every command, comma-separated).
 
             recovery: prints a new recovery key once, on the terminal (or standard output with --stdout), and asks to \
             type it back before saving.

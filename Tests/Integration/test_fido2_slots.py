@@ -260,6 +260,30 @@ def test_the_right_one_of_two_keys_is_found_and_a_wrong_pin_is_counted(tmp_path,
     assert len(asked(later, "GETPIN")) == 2
 
 
+class PluggedIn:
+    """Several software keys plugged in at once: LATCHKEY_FIDO2_DEVICE names them all, comma-separated."""
+
+    def __init__(self, *keys):
+        self.device = ",".join(key.device for key in keys)
+
+
+def test_of_two_keys_plugged_in_at_once_the_one_holding_the_slot_opens(tmp_path, bus, make_daemon, make_key):
+    stranger, enrolled = make_key(), make_key()
+    both = PluggedIn(stranger, enrolled)
+    # The command does not guess which of two keys to enroll: one line, name it with --device.
+    cli = KeyCli(tmp_path, both)
+    keychain_with_item(cli)
+    one_line_failure(cli.run("add-slot", "fido2", "--stdin", "work", input="pw\n"), "2 security keys are plugged in")
+    # The daemon probes both without a touch: the key that holds the slot is the second one named.
+    (tmp_path / "login").mkdir()
+    login = login_with_fido2_slots(tmp_path / "login", bus, make_daemon, [enrolled])
+    enrolled.set_control(touch=True)
+    stranger.set_control(touch=False)
+    later = autologin(make_daemon, login, both, ["hang"])
+    assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
+    assert "GETPIN" not in later.pinentry_log()
+
+
 def test_a_reset_key_no_touch_and_a_cancelled_touch_fall_back_to_the_password(
         tmp_path, bus, make_daemon, make_key):
     key = make_key()
