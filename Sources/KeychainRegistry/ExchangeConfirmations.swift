@@ -33,9 +33,11 @@ extension KeychainRegistry {
     }
 
     /// Unlocks `held` when it is locked, then asks the person to confirm an import of `adding` items into it,
-    /// `replacing` of them in place of items there; as ``confirmExport(of:itemCount:encrypted:requester:client:completion:)``.
+    /// `replacing` of them in place of items there, from `source` (`a file`, or a gnome-keyring keyring named so),
+    /// as `command` would; as ``confirmExport(of:itemCount:encrypted:requester:client:completion:)``.
     package func confirmImport(
-        into held: HeldKeychain, adding: Int, replacing: Int, requester: String?, client: PromptClient?,
+        into held: HeldKeychain, adding: Int, replacing: Int, from source: String = "a file",
+        command: String = "latchkey import", requester: String?, client: PromptClient?,
         completion: @escaping (Result<Void, KeychainError>) -> Void
     ) -> PromptTicket? {
         unlockingFirst([held], completion: completion) { [self] in
@@ -44,10 +46,10 @@ extension KeychainRegistry {
             return confirmProgramChange(
                 PinentryRequest(
                     title: "Import Keychain Items",
-                    description: "A program asks to import \(adding) item\(adding == 1 ? "" : "s") from a file into"
+                    description: "A program asks to import \(adding) item\(adding == 1 ? "" : "s") from \(source) into"
                         + " the keychain “\(name)”\(replaced).",
                     prompt: "", okLabel: "Import", cancelLabel: "Cancel"),
-                requester: requester, command: "latchkey import", declined: "the user did not allow the import",
+                requester: requester, command: command, declined: "the user did not allow the import",
                 unasked: "an import needs the user's confirmation, and no prompt could be shown", client: client
             ) { answer in completion(answer.result) }
         }

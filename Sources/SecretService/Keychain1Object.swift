@@ -133,6 +133,17 @@ struct Keychain1Object: DBusObject {
                             file, key: key, keyKind: keyKind, dryRun: dryRun, replace: replace, into: object.keychain,
                             call: call)
                     },
+                    // A gnome-keyring keyring file the client read, with its import record, in one transaction
+                    // once the person allowed it (`latchkey import-gnome-keyring`; Keychain1Exchange.swift).
+                    DBusMethod(
+                        "ImportKeyring", DBusInput("file", [UInt8].self), DBusInput("password", [UInt8].self),
+                        DBusInput("path", String.self), DBusInput("modified", UInt64.self),
+                        DBusInput("dryRun", Bool.self), returns: [.init("summary", "a{sv}")]
+                    ) { (object, call, file, password, path, modified, dryRun) throws(DBusError) in
+                        try object.daemon.importKeyring(
+                            file, password: password, path: path, modified: modified, dryRun: dryRun,
+                            into: object.keychain, call: call)
+                    },
                     DBusMethod("Status", returns: [.init("status", "a{sv}")]) { object, _ in
                         .reply([Keychain1Interface.encode(object.keychain.description)])
                     },
