@@ -492,3 +492,48 @@ def test_an_import_through_the_daemon_tells_secret_service_clients(held):
         signal = watcher.recv_until_filtered(queue, timeout=10)
     assert signal.body == ("/org/freedesktop/secrets/collection/login",)
     watcher.close()
+
+
+def test_an_import_counts_against_the_collections_byte_quota(tmp_path, bus, make_daemon):
+    """The items a file adds count against the collection's bytes (`--max-collection-bytes`), as a `CreateItem`'s
+    do: over it, the import is refused whole (LimitsExceeded), nothing written, nobody asked."""
+    c = Cli(tmp_path, bus)
+    c.daemon = make_daemon(keychains=c.keychains, extra_args=["--max-collection-bytes", "120"]).start()
+    c.password = LOGIN_PASSWORD
+    c.daemon.set_pinentry_answers(["confirm"])
+    result = c.run("import", str(FIXTURES / "chrome.csv"), "login", "--stdin", input="")
+    line = one_line_failure(result)
+    assert "bytes" in line, line
+    assert dump(c, "login") == []
+    assert "CONFIRM" not in c.daemon.pinentry_log()
+
+
+def test_an_import_writes_exactly_what_the_person_allowed(tmp_path, bus, make_daemon):
+    """The person is asked about a dry run's counts; the keychain changes while the question waits (an item of
+    the file that was a duplicate is deleted): the import would now add more than was shown, so it writes
+    nothing and says so in one line."""
+    c = Cli(tmp_path, bus)
+    c.daemon = make_daemon(keychains=c.keychains).start()
+    c.password = LOGIN_PASSWORD
+    one = tmp_path / "one.csv"
+    one.write_text("name,url,username,password\nx,https://x.example,u,p\n")
+    two = tmp_path / "two.csv"
+    two.write_text(one.read_text() + "y,https://y.example,v,q\n")
+    c.daemon.set_pinentry_answers(["confirm"])
+    assert c.run("import", str(one), "login", "--stdin", input="").returncode == 0
+    c.daemon.set_pinentry_answers(["wait 2 confirm"])
+    importing = subprocess.Popen([binary("latchkey"), "import", str(two), "login", "--stdin"], env=c.env(),
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while "CONFIRM" not in c.daemon.pinentry_log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    asked = [json.loads(line)["argument"] for line in c.daemon.pinentry_log().splitlines()
+             if json.loads(line)["command"] == "SETDESC"]
+    assert "import 1 item from" in asked[-1], asked
+    deleted = c.run("delete-internet-password", "-s", "x.example", "-a", "u")
+    assert deleted.returncode == 0, deleted.stderr
+    out, err = importing.communicate(timeout=60)
+    assert importing.returncode not in (0, 2), out
+    # (a line saying what it waits for comes first: the question waited 2 s)
+    assert err.strip().splitlines()[-1].startswith("latchkey: the keychain changed since the import was allowed"), err
+    assert dump(c, "login") == []
