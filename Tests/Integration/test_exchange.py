@@ -537,3 +537,28 @@ def test_an_import_writes_exactly_what_the_person_allowed(tmp_path, bus, make_da
     # (a line saying what it waits for comes first: the question waited 2 s)
     assert err.strip().splitlines()[-1].startswith("latchkey: the keychain changed since the import was allowed"), err
     assert dump(c, "login") == []
+
+
+def test_an_export_question_after_an_unlock_goes_when_its_caller_leaves(held):
+    """The keychain is locked: the export asks for its password, then the export question. The caller leaves the
+    bus while that question shows: it is withdrawn (its pinentry ended), not left for the person to answer."""
+    client = Client(held.bus.address)
+    client.call("/org/latchkey/keychain/login", KEYCHAIN1, "Lock")
+    held.daemon.set_pinentry_answers(["password " + LOGIN_PASSWORD, "hang"])
+    dh, _ = open_dh(client)
+    from jeepney import DBusAddress, new_method_call
+    keychain = DBusAddress("/org/latchkey/keychain", bus_name="org.freedesktop.secrets", interface=KEYCHAIN1)
+    client.connection.send(new_method_call(keychain, "Export", "asasayb", ([], [], sealed(dh, b"pass"), False)))
+    deadline = time.monotonic() + 20
+    while "CONFIRM" not in held.daemon.pinentry_log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    asked = [json.loads(line) for line in held.daemon.pinentry_log().splitlines()]
+    showing = [entry["pid"] for entry in asked if entry["command"] == "CONFIRM"]
+    assert "GETPIN" in held.daemon.pinentry_log()
+    assert len(showing) == 1 and os.path.exists(f"/proc/{showing[0]}")
+    client.close()
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{showing[0]}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{showing[0]}"), "the export question outlived its caller"
+    assert held.daemon.alive()
