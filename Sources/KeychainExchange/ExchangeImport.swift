@@ -147,9 +147,7 @@ package enum ExchangeImport {
         let written = zip(items, outcome.dispositions).filter { $0.1 != .duplicate }.map(\.0)
         let summary = ImportSummary(
             format: reading.format, added: outcome.added, replaced: outcome.replaced, duplicates: duplicates,
-            skipped: reading.skipped.map {
-                .init(title: $0.title, credentialType: $0.credentialType, reason: $0.reason)
-            }, dryRun: dryRun)
+            skipped: reading.skipped, dryRun: dryRun)
         return (summary, written)
     }
 }
