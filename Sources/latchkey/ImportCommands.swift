@@ -20,11 +20,12 @@ struct ImportGnomeKeyring: ParsableCommand {
             named in gnome-keyring's `default` file becomes the default alias; into any other --keychain, everything \
             goes into that one.
 
-            One keyring is one transaction. A keyring imported before (same path, same contents) is skipped, and an \
-            item already there is not added twice. The keychain files are written by this process, also when latchkeyd \
-            holds them (its clients see the items at their next call), so the keychain's password is asked too. With \
-            --stdin, standard input holds passwords, one per line: each keyring and the keychain are opened with the \
-            first line that fits.
+            One keyring is one transaction, with the record of its import. A keyring imported before (same path, same \
+            contents) is skipped, and an item already there is not added twice. When latchkeyd holds the keychain, it \
+            imports each keyring this command read and opened (asking you to allow it), and no keychain password is \
+            needed while it holds the keychain unlocked; else this process writes the keychain file, and its password \
+            is asked too. With --stdin, standard input holds passwords, one per line: each keyring (and the keychain) \
+            is opened with the first line that fits.
 
             Exit status: 0 when every keyring was imported or had been, 1 when one could not be read or opened.
 
