@@ -392,6 +392,37 @@ def test_through_a_daemon_holding_the_keychain_unlocked_no_keychain_password_is_
     assert status.stdout.count("imported ") == 3, status.stdout
 
 
+def test_a_login_after_the_command_through_the_daemon_does_not_import_the_keyrings_again(
+        bus, make_daemon, tmp_path, home):
+    """The records ImportKeyring writes are the first-login import's: a login's hand-over afterwards imports
+    only a keyring file it has no record of (`zzz.keyring`, a copy of open.keyring at another path, sorted
+    last so that its record marks the end of that import), never open.keyring again."""
+    daemon = start_daemon(make_daemon, home, bus)
+    daemon.set_pinentry_answers(["confirm"])
+    opened = home / "keyrings" / "open.keyring"
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin", str(opened), input="")
+    assert result.returncode == 0 and result.stdout.startswith("imported 3 items"), result.stdout + result.stderr
+    daemon.stop()
+    shutil.copy(opened, home / "keyrings" / "zzz.keyring")
+    later = make_daemon(keychains=home / "latchkey" / "keychains", extra_env={"XDG_DATA_HOME": str(home)})
+    later.start(unlock=False)
+    assert control.hand_over(later.runtime / "latchkey" / "control", LOGIN_PASSWORD)[0] == "ok"
+
+    def imported():
+        status = latchkey(bus, tmp_path, "migration-status", "--json")
+        assert status.returncode == 0, status.stderr
+        return {entry["path"]: entry["keychain"] for entry in json.loads(status.stdout)["imported"]}
+    zzz = str(home / "keyrings" / "zzz.keyring")
+    deadline = time.monotonic() + 30
+    while zzz not in imported() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    keychains = home / "latchkey" / "keychains"
+    # open.keyring: the command's record, in the collection the command made for it; no other.
+    assert imported() == {str(opened): str(keychains / "open.keychain-db"), zzz: imported()[zzz]}
+    assert imported()[zzz] != str(keychains / "open.keychain-db")
+    assert len(list(keychains.glob("*.keychain-db"))) == 3
+
+
 def test_a_hostile_keyring_file_through_the_daemon_is_one_error_and_nothing_written(bus, make_daemon, tmp_path, home):
     daemon = start_daemon(make_daemon, home, bus)
     daemon.set_pinentry_answers(["confirm"] * 8)
