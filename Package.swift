@@ -200,7 +200,9 @@ let package = Package(
         .testTarget(name: "KeychainCoreTests", dependencies: ["KeychainCore"]),
         .testTarget(
             name: "KeychainStoreTests",
-            dependencies: ["KeychainStore", "KeychainCore", "CSQLite", "keychain-writer", "ProcessMemoryMaps"],
+            dependencies: [
+                "KeychainStore", "KeychainCore", "CSQLite", "keychain-writer", "ProcessMemoryMaps", "Posix",
+            ],
             exclude: ["Fixtures"]),
         .testTarget(name: "SecurityTests", dependencies: ["Security", "CallerIdentity"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),

@@ -145,6 +145,10 @@ package enum CXFDocument {
             try writer.key("urls")
             try writer.beginArray()
             try writer.string(url)
+            // The other URLs a CXF item of another exporter had (CXFDocument.otherURLs), after it, in order.
+            if let others = text(attributes[.secretService(otherURLs)]) {
+                for other in others.split(separator: "\n") where !other.isEmpty { try writer.string(String(other)) }
+            }
             try writer.endArray()
             try writer.key("androidApps")
             try writer.beginArray()

@@ -4,6 +4,10 @@ import KeychainStore
 import Posix
 
 extension CXFDocument {
+    /// The Secret Service attribute that keeps a CXF item's `scope.urls` other than the one its server, protocol,
+    /// port and path stand for (all of them for an item with no URL naming a host), one a line, in order.
+    package static let otherURLs = "other-urls"
+
     /// The items of a CXF document: Latchkey's own items from their `latchkey` extension, as they were; other
     /// exporters' items from their credentials (docs/export-format.md, "CXF content"). Credentials no item can
     /// hold are listed in ``ExchangeReading/skipped``. A document of another major version is refused; unknown
@@ -213,7 +217,10 @@ private struct CXFReader {
         if let scope = item["scope"], !scope.isNull {
             for url in try array(scope["urls"], "scope.urls") { urls.append(try document.text(url, "scope.urls")) }
         }
-        let location = urls.lazy.compactMap { URLParts($0) }.first
+        // The first URL that names a host is the item's server; the others are kept, in order, one a line.
+        let located = urls.firstIndex { URLParts($0) != nil }
+        let location = located.flatMap { URLParts(urls[$0]) }
+        let otherURLs = urls.indices.filter { $0 != located }.map { urls[$0] }
         let credentials = try array(item["credentials"], "credentials")
         var notes: [String] = []
         var fields: ItemAttributes = [:]
@@ -222,6 +229,9 @@ private struct CXFReader {
         func passwordItem(username: String?, secret: Data?, extra: ItemAttributes = [:]) -> NewItem {
             var attributes = extra
             attributes[.label] = .string(title)
+            if !otherURLs.isEmpty {
+                attributes[.secretService(CXFDocument.otherURLs)] = .string(otherURLs.joined(separator: "\n"))
+            }
             if let username { attributes[.account] = .string(username) }
             if let location {
                 attributes[.server] = .string(location.server)

@@ -41,23 +41,6 @@ package struct ExchangeReading {
     }
 }
 
-/// A credential of an exchange file that no Latchkey item can hold (a passkey, an SSH key, a credit card, …).
-package struct SkippedCredential: Equatable, Sendable {
-    /// The title of the item it belongs to.
-    package var title: String
-    /// Its type as the file names it (`passkey`, `ssh-key`, …).
-    package var credentialType: String
-    /// Why it was left out, one line.
-    package var reason: String
-
-    /// A credential of `credentialType` in the item `title`, left out for `reason`.
-    package init(title: String, credentialType: String, reason: String) {
-        self.title = title
-        self.credentialType = credentialType
-        self.reason = reason
-    }
-}
-
 /// Why an exchange file could not be written or read. The message is one line that names the fault and where
 /// it is (a byte offset, a line), never a value from the file.
 package struct ExchangeError: Error, Equatable, Sendable, CustomStringConvertible {

@@ -19,9 +19,11 @@ package enum ImportRecords {
     }
 
     /// Adds `items` to `keychain` together with `records` (the earlier ones and this import's) in the metadata
-    /// row `name`: one transaction, so the items are there exactly when the record says so.
+    /// row `name` (and the metadata rows `also`): one transaction, so the items are there exactly when the record
+    /// says so.
     package static func add<Record: Encodable>(
-        _ items: [NewItem], recording records: [Record], named name: String, in keychain: Keychain
+        _ items: [NewItem], recording records: [Record], named name: String, in keychain: Keychain,
+        also: [String: Data] = [:]
     ) throws(KeychainError) {
         let encoded: Data
         do {
@@ -29,6 +31,6 @@ package enum ImportRecords {
         } catch {
             throw KeychainError(.internalComponent, "cannot encode the import records: \(error)")
         }
-        try keychain.add(items, metadata: [name: encoded])
+        try keychain.add(items, metadata: also.merging([name: encoded]) { _, record in record })
     }
 }

@@ -87,23 +87,48 @@ package enum GnomeKeyringImporter {
     package static func importKeyring(
         _ keyring: GnomeKeyring, from file: KeyringFile, into keychain: Keychain, now: Date = Date()
     ) throws(KeychainError) -> ImportOutcome {
-        var records = try records(in: keychain)
-        if let earlier = earlierImport(of: file, in: records) { return .alreadyImported(earlier) }
-        var added: [NewItem] = []
-        var present = 0
+        let planned = try plan(keyring, from: file, in: keychain)
+        if let earlier = planned.earlier { return .alreadyImported(earlier) }
+        return .imported(try apply(planned, into: keychain, now: now))
+    }
+
+    /// What importing `keyring`, read from `file`, into `keychain` would do, written nothing: the items it
+    /// would add, those already there, or the earlier import of this very file.
+    package static func plan(
+        _ keyring: GnomeKeyring, from file: KeyringFile, in keychain: Keychain
+    ) throws(KeychainError) -> KeyringImportPlan {
+        let records = try records(in: keychain)
+        var plan = KeyringImportPlan(file: file, keyring: keyring, earlier: earlierImport(of: file, in: records))
+        guard plan.earlier == nil else { return plan }
         for item in keyring.items {
             if try isPresent(item, in: keychain) {
-                present += 1
+                plan.present.append(item.label)
             } else {
-                added.append(newItem(item))
+                plan.added.append(newItem(item))
             }
         }
+        return plan
+    }
+
+    /// Writes exactly what `planned` (made by ``plan(_:from:in:)``) says into `keychain` (unlocked), in one
+    /// transaction with its record (and, with `source`, the metadata row ``sourceName`` naming the keyring file).
+    /// Refused, nothing written, when the file was imported since.
+    package static func apply(
+        _ planned: KeyringImportPlan, into keychain: Keychain, source: Bool = false, now: Date = Date()
+    ) throws(KeychainError) -> ImportRecord {
+        var records = try records(in: keychain)
+        if planned.earlier != nil || earlierImport(of: planned.file, in: records) != nil {
+            throw KeychainError(.duplicateItem, "\(planned.file.path) was imported already")
+        }
         let record = ImportRecord(
-            path: file.path, digest: file.digest, fileModified: file.modified, keyring: keyring.name,
-            added: added.count, alreadyPresent: present, imported: UInt64(max(0, now.timeIntervalSince1970)))
+            path: planned.file.path, digest: planned.file.digest, fileModified: planned.file.modified,
+            keyring: planned.keyring.name, added: planned.added.count, alreadyPresent: planned.present.count,
+            imported: UInt64(max(0, now.timeIntervalSince1970)))
         records.append(record)
-        try ImportRecords.add(added, recording: records, named: recordsName, in: keychain)
-        return .imported(record)
+        try ImportRecords.add(
+            planned.added, recording: records, named: recordsName, in: keychain,
+            also: source ? [sourceName: Data(planned.file.path.utf8)] : [:])
+        return record
     }
 
     /// Whether the keychain holds an item with `item`'s label, Secret Service attributes and creation date.
@@ -121,4 +146,19 @@ package enum GnomeKeyringImporter {
                 && AttributeMapping.secretServiceAttributes(attributes, of: .genericPassword) == item.attributes
         }
     }
+}
+
+/// What importing one keyring file into a keychain would do (``GnomeKeyringImporter/plan(_:from:in:)``), and, once
+/// allowed, does (``GnomeKeyringImporter/apply(_:into:source:now:)``): nothing more.
+package struct KeyringImportPlan: Sendable {
+    /// The file.
+    package var file: KeyringFile
+    /// Its keyring, opened.
+    package var keyring: GnomeKeyring
+    /// The earlier import of this very file, when there was one: then nothing is to be done.
+    package var earlier: ImportRecord?
+    /// The items to add.
+    package var added: [NewItem] = []
+    /// The labels of the items already in the keychain.
+    package var present: [String] = []
 }

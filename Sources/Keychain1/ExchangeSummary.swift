@@ -4,23 +4,6 @@ import KeychainCore
 /// What an import did (or, in a dry run, would do): `org.latchkey.Keychain1`'s `Import` reply and the
 /// `latchkey import --json` summary (docs/export-import.md).
 package struct ImportSummary: Equatable, Sendable {
-    /// A credential of the file that no item can hold (a passkey, a TOTP seed…), with why it was skipped.
-    package struct Skipped: Equatable, Sendable {
-        /// Its title in the file.
-        package var title: String
-        /// Its CXF credential type, or the CSV's.
-        package var credentialType: String
-        /// Why it was skipped.
-        package var reason: String
-
-        /// A skipped credential.
-        package init(title: String, credentialType: String, reason: String) {
-            self.title = title
-            self.credentialType = credentialType
-            self.reason = reason
-        }
-    }
-
     /// The file's format as read: `cxf-1.0`, `csv-chrome`, …
     package var format: String
     /// Items added (or that would be).
@@ -30,13 +13,13 @@ package struct ImportSummary: Equatable, Sendable {
     /// The labels of the items left out because an item with their primary key is there.
     package var duplicates: [String]
     /// Credentials skipped as unsupported.
-    package var skipped: [Skipped]
+    package var skipped: [SkippedCredential]
     /// Whether nothing was written (`--dry-run`).
     package var dryRun: Bool
 
     /// A summary.
     package init(
-        format: String, added: Int, replaced: Int, duplicates: [String], skipped: [Skipped], dryRun: Bool
+        format: String, added: Int, replaced: Int, duplicates: [String], skipped: [SkippedCredential], dryRun: Bool
     ) {
         self.format = format
         self.added = added
@@ -72,7 +55,7 @@ extension Keychain1Interface {
         if case .array(_, let names)? = pairs["Duplicates"]?.unwrapped {
             duplicates = names.compactMap { $0.text }
         }
-        var skipped: [ImportSummary.Skipped] = []
+        var skipped: [SkippedCredential] = []
         if case .array(_, let entries)? = pairs["Skipped"]?.unwrapped {
             for entry in entries {
                 guard case .structure(let fields) = entry, fields.count == 3 else { continue }

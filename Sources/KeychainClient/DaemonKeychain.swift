@@ -384,6 +384,23 @@ package final class DaemonKeychain: KeychainBackend {
         return try Keychain1Interface.decodeSummary(first)
     }
 
+    /// Imports the gnome-keyring keyring file `file`, read at `path` (modified then, Unix seconds), opened with
+    /// `password` (empty for a keyring without one), with its import record (`ImportKeyring`): the daemon asks the
+    /// person first. Both cross sealed under a `Keychain1` session.
+    package func importKeyring(
+        _ file: [UInt8], password: [UInt8], path: String, modified: UInt64, dryRun: Bool
+    ) throws(KeychainError) -> ImportSummary {
+        let (reply, _) = try Self.callCarryingSecrets(path: self.path, "ImportKeyring", timeout: Self.exchangeTimeout) {
+            (channel) throws(KeychainError) in
+            [
+                .bytes(try channel.seal(file)), .bytes(try channel.seal(password)), .string(path), .uint64(modified),
+                .bool(dryRun),
+            ]
+        }
+        guard let first = reply.first else { throw KeychainError(.decode, "the daemon's ImportKeyring reply is empty") }
+        return try Keychain1Interface.decodeSummary(first)
+    }
+
     /// How long an export or import may wait: an unlock prompt, the person's confirmation (pinentry's own
     /// timeout is 120 s), and the encryption.
     private static let exchangeTimeout: Int32 = 300_000

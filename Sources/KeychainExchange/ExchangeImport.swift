@@ -98,23 +98,57 @@ package enum ExchangeImport {
     /// How an age file starts: the binary header, the armor.
     private static let ageMagics = ["age-encryption.org/", "-----BEGIN AGE ENCRYPTED FILE-----"]
 
-    /// Adds `reading`'s items to `keychain` in one transaction (``Keychain/importItems(_:replacing:dryRun:)``):
-    /// duplicates by primary key are reported, or replaced with `replacing`; `dryRun` writes nothing. (No item of
-    /// a reading carries `lk:portal-key`: the CXF reader drops it, so a file cannot choose an application's key.)
+    /// Adds `reading`'s items to `keychain` in one transaction (``Keychain/importItems(_:replacing:dryRun:expecting:)``):
+    /// duplicates by primary key are reported, or replaced with `replacing`; `dryRun` writes nothing; with
+    /// `approved` (a dry run's summary the person said yes to), nothing is written unless it adds and replaces
+    /// exactly as many items. (No item of a reading carries `lk:portal-key`: the CXF reader drops it, so a file
+    /// cannot choose an application's key.)
     package static func add(
-        _ reading: ExchangeReading, to keychain: Keychain, replacing: Bool, dryRun: Bool
+        _ reading: ExchangeReading, to keychain: Keychain, replacing: Bool, dryRun: Bool = false,
+        approved: ImportSummary? = nil
     ) throws(KeychainError) -> ImportSummary {
+        try tried(reading, in: keychain, replacing: replacing, dryRun: dryRun, approved: approved).summary
+    }
+
+    /// What adding `reading`'s items to `keychain` would do, written nothing, and the bytes the items it adds or
+    /// puts in place take (their secrets and attribute text, as a collection's byte quota counts them).
+    package static func plan(
+        _ reading: ExchangeReading, in keychain: Keychain, replacing: Bool
+    ) throws(KeychainError) -> (summary: ImportSummary, bytes: Int) {
+        let (summary, written) = try tried(reading, in: keychain, replacing: replacing, dryRun: true, approved: nil)
+        return (summary, estimatedBytes(of: written))
+    }
+
+    /// The bytes `items` take as a collection's byte quota counts them: each secret and its attributes' text.
+    package static func estimatedBytes(of items: [NewItem]) -> Int {
+        items.reduce(0) { total, item in
+            item.attributes.reduce(total + (item.secret?.count ?? 0)) { sum, attribute in
+                let value: Int
+                switch attribute.value {
+                case .string(let text): value = text.utf8.count
+                case .data(let bytes): value = bytes.count
+                default: value = 8
+                }
+                return sum + attribute.key.rawValue.utf8.count + value
+            }
+        }
+    }
+
+    private static func tried(
+        _ reading: ExchangeReading, in keychain: Keychain, replacing: Bool, dryRun: Bool, approved: ImportSummary?
+    ) throws(KeychainError) -> (summary: ImportSummary, written: [NewItem]) {
         let items = reading.items
-        let outcome = try keychain.importItems(items, replacing: replacing, dryRun: dryRun)
+        let outcome = try keychain.importItems(
+            items, replacing: replacing, dryRun: dryRun, expecting: approved.map { ($0.added, $0.replaced) })
         let duplicates = zip(items, outcome.dispositions).filter { $0.1 == .duplicate }.map { (item, _) in
             if case .string(let label)? = item.attributes[.label] { return label }
             return "(no label)"
         }
-        return ImportSummary(
+        let written = zip(items, outcome.dispositions).filter { $0.1 != .duplicate }.map(\.0)
+        let summary = ImportSummary(
             format: reading.format, added: outcome.added, replaced: outcome.replaced, duplicates: duplicates,
-            skipped: reading.skipped.map {
-                .init(title: $0.title, credentialType: $0.credentialType, reason: $0.reason)
-            }, dryRun: dryRun)
+            skipped: reading.skipped, dryRun: dryRun)
+        return (summary, written)
     }
 }
 

@@ -53,14 +53,14 @@ extension KeychainRegistry {
     /// only if you asked for it" with the `command` that asks for it, when there is one.
     func confirmProgramChange(
         _ request: PinentryRequest, requester: String?, command: String?, declined: String, unasked: String,
-        client: PromptClient? = nil, completion: @escaping (ConfirmationAnswer) -> Void
+        client: PromptClient? = nil, ticket: PromptTicket? = nil, completion: @escaping (ConfirmationAnswer) -> Void
     ) -> PromptTicket {
         var request = request
         if let requester { request.description += "\nAsked by: \(PromptText.field(requester))" }
         request.description += "\nAllow this only if you asked for it" + (command.map { " (\($0))." } ?? ".")
         return confirm(
             request, bounded: Self.accessPromptTimeout, declined: declined, unasked: unasked, client: client,
-            completion: completion)
+            ticket: ticket, completion: completion)
     }
 
     /// How a confirmed change ends: the refusal when the person did not confirm it; `missing` when `held` (nil:

@@ -49,10 +49,11 @@ extension KeychainRegistry {
     /// ``ConfirmationAnswer/confirmed``, `errSecUserCanceled` with `declined` when the person said no (or closed
     /// it), `errSecInteractionNotAllowed` with `unasked` when no pinentry could ask. `client`: the client whose request it confirms, in whose turn
     /// it waits (docs/robustness.md, "Fair prompts"; nil: the daemon's own turn). The ticket: withdraw it when
-    /// the requester leaves.
+    /// the requester leaves. A request's later step passes its first prompt's `ticket`, so that withdrawing that
+    /// ends this one too.
     func confirm(
         _ request: PinentryRequest, bounded: Duration?, declined: String, unasked: String,
-        client: PromptClient? = nil, completion: @escaping (ConfirmationAnswer) -> Void
+        client: PromptClient? = nil, ticket: PromptTicket? = nil, completion: @escaping (ConfirmationAnswer) -> Void
     ) -> PromptTicket {
         let outcome = ConfirmationOutcome()
         var dialog = PromptDialog<Bool>(
@@ -91,7 +92,7 @@ extension KeychainRegistry {
             }
         }
         dialog.client = client
-        return enqueuePrompt(dialog) { accepted in
+        return enqueuePrompt(dialog, ticket: ticket, showingNext: ticket != nil) { accepted in
             guard accepted else {
                 switch outcome.state.withLock({ $0 }) {
                 case .answered: completion(.declined(KeychainError(.userCanceled, declined)))

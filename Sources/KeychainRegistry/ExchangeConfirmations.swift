@@ -15,7 +15,7 @@ extension KeychainRegistry {
         of keychains: [HeldKeychain], itemCount: @escaping () -> Int, encrypted: Bool, requester: String?,
         client: PromptClient?, completion: @escaping (Result<Void, KeychainError>) -> Void
     ) -> PromptTicket? {
-        unlockingFirst(keychains, completion: completion) { [self] in
+        unlockingFirst(keychains, completion: completion) { [self] ticket in
             let names = keychains.map { "“\(PromptText.field($0.label.isEmpty ? $0.id : $0.label, bytes: 60))”" }
             let count = itemCount()
             let how = encrypted ? "an encrypted file" : "an UNENCRYPTED file that anyone who reads it can use"
@@ -27,45 +27,53 @@ extension KeychainRegistry {
                         + " into \(how).",
                     prompt: "", okLabel: "Export", cancelLabel: "Cancel"),
                 requester: requester, command: "latchkey export", declined: "the user did not allow the export",
-                unasked: "an export needs the user's confirmation, and no prompt could be shown", client: client
+                unasked: "an export needs the user's confirmation, and no prompt could be shown", client: client,
+                ticket: ticket
             ) { answer in completion(answer.result) }
         }
     }
 
     /// Unlocks `held` when it is locked, then asks the person to confirm an import of `adding` items into it,
-    /// `replacing` of them in place of items there; as ``confirmExport(of:itemCount:encrypted:requester:client:completion:)``.
+    /// `replacing` of them in place of items there, from `source` (`a file`, or a gnome-keyring keyring named so),
+    /// as `command` would; as ``confirmExport(of:itemCount:encrypted:requester:client:completion:)``.
     package func confirmImport(
-        into held: HeldKeychain, adding: Int, replacing: Int, requester: String?, client: PromptClient?,
+        into held: HeldKeychain, adding: Int, replacing: Int, from source: String = "a file",
+        command: String = "latchkey import", requester: String?, client: PromptClient?,
         completion: @escaping (Result<Void, KeychainError>) -> Void
     ) -> PromptTicket? {
-        unlockingFirst([held], completion: completion) { [self] in
+        unlockingFirst([held], completion: completion) { [self] ticket in
             let name = PromptText.field(held.label.isEmpty ? held.id : held.label, bytes: 60)
             let replaced = replacing > 0 ? ", overwriting \(replacing) item\(replacing == 1 ? "" : "s") there" : ""
             return confirmProgramChange(
                 PinentryRequest(
                     title: "Import Keychain Items",
-                    description: "A program asks to import \(adding) item\(adding == 1 ? "" : "s") from a file into"
+                    description: "A program asks to import \(adding) item\(adding == 1 ? "" : "s") from \(source) into"
                         + " the keychain “\(name)”\(replaced).",
                     prompt: "", okLabel: "Import", cancelLabel: "Cancel"),
-                requester: requester, command: "latchkey import", declined: "the user did not allow the import",
-                unasked: "an import needs the user's confirmation, and no prompt could be shown", client: client
+                requester: requester, command: command, declined: "the user did not allow the import",
+                unasked: "an import needs the user's confirmation, and no prompt could be shown", client: client,
+                ticket: ticket
             ) { answer in completion(answer.result) }
         }
     }
 
     /// Runs `ask` once every keychain of `keychains` is unlocked (asking for their passwords first when one is
-    /// locked); a cancelled unlock completes with `errSecUserCanceled`.
+    /// locked); a cancelled unlock completes with `errSecUserCanceled`. After an unlock prompt, `ask` gets its
+    /// ticket and queues its question under it (as the next step of the same request), so that withdrawing the
+    /// ticket returned here, when the requester leaves the bus, ends the question too.
     private func unlockingFirst(
         _ keychains: [HeldKeychain], completion: @escaping (Result<Void, KeychainError>) -> Void,
-        _ ask: @escaping () -> PromptTicket
+        _ ask: @escaping (PromptTicket?) -> PromptTicket
     ) -> PromptTicket? {
         let locked = keychains.filter(\.isLocked)
-        guard !locked.isEmpty else { return ask() }
-        return promptForPasswords(unlocking: locked) { unlocked in
+        guard !locked.isEmpty else { return ask(nil) }
+        var first: PromptTicket?
+        first = promptForPasswords(unlocking: locked) { unlocked in
             guard unlocked, !keychains.contains(where: \.isLocked) else {
                 return completion(.failure(KeychainError(.userCanceled, "the keychain was not unlocked")))
             }
-            _ = ask()
+            _ = ask(first)
         }
+        return first
     }
 }

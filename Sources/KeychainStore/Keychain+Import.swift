@@ -9,11 +9,14 @@ extension Keychain {
     /// left out, or, with `replacing`, put in place of the items they collide with
     /// (deleted and added in the same transaction). A second item of `items` with the primary key of an
     /// earlier one is a duplicate either way. With `dryRun` nothing is written: the outcome says what would be.
+    /// With `expecting` (the counts a person approved, from a dry run), nothing is written unless the import adds
+    /// and replaces exactly as many items, decided under the same lock as the write.
     ///
-    /// - Throws: as ``add(_:metadata:)``; when it throws, nothing changed.
-    package func importItems(_ items: [NewItem], replacing: Bool, dryRun: Bool) throws(KeychainError)
-        -> ImportOutcome
-    {
+    /// - Throws: as ``add(_:metadata:)``; `errSecInteractionRequired` when the counts are not `expecting`'s; when
+    ///   it throws, nothing changed.
+    package func importItems(
+        _ items: [NewItem], replacing: Bool, dryRun: Bool, expecting: (added: Int, replaced: Int)? = nil
+    ) throws(KeychainError) -> ImportOutcome {
         let prepared = try prepare(items)
         let (outcome, checkpointNow) = try state.withLock { (state) throws(KeychainError) -> (ImportOutcome, Bool) in
             _ = try state.unlockedKey()
@@ -64,6 +67,12 @@ extension Keychain {
                 case (_?, false):
                     outcome.dispositions.append(.duplicate)
                 }
+            }
+            if let expecting, expecting.added != outcome.added || expecting.replaced != outcome.replaced {
+                throw KeychainError(
+                    .interactionRequired,
+                    "the keychain changed since the import was allowed (it would add \(outcome.added) and replace "
+                        + "\(outcome.replaced), not \(expecting.added) and \(expecting.replaced)): nothing imported")
             }
             // Sealed also in a dry run: an item whose class cannot be written here fails the same way.
             let sealed = try seal(written, state: &state)

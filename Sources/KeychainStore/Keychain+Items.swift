@@ -162,6 +162,15 @@ extension Keychain {
     ///   changes); `errSecInteractionNotAllowed` while locked.
     @discardableResult
     public func update(matching query: ItemQuery, with changes: ItemChanges) throws(KeychainError) -> Int {
+        try update(matching: query, with: changes, secrets: [:])
+    }
+
+    /// As ``update(matching:with:)``, in the same one transaction, with the items named in `secrets` given that
+    /// secret instead of `changes.secret` (or their own): the daemon's update of several items that each have a
+    /// password of their own, whose secrets are each sealed under its own (docs/secitem-semantics.md).
+    package func update(
+        matching query: ItemQuery, with changes: ItemChanges, secrets: [ItemReference: SharedSecret]
+    ) throws(KeychainError) -> Int {
         try query.validate()
         let newAttributes = changes.attributes.filter { !$0.key.isSetByStore }
         try ItemSchema.of(query.itemClass).validate(newAttributes)
@@ -213,7 +222,11 @@ extension Keychain {
                     let secretContext = ItemSealing.itemField(
                         keychain: identifier, item: reference, .secret, version: version)
                     let sealedSecret: Data?
-                    if let secret = changes.secret {
+                    if let given = secrets[reference] {
+                        sealedSecret = try given.withUnsafeBytes { (raw) throws(KeychainError) in
+                            try AuthenticatedCipher.seal(unowned: raw, key: key, context: secretContext)
+                        }
+                    } else if let secret = changes.secret {
                         sealedSecret = try AuthenticatedCipher.seal(secret, key: key, context: secretContext)
                     } else if let kept = match.secretInSecretMemory {
                         sealedSecret = try kept.withUnsafeBytes { (raw) throws(KeychainError) in

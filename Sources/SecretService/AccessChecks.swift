@@ -152,17 +152,28 @@ extension SecretServiceDaemon {
         _ kind: AccessKind, of targets: [SecretTarget], to call: DBusMethodCall,
         _ serve: @escaping (_ outcome: AccessOutcome) -> Result<[DBusValue], DBusError>
     ) throws(DBusError) -> DBusMethodResult {
+        try decidingChange(kind, of: targets, to: call) { outcome in serve(outcome).map { .reply($0) } }
+    }
+
+    /// As ``servingChange(_:of:to:_:)``, with a `serve` that may itself answer later (`.deferred`: it replies to
+    /// `call` itself), for a change that asks the person more once the access decision is made (`Keychain1.Update`
+    /// giving items a password of their own: the decision comes first, so that a refused caller is asked nothing).
+    func decidingChange(
+        _ kind: AccessKind, of targets: [SecretTarget], to call: DBusMethodCall,
+        _ serve: @escaping (_ outcome: AccessOutcome) -> Result<DBusMethodResult, DBusError>
+    ) throws(DBusError) -> DBusMethodResult {
         var asks: [AccessAsk] = []
         for target in targets {
             switch decide(kind, target, caller: call.sender) {
             case .allowed: break
             case .ask(let question): asks.append(AccessAsk(target: target, question: question))
             case .denied(let refusal):
-                return try Self.result(
-                    serve(.denied(AccessDenial(kind: kind, labels: [Self.label(target)], cause: .refused(refusal)))))
+                return try serve(
+                    .denied(AccessDenial(kind: kind, labels: [Self.label(target)], cause: .refused(refusal)))
+                ).get()
             }
         }
-        guard !asks.isEmpty else { return try Self.result(serve(.allowed)) }
+        guard !asks.isEmpty else { return try serve(.allowed).get() }
         let sender = call.sender
         let failure = AccessPromptFailure()
         var ticket: PromptTicket?
@@ -184,18 +195,14 @@ extension SecretServiceDaemon {
                 let labels = asks.map(\.question.label)
                 let outcome: AccessOutcome =
                     granted ? .allowed : .denied(AccessDenial(kind: kind, labels: labels, cause: .init(failure)))
-                reply(to: call, serve(outcome))
+                switch serve(outcome) {
+                case .success(.reply(let values)): reply(to: call, .success(values))
+                case .success(.deferred): break
+                case .failure(let error): reply(to: call, .failure(error))
+                }
             })
         if !finished, let ticket { accessTickets[sender, default: []].append(ticket) }
         return .deferred
-    }
-
-    /// The reply a request served at once gives.
-    private static func result(_ served: Result<[DBusValue], DBusError>) throws(DBusError) -> DBusMethodResult {
-        switch served {
-        case .success(let values): return .reply(values)
-        case .failure(let error): throw error
-        }
     }
 
     /// Forgets `tickets` of `sender` once their prompts ended.

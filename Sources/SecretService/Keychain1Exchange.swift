@@ -3,11 +3,13 @@ import AgeEncryption
 import CredentialExchange
 import DBus
 import FoundationEssentials
+import GnomeKeyringImport
 import Keychain1
 import KeychainCore
 import KeychainExchange
 import KeychainRegistry
 import KeychainStore
+import Pinentry
 import Posix
 
 /// `org.latchkey.Keychain1`'s `Export` (on `/org/latchkey/keychain`) and `Import` (on a keychain's object):
@@ -39,7 +41,7 @@ extension SecretServiceDaemon {
     /// Ends what ``beginExchange(_:)`` counted, at `call`'s reply (any reply: other calls count nothing).
     func endExchange(_ call: DBusMethodCall) {
         guard call.message.interface == Keychain1Interface.interface,
-            call.message.member == "Export" || call.message.member == "Import"
+            ["Export", "Import", "ImportKeyring"].contains(call.message.member)
         else { return }
         exchangesUnderWay.remove(call.sender)
     }
@@ -154,19 +156,7 @@ extension SecretServiceDaemon {
             wipeSharedStorage(of: sealedKey)
             wipeSharedStorage(of: sealedFile)
         }
-        try refuse(unlessAllowed: .importItems, by: call.sender)
-        guard !isWaitingForConfirmation(call.sender) else {
-            throw DBusError(.accessDenied, "a confirmation asked by this caller is still waiting for the person")
-        }
-        guard sealedFile.count <= ExchangeImport.maximumFileBytes + SecretSession.sealingOverhead else {
-            throw Keychain1Interface.dbusError(
-                KeychainError(.dataTooLarge, "the file is larger than \(ExchangeImport.maximumFileBytes >> 20) MiB"))
-        }
-        let session = keychainSession(of: call.sender)
-        // The file holds secrets (or is opened by the key that comes with it): both cross the bus only sealed.
-        guard session.isSealing else {
-            throw DBusError(.accessDenied, "a file to import crosses the bus only in a Keychain1 session (OpenSession)")
-        }
+        let session = try importingSession(of: call, fileBytes: sealedFile.count)
         let file = try session.unseal(sealedFile)
         let key: ImportKey
         switch keyKind {
@@ -176,56 +166,156 @@ extension SecretServiceDaemon {
         default: throw DBusError(.invalidArgs, "keyKind is passphrase, identity or none")
         }
         let limits = limits
+        let keychain = held.keychain
+        // Read once (one scrypt for a passphrase file), tried as a dry run; once the person said yes to what it
+        // would do, that same reading is written, and only if it adds and replaces exactly what was shown.
+        return try importPlanned(into: held, dryRun: dryRun, source: "a file", command: "latchkey import", call: call) {
+            () throws(KeychainError) -> PlannedImport in
+            let reading = try ExchangeImport.read(file, key: key, scrypt: ExchangeExport.scryptInDeriver)
+            for item in reading.items { try Self.checkImported(item, limits: limits) }
+            let (planned, bytes) = try ExchangeImport.plan(reading, in: keychain, replacing: replace)
+            return PlannedImport(summary: planned, bytes: bytes) { () throws(KeychainError) in
+                try ExchangeImport.add(reading, to: keychain, replacing: replace, approved: planned)
+            }
+        }
+    }
+
+    /// `ImportKeyring(file ay, password ay, path s, modified t, dryRun b) → summary a{sv}` into `held`: a
+    /// gnome-keyring keyring file the client read at `path` (the daemon never opens it), modified then (Unix
+    /// seconds), both the file and its password (empty for a keyring without one) sealed under the session;
+    /// its items and the import record the first-login import keeps (so neither imports it again) added in one
+    /// transaction, as `latchkey import-gnome-keyring` does on a keychain file. A file imported before (same
+    /// path, same contents) adds nothing: every item is reported as a duplicate.
+    func importKeyring(
+        _ sealedFile: [UInt8], password sealedPassword: [UInt8], path: String, modified: UInt64, dryRun: Bool,
+        into held: HeldKeychain, call: DBusMethodCall
+    ) throws(DBusError) -> DBusMethodResult {
+        defer {
+            wipeSharedStorage(of: sealedPassword)
+            wipeSharedStorage(of: sealedFile)
+        }
+        // Refused to a Flatpak application or an unidentified caller before anything is looked at.
+        try refuse(unlessAllowed: .importItems, by: call.sender)
+        // The path names the file in the record and in messages: one line, absolute.
+        guard path.hasPrefix("/"), path.utf8.count <= 4096, !path.unicodeScalars.contains(where: { $0.value < 0x20 })
+        else { throw DBusError(.invalidArgs, "path is the keyring file's absolute path, on one line") }
+        let session = try importingSession(of: call, fileBytes: sealedFile.count)
+        let file = try session.unseal(sealedFile)
+        let password = try session.unseal(sealedPassword)
+        let limits = limits
+        let keychain = held.keychain
+        // A collection made for the keyring (no records, no source yet) remembers it, as the login import's do.
+        let recordSource =
+            keychain.parentIdentifier != nil
+            && (try? keychain.metadata(GnomeKeyringImporter.sourceName)) == nil
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        return try importPlanned(
+            into: held, dryRun: dryRun, source: "the gnome-keyring keyring “\(PromptText.field(name, bytes: 60))”",
+            command: "latchkey import-gnome-keyring", call: call
+        ) { () throws(KeychainError) -> PlannedImport in
+            let keyring: GnomeKeyring
+            let opened = KeyringFile(path: path, bytes: file.withUnsafeBytes { [UInt8]($0) }, modified: modified)
+            do throws(GnomeKeyringImport.GnomeKeyringError) {
+                var copy = password.withUnsafeBytes { [UInt8]($0) }
+                defer { wipeBytes(&copy) }
+                keyring = try opened.keyring(password: copy)
+            } catch {
+                throw KeychainError(error.kind == .wrongPassword ? .authFailed : .decode, error.description)
+            }
+            let planned = try GnomeKeyringImporter.plan(keyring, from: opened, in: keychain)
+            for item in planned.added { try Self.checkImported(item, limits: limits) }
+            let labels = planned.earlier == nil ? planned.present : keyring.items.map(\.label)
+            let summary = ImportSummary(
+                format: "gnome-keyring", added: planned.added.count, replaced: 0, duplicates: labels, skipped: [],
+                dryRun: true)
+            return PlannedImport(summary: summary, bytes: ExchangeImport.estimatedBytes(of: planned.added)) {
+                () throws(KeychainError) in
+                guard planned.earlier == nil else { return summary }
+                let record = try GnomeKeyringImporter.apply(planned, into: keychain, source: recordSource)
+                return ImportSummary(
+                    format: "gnome-keyring", added: record.added, replaced: 0, duplicates: planned.present,
+                    skipped: [], dryRun: false)
+            }
+        }
+    }
+
+    /// The caller's `Keychain1` session, for an import of a file of `fileBytes` sealed bytes: refused to a Flatpak
+    /// application or an unidentified caller, to one with a confirmation waiting, to a file too large, and without
+    /// a session that seals (the file holds secrets, or the key that opens it comes with it).
+    private func importingSession(of call: DBusMethodCall, fileBytes: Int) throws(DBusError) -> SecretSession {
+        try refuse(unlessAllowed: .importItems, by: call.sender)
+        guard !isWaitingForConfirmation(call.sender) else {
+            throw DBusError(.accessDenied, "a confirmation asked by this caller is still waiting for the person")
+        }
+        guard fileBytes <= ExchangeImport.maximumFileBytes + SecretSession.sealingOverhead else {
+            throw Keychain1Interface.dbusError(
+                KeychainError(.dataTooLarge, "the file is larger than \(ExchangeImport.maximumFileBytes >> 20) MiB"))
+        }
+        let session = keychainSession(of: call.sender)
+        guard session.isSealing else {
+            throw DBusError(.accessDenied, "a file to import crosses the bus only in a Keychain1 session (OpenSession)")
+        }
+        return session
+    }
+
+    /// Runs an import into `held`: `plan` on the worker (after the usual unlock prompt when `held` is locked);
+    /// then, unless a dry run or nothing to write, the collection's quotas checked against what it adds, the person
+    /// asked about exactly those counts, and the plan's own `apply` (on the worker) writes what was shown.
+    private func importPlanned(
+        into held: HeldKeychain, dryRun: Bool, source: String, command: String, call: DBusMethodCall,
+        plan: @escaping @Sendable () throws(KeychainError) -> PlannedImport
+    ) throws(DBusError) -> DBusMethodResult {
+        let limits = limits
         let requester = application(of: call.sender)?.description
         let client = promptClient(of: call.sender)
         let keychain = held.keychain
-        // Read and tried as a dry run first (on the worker): the person is asked about what the file holds.
-        let run = { [self] (dry: Bool, then: @escaping (Result<ImportSummary, KeychainError>) -> Void) in
-            registry.offLoop(
-                { () -> Result<ImportSummary, KeychainError> in
-                    Result { () throws(KeychainError) in
-                        let reading = try ExchangeImport.read(file, key: key, scrypt: ExchangeExport.scryptInDeriver)
-                        for item in reading.items { try Self.checkImported(item, limits: limits) }
-                        return try ExchangeImport.add(reading, to: keychain, replacing: replace, dryRun: dry)
-                    }
-                }, then: then)
-        }
         let fail = { [self] (error: KeychainError) in reply(to: call, .failure(Keychain1Interface.dbusError(error))) }
-        let finish = { [self] (result: Result<ImportSummary, KeychainError>) in
-            switch result {
-            case .failure(let error): fail(error)
-            case .success(let summary):
-                if !summary.dryRun && summary.added + summary.replaced > 0 { itemsChanged(in: held) }
-                reply(to: call, .success([Keychain1Interface.encode(summary)]))
-            }
+        let finish = { [self] (summary: ImportSummary) in
+            if !summary.dryRun && summary.added + summary.replaced > 0 { itemsChanged(in: held) }
+            reply(to: call, .success([Keychain1Interface.encode(summary)]))
         }
-        // Tried as a dry run first, then, once the person said yes to what it would do, for real.
         let proceed = { [self] in
-            run(true) { [self] trial in
-                guard case .success(let planned) = trial, !dryRun else { return finish(trial) }
-                let total = planned.added + planned.replaced
-                guard total > 0 else { return finish(trial) }
-                do throws(DBusError) {
-                    let usage = try Result { () throws(KeychainError) in try keychain.usage() }
-                        .mapError(Keychain1Interface.dbusError).get()
-                    try limits.check(
-                        usage: (usage.items + planned.added - 1, usage.bytes), adding: 0, isNew: true,
-                        in: held.path)
-                } catch {
-                    return reply(to: call, .failure(error))
-                }
-                _ = trackConfirmation(
-                    for: call,
-                    { completion in
-                        registry.confirmImport(
-                            into: held, adding: total, replacing: planned.replaced, requester: requester,
-                            client: client, completion: completion)
-                    },
-                    completion: { outcome in
-                        if case .failure(let error) = outcome { return fail(error) }
-                        run(false, finish)
-                    })
-            }
+            registry.offLoop(
+                { Result { () throws(KeychainError) in try plan() } },
+                then: { [self] tried in
+                    let planned: PlannedImport
+                    switch tried {
+                    case .failure(let error): return fail(error)
+                    case .success(let plan): planned = plan
+                    }
+                    let total = planned.summary.added + planned.summary.replaced
+                    guard !dryRun, total > 0 else {
+                        var summary = planned.summary
+                        summary.dryRun = dryRun
+                        return finish(summary)
+                    }
+                    do throws(DBusError) {
+                        let usage = try Result { () throws(KeychainError) in try keychain.usage() }
+                            .mapError(Keychain1Interface.dbusError).get()
+                        try limits.check(
+                            usage: (usage.items + planned.summary.added - 1, usage.bytes), adding: planned.bytes,
+                            isNew: true, in: held.path)
+                    } catch {
+                        return reply(to: call, .failure(error))
+                    }
+                    _ = trackConfirmation(
+                        for: call,
+                        { completion in
+                            registry.confirmImport(
+                                into: held, adding: total, replacing: planned.summary.replaced, from: source,
+                                command: command, requester: requester, client: client, completion: completion)
+                        },
+                        completion: { [self] outcome in
+                            if case .failure(let error) = outcome { return fail(error) }
+                            let apply = planned.apply
+                            registry.offLoop({ Result { () throws(KeychainError) in try apply() } }) { result in
+                                switch result {
+                                case .failure(let error): fail(error)
+                                case .success(let summary): finish(summary)
+                                }
+                            }
+                        })
+                })
         }
         try beginExchange(call)
         guard held.isLocked else {
@@ -272,4 +362,15 @@ extension SecretServiceDaemon {
             throw KeychainError(error.status, "an item of the file: \(error.reason)")
         }
     }
+}
+
+/// An import worked out on the worker, written nothing yet: what it would do, what it adds to the collection's
+/// bytes, and how to write exactly that once the person allowed it.
+struct PlannedImport: Sendable {
+    /// What it would do (a dry run's summary).
+    var summary: ImportSummary
+    /// The bytes it adds (``ExchangeImport/estimatedBytes(of:)``).
+    var bytes: Int
+    /// Writes what `summary` says, in one transaction, or nothing.
+    var apply: @Sendable () throws(KeychainError) -> ImportSummary
 }

@@ -210,20 +210,21 @@ extension Keychain1Object {
             query.references = references
             return query
         }
-        var count = 0
-        if !rest.isEmpty { count += try keychain.keychain.update(matching: only(rest), with: changes) }
+        // One transaction for all of them: each item with a password of its own gets its own secret (its new
+        // envelope, or, its password taken away, its plain secret); the others the change's.
+        var secrets: [ItemReference: SharedSecret] = [:]
         for (reference, plain, bytes) in own {
-            var change = changes
             if let plain {
-                count += try plain.withUnownedData { (data) throws(KeychainError) in
-                    change.secret = data
-                    return try keychain.keychain.update(matching: only([reference]), with: change)
+                secrets[reference] = plain
+            } else if let bytes {
+                do {
+                    secrets[reference] = try SharedSecret(copying: bytes)
+                } catch {
+                    throw KeychainError(.allocate, "no secret memory for an item's secret: \(error)")
                 }
-            } else {
-                change.secret = bytes
-                count += try keychain.keychain.update(matching: only([reference]), with: change)
             }
         }
-        return count
+        return try keychain.keychain.update(
+            matching: only(rest + own.map(\.0)), with: changes, secrets: secrets)
     }
 }

@@ -80,36 +80,39 @@ struct Keychain1Object: DBusObject {
                         } catch {
                             throw Keychain1Interface.dbusError(error)
                         }
-                        let update = { (sealed: [ItemReference: Data]) -> Result<DBusMethodResult, DBusError> in
-                            do throws(DBusError) {
-                                return .success(
-                                    try object.changing(.change, matching: query.query, call: call) {
-                                        (matching) throws(KeychainError) in
-                                        try Self.lendingData(secret) { (secret) throws(KeychainError) in
-                                            let changes = ItemChanges(attributes: given, secret: secret)
-                                            try Self.refuseBackendMarks(changes.attributes)
-                                            try object.refuseWideningAccess(matching: matching, with: changes)
-                                            // Items with a password of their own (before or after): each its own.
-                                            return try object.updateWithItemPasswords(
-                                                matching: matching, with: changes, sealed: sealed)
-                                        }
-                                    })
-                            } catch {
-                                return .failure(error)
+                        // The access decision first (a refused caller is asked nothing more), then the confirmation
+                        // of an access-control change, then, for items given a password of their own, that password,
+                        // one by one; then the change, of the items the decision was about.
+                        return try object.changingOnceDecided(.change, matching: query.query, call: call) { matching in
+                            let update = { (sealed: [ItemReference: Data]) -> Result<DBusMethodResult, DBusError> in
+                                do throws(KeychainError) {
+                                    let count = try Self.lendingData(secret) { (secret) throws(KeychainError) in
+                                        let changes = ItemChanges(attributes: given, secret: secret)
+                                        try Self.refuseBackendMarks(changes.attributes)
+                                        try object.refuseWideningAccess(matching: matching, with: changes)
+                                        // Items with a password of their own (before or after): each its own.
+                                        return try object.updateWithItemPasswords(
+                                            matching: matching, with: changes, sealed: sealed)
+                                    }
+                                    object.changed()
+                                    return .success(.reply([.uint32(UInt32(clamping: count))]))
+                                } catch {
+                                    return .failure(Keychain1Interface.dbusError(error))
+                                }
                             }
-                        }
-                        let confirmed = { (sealed: [ItemReference: Data]) -> Result<DBusMethodResult, DBusError> in
+                            let sealing = { () -> Result<DBusMethodResult, DBusError> in
+                                Result { () throws(DBusError) in
+                                    try object.sealingUnderNewItemPasswords(
+                                        matching: matching, to: given, secret: secret, call: call, then: update)
+                                }
+                            }
                             guard
                                 let targets = object.accessControlChangeToConfirm(
-                                    of: query.query, to: given, changingSecret: secret != nil, caller: call.sender)
-                            else { return update(sealed) }
+                                    of: matching, to: given, changingSecret: secret != nil, caller: call.sender)
+                            else { return sealing() }
                             return object.confirmingAccessControlChange(
-                                of: targets, authentication: query.query.authentication, call: call
-                            ) { update(sealed) }
+                                of: targets, authentication: query.query.authentication, call: call, sealing)
                         }
-                        // Items given a password of their own by this update: asked for it first, one by one.
-                        return try object.sealingUnderNewItemPasswords(
-                            matching: query.query, to: given, secret: secret, call: call, then: confirmed)
                     },
                     DBusMethod(
                         "Delete", DBusInput("query", Keychain1Query.self), returns: [.init("count", UInt32.self)]
@@ -132,6 +135,17 @@ struct Keychain1Object: DBusObject {
                         try object.daemon.importFile(
                             file, key: key, keyKind: keyKind, dryRun: dryRun, replace: replace, into: object.keychain,
                             call: call)
+                    },
+                    // A gnome-keyring keyring file the client read, with its import record, in one transaction
+                    // once the person allowed it (`latchkey import-gnome-keyring`; Keychain1Exchange.swift).
+                    DBusMethod(
+                        "ImportKeyring", DBusInput("file", [UInt8].self), DBusInput("password", [UInt8].self),
+                        DBusInput("path", String.self), DBusInput("modified", UInt64.self),
+                        DBusInput("dryRun", Bool.self), returns: [.init("summary", "a{sv}")]
+                    ) { (object, call, file, password, path, modified, dryRun) throws(DBusError) in
+                        try object.daemon.importKeyring(
+                            file, password: password, path: path, modified: modified, dryRun: dryRun,
+                            into: object.keychain, call: call)
                     },
                     DBusMethod("Status", returns: [.init("status", "a{sv}")]) { object, _ in
                         .reply([Keychain1Interface.encode(object.keychain.description)])
@@ -335,15 +349,24 @@ struct Keychain1Object: DBusObject {
         _ kind: AccessKind, matching query: ItemQuery, call: DBusMethodCall,
         _ body: @escaping (ItemQuery) throws(KeychainError) -> Int
     ) throws(DBusError) -> DBusMethodResult {
-        let run = { [self] (matching: ItemQuery) -> Result<[DBusValue], DBusError> in
+        try changingOnceDecided(kind, matching: query, call: call) { [self] matching in
             do throws(KeychainError) {
                 let count = try body(matching)
                 changed()
-                return .success([.uint32(UInt32(clamping: count))])
+                return .success(.reply([.uint32(UInt32(clamping: count))]))
             } catch {
                 return .failure(Keychain1Interface.dbusError(error))
             }
         }
+    }
+
+    /// The access decision of ``changing(_:matching:call:_:)`` (asking the person when the rules say so), then
+    /// `serve`, given the query to run, which may answer later itself (`.deferred`). Denied: the denial's error,
+    /// and `serve` never runs.
+    private func changingOnceDecided(
+        _ kind: AccessKind, matching query: ItemQuery, call: DBusMethodCall,
+        _ serve: @escaping (ItemQuery) -> Result<DBusMethodResult, DBusError>
+    ) throws(DBusError) -> DBusMethodResult {
         // A keychain whose policy allows every caller everything (AccessRules): no access list to read. A delete
         // still reads which items it deletes (not returning their attributes), to give back what they counted
         // against their applications' quotas (ApplicationUsage).
@@ -361,7 +384,7 @@ struct Keychain1Object: DBusObject {
             } catch {
                 throw Keychain1Interface.dbusError(error)
             }
-            return .reply(try run(matched).get())
+            return try serve(matched).get()
         }
         let targets: [SecretServiceDaemon.SecretTarget]
         do {
@@ -381,9 +404,9 @@ struct Keychain1Object: DBusObject {
         // What was matched (and asked about); nothing matched: the store's own answer (errSecItemNotFound).
         var matched = query
         if !targets.isEmpty { matched.references = targets.map(\.reference) }
-        return try daemon.servingChange(kind, of: targets, to: call) { outcome in
+        return try daemon.decidingChange(kind, of: targets, to: call) { outcome in
             if case .denied(let denial) = outcome { return .failure(denial.keychainError) }
-            return run(matched)
+            return serve(matched)
         }
     }
 

@@ -20,11 +20,12 @@ struct ImportGnomeKeyring: ParsableCommand {
             named in gnome-keyring's `default` file becomes the default alias; into any other --keychain, everything \
             goes into that one.
 
-            One keyring is one transaction. A keyring imported before (same path, same contents) is skipped, and an \
-            item already there is not added twice. The keychain files are written by this process, also when latchkeyd \
-            holds them (its clients see the items at their next call), so the keychain's password is asked too. With \
-            --stdin, standard input holds passwords, one per line: each keyring and the keychain are opened with the \
-            first line that fits.
+            One keyring is one transaction, with the record of its import. A keyring imported before (same path, same \
+            contents) is skipped, and an item already there is not added twice. When latchkeyd holds the keychain, it \
+            imports each keyring this command read and opened (asking you to allow it), and no keychain password is \
+            needed while it holds the keychain unlocked; else this process writes the keychain file, and its password \
+            is asked too. With --stdin, standard input holds passwords, one per line: each keyring (and the keychain) \
+            is opened with the first line that fits.
 
             Exit status: 0 when every keyring was imported or had been, 1 when one could not be read or opened.
 
@@ -55,7 +56,7 @@ struct ImportGnomeKeyring: ParsableCommand {
             let places = ImportPlaces(target: target)
             let defaultKeyring = GnomeKeyringImporter.defaultKeyringPath(inDirectory: ImportPaths.directory)
 
-            var ready: [(file: KeyringFile, keyring: GnomeKeyring, destination: KeyringDestination)] = []
+            var ready: [ReadyKeyring] = []
             for path in files {
                 do throws(GnomeKeyringError) {
                     let file = try KeyringFile(path: path)
@@ -63,17 +64,20 @@ struct ImportGnomeKeyring: ParsableCommand {
                         print("\(path): already imported \(ImportPaths.date(earlier.imported)); nothing to do")
                         continue
                     }
-                    let keyring = try passwords.open(file)
+                    let (keyring, password) = try passwords.openWithPassword(file)
                     // The keys gnome-keyring's Secret portal kept for Flatpak apps open their libsecret files.
                     passwords.addPortalSecrets(of: keyring)
-                    ready.append((file, keyring, places.destination(of: file, named: keyring.name)))
+                    ready.append(
+                        ReadyKeyring(
+                            file: file, keyring: keyring, password: password,
+                            destination: places.destination(of: file, named: keyring.name)))
                 } catch {
                     StandardError.write("latchkey: \(error); nothing imported from it")
                     failed = true
                 }
             }
             if importing.dryRun {
-                for (file, keyring, destination) in ready {
+                for (file, keyring, destination) in ready.map({ ($0.file, $0.keyring, $0.destination) }) {
                     print(
                         "would import \(keyring.items.count) items of keyring \"\(keyring.name)\" from \(file.path) "
                             + "into \(places.describe(destination))")
@@ -84,10 +88,18 @@ struct ImportGnomeKeyring: ParsableCommand {
                 return
             }
             guard !ready.isEmpty else { return }
+            // Held by the daemon: it imports them (no keychain password while it holds the keychain unlocked).
+            if let daemon = try Self.daemon(holding: keychainPath) {
+                failed =
+                    try Self.importThroughDaemon(
+                        ready, daemon: daemon, defaultKeyring: defaultKeyring, passwords: &passwords,
+                        stdin: importing.stdin) || failed
+                return
+            }
             try passwords.unlock(target)
             defer { target.lock() }
             var collections = CollectionMaker(places: places)
-            for (file, keyring, destination) in ready {
+            for (file, keyring, destination) in ready.map({ ($0.file, $0.keyring, $0.destination) }) {
                 let into = try collections.keychain(for: destination, source: file.path, passwords: &passwords)
                 defer { if into !== target { into.lock() } }
                 switch try GnomeKeyringImporter.importKeyring(keyring, from: file, into: into) {
@@ -107,6 +119,81 @@ struct ImportGnomeKeyring: ParsableCommand {
             }
         }
         if failed { throw ExitCode.failure }
+    }
+}
+
+/// A keyring file read and opened, with the password that opened it and where its items go.
+struct ReadyKeyring {
+    var file: KeyringFile
+    var keyring: GnomeKeyring
+    var password: [UInt8]
+    var destination: KeyringDestination
+}
+
+extension ImportGnomeKeyring {
+    /// The daemon's keychain at `path` when latchkeyd holds it, else nil.
+    static func daemon(holding path: String) throws(KeychainError) -> (
+        target: KeychainTarget, keychain: DaemonKeychain
+    )? {
+        let target = try KeychainTarget.reach(path, daemonKeychains: KeychainTarget.daemonKeychains())
+        guard let daemon = target.backend as? DaemonKeychain else { return nil }
+        return (target, daemon)
+    }
+
+    /// Imports `ready` through the daemon (`Keychain1.ImportKeyring`, one call per keyring, each asked of the
+    /// person): the keyring file's bytes and its password go sealed, the daemon writes its items and import record
+    /// in one transaction. A new collection is made with `CreateCollection`. Returns whether a keyring failed.
+    static func importThroughDaemon(
+        _ ready: [ReadyKeyring], daemon: (target: KeychainTarget, keychain: DaemonKeychain),
+        defaultKeyring: String?, passwords: inout PasswordPool, stdin: Bool
+    ) throws(KeychainError) -> Bool {
+        // Locked: unlocked with the passwords known (the lines of standard input, the keyrings' passwords), else
+        // asked; unlocked, no keychain password is needed.
+        if stdin && daemon.target.held?.protection != .loginKeychain {
+            try passwords.unlock(daemon.keychain, path: daemon.target.path)
+        } else {
+            try daemon.target.unlock()
+        }
+        var failed = false
+        let held = KeychainTarget.daemonKeychains() ?? []
+        for entry in ready {
+            let file = entry.file
+            let into: (path: String, keychain: DaemonKeychain, id: String)
+            switch entry.destination {
+            case .login:
+                into = (daemon.target.path, daemon.keychain, daemon.target.held?.id ?? "login")
+            case .keychain(let path):
+                guard
+                    let found = held.first(where: {
+                        !$0.file.isEmpty && KeychainPaths.canonical($0.file) == KeychainPaths.canonical(path)
+                    }), let keychain = DaemonKeychain.connect(collection: found.id)
+                else {
+                    StandardError.write(
+                        "latchkey: \(path) is not held by latchkeyd; nothing imported from \(file.path)")
+                    failed = true
+                    continue
+                }
+                into = (path, keychain, found.id)
+            case .newCollection(let label):
+                let made = try daemon.keychain.createCollection(label: label)
+                guard let keychain = DaemonKeychain.connect(collection: made.id) else {
+                    throw KeychainError(.noSuchKeychain, "latchkeyd does not serve the collection it made for \(label)")
+                }
+                into = (made.file, keychain, made.id)
+            }
+            let summary = try into.keychain.importKeyring(
+                file.bytes, password: entry.password, path: file.path, modified: file.modified, dryRun: false)
+            let present = summary.duplicates.isEmpty ? "" : " (\(summary.duplicates.count) were there already)"
+            print(
+                "imported \(summary.added) items of keyring \"\(entry.keyring.name)\" from \(file.path) into "
+                    + "\(into.path)\(present)")
+            // The first import of the keyring gnome-keyring's `default` names: the default here too.
+            if case .newCollection = entry.destination, file.path == defaultKeyring {
+                try daemon.keychain.setAlias("default", to: into.id)
+                print("the default collection is now \(into.path)")
+            }
+        }
+        return failed
     }
 }
 
@@ -360,10 +447,18 @@ struct PasswordPool {
 
     /// The keyring in `file`, opened with the first password that fits.
     mutating func open(_ file: KeyringFile) throws(GnomeKeyringError) -> GnomeKeyring {
-        guard file.needsPassword else { return try file.keyring(password: []) }
+        try openWithPassword(file).keyring
+    }
+
+    /// The keyring in `file` and the password that opened it (empty for a keyring without one): the first that
+    /// fits.
+    mutating func openWithPassword(_ file: KeyringFile) throws(GnomeKeyringError) -> (
+        keyring: GnomeKeyring, password: [UInt8]
+    ) {
+        guard file.needsPassword else { return (try file.keyring(password: []), []) }
         for password in known {
             do {
-                return try file.keyring(password: password)
+                return (try file.keyring(password: password), password)
             } catch  where error.kind == .wrongPassword {
                 continue
             }
@@ -388,7 +483,7 @@ struct PasswordPool {
             do {
                 let keyring = try file.keyring(password: password)
                 known.append(password)
-                return keyring
+                return (keyring, password)
             } catch  where error.kind == .wrongPassword {
                 wipeBytes(&password)
                 complaint = "wrong password; try again"

@@ -153,4 +153,30 @@ func secretText(_ item: NewItem) -> String? { item.secret.map { String(decoding:
         #expect(reading.items[0].attributes == [.service: .string("x")])
         #expect(reading.items[0].secret == Data([0, 1, 2]))
     }
+
+    @Test func everyURLOfAnItemIsKeptAndWrittenBackInOrder() throws {
+        let document = try secret(
+            #"{"version":{"major":1,"minor":0},"accounts":[{"items":[{"title":"Shop","scope":{"urls":["#
+                + #""https://shop.example:8443/login","https://www.shop.example/","app://shop"]},"#
+                + #""credentials":[{"type":"basic-auth","username":{"fieldType":"string","value":"ann"},"#
+                + #""password":{"fieldType":"concealed-string","value":"pw"}}]}]}]}"#)
+        let reading = try CXFDocument.decode(document)
+        let shop = try item(reading, "Shop", .internetPassword)
+        // The first URL (naming a host) is the server; the others are kept, in order, one a line.
+        #expect(shop.attributes[.server] == .string("shop.example"))
+        #expect(shop.attributes[.port] == .number(8443))
+        #expect(
+            shop.attributes[.secretService(CXFDocument.otherURLs)]
+                == .string("https://www.shop.example/\napp://shop"))
+        // Exported, the item's scope has its server's URL first, then the others.
+        let keychain = try Keychain.createInMemory(password: Array("pw".utf8))
+        try keychain.add(reading.items)
+        let export = try CXFDocument.encode(
+            [ExportedKeychain(name: "login", items: try everything(in: keychain))], exporter: "Latchkey",
+            at: Date(timeIntervalSince1970: 1_800_000_000))
+        let json = String(decoding: export.document.withUnsafeBytes { Data($0) }, as: UTF8.self)
+        #expect(
+            json.contains(
+                #""urls":["https://shop.example:8443/login","https://www.shop.example/","app://shop"]"#))
+    }
 }

@@ -492,3 +492,73 @@ def test_an_import_through_the_daemon_tells_secret_service_clients(held):
         signal = watcher.recv_until_filtered(queue, timeout=10)
     assert signal.body == ("/org/freedesktop/secrets/collection/login",)
     watcher.close()
+
+
+def test_an_import_counts_against_the_collections_byte_quota(tmp_path, bus, make_daemon):
+    """The items a file adds count against the collection's bytes (`--max-collection-bytes`), as a `CreateItem`'s
+    do: over it, the import is refused whole (LimitsExceeded), nothing written, nobody asked."""
+    c = Cli(tmp_path, bus)
+    c.daemon = make_daemon(keychains=c.keychains, extra_args=["--max-collection-bytes", "120"]).start()
+    c.password = LOGIN_PASSWORD
+    c.daemon.set_pinentry_answers(["confirm"])
+    result = c.run("import", str(FIXTURES / "chrome.csv"), "login", "--stdin", input="")
+    line = one_line_failure(result)
+    assert "bytes" in line, line
+    assert dump(c, "login") == []
+    assert "CONFIRM" not in c.daemon.pinentry_log()
+
+
+def test_an_import_writes_exactly_what_the_person_allowed(tmp_path, bus, make_daemon):
+    """The person is asked about a dry run's counts; the keychain changes while the question waits (an item of
+    the file that was a duplicate is deleted): the import would now add more than was shown, so it writes
+    nothing and says so in one line."""
+    c = Cli(tmp_path, bus)
+    c.daemon = make_daemon(keychains=c.keychains).start()
+    c.password = LOGIN_PASSWORD
+    one = tmp_path / "one.csv"
+    one.write_text("name,url,username,password\nx,https://x.example,u,p\n")
+    two = tmp_path / "two.csv"
+    two.write_text(one.read_text() + "y,https://y.example,v,q\n")
+    c.daemon.set_pinentry_answers(["confirm"])
+    assert c.run("import", str(one), "login", "--stdin", input="").returncode == 0
+    c.daemon.set_pinentry_answers(["wait 2 confirm"])
+    importing = subprocess.Popen([binary("latchkey"), "import", str(two), "login", "--stdin"], env=c.env(),
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while "CONFIRM" not in c.daemon.pinentry_log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    asked = [json.loads(line)["argument"] for line in c.daemon.pinentry_log().splitlines()
+             if json.loads(line)["command"] == "SETDESC"]
+    assert "import 1 item from" in asked[-1], asked
+    deleted = c.run("delete-internet-password", "-s", "x.example", "-a", "u")
+    assert deleted.returncode == 0, deleted.stderr
+    out, err = importing.communicate(timeout=60)
+    assert importing.returncode not in (0, 2), out
+    # (a line saying what it waits for comes first: the question waited 2 s)
+    assert err.strip().splitlines()[-1].startswith("latchkey: the keychain changed since the import was allowed"), err
+    assert dump(c, "login") == []
+
+
+def test_an_export_question_after_an_unlock_goes_when_its_caller_leaves(held):
+    """The keychain is locked: the export asks for its password, then the export question. The caller leaves the
+    bus while that question shows: it is withdrawn (its pinentry ended), not left for the person to answer."""
+    client = Client(held.bus.address)
+    client.call("/org/latchkey/keychain/login", KEYCHAIN1, "Lock")
+    held.daemon.set_pinentry_answers(["password " + LOGIN_PASSWORD, "hang"])
+    dh, _ = open_dh(client)
+    from jeepney import DBusAddress, new_method_call
+    keychain = DBusAddress("/org/latchkey/keychain", bus_name="org.freedesktop.secrets", interface=KEYCHAIN1)
+    client.connection.send(new_method_call(keychain, "Export", "asasayb", ([], [], sealed(dh, b"pass"), False)))
+    deadline = time.monotonic() + 20
+    while "CONFIRM" not in held.daemon.pinentry_log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    asked = [json.loads(line) for line in held.daemon.pinentry_log().splitlines()]
+    showing = [entry["pid"] for entry in asked if entry["command"] == "CONFIRM"]
+    assert "GETPIN" in held.daemon.pinentry_log()
+    assert len(showing) == 1 and os.path.exists(f"/proc/{showing[0]}")
+    client.close()
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{showing[0]}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{showing[0]}"), "the export question outlived its caller"
+    assert held.daemon.alive()

@@ -5,7 +5,9 @@ the default alias; every field of every item compared through the Secret Service
 gnome-keyring before and by latchkeyd after; a second import adds nothing; a wrong password imports
 nothing and says so; --dry-run changes nothing."""
 
+import json
 import os
+import pathlib
 import shutil
 import stat
 import subprocess
@@ -19,6 +21,7 @@ from jeepney.io.blocking import open_dbus_connection
 import control_client as control
 import gnome_keyring
 from conftest import LOGIN_PASSWORD, SCRIPTED_PINENTRY, Bus, allow_all_held_keychains, binary
+from flatpak_caller import as_flatpak, needs_root
 
 pytestmark = pytest.mark.skipif(shutil.which("gnome-keyring-daemon") is None,
                                 reason="gnome-keyring is not installed (.ci/packages lists it)")
@@ -162,8 +165,9 @@ def file_bytes(directory):
 
 def test_import_keeps_every_field_and_a_second_import_adds_nothing(bus, make_daemon, tmp_path, home, made):
     daemon = start_daemon(make_daemon, home, bus)
-    # Making "second" the default moves the alias away from the login collection: the person confirms it.
-    daemon.set_pinentry_answers(["confirm"])
+    # The daemon imports each keyring once the person allowed it (three), and making "second" the default moves
+    # the alias away from the login collection: the person confirms that too.
+    daemon.set_pinentry_answers(["confirm"] * 4)
     before = file_bytes(home / "keyrings")
     result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin",
                       input=passwords(LOGIN_PASSWORD, gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD))
@@ -226,7 +230,7 @@ def test_dry_run_lists_and_changes_nothing(bus, make_daemon, tmp_path, home):
 
 
 def test_a_damaged_keyring_is_named_and_the_others_are_imported(bus, make_daemon, tmp_path, home, made):
-    start_daemon(make_daemon, home, bus)
+    start_daemon(make_daemon, home, bus).set_pinentry_answers(["confirm"] * 3)
     login = home / "keyrings" / "login.keyring"
     login.write_bytes(login.read_bytes()[:200])
     result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin",
@@ -313,7 +317,8 @@ def test_import_unlocks_a_locked_daemon_to_make_the_collections(bus, make_daemon
     """The daemon holds the login keychain locked: the command opens it with the keychain password it
     was given, so that CreateCollection can protect the new collections with its key."""
     daemon = start_daemon(make_daemon, home, bus)
-    daemon.set_pinentry_answers(["confirm"])  # "second" made the default: the alias moves (confirmed)
+    # Each keyring's import, and "second" made the default (the alias moves): confirmed.
+    daemon.set_pinentry_answers(["confirm"] * 4)
     connection = open_dbus_connection(bus=bus.address)
     try:
         secretstorage.Collection(connection, LOGIN_PATH).lock()
@@ -325,6 +330,137 @@ def test_import_unlocks_a_locked_daemon_to_make_the_collections(bus, make_daemon
     assert collections(bus) == made["items"]
 
 
+
+
+# Through the daemon: `Keychain1.ImportKeyring` (docs/export-import.md, "gnome-keyring through the daemon").
+
+KEYCHAIN1 = "org.latchkey.Keychain1"
+ACCESS_DENIED = "org.freedesktop.DBus.Error.AccessDenied"
+STATUS_ERROR = "org.latchkey.Keychain1.Error.Status"
+LOGIN_KEYCHAIN1 = "/org/latchkey/keychain/login"
+
+
+def import_keyring(bus, path, password=b"", file=None, dry_run=False, session=True):
+    """`ImportKeyring` of the keyring file at `path` (or the bytes `file`) from a client of its own: the reply."""
+    from dbus_client import Client
+    from test_keychain_sessions import open_dh, sealed
+    client = Client(bus.address)
+    try:
+        data = file if file is not None else path.read_bytes()
+        if session:
+            dh, _ = open_dh(client)
+            data, password = sealed(dh, data), sealed(dh, password)
+        return client.call(LOGIN_KEYCHAIN1, KEYCHAIN1, "ImportKeyring", "ayaystb",
+                           (data, password, str(path), 0, dry_run), timeout=60)
+    finally:
+        client.close()
+
+
+def test_through_a_daemon_holding_the_keychain_unlocked_no_keychain_password_is_needed(
+        bus, make_daemon, tmp_path, home, made):
+    """The daemon holds the login keychain unlocked: the command reads the keyring files, opens them with their
+    own passwords and hands them to the daemon, which imports each (asked of the person) with the record the
+    first-login import reads. Standard input holds no line that is the keychain's password."""
+    daemon = start_daemon(make_daemon, home, bus)
+    daemon.set_pinentry_answers(["confirm"] * 4)
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin",
+                      input=passwords(gnome_keyring.LOGIN_PASSWORD, gnome_keyring.SECOND_PASSWORD))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("imported ") == 3, result.stdout
+    assert collections(bus) == made["items"]
+    assert alias(bus, "default") == path_of(bus, "second")
+    # The person was asked about each keyring by name (and the alias), and never for a password.
+    log = daemon.pinentry_log()
+    assert "GETPIN" not in log
+    asked = [json.loads(line)["argument"] for line in log.splitlines() if json.loads(line)["command"] == "SETDESC"]
+    assert sum("gnome-keyring keyring" in text for text in asked) == 3, asked
+    assert any("“second.keyring”" in text and "2 items" in text for text in asked), asked
+    # The records the first-login import reads: every keyring imported, none left.
+    status = latchkey(bus, tmp_path, "migration-status")
+    assert status.stdout.count("imported ") == 3 and "left" not in status.stdout, status.stdout
+    # Again: nothing to do; and the daemon itself, given the same file, reports its items as duplicates and
+    # writes nothing, asking nobody.
+    again = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin", input=passwords(gnome_keyring.LOGIN_PASSWORD))
+    assert again.returncode == 0 and again.stdout.count("already imported") == 3, again.stdout + again.stderr
+    daemon.set_pinentry_answers([])
+    reply = import_keyring(bus, home / "keyrings" / "login.keyring", gnome_keyring.LOGIN_PASSWORD.encode())
+    assert not reply.is_error, reply.body
+    summary = reply.body[0]
+    assert summary["Added"] == ("u", 0) and len(summary["Duplicates"][1]) == 8, summary
+    assert collections(bus) == made["items"]
+    status = latchkey(bus, tmp_path, "migration-status")
+    assert status.stdout.count("imported ") == 3, status.stdout
+
+
+def test_a_login_after_the_command_through_the_daemon_does_not_import_the_keyrings_again(
+        bus, make_daemon, tmp_path, home):
+    """The records ImportKeyring writes are the first-login import's: a login's hand-over afterwards imports
+    only a keyring file it has no record of (`zzz.keyring`, a copy of open.keyring at another path, sorted
+    last so that its record marks the end of that import), never open.keyring again."""
+    daemon = start_daemon(make_daemon, home, bus)
+    daemon.set_pinentry_answers(["confirm"])
+    opened = home / "keyrings" / "open.keyring"
+    result = latchkey(bus, tmp_path, "import-gnome-keyring", "--stdin", str(opened), input="")
+    assert result.returncode == 0 and result.stdout.startswith("imported 3 items"), result.stdout + result.stderr
+    daemon.stop()
+    shutil.copy(opened, home / "keyrings" / "zzz.keyring")
+    later = make_daemon(keychains=home / "latchkey" / "keychains", extra_env={"XDG_DATA_HOME": str(home)})
+    later.start(unlock=False)
+    assert control.hand_over(later.runtime / "latchkey" / "control", LOGIN_PASSWORD)[0] == "ok"
+
+    def imported():
+        status = latchkey(bus, tmp_path, "migration-status", "--json")
+        assert status.returncode == 0, status.stderr
+        return {entry["path"]: entry["keychain"] for entry in json.loads(status.stdout)["imported"]}
+    zzz = str(home / "keyrings" / "zzz.keyring")
+    deadline = time.monotonic() + 30
+    while zzz not in imported() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    keychains = home / "latchkey" / "keychains"
+    # open.keyring: the command's record, in the collection the command made for it; no other.
+    assert imported() == {str(opened): str(keychains / "open.keychain-db"), zzz: imported()[zzz]}
+    assert imported()[zzz] != str(keychains / "open.keychain-db")
+    assert len(list(keychains.glob("*.keychain-db"))) == 3
+
+
+def test_a_hostile_keyring_file_through_the_daemon_is_one_error_and_nothing_written(bus, make_daemon, tmp_path, home):
+    daemon = start_daemon(make_daemon, home, bus)
+    daemon.set_pinentry_answers(["confirm"] * 8)
+    login = (home / "keyrings" / "login.keyring").read_bytes()
+    magic = b"GnomeKeyring\n\r\x00\n"
+    for hostile, password in [(login[:200], gnome_keyring.LOGIN_PASSWORD.encode()),
+                              (login, b"not the password"),
+                              (magic + b"\x00\x00\x00\x00" + b"\xff" * 64, b""),
+                              (magic + bytes([0, 0, 0, 0]) + b"\x7f\xff\xff\xff" * 1000, b"x"),
+                              (b"\xff\xfe\x00garbage", b"")]:
+        reply = import_keyring(bus, tmp_path / "hostile.keyring", password, file=hostile)
+        assert reply.is_error and reply.error_name == STATUS_ERROR, (hostile[:20], reply.body)
+        assert "\n" not in reply.body[0] and "hostile.keyring" in reply.body[0], reply.body
+    # A path that is not one line, and a file in a plain session: refused before anything is read.
+    reply = import_keyring(bus, pathlib.Path("/x/a\nb.keyring"), file=b"")
+    assert reply.is_error and reply.error_name == "org.freedesktop.DBus.Error.InvalidArgs", reply.body
+    reply = import_keyring(bus, home / "keyrings" / "open.keyring", session=False)
+    assert reply.is_error and reply.error_name == ACCESS_DENIED and "Keychain1 session" in reply.body[0], reply.body
+    assert daemon.alive()
+    assert collections(bus) == {"Login": []}
+    assert "CONFIRM" not in daemon.pinentry_log()
+    status = latchkey(bus, tmp_path, "migration-status")
+    assert "imported " not in status.stdout, status.stdout
+
+
+@needs_root
+def test_a_flatpak_application_cannot_import_a_keyring_through_the_daemon(bus, make_daemon, tmp_path, home):
+    daemon = start_daemon(make_daemon, home, bus)
+    daemon.set_pinentry_answers(["confirm"] * 2)
+    calls = [[LOGIN_KEYCHAIN1, KEYCHAIN1, "ImportKeyring", "(ayaystb)",
+              [{"bytes": (home / "keyrings" / "open.keyring").read_text()}, {"bytes": ""},
+               str(home / "keyrings" / "open.keyring"), 0, False]]]
+    # Refused for what it is, before its arguments are looked at (a path on two lines is InvalidArgs to others).
+    calls.append([LOGIN_KEYCHAIN1, KEYCHAIN1, "ImportKeyring", "(ayaystb)",
+                  [{"bytes": ""}, {"bytes": ""}, "not/absolute\n", 0, False]])
+    assert as_flatpak(bus, tmp_path, calls) == [ACCESS_DENIED, ACCESS_DENIED]
+    assert "CONFIRM" not in daemon.pinentry_log()
+    assert collections(bus) == {"Login": []}
 
 
 @pytest.fixture(scope="module")
@@ -388,7 +524,7 @@ def test_a_login_imports_a_flatpak_apps_libsecret_file_with_the_portal_key(bus, 
 
 def test_import_command_opens_a_flatpak_file_with_the_portal_key_it_read(bus, make_daemon, tmp_path, flatpak):
     copy_flatpak_home(flatpak, tmp_path)
-    start_daemon(make_daemon, tmp_path / "data", bus)
+    start_daemon(make_daemon, tmp_path / "data", bus).set_pinentry_answers(["confirm"] * 2)
     dry = latchkey(bus, tmp_path, "import-gnome-keyring", "--dry-run", "--stdin",
                    input=passwords(gnome_keyring.LOGIN_PASSWORD))
     assert dry.returncode == 0, dry.stderr

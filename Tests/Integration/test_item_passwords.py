@@ -267,3 +267,22 @@ def test_an_item_flagged_while_the_flag_was_recorded_only_reads_as_then_until_gi
     assert secitem(bus, "read-controlled", "mail", "allow").stdout == USER_CANCELED + "\n"
     daemon.set_pinentry_answers([ITEM])
     assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n"
+
+
+def test_an_update_that_gives_a_password_asks_for_access_first_and_a_refused_caller_no_password(
+        make_daemon, bus, tmp_path):
+    """Another program updating an item it may not change, to give it a password of its own: the access question
+    comes first; refused there, it is never asked for the item's new password (the person never chooses one for
+    a change that will not be made)."""
+    import shutil
+    daemon = make_daemon(access_policy="prompt").start()
+    assert add(bus, "mail", "alice", "guarded", "none") == (0, "")
+    other = tmp_path / "other-client"
+    shutil.copy(binary("secitem-client"), other)
+    daemon.set_pinentry_answers(["cancel", ITEM])
+    updated = subprocess.run([str(other), "update-control", "mail", "applicationPassword"], env=bus.env(),
+                             capture_output=True, text=True, timeout=60)
+    assert updated.stdout == USER_CANCELED + "\n", (updated.stdout, updated.stderr)
+    assert repeats(daemon) == [] and asked(daemon) == [], log(daemon)
+    assert "other-client" in descriptions(daemon)[0]
+    assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n", "nothing changed"

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainCore
 import KeychainStore
+import Posix
 import Testing
 
 /// `Keychain.importItems(_:replacing:dryRun:)`: one transaction, duplicates by primary key (Secret Service items
@@ -81,5 +82,46 @@ import Testing
             try keychain.importItems([password("a", "a"), bad], replacing: false, dryRun: false)
         }
         #expect(try secrets() == [])
+    }
+
+    @Test func anImportOfOtherCountsThanApprovedWritesNothing() throws {
+        try keychain.add([password("a", "old a")])
+        #expect(throws: KeychainError.self) {
+            _ = try keychain.importItems(
+                [password("a", "new a"), password("b", "b")], replacing: true, dryRun: false,
+                expecting: (added: 2, replaced: 0))
+        }
+        #expect(try secrets() == ["old a"])
+        let outcome = try keychain.importItems(
+            [password("a", "new a"), password("b", "b")], replacing: true, dryRun: false,
+            expecting: (added: 1, replaced: 1))
+        #expect(outcome.added == 1 && outcome.replaced == 1)
+        #expect(try secrets() == ["b", "new a"])
+    }
+
+    @Test func anUpdateWithSecretsOfTheirOwnIsOneTransaction() throws {
+        let a = try keychain.add(
+            .genericPassword, attributes: [.service: .string("s"), .account: .string("a")],
+            secret: Data("a".utf8))
+        let b = try keychain.add(
+            .genericPassword, attributes: [.service: .string("s"), .account: .string("b")],
+            secret: Data("b".utf8))
+        _ = try keychain.add(
+            .genericPassword, attributes: [.service: .string("t"), .account: .string("b")],
+            secret: Data("c".utf8))
+        var both = ItemQuery(.genericPassword, limit: .all)
+        both.references = [a.reference, b.reference]
+        // b would take c's primary key: nothing changes, a's own secret neither.
+        #expect(throws: KeychainError.self) {
+            _ = try keychain.update(
+                matching: both, with: ItemChanges(attributes: [.service: .string("t")]),
+                secrets: [a.reference: try SharedSecret(copying: Data("own a".utf8))])
+        }
+        #expect(try secrets() == ["a", "b", "c"])
+        let count = try keychain.update(
+            matching: both, with: ItemChanges(attributes: [.comment: .string("c")], secret: Data("new".utf8)),
+            secrets: [a.reference: try SharedSecret(copying: Data("own a".utf8))])
+        #expect(count == 2)
+        #expect(try secrets() == ["c", "new", "own a"])
     }
 }
