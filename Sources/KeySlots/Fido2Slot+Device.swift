@@ -169,31 +169,35 @@ extension Fido2Slot {
     }
 
     /// The `hmac-secret` output of the slot `held` names: one assertion with a touch (and the key's `pin` when the
-    /// slot uses it), for ``unwrapKey(_:slot:secret:)``. Blocks up to `touchTimeout`: not on a serving loop.
+    /// slot uses it), for ``unwrapKey(_:slot:secret:)``. Blocks up to `touchTimeout`, or until `cancellation` is
+    /// cancelled from another thread: not on a serving loop.
     package static func hmacSecret(
-        _ held: HeldFido2Slot, pin: SharedSecret?, touchTimeout: Duration = SecurityKeyDevice.defaultTouchTimeout
+        _ held: HeldFido2Slot, pin: SharedSecret?, touchTimeout: Duration = SecurityKeyDevice.defaultTouchTimeout,
+        cancellation: SecurityKeyCancellation? = nil
     ) throws(KeySlotError) -> SecretBytes {
         guard held.parameters.usesPIN == (pin != nil) else {
             throw .securityKey(held.parameters.usesPIN ? .pinRequired : .invalidInput("this slot takes no PIN"))
         }
         do throws(SecurityKeyError) {
-            return try hmacSecret(held.device, held.parameters, pin: pin, touchTimeout: touchTimeout)
+            return try hmacSecret(
+                held.device, held.parameters, pin: pin, touchTimeout: touchTimeout, cancellation: cancellation)
         } catch {
             throw .securityKey(error)
         }
     }
 
     private static func hmacSecret(
-        _ device: SecurityKeyDevice, _ parameters: Fido2SlotParameters, pin: SharedSecret?, touchTimeout: Duration
+        _ device: SecurityKeyDevice, _ parameters: Fido2SlotParameters, pin: SharedSecret?, touchTimeout: Duration,
+        cancellation: SecurityKeyCancellation? = nil
     ) throws(SecurityKeyError) -> SecretBytes {
         if let pin {
             return try device.hmacSecret(
                 relyingParty: parameters.relyingParty, credentialID: parameters.credentialID, salt: parameters.salt,
-                pin: pin.bytes, touchTimeout: touchTimeout)
+                pin: pin.bytes, touchTimeout: touchTimeout, cancellation: cancellation)
         }
         return try device.hmacSecret(
             relyingParty: parameters.relyingParty, credentialID: parameters.credentialID, salt: parameters.salt,
-            touchTimeout: touchTimeout)
+            touchTimeout: touchTimeout, cancellation: cancellation)
     }
 
     /// The environment variable that sets how long a touch is waited for, in whole seconds (tests shorten it).

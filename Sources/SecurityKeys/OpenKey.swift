@@ -40,9 +40,14 @@ final class OpenKey {
     }
 
     /// Runs `operation` with `timeout` as libfido2's budget for it; when it runs out, tells the key to stop
-    /// waiting for a touch (CTAPHID CANCEL).
-    func run(timeout: Duration, _ operation: (OpaquePointer) -> Int32) -> Int32 {
+    /// waiting for a touch (CTAPHID CANCEL). `cancellation` may tell it so from another thread meanwhile; a
+    /// cancellation cancelled before runs nothing (`FIDO_ERR_KEEPALIVE_CANCEL`).
+    func run(
+        timeout: Duration, cancellation: SecurityKeyCancellation? = nil, _ operation: (OpaquePointer) -> Int32
+    ) -> Int32 {
         guard let handle else { return FIDO_ERR_INVALID_ARGUMENT }
+        if let cancellation, !cancellation.attach(handle) { return FIDO_ERR_KEEPALIVE_CANCEL }
+        defer { cancellation?.detach() }
         _ = fido_dev_set_timeout(handle, Self.milliseconds(timeout))
         let started = MonotonicClock.nanoseconds()
         let status = operation(handle)

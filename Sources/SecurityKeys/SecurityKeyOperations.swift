@@ -51,21 +51,25 @@ extension SecurityKeyDevice {
     }
 
     /// The credential's `hmac-secret` output for `salt` (32 bytes), with a touch and the key's `pin`: 32 bytes.
+    /// `cancellation` stops the wait for the touch from another thread (``SecurityKeyError/cancelled``).
     package func hmacSecret(
         relyingParty: String, credentialID: [UInt8], salt: [UInt8], pin: borrowing SecretBytes,
-        touchTimeout: Duration = defaultTouchTimeout
+        touchTimeout: Duration = defaultTouchTimeout, cancellation: SecurityKeyCancellation? = nil
     ) throws(SecurityKeyError) -> SecretBytes {
         try hmacSecret(
-            relyingParty: relyingParty, credentialID: credentialID, salt: salt, pin: PINText(pin), timeout: touchTimeout
-        )
+            relyingParty: relyingParty, credentialID: credentialID, salt: salt, pin: PINText(pin),
+            timeout: touchTimeout, cancellation: cancellation)
     }
 
     /// The credential's `hmac-secret` output for `salt` (32 bytes), with a touch and no PIN: 32 bytes.
+    /// `cancellation` stops the wait for the touch from another thread (``SecurityKeyError/cancelled``).
     package func hmacSecret(
-        relyingParty: String, credentialID: [UInt8], salt: [UInt8], touchTimeout: Duration = defaultTouchTimeout
+        relyingParty: String, credentialID: [UInt8], salt: [UInt8], touchTimeout: Duration = defaultTouchTimeout,
+        cancellation: SecurityKeyCancellation? = nil
     ) throws(SecurityKeyError) -> SecretBytes {
         try hmacSecret(
-            relyingParty: relyingParty, credentialID: credentialID, salt: salt, pin: nil, timeout: touchTimeout)
+            relyingParty: relyingParty, credentialID: credentialID, salt: salt, pin: nil, timeout: touchTimeout,
+            cancellation: cancellation)
     }
 
     /// How many PIN tries the key has left before it blocks its PIN for good, nil when it cannot say (no key, no
@@ -155,7 +159,8 @@ extension SecurityKeyDevice {
     }
 
     private func hmacSecret(
-        relyingParty: String, credentialID: [UInt8], salt: [UInt8], pin: PINText?, timeout: Duration
+        relyingParty: String, credentialID: [UInt8], salt: [UInt8], pin: PINText?, timeout: Duration,
+        cancellation: SecurityKeyCancellation?
     )
         throws(SecurityKeyError) -> SecretBytes
     {
@@ -166,7 +171,9 @@ extension SecurityKeyDevice {
         if status == FIDO_OK { status = fido_assert_set_hmac_salt(assertion.handle, salt, salt.count) }
         guard status == FIDO_OK else { throw .device(status, "preparing the assertion") }
         status = withExtendedLifetime((assertion, pin)) {
-            key.run(timeout: timeout) { fido_dev_get_assert($0, assertion.handle, pin?.cString) }
+            key.run(timeout: timeout, cancellation: cancellation) {
+                fido_dev_get_assert($0, assertion.handle, pin?.cString)
+            }
         }
         guard status == FIDO_OK else { throw key.error(status, "getting the key's secret", touch: true) }
         return try assertion.hmacSecretOutput()

@@ -1,6 +1,7 @@
 import CFIDO2
 import Glibc
 import Posix
+import Synchronization
 
 /// The `unix:PATH` seam: libfido2's I/O and transport hooks (`fido_dev_set_io_functions`,
 /// `fido_dev_set_transport_functions`) carrying whole CTAP commands over a stream socket instead of HID reports.
@@ -70,11 +71,15 @@ enum SocketTransport {
     }
 }
 
-/// One connection to a `unix:` authenticator, for the time a device is open.
+/// One connection to a `unix:` authenticator, for the time a device is open. A ``SecurityKeyCancellation`` sends
+/// its CANCEL from another thread while the operation's thread waits for the reply: requests are written one at
+/// a time, whole, and the failed flag is atomic.
 final class SocketConnection {
     private let fd: Int32
     /// Set once a frame failed: the stream is then out of step and is not used again.
-    private var failed = false
+    private let failed = Atomic<Bool>(false)
+    /// Held while a request is written, so that two requests never interleave on the stream.
+    private let sending = Mutex<Void>(())
 
     init(fd: Int32) {
         self.fd = fd
@@ -86,20 +91,23 @@ final class SocketConnection {
 
     /// Writes one request: the command byte, the payload's length and the payload. The bytes written, or -1.
     func send(command: UInt8, payload: UnsafeRawBufferPointer) -> Int32 {
-        guard !failed, payload.count <= Int(UInt32.max), payload.count < Int(Int32.max) else { return fail() }
+        guard !failed.load(ordering: .acquiring), payload.count <= Int(UInt32.max), payload.count < Int(Int32.max)
+        else { return fail() }
         let length = UInt32(payload.count)
         let header: [UInt8] = [
             command, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF),
         ]
         let deadline = Deadline(millisecondsFromNow: SocketTransport.writeTimeoutMilliseconds)
-        let sent = header.withUnsafeBytes { writeAll($0, by: deadline) } && writeAll(payload, by: deadline)
+        let sent = sending.withLock { _ in
+            header.withUnsafeBytes { writeAll($0, by: deadline) } && writeAll(payload, by: deadline)
+        }
         return sent ? Int32(payload.count) : fail()
     }
 
     /// Reads one reply into `buffer`: its length, or -1 when it is longer than `buffer`, cut short, or not complete
     /// within `timeoutMilliseconds` (libfido2's time left for the operation; negative: no limit).
     func receive(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) -> Int32 {
-        guard !failed else { return -1 }
+        guard !failed.load(ordering: .acquiring) else { return -1 }
         let deadline = timeoutMilliseconds < 0 ? nil : Deadline(millisecondsFromNow: Int(timeoutMilliseconds))
         var header: (UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0)
         let headerRead = withUnsafeMutableBytes(of: &header) { readAll(into: $0, by: deadline) }
@@ -113,7 +121,7 @@ final class SocketConnection {
     }
 
     private func fail() -> Int32 {
-        failed = true
+        failed.store(true, ordering: .releasing)
         _ = shutdown(fd, Int32(SHUT_RDWR))
         return -1
     }

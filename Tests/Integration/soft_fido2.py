@@ -57,6 +57,14 @@ class SoftFido2:
         self.control.update(touch=touched, no_touch_delay=no_touch_delay, touch_delay=touch_delay)
         self._write_control()
 
+    def events(self):
+        """What the key recorded: "cancelled" for each wait for a touch the platform cancelled."""
+        try:
+            with open(self.control_path + ".events") as file:
+                return file.read().split()
+        except OSError:
+            return []
+
     def reinsert(self):
         """Unplugged and plugged in again without a restart: it forgets its wrong PINs in a row."""
         self.control["insertion"] = self.control.get("insertion", 0) + 1

@@ -296,11 +296,16 @@ def test_a_reset_key_no_touch_and_a_cancelled_touch_fall_back_to_the_password(
     assert any("not touched in time" in e for e in asked(later, "SETERROR")), later.pinentry_log()
     later.stop()
 
-    # The person cancels the touch prompt: the password prompt follows.
-    key.set_control(touch=True, touch_delay=1.5)
+    # The person cancels the touch prompt: the password prompt follows, and the key is told to stop waiting
+    # (CTAPHID CANCEL) rather than blink on for the 20 s it would wait.
+    key.set_control(touch=True, touch_delay=20)
     later = autologin(make_daemon, cli, key, ["cancel", "password " + LOGIN_PASSWORD])
     assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
     assert any("touch was cancelled" in e for e in asked(later, "SETERROR")), later.pinentry_log()
+    deadline = time.monotonic() + 5
+    while "cancelled" not in key.events() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert key.events() == ["cancelled"], key.events()
     later.stop()
 
     # The key was reset: its credential is gone, no touch is asked, the password prompt says why.

@@ -188,6 +188,32 @@ import Testing
         #expect(MonotonicClock.nanoseconds() - started < 2_000_000_000)
     }
 
+    @Test func aCancellationFromAnotherThreadStopsTheWaitForATouch() throws {
+        let key = try SoftwareAuthenticator()
+        let credential = try key.device.enroll(relyingParty: Self.relyingParty, userID: Self.userID, userName: "a")
+        // The key would be touched only after 10 s; the person gives up after 0.3 s (another thread cancels).
+        try key.setTouch(true, touchDelay: 10)
+        let stop = SecurityKeyCancellation()
+        let canceller = Thread {
+            usleep(300_000)
+            stop.cancel()
+        }
+        let started = MonotonicClock.nanoseconds()
+        canceller.start()
+        #expect(throws: SecurityKeyError.cancelled) {
+            _ = try key.device.hmacSecret(
+                relyingParty: Self.relyingParty, credentialID: credential.credentialID, salt: Self.saltA,
+                cancellation: stop)
+        }
+        #expect(MonotonicClock.nanoseconds() - started < 3_000_000_000)
+        // A cancellation cancelled before runs nothing: the key is not asked at all.
+        #expect(throws: SecurityKeyError.cancelled) {
+            _ = try key.device.hmacSecret(
+                relyingParty: Self.relyingParty, credentialID: credential.credentialID, salt: Self.saltA,
+                cancellation: stop)
+        }
+    }
+
     @Test func aKeyWhosePINIsBlockedSaysSoAtEnrollment() throws {
         let key = try SoftwareAuthenticator(["--set-pin", "1234", "--block-pin"])
         #expect(throws: SecurityKeyError.pinBlocked) {

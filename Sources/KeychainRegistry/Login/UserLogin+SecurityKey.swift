@@ -199,10 +199,14 @@ extension KeychainRegistry {
         guard let answered = try? PinentryCancellation() else { return .failed(.noSecretMemory("no pipe left")) }
         let result = Mutex<Result<SharedSecret, SecurityKeyError>?>(nil)
         let keychainName = name
+        // Dismissing the dialog, or the request going away, also tells the key to stop waiting for the touch.
+        let stopKey = SecurityKeyCancellation()
+        defer { if result.withLock({ $0 }) == nil { stopKey.cancel() } }
         runDetached {
             let outcome: Result<SharedSecret, SecurityKeyError>
             do throws(KeySlotError) {
-                let secret = try Fido2Slot.hmacSecret(held, pin: pin, touchTimeout: timeout)
+                let secret = try Fido2Slot.hmacSecret(
+                    held, pin: pin, touchTimeout: timeout, cancellation: stopKey)
                 outcome = .success(SharedSecret(secret))
             } catch {
                 if case .securityKey(let keyError) = error {
