@@ -308,6 +308,9 @@ extension KeychainRegistry {
             {
                 _ = enqueuePrompt(touch, ticket: ticket, showingNext: showingNext) { accepted in
                     if fellBack(accepted) { return }
+                    // A request that joined another's touch prompt: that one asks for the password now, and this
+                    // one joins it rather than fail.
+                    if !accepted, held.isLocked { return askPassword(nil, true) }
                     next(accepted)
                 }
                 return

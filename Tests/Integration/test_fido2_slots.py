@@ -4,6 +4,7 @@ named by LATCHKEY_FIDO2_DEVICE=unix:PATH) and the scripted pinentry."""
 
 import json
 import sqlite3
+import subprocess
 import time
 
 import control_client as control
@@ -315,6 +316,22 @@ def test_a_reset_key_no_touch_and_a_cancelled_touch_fall_back_to_the_password(
     assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
     assert any("not one of this keychain's" in e for e in asked(later, "SETERROR")), later.pinentry_log()
     assert "CONFIRM" not in later.pinentry_log()
+
+
+def test_a_request_that_joined_a_cancelled_touch_prompt_gets_the_password_prompt_too(
+        tmp_path, bus, make_daemon, make_key):
+    key = make_key()
+    cli = login_with_fido2_slots(tmp_path, bus, make_daemon, [key])
+    key.set_control(touch=True, touch_delay=20)
+    # The touch prompt stays 3 s (a second application's request joins it meanwhile), then the person dismisses it
+    # and types the password once: both requests get their secret.
+    later = autologin(make_daemon, cli, key, ["wait 3 cancel", "password " + LOGIN_PASSWORD])
+    first = subprocess.Popen(["secret-tool", "lookup", "service", "mail"], env=bus.env(), stdout=subprocess.PIPE)
+    time.sleep(1.5)
+    second = subprocess.Popen(["secret-tool", "lookup", "service", "mail"], env=bus.env(), stdout=subprocess.PIPE)
+    assert first.communicate(timeout=30)[0] == b"s3cret"
+    assert second.communicate(timeout=30)[0] == b"s3cret"
+    assert len(asked(later, "CONFIRM")) == 1 and len(asked(later, "GETPIN")) == 1, later.pinentry_log()
 
 
 def test_a_blocked_pin_falls_back_to_the_password_in_words(tmp_path, bus, make_daemon, make_key):

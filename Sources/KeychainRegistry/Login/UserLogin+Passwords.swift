@@ -181,7 +181,16 @@ extension UserLogin {
         {
             return registry.enqueuePrompt(dialog, ticket: ticket) { [self] accepted in
                 if fellBack(accepted) { return }
-                guard let held = login, !held.isLocked else { return completion(false) }
+                guard let held = login else { return completion(false) }
+                // A request that joined another's touch prompt: that one asks for the password now (every touch
+                // prompt that ends unaccepted does), and this one joins it rather than fail.
+                if !accepted, held.isLocked {
+                    passwordPromptForLogin(
+                        keychain, unlocking: waiting, notice: nil, ticket: ticket, showingNext: true,
+                        completion: completion)
+                    return
+                }
+                guard !held.isLocked else { return completion(false) }
                 registry.unlockUnderLogin(among: waiting)
                 completion(true)
             }
