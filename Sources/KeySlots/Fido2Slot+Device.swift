@@ -125,8 +125,12 @@ extension Fido2Slot {
                 }
             }
         }
-        let withPIN = reachable.flatMap { device in
-            slots.filter(\.parameters.usesPIN).map {
+        // A PIN goes only to a key that could hold the slot: one with a PIN set, of the slot's model (AAGUID).
+        // Another key would count it as a wrong PIN (and block its PIN after a few).
+        let pinSlots = slots.filter(\.parameters.usesPIN)
+        let withPIN = reachable.flatMap { device -> [HeldFido2Slot] in
+            guard !pinSlots.isEmpty, let identity = try? device.identity(), identity.hasPIN else { return [] }
+            return pinSlots.filter { $0.parameters.aaguid == identity.aaguid }.map {
                 HeldFido2Slot(device: device, slot: $0.slot, parameters: $0.parameters)
             }
         }
@@ -140,8 +144,9 @@ extension Fido2Slot {
     }
 
     /// Which of `candidates` (slots with a PIN, on the reachable keys) a key holds, probed with the key's `pin`
-    /// (no touch); nil when none. A wrong PIN is thrown at once (``SecurityKeyError/wrongPIN(triesLeft:)``): the
-    /// key counted it.
+    /// (no touch); nil when none. A wrong PIN (``SecurityKeyError/wrongPIN(triesLeft:)``) or a blocked one is thrown
+    /// at once and the PIN goes to no other key: the key counted it. A key with no PIN set, one that cannot be used
+    /// or does not hold the credential is not the slot's key: the next candidate is tried.
     package static func find(_ candidates: [HeldFido2Slot], pin: SharedSecret) throws(KeySlotError) -> HeldFido2Slot? {
         for candidate in candidates {
             do throws(SecurityKeyError) {
@@ -152,7 +157,10 @@ extension Fido2Slot {
                     return candidate
                 }
             } catch {
-                throw .securityKey(error)
+                switch error {
+                case .noPINSet, .unsupported, .otherKey, .unreachable: continue
+                default: throw .securityKey(error)
+                }
             }
         }
         return nil

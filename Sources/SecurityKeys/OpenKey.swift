@@ -85,6 +85,22 @@ final class OpenKey {
         guard fido_dev_supports_cred_prot(handle) else { throw .unsupported("it has no credProtect extension") }
     }
 
+    /// The key's AAGUID (getInfo) and whether it has a PIN set.
+    func identity() throws(SecurityKeyError) -> SecurityKeyIdentity {
+        guard let handle else { throw .unreachable(device: device.path, reason: "closed") }
+        var infoHandle = fido_cbor_info_new()
+        defer { fido_cbor_info_free(&infoHandle) }
+        guard let info = infoHandle else { throw .noSecretMemory("no memory for the key's information") }
+        let status = fido_dev_get_cbor_info(handle, info)
+        guard status == FIDO_OK else { throw .device(status, "reading the key's information") }
+        let aaguid = fido_cbor_info_aaguid_ptr(info).map {
+            Array(UnsafeBufferPointer(start: $0, count: fido_cbor_info_aaguid_len(info)))
+        }
+        return SecurityKeyIdentity(
+            aaguid: aaguid ?? [UInt8](repeating: 0, count: 16),
+            hasPIN: fido_dev_supports_pin(handle) && fido_dev_has_pin(handle))
+    }
+
     /// How many PIN tries are left, nil when the key cannot say.
     func pinRetries() -> Int? {
         guard let handle, fido_dev_supports_pin(handle) else { return nil }
