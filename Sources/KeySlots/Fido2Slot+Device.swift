@@ -46,15 +46,21 @@ extension Fido2Slot {
         let relyingParty = Fido2SlotParameters.relyingParty(of: keychain)
         for (slot, parameters) in slots(of: keychain) {
             // A slot with a PIN is seen only with the PIN (credProtect): without one it cannot be checked here.
-            let holds: Bool?
-            if parameters.usesPIN {
-                guard let pin else { continue }
-                holds = try? device.probe(
-                    relyingParty: relyingParty, credentialID: parameters.credentialID, pin: pin.bytes)
-            } else {
-                holds = try? device.probe(relyingParty: relyingParty, credentialID: parameters.credentialID)
+            // Only "not held" goes on: a wrong or blocked PIN is reported at once (the key counted it; it is not
+            // sent again), and a key that cannot answer must not be enrolled twice.
+            let holds: Bool
+            do throws(SecurityKeyError) {
+                if parameters.usesPIN {
+                    guard let pin else { continue }
+                    holds = try device.probe(
+                        relyingParty: relyingParty, credentialID: parameters.credentialID, pin: pin.bytes)
+                } else {
+                    holds = try device.probe(relyingParty: relyingParty, credentialID: parameters.credentialID)
+                }
+            } catch {
+                throw .securityKey(error)
             }
-            if holds == true {
+            if holds {
                 throw .keychain(
                     KeychainError.param(
                         "this security key holds slot \(slot.id) of the keychain already: one slot per key"))

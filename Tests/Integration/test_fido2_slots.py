@@ -306,6 +306,19 @@ def test_the_pin_goes_only_to_a_key_that_could_hold_the_slot(tmp_path, bus, make
     assert pin_retries(enrolled) == 8
 
 
+def test_a_wrong_pin_at_add_slot_costs_the_key_one_try(tmp_path, make_key):
+    first, second, third = (make_key("--set-pin", "1234") for _ in range(3))
+    cli = KeyCli(tmp_path, None)
+    keychain_with_item(cli)
+    for key in (first, second):
+        cli.ok("add-slot", "fido2", "--pin", "--device", key.device, "--stdin", "work", input="pw\n1234\n")
+    # Two slots with a PIN to check the third key against: a typo is reported once, counted once.
+    failed = cli.run("add-slot", "fido2", "--pin", "--device", third.device, "--stdin", "work", input="pw\n9999\n")
+    one_line_failure(failed, "wrong PIN")
+    assert pin_retries(third) == 7
+    assert len(cli.slots("work")["slots"]) == 3
+
+
 def test_a_reset_key_no_touch_and_a_cancelled_touch_fall_back_to_the_password(
         tmp_path, bus, make_daemon, make_key):
     key = make_key()
