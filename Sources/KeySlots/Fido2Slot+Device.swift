@@ -102,7 +102,13 @@ extension Fido2Slot {
     ) -> Fido2SlotSearch {
         let slots = slots(of: keychain)
         guard !slots.isEmpty else {
-            return Fido2SlotSearch(held: [], withPIN: [], reason: "the keychain has no fido2 slot")
+            let foreign = foreignSlots(of: keychain)
+            return Fido2SlotSearch(
+                held: [], withPIN: [],
+                reason: foreign.isEmpty
+                    ? "the keychain has no fido2 slot"
+                    : "fido2 slot \(foreign.map(String.init).joined(separator: ", ")) names another keychain's"
+                        + " relying party: skipped")
         }
         let reachable: [SecurityKeyDevice]
         do throws(SecurityKeyError) {

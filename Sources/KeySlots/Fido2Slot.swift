@@ -145,8 +145,22 @@ package enum Fido2Slot {
     package static let secretLength = 32
     static let infoLabel = Array("latchkey fido2 slot v1\0".utf8)
 
-    /// The fido2 slots of `keychain` whose parameters read, in id order.
+    /// The fido2 slots of `keychain` whose parameters read and name the keychain's own relying party
+    /// (``Fido2SlotParameters/relyingParty(of:)``; a row naming another is skipped, ``foreignSlots(of:)``), in id
+    /// order.
     package static func slots(of keychain: Keychain) -> [(slot: KeySlot, parameters: Fido2SlotParameters)] {
+        let relyingParty = Fido2SlotParameters.relyingParty(of: keychain)
+        return readableSlots(of: keychain).filter { $0.parameters.relyingParty == relyingParty }
+    }
+
+    /// The ids of `keychain`'s fido2 slots whose parameters read but name another relying party than the
+    /// keychain's: a row copied from another keychain or altered, never used.
+    package static func foreignSlots(of keychain: Keychain) -> [Int] {
+        let relyingParty = Fido2SlotParameters.relyingParty(of: keychain)
+        return readableSlots(of: keychain).filter { $0.parameters.relyingParty != relyingParty }.map { Int($0.slot.id) }
+    }
+
+    private static func readableSlots(of keychain: Keychain) -> [(slot: KeySlot, parameters: Fido2SlotParameters)] {
         ((try? keychain.keySlots().slots) ?? []).compactMap { slot in
             parameters(of: slot).map { (slot, $0) }
         }

@@ -86,6 +86,20 @@ struct Fido2SlotTests {
         #expect(throws: KeySlotError.self) { try Fido2Slot.add(to: keychain, parameters: parameters, secret: output) }
     }
 
+    @Test func aRowNamingAnotherRelyingPartyIsSkipped() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keychain = try newKeychain()
+        var foreign = try parameters(for: keychain)
+        foreign.relyingParty = Fido2SlotParameters.relyingPartyPrefix + "00"
+        let slotKey = try SecretBytes(copying: [UInt8](repeating: 0x42, count: 32))
+        let row = try keychain.addKeySlot(.fido2, parameters: Data(foreign.encoded()), slotKey: slotKey)
+        #expect(Fido2Slot.parameters(of: row) == foreign)
+        #expect(Fido2Slot.slots(of: keychain).isEmpty)
+        #expect(Fido2Slot.foreignSlots(of: keychain) == [Int(row.id)])
+        let search = Fido2Slot.search(keychain, remote: false, devices: { [] })
+        #expect(search.reason == "fido2 slot \(row.id) names another keychain's relying party: skipped")
+    }
+
     @Test func aFido2SlotIsNotTheLastPasswordLikeSlot() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let keychain = try newKeychain()
