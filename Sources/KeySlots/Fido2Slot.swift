@@ -34,7 +34,8 @@ package struct Fido2SlotParameters: Sendable, Equatable {
     package var usesPIN: Bool
     /// The key's model (16 bytes; zeros for a key that does not tell).
     package var aaguid: [UInt8]
-    /// The key's product name as it gave it at enrollment (printable, at most 255 bytes).
+    /// The key's product name as it gave it at enrollment (printable, at most 255 bytes, cut on a character's
+    /// boundary).
     package var product: String
 
     /// Parameters from their fields.
@@ -46,7 +47,7 @@ package struct Fido2SlotParameters: Sendable, Equatable {
         self.salt = salt
         self.usesPIN = usesPIN
         self.aaguid = aaguid
-        self.product = Self.printable(product)
+        self.product = Self.truncated(Self.printable(product), toUTF8Bytes: 255)
     }
 
     /// The relying party id of `keychain`'s credentials.
@@ -106,6 +107,20 @@ package struct Fido2SlotParameters: Sendable, Equatable {
     static func printable(_ text: String) -> String {
         String(
             String.UnicodeScalarView(text.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : $0 }))
+    }
+
+    /// The longest start of `text` of at most `limit` UTF-8 bytes that ends on a character's boundary (a cut in
+    /// the middle of one would not decode back).
+    static func truncated(_ text: String, toUTF8Bytes limit: Int) -> String {
+        var used = 0
+        var end = text.startIndex
+        for index in text.indices {
+            let next = text.index(after: index)
+            used += text[index..<next].utf8.count
+            guard used <= limit else { break }
+            end = next
+        }
+        return String(text[..<end])
     }
 }
 

@@ -100,6 +100,19 @@ struct Fido2SlotTests {
         #expect(search.reason == "fido2 slot \(row.id) names another keychain's relying party: skipped")
     }
 
+    @Test func aLongMultibyteProductNameIsCutOnACharacterBoundary() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keychain = try newKeychain()
+        let base = try parameters(for: keychain)
+        let parameters = Fido2SlotParameters(
+            relyingParty: base.relyingParty, credentialID: base.credentialID, salt: base.salt, usesPIN: true,
+            aaguid: base.aaguid, product: "K" + String(repeating: "é", count: 200))
+        #expect(parameters.product == "K" + String(repeating: "é", count: 127))
+        #expect(Fido2SlotParameters(encoded: parameters.encoded()) == parameters)
+        let output = try SecretBytes(copying: [UInt8](repeating: 0x42, count: 32))
+        _ = try Fido2Slot.add(to: keychain, parameters: parameters, secret: output)
+    }
+
     @Test func aFido2SlotIsNotTheLastPasswordLikeSlot() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let keychain = try newKeychain()
