@@ -34,8 +34,8 @@ package struct Fido2SlotParameters: Sendable, Equatable {
     package var usesPIN: Bool
     /// The key's model (16 bytes; zeros for a key that does not tell).
     package var aaguid: [UInt8]
-    /// The key's product name as it gave it at enrollment (printable, at most 255 bytes, cut on a character's
-    /// boundary).
+    /// The key's product name as it gave it at enrollment (printable: no control, format or separator
+    /// characters; at most 255 bytes, cut on a character's boundary).
     package var product: String
 
     /// Parameters from their fields.
@@ -103,10 +103,18 @@ package struct Fido2SlotParameters: Sendable, Equatable {
         return [0..<4, 4..<6, 6..<8, 8..<10, 10..<16].map { hex[$0].joined() }.joined(separator: "-")
     }
 
-    /// `text` with control characters (a terminal's escape sequences among them) replaced by spaces.
+    /// `text` with control characters (a terminal's escape sequences among them), line and paragraph separators
+    /// and format characters (bidi overrides and isolates, zero-width ones) replaced by spaces: one line, shown as
+    /// written.
     static func printable(_ text: String) -> String {
         String(
-            String.UnicodeScalarView(text.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : $0 }))
+            String.UnicodeScalarView(
+                text.unicodeScalars.map {
+                    switch $0.properties.generalCategory {
+                    case .control, .format, .lineSeparator, .paragraphSeparator: " "
+                    default: $0
+                    }
+                }))
     }
 
     /// The longest start of `text` of at most `limit` UTF-8 bytes that ends on a character's boundary (a cut in

@@ -113,6 +113,21 @@ struct Fido2SlotTests {
         _ = try Fido2Slot.add(to: keychain, parameters: parameters, secret: output)
     }
 
+    @Test func bidiOverridesAndLineSeparatorsInAProductNameAreNotShown() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keychain = try newKeychain()
+        let base = try parameters(for: keychain)
+        let parameters = Fido2SlotParameters(
+            relyingParty: base.relyingParty, credentialID: base.credentialID, salt: base.salt, usesPIN: true,
+            aaguid: base.aaguid, product: "Key\u{202E}yek\u{2028}Touch\u{2029}here\u{200B}")
+        #expect(parameters.product == "Key yek Touch here ")
+        // A row a file's writer made with them reads as nothing.
+        var bytes = parameters.encoded()
+        let name = Array("Key\u{202E}yek".utf8)
+        bytes.replaceSubrange((bytes.count - parameters.product.utf8.count - 1)..., with: [UInt8(name.count)] + name)
+        #expect(Fido2SlotParameters(encoded: bytes) == nil)
+    }
+
     @Test func aFido2SlotIsNotTheLastPasswordLikeSlot() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let keychain = try newKeychain()
