@@ -46,15 +46,21 @@ extension Fido2Slot {
         let relyingParty = Fido2SlotParameters.relyingParty(of: keychain)
         for (slot, parameters) in slots(of: keychain) {
             // A slot with a PIN is seen only with the PIN (credProtect): without one it cannot be checked here.
-            let holds: Bool?
-            if parameters.usesPIN {
-                guard let pin else { continue }
-                holds = try? device.probe(
-                    relyingParty: relyingParty, credentialID: parameters.credentialID, pin: pin.bytes)
-            } else {
-                holds = try? device.probe(relyingParty: relyingParty, credentialID: parameters.credentialID)
+            // Only "not held" goes on: a wrong or blocked PIN is reported at once (the key counted it; it is not
+            // sent again), and a key that cannot answer must not be enrolled twice.
+            let holds: Bool
+            do throws(SecurityKeyError) {
+                if parameters.usesPIN {
+                    guard let pin else { continue }
+                    holds = try device.probe(
+                        relyingParty: relyingParty, credentialID: parameters.credentialID, pin: pin.bytes)
+                } else {
+                    holds = try device.probe(relyingParty: relyingParty, credentialID: parameters.credentialID)
+                }
+            } catch {
+                throw .securityKey(error)
             }
-            if holds == true {
+            if holds {
                 throw .keychain(
                     KeychainError.param(
                         "this security key holds slot \(slot.id) of the keychain already: one slot per key"))
@@ -96,7 +102,13 @@ extension Fido2Slot {
     ) -> Fido2SlotSearch {
         let slots = slots(of: keychain)
         guard !slots.isEmpty else {
-            return Fido2SlotSearch(held: [], withPIN: [], reason: "the keychain has no fido2 slot")
+            let foreign = foreignSlots(of: keychain)
+            return Fido2SlotSearch(
+                held: [], withPIN: [],
+                reason: foreign.isEmpty
+                    ? "the keychain has no fido2 slot"
+                    : "fido2 slot \(foreign.map(String.init).joined(separator: ", ")) names another keychain's"
+                        + " relying party: skipped")
         }
         let reachable: [SecurityKeyDevice]
         do throws(SecurityKeyError) {
@@ -125,8 +137,12 @@ extension Fido2Slot {
                 }
             }
         }
-        let withPIN = reachable.flatMap { device in
-            slots.filter(\.parameters.usesPIN).map {
+        // A PIN goes only to a key that could hold the slot: one with a PIN set, of the slot's model (AAGUID).
+        // Another key would count it as a wrong PIN (and block its PIN after a few).
+        let pinSlots = slots.filter(\.parameters.usesPIN)
+        let withPIN = reachable.flatMap { device -> [HeldFido2Slot] in
+            guard !pinSlots.isEmpty, let identity = try? device.identity(), identity.hasPIN else { return [] }
+            return pinSlots.filter { $0.parameters.aaguid == identity.aaguid }.map {
                 HeldFido2Slot(device: device, slot: $0.slot, parameters: $0.parameters)
             }
         }
@@ -140,8 +156,9 @@ extension Fido2Slot {
     }
 
     /// Which of `candidates` (slots with a PIN, on the reachable keys) a key holds, probed with the key's `pin`
-    /// (no touch); nil when none. A wrong PIN is thrown at once (``SecurityKeyError/wrongPIN(triesLeft:)``): the
-    /// key counted it.
+    /// (no touch); nil when none. A wrong PIN (``SecurityKeyError/wrongPIN(triesLeft:)``) or a blocked one is thrown
+    /// at once and the PIN goes to no other key: the key counted it. A key with no PIN set, one that cannot be used
+    /// or does not hold the credential is not the slot's key: the next candidate is tried.
     package static func find(_ candidates: [HeldFido2Slot], pin: SharedSecret) throws(KeySlotError) -> HeldFido2Slot? {
         for candidate in candidates {
             do throws(SecurityKeyError) {
@@ -152,7 +169,10 @@ extension Fido2Slot {
                     return candidate
                 }
             } catch {
-                throw .securityKey(error)
+                switch error {
+                case .noPINSet, .unsupported, .otherKey, .unreachable: continue
+                default: throw .securityKey(error)
+                }
             }
         }
         return nil

@@ -34,7 +34,8 @@ package struct Fido2SlotParameters: Sendable, Equatable {
     package var usesPIN: Bool
     /// The key's model (16 bytes; zeros for a key that does not tell).
     package var aaguid: [UInt8]
-    /// The key's product name as it gave it at enrollment (printable, at most 255 bytes).
+    /// The key's product name as it gave it at enrollment (printable: no control, format or separator
+    /// characters; at most 255 bytes, cut on a character's boundary).
     package var product: String
 
     /// Parameters from their fields.
@@ -46,7 +47,7 @@ package struct Fido2SlotParameters: Sendable, Equatable {
         self.salt = salt
         self.usesPIN = usesPIN
         self.aaguid = aaguid
-        self.product = Self.printable(product)
+        self.product = Self.truncated(Self.printable(product), toUTF8Bytes: 255)
     }
 
     /// The relying party id of `keychain`'s credentials.
@@ -102,10 +103,32 @@ package struct Fido2SlotParameters: Sendable, Equatable {
         return [0..<4, 4..<6, 6..<8, 8..<10, 10..<16].map { hex[$0].joined() }.joined(separator: "-")
     }
 
-    /// `text` with control characters (a terminal's escape sequences among them) replaced by spaces.
+    /// `text` with control characters (a terminal's escape sequences among them), line and paragraph separators
+    /// and format characters (bidi overrides and isolates, zero-width ones) replaced by spaces: one line, shown as
+    /// written.
     static func printable(_ text: String) -> String {
         String(
-            String.UnicodeScalarView(text.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : $0 }))
+            String.UnicodeScalarView(
+                text.unicodeScalars.map {
+                    switch $0.properties.generalCategory {
+                    case .control, .format, .lineSeparator, .paragraphSeparator: " "
+                    default: $0
+                    }
+                }))
+    }
+
+    /// The longest start of `text` of at most `limit` UTF-8 bytes that ends on a character's boundary (a cut in
+    /// the middle of one would not decode back).
+    static func truncated(_ text: String, toUTF8Bytes limit: Int) -> String {
+        var used = 0
+        var end = text.startIndex
+        for index in text.indices {
+            let next = text.index(after: index)
+            used += text[index..<next].utf8.count
+            guard used <= limit else { break }
+            end = next
+        }
+        return String(text[..<end])
     }
 }
 
@@ -145,8 +168,22 @@ package enum Fido2Slot {
     package static let secretLength = 32
     static let infoLabel = Array("latchkey fido2 slot v1\0".utf8)
 
-    /// The fido2 slots of `keychain` whose parameters read, in id order.
+    /// The fido2 slots of `keychain` whose parameters read and name the keychain's own relying party
+    /// (``Fido2SlotParameters/relyingParty(of:)``; a row naming another is skipped, ``foreignSlots(of:)``), in id
+    /// order.
     package static func slots(of keychain: Keychain) -> [(slot: KeySlot, parameters: Fido2SlotParameters)] {
+        let relyingParty = Fido2SlotParameters.relyingParty(of: keychain)
+        return readableSlots(of: keychain).filter { $0.parameters.relyingParty == relyingParty }
+    }
+
+    /// The ids of `keychain`'s fido2 slots whose parameters read but name another relying party than the
+    /// keychain's: a row copied from another keychain or altered, never used.
+    package static func foreignSlots(of keychain: Keychain) -> [Int] {
+        let relyingParty = Fido2SlotParameters.relyingParty(of: keychain)
+        return readableSlots(of: keychain).filter { $0.parameters.relyingParty != relyingParty }.map { Int($0.slot.id) }
+    }
+
+    private static func readableSlots(of keychain: Keychain) -> [(slot: KeySlot, parameters: Fido2SlotParameters)] {
         ((try? keychain.keySlots().slots) ?? []).compactMap { slot in
             parameters(of: slot).map { (slot, $0) }
         }

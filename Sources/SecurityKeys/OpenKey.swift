@@ -65,12 +65,14 @@ final class OpenKey {
     /// The key's getInfo checked for what a slot needs: hmac-secret, ES256 (when the key lists algorithms), and
     /// with `needsPIN` a PIN set and credProtect.
     func checkCapabilities(needsPIN: Bool) throws(SecurityKeyError) {
-        guard let handle else { throw .unreachable(device: device.path, reason: "closed") }
-        var infoHandle = fido_cbor_info_new()
-        defer { fido_cbor_info_free(&infoHandle) }
-        guard let info = infoHandle else { throw .noSecretMemory("no memory for the key's information") }
-        let status = fido_dev_get_cbor_info(handle, info)
-        guard status == FIDO_OK else { throw .device(status, "reading the key's information") }
+        try withInfo { (handle, info) throws(SecurityKeyError) in
+            try Self.check(handle, info, needsPIN: needsPIN)
+        }
+    }
+
+    private static func check(_ handle: OpaquePointer, _ info: OpaquePointer, needsPIN: Bool)
+        throws(SecurityKeyError)
+    {
         let extensions = (0..<fido_cbor_info_extensions_len(info)).compactMap { index in
             fido_cbor_info_extensions_ptr(info)?[index].map { String(cString: $0) }
         }
@@ -83,6 +85,31 @@ final class OpenKey {
         guard fido_dev_supports_pin(handle) else { throw .unsupported("it has no PIN") }
         guard fido_dev_has_pin(handle) else { throw .noPINSet }
         guard fido_dev_supports_cred_prot(handle) else { throw .unsupported("it has no credProtect extension") }
+    }
+
+    /// The key's AAGUID (getInfo) and whether it has a PIN set.
+    func identity() throws(SecurityKeyError) -> SecurityKeyIdentity {
+        try withInfo { handle, info in
+            let aaguid = fido_cbor_info_aaguid_ptr(info).map {
+                Array(UnsafeBufferPointer(start: $0, count: fido_cbor_info_aaguid_len(info)))
+            }
+            return SecurityKeyIdentity(
+                aaguid: aaguid ?? [UInt8](repeating: 0, count: 16),
+                hasPIN: fido_dev_supports_pin(handle) && fido_dev_has_pin(handle))
+        }
+    }
+
+    /// `body` with the open device and its getInfo (freed after).
+    private func withInfo<Result>(
+        _ body: (OpaquePointer, OpaquePointer) throws(SecurityKeyError) -> Result
+    ) throws(SecurityKeyError) -> Result {
+        guard let handle else { throw .unreachable(device: device.path, reason: "closed") }
+        var infoHandle = fido_cbor_info_new()
+        defer { fido_cbor_info_free(&infoHandle) }
+        guard let info = infoHandle else { throw .noSecretMemory("no memory for the key's information") }
+        let status = fido_dev_get_cbor_info(handle, info)
+        guard status == FIDO_OK else { throw .device(status, "reading the key's information") }
+        return try body(handle, info)
     }
 
     /// How many PIN tries are left, nil when the key cannot say.

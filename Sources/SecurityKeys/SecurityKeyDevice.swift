@@ -70,3 +70,17 @@ package struct EnrolledCredential: Sendable, Equatable {
         self.userVerified = userVerified
     }
 }
+
+/// What a key says of itself with no touch and no PIN (getInfo): enough to leave out keys that cannot hold a slot.
+package struct SecurityKeyIdentity: Sendable, Equatable {
+    /// The key's model identifier (16 bytes; all zero for keys that do not say).
+    package let aaguid: [UInt8]
+    /// Whether the key has a PIN set (a key without one holds no slot made with a PIN).
+    package let hasPIN: Bool
+
+    /// An identity from its fields.
+    package init(aaguid: [UInt8], hasPIN: Bool) {
+        self.aaguid = aaguid
+        self.hasPIN = hasPIN
+    }
+}

@@ -79,6 +79,13 @@ extension SecurityKeyDevice {
         return key.pinRetries()
     }
 
+    /// The key's model (AAGUID, 16 bytes; zeros for a key that does not tell) and whether it has a PIN set, from
+    /// its getInfo: no touch, no PIN, so a caller can leave out keys that cannot hold a slot before it sends a PIN.
+    package func identity(timeout: Duration = defaultResponseTimeout) throws(SecurityKeyError) -> SecurityKeyIdentity {
+        let key = try OpenKey(self, timeout: timeout)
+        return try key.identity()
+    }
+
     /// The keys libfido2 finds plugged in (hidraw devices that say they are FIDO keys), with product names.
     static func pluggedIn() throws(SecurityKeyError) -> [SecurityKeyDevice] {
         OpenKey.initializeLibrary()

@@ -26,7 +26,7 @@ func securityKeyToEnroll(_ named: String?) throws(KeychainError) -> SecurityKeyD
     }
     guard devices.count == 1 else {
         throw KeychainError.param(
-            "\(devices.count) security keys are plugged in (\(devices.map(\.description).joined(separator: ", "))):"
+            "\(devices.count) security keys are plugged in (\(devices.map { PromptText.field($0.description) }.joined(separator: ", "))):"
                 + " name one with --device")
     }
     return only
@@ -41,7 +41,8 @@ func addFido2Slot(_ file: Keychain, device: SecurityKeyDevice, pin: Bool, secret
         ? try secrets.next(
             prompt: "PIN of the security key: ",
             request: PinentryRequest(
-                title: "Security key PIN", description: "latchkey needs the PIN of the security key \(device)",
+                title: "Security key PIN",
+                description: "latchkey needs the PIN of the security key \(PromptText.field(device.description))",
                 prompt: "PIN:", error: nil)) : []
     defer { wipeBytes(&pinBytes) }
     let pinSecret =

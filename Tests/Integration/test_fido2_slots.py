@@ -285,6 +285,41 @@ def test_of_two_keys_plugged_in_at_once_the_one_holding_the_slot_opens(tmp_path,
     assert "GETPIN" not in later.pinentry_log()
 
 
+def pin_retries(key):
+    """The PIN tries the software key has left (its state file)."""
+    with open(key.state_path) as state:
+        return json.load(state)["pin_retries"]
+
+
+def test_the_pin_goes_only_to_a_key_that_could_hold_the_slot(tmp_path, bus, make_daemon, make_key):
+    stranger, no_pin, enrolled = make_key("--set-pin", "5678"), make_key(), make_key("--set-pin", "1234")
+    cli = login_with_fido2_slots(tmp_path, bus, make_daemon, [enrolled], pins=[enrolled])
+    # An unrelated key with a PIN of its own is named first: the PIN never reaches it (another model, AAGUID),
+    # so it counts no wrong PIN and the slot's key opens the keychain.
+    later = autologin(make_daemon, cli, PluggedIn(stranger, enrolled), ["password 1234"])
+    assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
+    assert (pin_retries(stranger), pin_retries(enrolled)) == (8, 8)
+    assert len(asked(later, "GETPIN")) == 1
+    later.stop()
+    # A key with no PIN set named first does not end the search.
+    later = autologin(make_daemon, cli, PluggedIn(no_pin, enrolled), ["password 1234"])
+    assert secret_tool(bus, "lookup", "service", "mail").stdout == b"s3cret"
+    assert pin_retries(enrolled) == 8
+
+
+def test_a_wrong_pin_at_add_slot_costs_the_key_one_try(tmp_path, make_key):
+    first, second, third = (make_key("--set-pin", "1234") for _ in range(3))
+    cli = KeyCli(tmp_path, None)
+    keychain_with_item(cli)
+    for key in (first, second):
+        cli.ok("add-slot", "fido2", "--pin", "--device", key.device, "--stdin", "work", input="pw\n1234\n")
+    # Two slots with a PIN to check the third key against: a typo is reported once, counted once.
+    failed = cli.run("add-slot", "fido2", "--pin", "--device", third.device, "--stdin", "work", input="pw\n9999\n")
+    one_line_failure(failed, "wrong PIN")
+    assert pin_retries(third) == 7
+    assert len(cli.slots("work")["slots"]) == 3
+
+
 def test_a_reset_key_no_touch_and_a_cancelled_touch_fall_back_to_the_password(
         tmp_path, bus, make_daemon, make_key):
     key = make_key()

@@ -86,6 +86,48 @@ struct Fido2SlotTests {
         #expect(throws: KeySlotError.self) { try Fido2Slot.add(to: keychain, parameters: parameters, secret: output) }
     }
 
+    @Test func aRowNamingAnotherRelyingPartyIsSkipped() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keychain = try newKeychain()
+        var foreign = try parameters(for: keychain)
+        foreign.relyingParty = Fido2SlotParameters.relyingPartyPrefix + "00"
+        let slotKey = try SecretBytes(copying: [UInt8](repeating: 0x42, count: 32))
+        let row = try keychain.addKeySlot(.fido2, parameters: Data(foreign.encoded()), slotKey: slotKey)
+        #expect(Fido2Slot.parameters(of: row) == foreign)
+        #expect(Fido2Slot.slots(of: keychain).isEmpty)
+        #expect(Fido2Slot.foreignSlots(of: keychain) == [Int(row.id)])
+        let search = Fido2Slot.search(keychain, remote: false, devices: { [] })
+        #expect(search.reason == "fido2 slot \(row.id) names another keychain's relying party: skipped")
+    }
+
+    @Test func aLongMultibyteProductNameIsCutOnACharacterBoundary() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keychain = try newKeychain()
+        let base = try parameters(for: keychain)
+        let parameters = Fido2SlotParameters(
+            relyingParty: base.relyingParty, credentialID: base.credentialID, salt: base.salt, usesPIN: true,
+            aaguid: base.aaguid, product: "K" + String(repeating: "é", count: 200))
+        #expect(parameters.product == "K" + String(repeating: "é", count: 127))
+        #expect(Fido2SlotParameters(encoded: parameters.encoded()) == parameters)
+        let output = try SecretBytes(copying: [UInt8](repeating: 0x42, count: 32))
+        _ = try Fido2Slot.add(to: keychain, parameters: parameters, secret: output)
+    }
+
+    @Test func bidiOverridesAndLineSeparatorsInAProductNameAreNotShown() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keychain = try newKeychain()
+        let base = try parameters(for: keychain)
+        let parameters = Fido2SlotParameters(
+            relyingParty: base.relyingParty, credentialID: base.credentialID, salt: base.salt, usesPIN: true,
+            aaguid: base.aaguid, product: "Key\u{202E}yek\u{2028}Touch\u{2029}here\u{200B}")
+        #expect(parameters.product == "Key yek Touch here ")
+        // A row a file's writer made with them reads as nothing.
+        var bytes = parameters.encoded()
+        let name = Array("Key\u{202E}yek".utf8)
+        bytes.replaceSubrange((bytes.count - parameters.product.utf8.count - 1)..., with: [UInt8(name.count)] + name)
+        #expect(Fido2SlotParameters(encoded: bytes) == nil)
+    }
+
     @Test func aFido2SlotIsNotTheLastPasswordLikeSlot() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let keychain = try newKeychain()

@@ -221,7 +221,9 @@ extension KeychainRegistry {
         }
         let seconds = Int(timeout.components.seconds)
         FingerprintNotice(
-            logLine: "waiting for a touch of the security key \(held.device) to unlock \(keychainName)",
+            logLine:
+                "waiting for a touch of the security key \(PromptText.field(held.device.description)) to unlock"
+                + " \(keychainName)",
             terminalLine: "\r\nLatchkey: touch your security key within \(seconds) s to unlock \(keychainName).\r\n",
             place: place
         ).tell()
@@ -244,7 +246,8 @@ extension KeychainRegistry {
             }
             let request = PinentryRequest(
                 title: "Unlock Keychain",
-                description: "Touch your security key to unlock the keychain.\n\(held.parameters.product)",
+                description:
+                    "Touch your security key to unlock the keychain.\n\(PromptText.field(held.parameters.product, bytes: 100))",
                 prompt: "", error: nil, okLabel: "Use password", cancelLabel: "Cancel")
             _ = try? pinentry.confirm(request, cancellation: answered)
         }
