@@ -57,6 +57,9 @@ struct ImportGnomeKeyring: ParsableCommand {
             let defaultKeyring = GnomeKeyringImporter.defaultKeyringPath(inDirectory: ImportPaths.directory)
 
             var ready: [ReadyKeyring] = []
+            // Before the pool's wipe: what each keyring kept in ordinary arrays (its file, its items' secrets, the
+            // password that opened it), wiped in the storage every copy shares once the import is done.
+            defer { for entry in ready { entry.wipe() } }
             for path in files {
                 do throws(GnomeKeyringError) {
                     let file = try KeyringFile(path: path)
@@ -128,6 +131,14 @@ struct ReadyKeyring {
     var keyring: GnomeKeyring
     var password: [UInt8]
     var destination: KeyringDestination
+
+    /// Wipes its password, its file's bytes and its items' secrets in place, in the storage every copy shares:
+    /// for the end of the import.
+    func wipe() {
+        wipeSharedStorage(of: password)
+        wipeSharedStorage(of: file.bytes)
+        for item in keyring.items { wipeSharedStorage(of: item.secret) }
+    }
 }
 
 extension ImportGnomeKeyring {
