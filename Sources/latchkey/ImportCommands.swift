@@ -63,6 +63,9 @@ struct ImportGnomeKeyring: ParsableCommand {
             for path in files {
                 do throws(GnomeKeyringError) {
                     let file = try KeyringFile(path: path)
+                    var kept = false
+                    // A file not kept for the import (imported before, or not opened): its bytes wiped now.
+                    defer { if !kept { wipeSharedStorage(of: file.bytes) } }
                     if let earlier = GnomeKeyringImporter.earlierImport(of: file, in: places.recorded) {
                         print("\(path): already imported \(ImportPaths.date(earlier.imported)); nothing to do")
                         continue
@@ -74,6 +77,7 @@ struct ImportGnomeKeyring: ParsableCommand {
                         ReadyKeyring(
                             file: file, keyring: keyring, password: password,
                             destination: places.destination(of: file, named: keyring.name)))
+                    kept = true
                 } catch {
                     StandardError.write("latchkey: \(error); nothing imported from it")
                     failed = true
