@@ -1,6 +1,7 @@
 import FoundationEssentials
 import KeychainCore
 import KeychainStore
+import Posix
 
 /// What one import of a keyring file left in the keychain, so that the same file is never
 /// imported twice and `latchkey migration-status` can list it.
@@ -133,7 +134,9 @@ package enum GnomeKeyringImporter {
 
     /// Whether the keychain holds an item with `item`'s label, Secret Service attributes and creation date.
     static func isPresent(_ item: GnomeKeyringItem, in keychain: Keychain) throws(KeychainError) -> Bool {
-        let stored = newItem(item)
+        var stored = newItem(item)
+        // Made for its attributes: its copy of the secret is wiped, not left in freed memory.
+        defer { stored.secret?.withUnsafeMutableBytes { wipeBytes($0) } }
         var query = stored.attributes.filter { $0.key != .contentType }
         query[.secretServiceItem] = .string("1")
         let candidates = try keychain.items(

@@ -213,16 +213,28 @@ extension SecretServiceDaemon {
             into: held, dryRun: dryRun, source: "the gnome-keyring keyring “\(PromptText.field(name, bytes: 60))”",
             command: "latchkey import-gnome-keyring", call: call
         ) { () throws(KeychainError) -> PlannedImport in
+            // The file's bytes leave secret memory only to be read (a keyring without a password is plain text,
+            // secrets in clear), and its items' secrets as they are read: both wiped, in the storage every copy
+            // shares (the plan's file and keyring too), as soon as the plan is made, before anyone is asked.
+            let contents = file.withUnsafeBytes { [UInt8]($0) }
+            var read: GnomeKeyring?
+            defer {
+                wipeSharedStorage(of: contents)
+                for item in read?.items ?? [] { wipeSharedStorage(of: item.secret) }
+            }
             let keyring: GnomeKeyring
-            let opened = KeyringFile(path: path, bytes: file.withUnsafeBytes { [UInt8]($0) }, modified: modified)
+            let opened = KeyringFile(path: path, bytes: contents, modified: modified)
             do throws(GnomeKeyringImport.GnomeKeyringError) {
                 var copy = password.withUnsafeBytes { [UInt8]($0) }
                 defer { wipeBytes(&copy) }
                 keyring = try opened.keyring(password: copy)
+                read = keyring
             } catch {
                 throw KeychainError(error.kind == .wrongPassword ? .authFailed : .decode, error.description)
             }
-            let planned = try GnomeKeyringImporter.plan(keyring, from: opened, in: keychain)
+            // Until the person answered, only the items to add keep their secrets, wiped when the plan goes.
+            let held = KeptKeyringPlan(try GnomeKeyringImporter.plan(keyring, from: opened, in: keychain))
+            let planned = held.plan
             for item in planned.added { try Self.checkImported(item, limits: limits) }
             let labels = planned.earlier == nil ? planned.present : keyring.items.map(\.label)
             let summary = ImportSummary(
@@ -230,8 +242,8 @@ extension SecretServiceDaemon {
                 dryRun: true)
             return PlannedImport(summary: summary, bytes: ExchangeImport.estimatedBytes(of: planned.added)) {
                 () throws(KeychainError) in
-                guard planned.earlier == nil else { return summary }
-                let record = try GnomeKeyringImporter.apply(planned, into: keychain, source: recordSource)
+                guard held.plan.earlier == nil else { return summary }
+                let record = try GnomeKeyringImporter.apply(held.plan, into: keychain, source: recordSource)
                 return ImportSummary(
                     format: "gnome-keyring", added: record.added, replaced: 0, duplicates: planned.present,
                     skipped: [], dryRun: false)
@@ -361,6 +373,21 @@ extension SecretServiceDaemon {
         } catch {
             throw KeychainError(error.status, "an item of the file: \(error.reason)")
         }
+    }
+}
+
+/// A keyring import's plan as kept until the person answered: its items to add, secrets and all, wiped in place
+/// when the last reference goes (the import written, refused, or its caller gone). Read only meanwhile (on the
+/// worker, one at a time); written only by `deinit`, when nothing else holds it.
+private final class KeptKeyringPlan: @unchecked Sendable {
+    /// The plan.
+    private(set) var plan: KeyringImportPlan
+
+    /// Keeps `plan`.
+    init(_ plan: KeyringImportPlan) { self.plan = plan }
+
+    deinit {
+        for index in plan.added.indices { plan.added[index].secret?.withUnsafeMutableBytes { wipeBytes($0) } }
     }
 }
 

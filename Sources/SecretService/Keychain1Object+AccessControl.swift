@@ -69,11 +69,13 @@ extension Keychain1Object {
         return asks ? targets : nil
     }
 
-    /// Runs `change` once the person confirmed `targets` (``accessControlChangeToConfirm(of:to:caller:)``);
-    /// refused: the read's error, and nothing changes.
+    /// Runs `change` once the person confirmed `targets` (``accessControlChangeToConfirm(of:to:caller:)``), given
+    /// the secrets of items with a password of their own the confirmation opened (by
+    /// ``SecretServiceDaemon/confirmationKey(_:_:)``; `change` may keep them past its return, for a change that
+    /// asks the person more before it is made); refused: the read's error, and nothing changes.
     func confirmingAccessControlChange(
         of targets: [SecretServiceDaemon.SecretTarget], authentication: AuthenticationOptions, call: DBusMethodCall,
-        _ change: @escaping () -> Result<DBusMethodResult, DBusError>
+        _ change: @escaping ([String: OpenedItemSecret]) -> Result<DBusMethodResult, DBusError>
     ) -> Result<DBusMethodResult, DBusError> {
         let daemon = daemon
         // kSecUseAuthenticationUISkip leaves items out of a read; a change has nothing to leave out: it is asked
@@ -84,11 +86,14 @@ extension Keychain1Object {
             of: targets, allowed: targets.map { _ in true }, outcome: .allowed, sender: call.sender,
             authentication: asking
         ) { _, outcome in
-            Self.finish(call, outcome, daemon: daemon, change())
+            // Set only while this runs: taken now, for a change that goes on after it returned.
+            let opened = daemon.openedForServing
+            Self.finish(call, outcome, daemon: daemon, change(opened))
         }
         guard let confirmed else { return .success(.deferred) }
         if case .denied(let denial) = confirmed.1 { return .failure(denial.keychainError) }
-        return change()
+        // Confirmed at once: nobody was asked, so nothing was opened.
+        return change([:])
     }
 
     /// Answers `call` once its confirmation ended: the denial's error, or what the change gave (nothing more

@@ -152,11 +152,12 @@ extension Keychain1Object {
 
     /// Changes the items `matching` finds with `changes`, those with a password of their own (before or after
     /// the change) each on its own: a new secret sealed under the key its password gave when it was asked for
-    /// this update (``SecretServiceDaemon/openedForServing``), the plain secret when the change takes the
-    /// password away (the new one, else the one opened), the envelope `sealed` made for one given a password by
-    /// this update. The others as one change. How many changed.
+    /// this update (`opened`, by ``SecretServiceDaemon/confirmationKey(_:_:)``, as the confirmation left them),
+    /// the plain secret when the change takes the password away (the new one, else the one opened), the envelope
+    /// `sealed` made for one given a password by this update. The others as one change. How many changed.
     func updateWithItemPasswords(
-        matching: ItemQuery, with changes: ItemChanges, sealed: [ItemReference: Data]
+        matching: ItemQuery, with changes: ItemChanges, sealed: [ItemReference: Data],
+        opened: [String: OpenedItemSecret]
     ) throws(KeychainError) -> Int {
         var reading = matching
         reading.returning = [.attributes, .reference]
@@ -182,7 +183,7 @@ extension Keychain1Object {
                 throw KeychainError(.param, "an item given a password of its own was not asked for it")
             }
             let key = SecretServiceDaemon.confirmationKey(keychain, item.reference)
-            guard let opened = daemon.openedForServing[key] else {
+            guard let openedItem = opened[key] else {
                 // Attributes only, the password kept: the envelope stays as it is.
                 if after, changes.secret == nil {
                     rest.append(item.reference)
@@ -195,13 +196,13 @@ extension Keychain1Object {
                 var envelope: Data?
                 if let secret = changes.secret {
                     let sealing = secret.withUnsafeBytes { (bytes) in
-                        Result { () throws(KeychainError) in try opened.key.seal(bytes) }
+                        Result { () throws(KeychainError) in try openedItem.key.seal(bytes) }
                     }
                     envelope = try sealing.get()
                 }
                 own.append((item.reference, nil, envelope))
             } else {
-                own.append((item.reference, changes.secret == nil ? opened.secret : nil, changes.secret))
+                own.append((item.reference, changes.secret == nil ? openedItem.secret : nil, changes.secret))
             }
         }
         guard !own.isEmpty else { return try keychain.keychain.update(matching: matching, with: changes) }

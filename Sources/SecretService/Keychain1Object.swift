@@ -84,7 +84,12 @@ struct Keychain1Object: DBusObject {
                         // of an access-control change, then, for items given a password of their own, that password,
                         // one by one; then the change, of the items the decision was about.
                         return try object.changingOnceDecided(.change, matching: query.query, call: call) { matching in
-                            let update = { (sealed: [ItemReference: Data]) -> Result<DBusMethodResult, DBusError> in
+                            // `opened`: the secrets (and keys) of items with a password of their own the confirmation
+                            // opened, taken when it ended: kept for the change through the new passwords' dialogs
+                            // (the daemon's openedForServing holds them only while the confirmation's reply runs).
+                            let update = {
+                                (opened: [String: OpenedItemSecret], sealed: [ItemReference: Data])
+                                    -> Result<DBusMethodResult, DBusError> in
                                 do throws(KeychainError) {
                                     let count = try Self.lendingData(secret) { (secret) throws(KeychainError) in
                                         let changes = ItemChanges(attributes: given, secret: secret)
@@ -92,7 +97,7 @@ struct Keychain1Object: DBusObject {
                                         try object.refuseWideningAccess(matching: matching, with: changes)
                                         // Items with a password of their own (before or after): each its own.
                                         return try object.updateWithItemPasswords(
-                                            matching: matching, with: changes, sealed: sealed)
+                                            matching: matching, with: changes, sealed: sealed, opened: opened)
                                     }
                                     object.changed()
                                     return .success(.reply([.uint32(UInt32(clamping: count))]))
@@ -100,16 +105,18 @@ struct Keychain1Object: DBusObject {
                                     return .failure(Keychain1Interface.dbusError(error))
                                 }
                             }
-                            let sealing = { () -> Result<DBusMethodResult, DBusError> in
+                            let sealing = {
+                                (opened: [String: OpenedItemSecret]) -> Result<DBusMethodResult, DBusError> in
                                 Result { () throws(DBusError) in
                                     try object.sealingUnderNewItemPasswords(
-                                        matching: matching, to: given, secret: secret, call: call, then: update)
+                                        matching: matching, to: given, secret: secret, call: call
+                                    ) { sealed in update(opened, sealed) }
                                 }
                             }
                             guard
                                 let targets = object.accessControlChangeToConfirm(
                                     of: matching, to: given, changingSecret: secret != nil, caller: call.sender)
-                            else { return sealing() }
+                            else { return sealing([:]) }
                             return object.confirmingAccessControlChange(
                                 of: targets, authentication: query.query.authentication, call: call, sealing)
                         }

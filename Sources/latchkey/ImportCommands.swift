@@ -57,9 +57,15 @@ struct ImportGnomeKeyring: ParsableCommand {
             let defaultKeyring = GnomeKeyringImporter.defaultKeyringPath(inDirectory: ImportPaths.directory)
 
             var ready: [ReadyKeyring] = []
+            // Before the pool's wipe: what each keyring kept in ordinary arrays (its file, its items' secrets, the
+            // password that opened it), wiped in the storage every copy shares once the import is done.
+            defer { for entry in ready { entry.wipe() } }
             for path in files {
                 do throws(GnomeKeyringError) {
                     let file = try KeyringFile(path: path)
+                    var kept = false
+                    // A file not kept for the import (imported before, or not opened): its bytes wiped now.
+                    defer { if !kept { wipeSharedStorage(of: file.bytes) } }
                     if let earlier = GnomeKeyringImporter.earlierImport(of: file, in: places.recorded) {
                         print("\(path): already imported \(ImportPaths.date(earlier.imported)); nothing to do")
                         continue
@@ -71,6 +77,7 @@ struct ImportGnomeKeyring: ParsableCommand {
                         ReadyKeyring(
                             file: file, keyring: keyring, password: password,
                             destination: places.destination(of: file, named: keyring.name)))
+                    kept = true
                 } catch {
                     StandardError.write("latchkey: \(error); nothing imported from it")
                     failed = true
@@ -128,6 +135,14 @@ struct ReadyKeyring {
     var keyring: GnomeKeyring
     var password: [UInt8]
     var destination: KeyringDestination
+
+    /// Wipes its password, its file's bytes and its items' secrets in place, in the storage every copy shares:
+    /// for the end of the import.
+    func wipe() {
+        wipeSharedStorage(of: password)
+        wipeSharedStorage(of: file.bytes)
+        for item in keyring.items { wipeSharedStorage(of: item.secret) }
+    }
 }
 
 extension ImportGnomeKeyring {

@@ -286,3 +286,25 @@ def test_an_update_that_gives_a_password_asks_for_access_first_and_a_refused_cal
     assert repeats(daemon) == [] and asked(daemon) == [], log(daemon)
     assert "other-client" in descriptions(daemon)[0]
     assert secitem(bus, "read-controlled", "mail", "allow").stdout == "guarded\n", "nothing changed"
+
+
+def test_an_update_of_the_secret_over_an_item_with_a_password_and_one_gaining_it_changes_both(daemon, bus):
+    """One update giving a new secret and an access control with a password of its own to two items: one has a
+    password already (the person types it, and the new secret is sealed under it), the other gains one (the
+    person chooses it). Once the person typed both, the update is made: the first password's opened key is kept
+    for it through the second dialog."""
+    daemon.set_pinentry_answers([ITEM])
+    assert add(bus, "mail", "alice", "guarded", "applicationPassword") == (0, "")
+    assert add(bus, "mail", "bob", "plain", "none") == (0, "")
+    daemon.set_pinentry_answers([ITEM, "password of bob"])
+    updated = secitem(bus, "update-secret-control", "mail", "renewed", "applicationPassword")
+    assert (updated.returncode, updated.stdout) == (0, ""), (updated.stdout, updated.stderr)
+    assert "has a password of its own" in descriptions(daemon)[-2], "alice's password first"
+    assert len(repeats(daemon)) == 2, "then bob's new one, with its confirmation"
+    # Each holds the new secret under its own password: the other's does not open it.
+    daemon.set_pinentry_answers([ITEM])
+    assert secitem(bus, "find-generic", "mail", "alice").stdout == "renewed\n"
+    daemon.set_pinentry_answers(["password of bob"])
+    assert secitem(bus, "find-generic", "mail", "bob").stdout == "renewed\n"
+    daemon.set_pinentry_answers([ITEM] * 3)
+    assert secitem(bus, "find-generic", "mail", "bob").stdout == AUTH_FAILED + "\n"

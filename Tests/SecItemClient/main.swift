@@ -26,6 +26,9 @@
 //                                                      kSecUseOperationPrompt PROMPT; one secret a line, sorted
 //   secitem-client update-control SERVICE FLAG...      SecItemUpdate of the kSecAttrAccessControl
 //   secitem-client update-control-skip SERVICE FLAG... the same with kSecUseAuthenticationUISkip in the query
+//   secitem-client update-secret-control SERVICE SECRET FLAG...
+//                                                      SecItemUpdate of every match's secret and its
+//                                                      kSecAttrAccessControl, in one call
 // Exits 0 on errSecSuccess, else prints "status N" and exits 1.
 import Foundation
 import Security
@@ -295,6 +298,12 @@ case ("update-control", 3...):
         SecItemUpdate(
             [kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1]] as CFDictionary,
             [kSecAttrAccessControl: accessControl(arguments[2...])] as CFDictionary))
+case ("update-secret-control", 4...):
+    finish(
+        SecItemUpdate(
+            [kSecClass: kSecClassGenericPassword, kSecAttrService: arguments[1]] as CFDictionary,
+            [kSecValueData: Data(arguments[2].utf8), kSecAttrAccessControl: accessControl(arguments[3...])]
+                as CFDictionary))
 case ("update-control-skip", 3...):
     finish(
         SecItemUpdate(
