@@ -8,6 +8,7 @@ hands a secret out asks the same: the Security module (org.latchkey.Keychain1), 
 module client (secitem-client), secret-tool, python secretstorage and the scripted pinentry."""
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -294,7 +295,7 @@ def test_the_confirmation_shows_on_the_callers_terminal_and_wrong_passwords_coun
         pane.wait_for(lambda screen: "password was not correct" in screen)
         assert wrong_password_count(daemon) == before + 1
         pane.type(LOGIN_PASSWORD)
-        after = pane.wait_for(lambda screen: "\nexit=" in screen)
+        after = pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
         assert "guarded" in after and "exit=0" in after, after
     finally:
         pane.stop()

@@ -34,7 +34,9 @@ def test_the_daemon_binary_carries_its_relative_relocations_packed(latchkeyd):
     dynamic = dynamic_section(latchkeyd)
     assert "(RELR)" in dynamic, dynamic
     [rela] = re.findall(r"\(RELASZ\)\s+(\d+) \(bytes\)", dynamic) or ["0"]
-    assert int(rela) < 64 << 10, dynamic
+    # What stays in RELA are the relocations against symbols (GLOB_DAT, JUMP_SLOT…), which grow with the libraries
+    # linked (66 KiB with libfido2): far below the 1 MiB of relative ones that an unpacked link writes.
+    assert int(rela) < 128 << 10, dynamic
 
 
 def secondary_arenas(pid):

@@ -3,6 +3,7 @@ with the real libfido2 talking to Tests/Support/soft-fido2 (a software CTAP2 aut
 named by LATCHKEY_FIDO2_DEVICE=unix:PATH) and the scripted pinentry."""
 
 import json
+import re
 import sqlite3
 import subprocess
 import time
@@ -409,7 +410,7 @@ def test_the_touch_is_asked_on_the_callers_terminal_and_not_over_ssh(tmp_path, b
         pane.type("secret-tool lookup service mail; echo exit=$?")
         told = pane.wait_for(lambda screen: "touch your security key" in screen)
         assert "Latchkey: touch your security key within 30 s to unlock your login keychain." in told, told
-        after = pane.wait_for(lambda screen: "\nexit=" in screen)
+        after = pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
         assert "s3cret" in after and "exit=0" in after, after
 
         lock_login(bus)
@@ -418,7 +419,7 @@ def test_the_touch_is_asked_on_the_callers_terminal_and_not_over_ssh(tmp_path, b
         prompt = pane.wait_for(lambda screen: "Enter your login password" in screen)
         assert "reachable over SSH" in prompt, prompt
         pane.type(LOGIN_PASSWORD)
-        assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+        assert "exit=0" in pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
     finally:
         pane.stop()
 

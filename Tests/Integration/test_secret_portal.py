@@ -239,6 +239,8 @@ def test_an_application_keeps_the_key_gnome_keyring_gave_it(bus, make_daemon, po
 
     daemon = make_daemon(keychains=data / "latchkey" / "keychains").start()
     wait_until_login_unlocked(bus)
+    # The daemon holds the login keychain: it imports the keyring, once the person confirms it.
+    daemon.set_pinentry_answers(["confirm"])
     imported = subprocess.run(
         [binary("latchkey"), "import-gnome-keyring", "--stdin"],
         input=f"{LOGIN_PASSWORD}\n{gnome_keyring.LOGIN_PASSWORD}\n",

@@ -4,6 +4,7 @@ pane's terminal: what the person sees is read with capture-pane, what they type 
 in a session of its own with no terminal gets an error that says what to do."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -98,7 +99,7 @@ def test_a_lookup_typed_in_a_terminal_is_asked_for_the_password_on_that_terminal
     assert pane.in_alternate_screen(), prompt
     assert "Unlock" in prompt, prompt
     pane.type(LOGIN_PASSWORD)
-    after = pane.wait_for(lambda screen: "\nexit=" in screen)
+    after = pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
     lines = shell_lines(after)
     # The shell's lines as they were, then the command's output: nothing of the prompt left.
     assert lines == ["$ secret-tool lookup service mail; echo exit=$?", "the secret", "exit=0", "$"], after
@@ -124,9 +125,9 @@ def test_an_access_question_on_a_terminal_takes_the_password_not_a_key(make_daem
     pane.wait_for(lambda screen: "Password: *_" in screen)
     pane.type("")
     pane.wait_for(lambda screen: "Password: __" in screen)
-    assert "\nexit=" not in pane.screen()
+    assert re.search(r"exit=\d", pane.screen()) is None
     pane.type(LOGIN_PASSWORD)
-    after = pane.wait_for(lambda screen: "\nexit=" in screen)
+    after = pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
     assert "the secret" in after and "exit=0" in after, after
     assert "latchkey: waiting" not in after, after
 
@@ -217,7 +218,7 @@ def test_a_display_the_caller_names_and_a_terminal_it_holds_open_are_not_where_i
         assert pinentry_environment(locked).get("DISPLAY") is None
         assert shell_lines(other.screen()) == ["$"] and not other.in_alternate_screen()
         pane.type(LOGIN_PASSWORD)
-        after = pane.wait_for(lambda screen: "\nexit=" in screen)
+        after = pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
         assert "the secret" in after and "exit=0" in after, after
     finally:
         other.stop()
@@ -239,7 +240,7 @@ def test_a_hostile_environment_gives_the_prompt_safe_terminal_settings(locked, p
         shown = pinentry_environment(locked)
         assert shown["TERM"] == "vt100" and "LC_CTYPE" not in shown, shown
         pane.type(LOGIN_PASSWORD)
-        assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+        assert "exit=0" in pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
         lock_login(locked.bus)
     assert locked.alive()
 
@@ -257,13 +258,13 @@ def test_a_confirmation_on_a_terminal_takes_the_password_not_a_key(make_daemon, 
     for key in ("Tab", "Tab", "Enter"):
         subprocess.run(["tmux", "-S", pane.socket, "send-keys", "-t", "0", key], check=True)
         time.sleep(0.2)
-    refused = pane.wait_for(lambda screen: "\nexit=" in screen)
+    refused = pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
     assert "exit=0" not in refused, refused
     pane.type("clear")
     pane.type(f"{binary('latchkey')} set-access-policy allow-all {daemon.keychains / 'login.keychain-db'}; echo exit=$?")
     pane.wait_for(lambda screen: "Type your login password to confirm" in screen)
     pane.type(LOGIN_PASSWORD)
-    assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+    assert "exit=0" in pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
     daemon.wait_for_policy("allow-all")
 
 
@@ -279,7 +280,7 @@ def test_a_wrong_password_typed_on_a_terminal_counts_as_a_programs_attempt(locke
     pane.wait_for(lambda screen: "password was not correct" in screen)
     assert "attempts" in keychain_rows(login)
     pane.type(LOGIN_PASSWORD)
-    assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+    assert "exit=0" in pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
 
 
 def test_a_client_holding_no_descriptor_of_its_terminal_is_asked_on_its_shells(locked, pane, tmp_path):
@@ -288,7 +289,7 @@ def test_a_client_holding_no_descriptor_of_its_terminal_is_asked_on_its_shells(l
     pane.type(f"secret-tool lookup service mail < /dev/null > {tmp_path}/out 2> /dev/null; echo exit=$?")
     pane.wait_for(lambda screen: "Enter your login password" in screen)
     pane.type(LOGIN_PASSWORD)
-    assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+    assert "exit=0" in pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
     assert (tmp_path / "out").read_text() == "the secret"
 
 
@@ -327,7 +328,7 @@ def test_a_caller_holding_a_file_on_a_silent_fuse_mount_does_not_stall_the_daemo
     assert time.monotonic() - started < 1
     pane.wait_for(lambda screen: "Enter your login password" in screen)
     pane.type(LOGIN_PASSWORD)
-    assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+    assert "exit=0" in pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
 
 
 def test_a_login_keychain_with_a_tpm2_pin_asks_the_password_on_a_terminal(tmp_path, bus, make_daemon, make_tpm):
@@ -348,7 +349,7 @@ def test_a_login_keychain_with_a_tpm2_pin_asks_the_password_on_a_terminal(tmp_pa
         prompt = pane.wait_for(lambda screen: "Enter your login password" in screen or "PIN" in screen)
         assert "PIN" not in prompt, prompt
         pane.type(LOGIN_PASSWORD)
-        assert "exit=0" in pane.wait_for(lambda screen: "\nexit=" in screen)
+        assert "exit=0" in pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
     finally:
         pane.stop()
 
