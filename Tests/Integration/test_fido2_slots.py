@@ -424,6 +424,34 @@ def test_the_touch_is_asked_on_the_callers_terminal_and_not_over_ssh(tmp_path, b
         pane.stop()
 
 
+def test_a_pin_slots_pin_and_touch_are_asked_on_the_callers_terminal(tmp_path, bus, make_daemon, make_key):
+    """A slot with a PIN, a lookup typed in a terminal: the key's PIN is asked there (the real pinentry-curses),
+    a wrong one again with the tries left, then the touch line."""
+    from test_terminal_prompts import NO_DESKTOP, Pane
+    key = make_key("--set-pin", "1234")
+    key.set_control(touch=True, touch_delay=1.0)
+    cli = login_with_fido2_slots(tmp_path, bus, make_daemon, [key], pins=[key])
+    daemon = make_daemon(keychains=cli.keychains, extra_env={"LATCHKEY_FIDO2_DEVICE": key.device, **NO_DESKTOP},
+                         pinentry=None)
+    daemon.start(unlock=False)
+    status, message = control.hand_over(control_socket(daemon))
+    assert status == "ok", message
+    pane = Pane(tmp_path, bus, name="tmux-pin")
+    try:
+        pane.type("secret-tool lookup service mail; echo exit=$?")
+        pane.wait_for(lambda screen: "security key's PIN" in screen)
+        pane.type("9999")
+        retried = pane.wait_for(lambda screen: "tries left" in screen)
+        assert "Wrong PIN: 7 tries left" in retried, retried
+        pane.type("1234")
+        told = pane.wait_for(lambda screen: "touch your security key" in screen)
+        assert "Latchkey: touch your security key within 30 s to unlock your login keychain." in told, told
+        after = pane.wait_for(lambda screen: re.search(r"exit=\d", screen) is not None)
+        assert "s3cret" in after and "exit=0" in after, after
+    finally:
+        pane.stop()
+
+
 def test_a_keychain_with_its_own_password_held_by_the_daemon_opens_with_a_touch(
         tmp_path, bus, session_env, make_daemon, make_key):
     """The unlock prompt of a keychain with a password of its own (a Secret Service client unlocking the

@@ -52,11 +52,11 @@ extension KeychainRegistry {
 
     /// The security-key prompt for `keychain` (shown as `name`), when it has fido2 slots: nil otherwise. It shares
     /// `sharingKey` with the keychain's password prompt; `apply` and `isSatisfied` are the password prompt's. On
-    /// the prompt's
-    /// thread, the reachable keys are probed (no touch) for one holding a slot without a PIN; else, for slots
-    /// with one, the PIN is asked through pinentry (never on a terminal: a program can type there, and each
-    /// guess counts towards the key blocking its PIN for good) and the keys probed with it (such credentials are
-    /// hidden from a probe without it); then one assertion waits for a touch while "Touch your security key"
+    /// the prompt's thread, the reachable keys are probed (no touch) for one holding a slot without a PIN; else,
+    /// for slots with one, the PIN is asked through the request's pinentry (the desktop's, or the caller's
+    /// terminal's: a program that could type guesses there can as well send them to the key itself, which is
+    /// the user's device) and the keys probed with it (such credentials are hidden from a probe without it);
+    /// then one assertion waits for a touch while "Touch your security key"
     /// shows (a pinentry dialog on the desktop, a line on the caller's terminal, a log line). A wrong PIN asks
     /// again with the tries the key has left; everything else that keeps the key from opening the keychain (no
     /// key, another key, over SSH, no touch in time, a blocked PIN, the touch prompt cancelled) ends it, and
@@ -69,7 +69,6 @@ extension KeychainRegistry {
     ) -> (PromptDialog<UnwrappedKeychainKey>, (Bool) -> Bool)? {
         guard !Fido2Slot.slots(of: keychain).isEmpty else { return nil }
         let step = SecurityKeyStep()
-        let onTerminal = place?.isTerminal == true
         let remote = place?.terminalOverSSH == true
         let touchTimeout = Fido2Slot.touchTimeout()
         let pinRequest = PinentryRequest(
@@ -104,10 +103,6 @@ extension KeychainRegistry {
                 if let held = search.held.first { return touch(held, nil) }
                 guard !search.withPIN.isEmpty else {
                     step.fallBack(search.reason ?? "no security key holds a slot of \(name)")
-                    return nil
-                }
-                guard !onTerminal else {
-                    step.fallBack("the security key's PIN is not asked on a terminal")
                     return nil
                 }
                 // Slots with a PIN: which key holds which is seen only with the PIN (credProtect).
